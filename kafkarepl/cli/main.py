@@ -1,0 +1,43 @@
+"""The `kafkarepl` command: one sub-command per module of kafkarepl.cli.
+
+Each module named in SUBCOMMANDS exposes `register(subparsers)`, which adds its parser
+and sets `func` (called with the parsed args; returns the process exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = ("dump_log", "broker", "cluster", "topics", "leader_election", "reassign", "produce_consume")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafkarepl", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"kafkarepl.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"kafkarepl.cli.{name}":
+                raise
+            continue  # sub-command not built yet
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
