@@ -1,0 +1,3 @@
+"""Shared pytest set-up: fixtures for real ZooKeeper and real broker processes."""
+
+pytest_plugins = ["tests.fixtures.zookeeper", "tests.fixtures.cluster"]
