@@ -1,0 +1,124 @@
+/* kafkarepl storage core: checksums, record batch v2 headers, file I/O, sparse indexes,
+ * atomic checkpoint files. Plain C with no Python dependency, so the same code is
+ * exercised by the Cython wrapper and by the standalone test driver in tests/c/.
+ *
+ * Conventions: functions never read outside [buf, buf + len); errors are reported by
+ * return value (-1 for syscalls with errno set, KR_* codes otherwise) plus a
+ * human-readable reason written into a caller-provided buffer of KR_REASON_MAX bytes.
+ */
+#ifndef KR_CORE_H
+#define KR_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define KR_REASON_MAX 256
+
+/* ---- checksums ---------------------------------------------------------------- */
+
+/* One-time table setup; idempotent. Call before any other kr_crc32c* function. */
+void kr_crc32c_init(void);
+/* CRC32C (Castagnoli) of data, continuing from a previous result (0 to start). */
+uint32_t kr_crc32c(uint32_t crc, const void *data, size_t len);
+/* Same, forcing one implementation (for tests/benchmarks). The sse4.2 variant must only
+ * be called when kr_crc32c_have_sse42() is true. */
+uint32_t kr_crc32c_table(uint32_t crc, const void *data, size_t len);
+uint32_t kr_crc32c_sse42(uint32_t crc, const void *data, size_t len);
+int kr_crc32c_have_sse42(void);
+const char *kr_crc32c_backend(void); /* "sse4.2" | "table" */
+
+uint64_t kr_xxh64(const void *data, size_t len, uint64_t seed);
+
+/* ---- record batch v2 --------------------------------------------------------- */
+
+#define KR_BATCH_HEADER_SIZE 61 /* bytes before the first record */
+#define KR_LOG_OVERHEAD 12      /* baseOffset + batchLength */
+#define KR_MIN_BATCH_LENGTH 49  /* batchLength of an empty batch */
+
+typedef struct {
+    int64_t position; /* of the batch within the scanned buffer */
+    int64_t size;     /* whole batch: batchLength + 12 */
+    int64_t base_offset;
+    int32_t last_offset_delta;
+    int32_t partition_leader_epoch;
+    int8_t magic;
+    uint32_t crc;
+    int16_t attributes;
+    int64_t first_timestamp;
+    int64_t max_timestamp;
+    int64_t producer_id;
+    int16_t producer_epoch;
+    int32_t base_sequence;
+    int32_t records_count;
+} kr_batch_info;
+
+/* Checks the batch starting at buf[pos] (pos <= len). Returns 0 and fills *out when it
+ * is a whole, valid batch; otherwise returns -1 and writes the reason. */
+int kr_batch_check(const uint8_t *buf, size_t len, size_t pos, int check_crc,
+                   kr_batch_info *out, char *reason);
+
+typedef struct {
+    kr_batch_info *items;
+    size_t count;
+    size_t capacity;
+} kr_batch_vec;
+
+void kr_batch_vec_free(kr_batch_vec *v);
+
+/* Walks batches from buf[start] until the end or the first bad batch.
+ * *valid_bytes = end of the last good batch (or start). Returns 0 when the buffer is whole
+ * valid batches, 1 when it stopped at a bad/torn batch at *error_position (reason set),
+ * -1 on out-of-memory. */
+int kr_scan_batches(const uint8_t *buf, size_t len, size_t start, int check_crc,
+                    kr_batch_vec *out, size_t *valid_bytes, size_t *error_position,
+                    char *reason);
+
+/* Structural walk (no CRC) then, only if every batch is sound, writes baseOffset =
+ * consecutive offsets from base_offset and partitionLeaderEpoch = epoch into each batch.
+ * epoch_only != 0 writes the epoch and leaves offsets alone. Returns 0 with *next_offset
+ * set, or 1 with *error_position and reason (buffer untouched). */
+int kr_assign_offsets(uint8_t *buf, size_t len, int64_t base_offset, int32_t epoch,
+                      int epoch_only, int64_t *next_offset, size_t *error_position,
+                      char *reason);
+
+/* ---- file I/O (all retry EINTR; -1 with errno on failure) ---------------------- */
+
+ssize_t kr_write_all(int fd, const void *data, size_t len);
+/* Reads up to len bytes at offset, stopping early only at end of file. */
+ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset);
+int kr_ftruncate(int fd, int64_t size);
+int kr_fdatasync(int fd);
+/* One sendfile(2); returns bytes sent, 0 on EAGAIN (non-blocking out_fd) or at EOF. */
+ssize_t kr_sendfile(int out_fd, int in_fd, int64_t offset, size_t count);
+/* Sends exactly count bytes, polling for writability when out_fd is non-blocking.
+ * timeout_ms < 0 waits forever. Returns count, or -1 with errno (ETIMEDOUT on timeout,
+ * ENODATA when in_fd ends before count bytes), *sent holds the bytes already sent. */
+ssize_t kr_sendfile_all(int out_fd, int in_fd, int64_t offset, size_t count,
+                        int timeout_ms, size_t *sent);
+
+/* ---- sparse indexes (big-endian entries) ------------------------------------- */
+
+#define KR_INDEX_ENTRY_SIZE 8      /* relative_offset int32, position int32 */
+#define KR_TIMEINDEX_ENTRY_SIZE 12 /* timestamp int64, relative_offset int32 */
+
+/* Slot of the greatest entry with key <= target, or -1. The caller guarantees
+ * n_entries * entry_size <= buffer length. */
+int64_t kr_index_lookup(const uint8_t *buf, int64_t n_entries, int64_t target);
+int64_t kr_timeindex_lookup(const uint8_t *buf, int64_t n_entries, int64_t target);
+
+/* ---- checkpoint files ------------------------------------------------------- */
+
+#define KR_CHECKPOINT_TRAILER_SIZE 23 /* "xxh64 " + 16 hex + "\n" */
+
+/* Atomically replaces path with payload + trailer: write path.tmp, fsync, rename,
+ * fsync the directory. Returns 0, or -1 with errno and *failed_step naming the step. */
+int kr_checkpoint_write(const char *path, const void *payload, size_t len,
+                        const char **failed_step);
+/* Reads a whole file into a malloc'd buffer (*out, free with free()). -1 with errno. */
+int kr_read_file(const char *path, uint8_t **out, size_t *len);
+/* Verifies the trailer of a checkpoint image; returns the payload length, or -1 with
+ * the reason. */
+int64_t kr_checkpoint_verify(const uint8_t *buf, size_t len, char *reason);
+
+#endif

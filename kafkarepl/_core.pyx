@@ -1,0 +1,497 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""Storage core: thin Cython wrapper over csrc/ (CRC32C, xxh64, record batch v2 headers,
+file I/O, sparse index search, checkpoint files).
+
+Only argument conversion, GIL release and exception mapping live here; the logic is
+C in csrc/ so the standalone C tests exercise the same code. Buffer arguments take any
+C-contiguous buffer (bytes, bytearray, memoryview, mmap, numpy).
+"""
+
+import os
+from collections import namedtuple
+
+from cpython.buffer cimport (
+    PyBUF_SIMPLE,
+    PyBUF_WRITABLE,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.errno cimport errno
+from libc.stdint cimport (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    int8_t,
+    int16_t,
+    int32_t,
+    int64_t,
+    uint8_t,
+    uint32_t,
+    uint64_t,
+)
+from libc.stdlib cimport free
+from libc.string cimport memset
+
+from kafkarepl.errors import CheckpointCorruptError, CorruptBatchError
+
+
+cdef extern from "kr_core.h" nogil:
+    enum:
+        KR_REASON_MAX
+        KR_BATCH_HEADER_SIZE
+        KR_INDEX_ENTRY_SIZE
+        KR_TIMEINDEX_ENTRY_SIZE
+
+    void kr_crc32c_init()
+    uint32_t kr_crc32c(uint32_t crc, const void *data, size_t len)
+    uint32_t kr_crc32c_table(uint32_t crc, const void *data, size_t len)
+    uint32_t kr_crc32c_sse42(uint32_t crc, const void *data, size_t len)
+    int kr_crc32c_have_sse42()
+    const char *kr_crc32c_backend()
+    uint64_t kr_xxh64(const void *data, size_t len, uint64_t seed)
+
+    ctypedef struct kr_batch_info:
+        int64_t position
+        int64_t size
+        int64_t base_offset
+        int32_t last_offset_delta
+        int32_t partition_leader_epoch
+        int8_t magic
+        uint32_t crc
+        int16_t attributes
+        int64_t first_timestamp
+        int64_t max_timestamp
+        int64_t producer_id
+        int16_t producer_epoch
+        int32_t base_sequence
+        int32_t records_count
+
+    ctypedef struct kr_batch_vec:
+        kr_batch_info *items
+        size_t count
+        size_t capacity
+
+    void kr_batch_vec_free(kr_batch_vec *v)
+    int kr_scan_batches(const uint8_t *buf, size_t len, size_t start, int check_crc,
+                        kr_batch_vec *out, size_t *valid_bytes, size_t *error_position,
+                        char *reason)
+    int kr_assign_offsets(uint8_t *buf, size_t len, int64_t base_offset, int32_t epoch,
+                          int epoch_only, int64_t *next_offset, size_t *error_position,
+                          char *reason)
+
+    Py_ssize_t kr_write_all(int fd, const void *data, size_t len)
+    Py_ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset)
+    int kr_ftruncate(int fd, int64_t size)
+    int kr_fdatasync(int fd)
+    Py_ssize_t kr_sendfile(int out_fd, int in_fd, int64_t offset, size_t count)
+    Py_ssize_t kr_sendfile_all(int out_fd, int in_fd, int64_t offset, size_t count,
+                               int timeout_ms, size_t *sent)
+
+    int64_t kr_index_lookup(const uint8_t *buf, int64_t n_entries, int64_t target)
+    int64_t kr_timeindex_lookup(const uint8_t *buf, int64_t n_entries, int64_t target)
+
+    int kr_checkpoint_write(const char *path, const void *payload, size_t len,
+                            const char **failed_step)
+    int kr_read_file(const char *path, uint8_t **out, size_t *len)
+    int64_t kr_checkpoint_verify(const uint8_t *buf, size_t len, char *reason)
+
+
+kr_crc32c_init()
+
+# Below this size the GIL round trip costs more than the work it would overlap.
+DEF NOGIL_THRESHOLD = 65536
+
+BATCH_HEADER_SIZE = KR_BATCH_HEADER_SIZE
+INDEX_ENTRY_SIZE = KR_INDEX_ENTRY_SIZE
+TIMEINDEX_ENTRY_SIZE = KR_TIMEINDEX_ENTRY_SIZE
+
+BatchInfo = namedtuple(
+    "BatchInfo",
+    "position size base_offset last_offset_delta partition_leader_epoch magic crc "
+    "attributes first_timestamp max_timestamp producer_id producer_epoch base_sequence "
+    "records_count",
+)
+
+
+cdef inline object _oserror(int err, str context=None):
+    msg = os.strerror(err)
+    if context:
+        msg = f"{context}: {msg}"
+    return OSError(err, msg)
+
+
+cdef inline int _fd(object fd) except -1:
+    cdef long long v = fd
+    if v < 0 or v > INT32_MAX:
+        raise ValueError(f"invalid file descriptor {fd}")
+    return <int>v
+
+
+# ---- checksums -------------------------------------------------------------------
+
+cdef uint32_t _crc_value(object value) except? 0:
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise ValueError(f"CRC32C start value {value} is not an unsigned 32-bit integer")
+    return <uint32_t>value
+
+
+def crc32c(data, value=0):
+    """CRC32C (Castagnoli) of data, continuing from a previous result `value`."""
+    cdef Py_buffer view
+    cdef uint32_t crc = _crc_value(value)
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if view.len >= NOGIL_THRESHOLD:
+            with nogil:
+                crc = kr_crc32c(crc, view.buf, <size_t>view.len)
+        else:
+            crc = kr_crc32c(crc, view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+def crc32c_backend():
+    """The CRC32C implementation chosen at import: "sse4.2" or "table"."""
+    return kr_crc32c_backend().decode()
+
+
+def _crc32c_table(data, value=0):
+    """Portable slicing-by-8 CRC32C (tests and benchmarks only)."""
+    cdef Py_buffer view
+    cdef uint32_t crc = _crc_value(value)
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        crc = kr_crc32c_table(crc, view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+def _crc32c_sse42(data, value=0):
+    """SSE4.2 CRC32C (tests and benchmarks only); RuntimeError on CPUs without it."""
+    cdef Py_buffer view
+    cdef uint32_t crc = _crc_value(value)
+    if not kr_crc32c_have_sse42():
+        raise RuntimeError("this CPU has no SSE4.2")
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        crc = kr_crc32c_sse42(crc, view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+def xxh64(data, unsigned long long seed=0):
+    """XXH64 of data (same values as xxhash.xxh64_intdigest)."""
+    cdef Py_buffer view
+    cdef uint64_t h
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if view.len >= NOGIL_THRESHOLD:
+            with nogil:
+                h = kr_xxh64(view.buf, <size_t>view.len, seed)
+        else:
+            h = kr_xxh64(view.buf, <size_t>view.len, seed)
+    finally:
+        PyBuffer_Release(&view)
+    return h
+
+
+# ---- record batches ----------------------------------------------------------------
+
+cdef inline object _batch_info(const kr_batch_info *b):
+    return tuple.__new__(BatchInfo, (
+        b.position, b.size, b.base_offset, b.last_offset_delta, b.partition_leader_epoch,
+        b.magic, b.crc, b.attributes, b.first_timestamp, b.max_timestamp, b.producer_id,
+        b.producer_epoch, b.base_sequence, b.records_count,
+    ))
+
+
+def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True):
+    """Walk record batches from buf[start]; stop at the first torn or invalid one.
+
+    Returns (batches, valid_bytes, error, error_position): BatchInfo tuples of the good
+    prefix, the end of the last good batch (relative to buf's start; `start` if none),
+    the reason the walk stopped (None when buf[start:] is whole valid batches) and where
+    the bad batch starts (-1 when error is None).
+    """
+    cdef Py_buffer view
+    cdef kr_batch_vec vec
+    cdef size_t valid = 0, errpos = 0, i
+    cdef char reason[KR_REASON_MAX]
+    cdef int rc
+    if start < 0:
+        raise ValueError(f"negative start {start}")
+    memset(&vec, 0, sizeof(vec))
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if start > view.len:
+            raise ValueError(f"start {start} is past the end of the buffer ({view.len} bytes)")
+        if view.len - start >= NOGIL_THRESHOLD:
+            with nogil:
+                rc = kr_scan_batches(<const uint8_t *>view.buf, <size_t>view.len, <size_t>start,
+                                     check_crc, &vec, &valid, &errpos, reason)
+        else:
+            rc = kr_scan_batches(<const uint8_t *>view.buf, <size_t>view.len, <size_t>start,
+                                 check_crc, &vec, &valid, &errpos, reason)
+        if rc < 0:
+            raise MemoryError()
+        batches = [_batch_info(&vec.items[i]) for i in range(vec.count)]
+    finally:
+        kr_batch_vec_free(&vec)
+        PyBuffer_Release(&view)
+    if rc == 0:
+        return batches, valid, None, -1
+    return batches, valid, reason.decode("utf-8", "replace"), errpos
+
+
+def validate_batches(buf, bint check_crc=True):
+    """BatchInfo of every batch in buf; CorruptBatchError(position, reason) on the first
+    problem, including trailing bytes that are not a whole batch."""
+    batches, _, error, position = scan_batches(buf, 0, check_crc)
+    if error is not None:
+        raise CorruptBatchError(position, error)
+    return batches
+
+
+cdef int64_t _assign(object buf, object base_offset, object epoch, bint epoch_only) except? -1:
+    cdef Py_buffer view
+    cdef int64_t next_offset = 0
+    cdef size_t errpos = 0
+    cdef char reason[KR_REASON_MAX]
+    cdef int rc
+    if not 0 <= base_offset <= INT64_MAX:
+        raise ValueError(f"base offset {base_offset} out of range")
+    if not INT32_MIN <= epoch <= INT32_MAX:
+        raise ValueError(f"partition leader epoch {epoch} is not a 32-bit integer")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+    try:
+        rc = kr_assign_offsets(<uint8_t *>view.buf, <size_t>view.len, <int64_t>base_offset,
+                               <int32_t>epoch, epoch_only, &next_offset, &errpos, reason)
+    finally:
+        PyBuffer_Release(&view)
+    if rc != 0:
+        raise CorruptBatchError(errpos, reason.decode("utf-8", "replace"))
+    return next_offset
+
+
+def assign_offsets(buf, base_offset, partition_leader_epoch):
+    """Write consecutive baseOffsets from base_offset and partitionLeaderEpoch into each
+    batch of the writable buf, in place (both lie outside the CRC). Returns the next
+    offset (the new LEO). The buffer is left untouched if any batch header is unsound."""
+    return _assign(buf, base_offset, partition_leader_epoch, False)
+
+
+def set_partition_leader_epoch(buf, epoch):
+    """Write partitionLeaderEpoch into every batch of the writable buf."""
+    _assign(buf, 0, epoch, True)
+
+
+# ---- file I/O ----------------------------------------------------------------------
+
+def file_append(fd, data):
+    """Write all of data at fd's position (retrying short writes/EINTR); returns len."""
+    cdef Py_buffer view
+    cdef Py_ssize_t n
+    cdef int err = 0
+    cdef int cfd = _fd(fd)
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            n = kr_write_all(cfd, view.buf, <size_t>view.len)
+            if n < 0:
+                err = errno
+    finally:
+        PyBuffer_Release(&view)
+    if n < 0:
+        raise _oserror(err, "file_append")
+    return n
+
+
+def file_pread(fd, Py_ssize_t size, long long position):
+    """Up to size bytes at position (fewer only at end of file)."""
+    cdef Py_ssize_t n
+    cdef int err = 0
+    cdef int cfd = _fd(fd)
+    cdef char *out
+    if size < 0 or position < 0:
+        raise ValueError(f"invalid pread size {size} / position {position}")
+    result = PyBytes_FromStringAndSize(NULL, size)
+    out = PyBytes_AS_STRING(result)
+    with nogil:
+        n = kr_pread_full(cfd, out, <size_t>size, position)
+        if n < 0:
+            err = errno
+    if n < 0:
+        raise _oserror(err, "file_pread")
+    if n < size:
+        return result[:n]
+    return result
+
+
+def file_truncate(fd, long long size):
+    """Truncate (or extend) fd to size bytes."""
+    cdef int rc, err = 0
+    cdef int cfd = _fd(fd)
+    if size < 0:
+        raise ValueError(f"negative size {size}")
+    with nogil:
+        rc = kr_ftruncate(cfd, size)
+        if rc < 0:
+            err = errno
+    if rc < 0:
+        raise _oserror(err, "file_truncate")
+
+
+def file_fdatasync(fd):
+    """fdatasync(2): make fd's data durable."""
+    cdef int rc, err = 0
+    cdef int cfd = _fd(fd)
+    with nogil:
+        rc = kr_fdatasync(cfd)
+        if rc < 0:
+            err = errno
+    if rc < 0:
+        raise _oserror(err, "file_fdatasync")
+
+
+def sendfile(out_fd, in_fd, long long offset, long long count):
+    """One sendfile(2) of in_fd[offset:offset+count] to out_fd. Returns bytes sent: 0 when
+    a non-blocking out_fd is full (EAGAIN) or at end of file."""
+    cdef Py_ssize_t n
+    cdef int err = 0
+    cdef int ofd = _fd(out_fd), ifd = _fd(in_fd)
+    if offset < 0 or count < 0:
+        raise ValueError(f"invalid sendfile offset {offset} / count {count}")
+    with nogil:
+        n = kr_sendfile(ofd, ifd, offset, <size_t>count)
+        if n < 0:
+            err = errno
+    if n < 0:
+        raise _oserror(err, "sendfile")
+    return n
+
+
+def sendfile_all(out_fd, in_fd, long long offset, long long count, int timeout_ms=-1):
+    """Send exactly count bytes of in_fd from offset. On a non-blocking out_fd it waits for
+    room with poll() (TimeoutError after timeout_ms without progress; -1 = forever).
+    OSError(ENODATA) if in_fd ends first: the receiver's framing is then broken, so the
+    caller must close the connection."""
+    cdef Py_ssize_t n
+    cdef size_t sent = 0
+    cdef int err = 0
+    cdef int ofd = _fd(out_fd), ifd = _fd(in_fd)
+    if offset < 0 or count < 0:
+        raise ValueError(f"invalid sendfile offset {offset} / count {count}")
+    with nogil:
+        n = kr_sendfile_all(ofd, ifd, offset, <size_t>count, timeout_ms, &sent)
+        if n < 0:
+            err = errno
+    if n < 0:
+        raise _oserror(err, f"sendfile_all: sent {sent} of {count} bytes")
+    return n
+
+
+# ---- sparse indexes ----------------------------------------------------------------
+
+cdef inline int64_t _clamp64(object v):
+    if v > INT64_MAX:
+        return INT64_MAX
+    if v < INT64_MIN:
+        return INT64_MIN
+    return <int64_t>v
+
+
+cdef int64_t _lookup(object buf, object n_entries, object target, int entry_size,
+                     bint by_time) except? -2:
+    cdef Py_buffer view
+    cdef int64_t n, t = _clamp64(target), slot
+    if n_entries < 0:
+        raise ValueError(f"negative entry count {n_entries}")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if n_entries > view.len // entry_size:
+            raise ValueError(
+                f"{n_entries} index entries of {entry_size} bytes do not fit in "
+                f"{view.len} bytes")
+        n = <int64_t>n_entries
+        if by_time:
+            slot = kr_timeindex_lookup(<const uint8_t *>view.buf, n, t)
+        else:
+            slot = kr_index_lookup(<const uint8_t *>view.buf, n, t)
+    finally:
+        PyBuffer_Release(&view)
+    return slot
+
+
+def index_lookup(buf, n_entries, target_relative_offset):
+    """Slot of the greatest .index entry (relative_offset int32, position int32; big-endian)
+    with relative_offset <= target, or -1."""
+    return _lookup(buf, n_entries, target_relative_offset, KR_INDEX_ENTRY_SIZE, False)
+
+
+def timeindex_lookup(buf, n_entries, target_timestamp):
+    """Slot of the greatest .timeindex entry (timestamp int64, relative_offset int32;
+    big-endian) with timestamp <= target, or -1."""
+    return _lookup(buf, n_entries, target_timestamp, KR_TIMEINDEX_ENTRY_SIZE, True)
+
+
+# ---- checkpoint files --------------------------------------------------------------
+
+cdef bytes _path_bytes(object path):
+    cdef bytes p = os.fsencode(path)
+    if b"\0" in p:
+        raise ValueError("embedded null byte in path")
+    return p
+
+
+def checkpoint_write(path, payload):
+    """Atomically replace path with payload plus a trailer line "xxh64 <16 hex>\\n"
+    (tmp file, write, fsync, rename, fsync directory). payload must be empty or end with
+    a newline so the trailer stays a line of its own."""
+    cdef Py_buffer view
+    cdef bytes p = _path_bytes(path)
+    cdef const char *cpath = p
+    cdef const char *step = NULL
+    cdef int rc, err = 0
+    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+    try:
+        if view.len and (<const char *>view.buf)[view.len - 1] != b"\n":
+            raise ValueError("checkpoint payload must end with a newline")
+        with nogil:
+            rc = kr_checkpoint_write(cpath, view.buf, <size_t>view.len, &step)
+            if rc < 0:
+                err = errno
+    finally:
+        PyBuffer_Release(&view)
+    if rc < 0:
+        raise OSError(err, f"checkpoint_write: {step.decode()}: {os.strerror(err)}",
+                      os.fsdecode(p))
+
+
+def checkpoint_read(path):
+    """Payload of a checkpoint file without its trailer line. FileNotFoundError when
+    missing; CheckpointCorruptError(path, reason) when torn or the hash differs."""
+    cdef bytes p = _path_bytes(path)
+    cdef const char *cpath = p
+    cdef uint8_t *data = NULL
+    cdef size_t length = 0
+    cdef int64_t payload_len
+    cdef int rc, err = 0
+    cdef char reason[KR_REASON_MAX]
+    with nogil:
+        rc = kr_read_file(cpath, &data, &length)
+        if rc < 0:
+            err = errno
+    if rc < 0:
+        raise OSError(err, os.strerror(err), os.fsdecode(p))
+    try:
+        payload_len = kr_checkpoint_verify(data, length, reason)
+        if payload_len < 0:
+            raise CheckpointCorruptError(os.fsdecode(p), reason.decode("utf-8", "replace"))
+        return PyBytes_FromStringAndSize(<const char *>data, payload_len)
+    finally:
+        free(data)
