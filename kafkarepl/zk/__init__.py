@@ -1,0 +1,30 @@
+"""ZooKeeper access: an asyncio adapter over kazoo and Kafka's ZooKeeper-mode layout."""
+
+from kafkarepl.zk.client import CONNECTED, LOST, SUSPENDED, AsyncZk, WatchHandle, ZkTransactionError
+from kafkarepl.zk.store import (
+    BrokerInfo,
+    ControllerEpochFence,
+    KafkaZkStore,
+    PartitionState,
+    TopicAssignment,
+    new_topic_id,
+    topic_id_from_uuid,
+    topic_id_to_uuid,
+)
+
+__all__ = [
+    "AsyncZk",
+    "BrokerInfo",
+    "CONNECTED",
+    "ControllerEpochFence",
+    "KafkaZkStore",
+    "LOST",
+    "PartitionState",
+    "SUSPENDED",
+    "TopicAssignment",
+    "WatchHandle",
+    "ZkTransactionError",
+    "new_topic_id",
+    "topic_id_from_uuid",
+    "topic_id_to_uuid",
+]

@@ -1,0 +1,770 @@
+"""Kafka's ZooKeeper-mode cluster state: znode layout and JSON formats.
+
+Layout (as Kafka's ZkData): /cluster/id, /controller (ephemeral), /controller_epoch,
+/brokers/ids/<id> (ephemeral), /brokers/topics/<t>, /brokers/topics/<t>/partitions/<p>/state,
+/admin/delete_topics/<t>, /admin/reassign_partitions, /admin/preferred_replica_election,
+/config/topics/<t>, /config/brokers/<id|<default>>, /config/changes/config_change_<seq>,
+/latest_producer_id_block.
+
+Brokers use the plain methods (register, read, create topics, mark for deletion, ...).
+Controller writes take a `ControllerEpochFence`: they run as
+multi(check(/controller_epoch, fence.zk_version), op...), so a controller that lost
+its election changes nothing (ControllerMovedError). Partition state znodes are written
+conditionally on their zkVersion, which is the partition epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from kafkarepl.errors import ErrorCode, KafkaError
+from kafkarepl.zk.client import AsyncZk, ZkTransactionError
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+BROKER_SEQID = "/brokers/seqid"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+CONFIG_CHANGES = "/config/changes"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    BROKER_SEQID,
+    DELETE_TOPICS,
+    CONFIG_TOPICS,
+    CONFIG_BROKERS,
+    CONFIG_CHANGES,
+    "/config/clients",
+    "/config/users",
+    ISR_CHANGE_NOTIFICATION,
+    "/cluster",
+)
+
+DEFAULT_BROKER_CONFIG = "<default>"
+PRODUCER_ID_BLOCK_SIZE = 1000
+# Ops per multi: ZooKeeper's request limit is ~1 MB (jute.maxbuffer); stay well below.
+MAX_OPS_PER_MULTI = 500
+
+
+class ControllerMovedError(KafkaError):
+    """This controller's epoch is stale: another broker has been elected since."""
+
+    code = ErrorCode.NOT_CONTROLLER
+
+
+class TopicExistsError(KafkaError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class UnknownTopicError(KafkaError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class BrokerRegistrationError(KafkaError):
+    code = ErrorCode.DUPLICATE_BROKER_REGISTRATION
+
+
+# --- value types -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControllerEpochFence:
+    """What the controller won: its epoch and /controller_epoch's zkVersion after the win."""
+
+    epoch: int
+    zk_version: int
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+    epoch: int = -1  # czxid of the registration znode: changes at every (re)registration
+    endpoints: list[Endpoint] = field(default_factory=list)
+    timestamp_ms: int = 0
+
+
+@dataclass
+class TopicAssignment:
+    name: str
+    topic_id: str  # Kafka's textual Uuid (url-safe base64, no padding)
+    partitions: dict[int, list[int]]
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+    zk_version: int = -1
+
+
+@dataclass
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    zk_version: int = -1  # = partition epoch
+    leader_recovery_state: int = 0
+
+    @property
+    def partition_epoch(self) -> int:
+        return self.zk_version
+
+
+# --- encodings ---------------------------------------------------------------------------
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes) -> dict:
+    try:
+        value = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise KafkaError(f"corrupt JSON in ZooKeeper: {e}", ErrorCode.UNKNOWN_SERVER_ERROR) from e
+    if not isinstance(value, dict):
+        raise KafkaError("ZooKeeper znode holds no JSON object", ErrorCode.UNKNOWN_SERVER_ERROR)
+    return value
+
+
+def new_topic_id() -> str:
+    # Kafka never hands out the zero Uuid nor one starting with '-' in text form.
+    while True:
+        u = uuid.uuid4()
+        text = topic_id_from_uuid(u)
+        if not text.startswith("-"):
+            return text
+
+
+def topic_id_from_uuid(u: uuid.UUID | bytes) -> str:
+    raw = u.bytes if isinstance(u, uuid.UUID) else bytes(u)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def topic_id_to_uuid(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, TypeError) as e:
+        raise KafkaError(f"bad topic id {text!r}", ErrorCode.INVALID_REQUEST) from e
+
+
+def encode_broker(info: BrokerInfo) -> bytes:
+    endpoints = info.endpoints or [Endpoint("PLAINTEXT", info.host, info.port)]
+    body = {
+        "features": {},
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
+        "endpoints": [f"{e.listener}://{e.host}:{e.port}" for e in endpoints],
+        "jmx_port": -1,
+        "host": info.host,
+        "port": info.port,
+        "timestamp": str(info.timestamp_ms or _now_ms()),
+        "version": 5,
+    }
+    if info.rack is not None:
+        body["rack"] = info.rack
+    return _dumps(body)
+
+
+def decode_broker(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
+    body = _loads(data)
+    protocols = body.get("listener_security_protocol_map") or {}
+    endpoints = []
+    for text in body.get("endpoints") or []:
+        listener, _, hostport = text.partition("://")
+        host, _, port = hostport.rpartition(":")
+        endpoints.append(Endpoint(listener, host.strip("[]"), int(port), protocols.get(listener, listener)))
+    host = body.get("host") or (endpoints[0].host if endpoints else "")
+    port = int(body.get("port", -1))
+    if port < 0 and endpoints:
+        port = endpoints[0].port
+    return BrokerInfo(
+        id=broker_id,
+        host=host,
+        port=port,
+        rack=body.get("rack"),
+        epoch=czxid,
+        endpoints=endpoints,
+        timestamp_ms=int(body.get("timestamp", 0)),
+    )
+
+
+def encode_topic(t: TopicAssignment) -> bytes:
+    return _dumps(
+        {
+            "version": 3,
+            "partitions": {str(p): list(r) for p, r in sorted(t.partitions.items())},
+            "adding_replicas": {str(p): list(r) for p, r in sorted(t.adding_replicas.items())},
+            "removing_replicas": {str(p): list(r) for p, r in sorted(t.removing_replicas.items())},
+            "topic_id": t.topic_id,
+        }
+    )
+
+
+def decode_topic(name: str, data: bytes, zk_version: int = -1) -> TopicAssignment:
+    body = _loads(data)
+
+    def pmap(key: str) -> dict[int, list[int]]:
+        return {int(p): [int(b) for b in r] for p, r in (body.get(key) or {}).items()}
+
+    return TopicAssignment(
+        name=name,
+        topic_id=body.get("topic_id") or "",
+        partitions=pmap("partitions"),
+        adding_replicas=pmap("adding_replicas"),
+        removing_replicas=pmap("removing_replicas"),
+        zk_version=zk_version,
+    )
+
+
+def encode_partition_state(s: PartitionState) -> bytes:
+    body = {
+        "version": 1,
+        "leader": s.leader,
+        "leader_epoch": s.leader_epoch,
+        "controller_epoch": s.controller_epoch,
+        "isr": list(s.isr),
+    }
+    if s.leader_recovery_state:
+        body["leader_recovery_state"] = s.leader_recovery_state
+    return _dumps(body)
+
+
+def decode_partition_state(data: bytes, zk_version: int) -> PartitionState:
+    body = _loads(data)
+    return PartitionState(
+        leader=int(body["leader"]),
+        leader_epoch=int(body["leader_epoch"]),
+        isr=[int(b) for b in body["isr"]],
+        controller_epoch=int(body["controller_epoch"]),
+        zk_version=zk_version,
+        leader_recovery_state=int(body.get("leader_recovery_state", 0)),
+    )
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def _chunks(items: list, n: int) -> Iterable[list]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+class KafkaZkStore:
+    """Typed, async access to Kafka's znodes over one AsyncZk session."""
+
+    def __init__(self, zk: AsyncZk) -> None:
+        self.zk = zk
+
+    # --- setup ---------------------------------------------------------------------
+
+    async def ensure_layout(self) -> None:
+        """Create the persistent top-level znodes (idempotent)."""
+        await asyncio.gather(*(self.zk.ensure_path(p) for p in PERSISTENT_PATHS))
+
+    async def get_cluster_id(self) -> str:
+        """The cluster id, created once by whoever asks first."""
+        try:
+            data, _ = await self.zk.get(CLUSTER_ID)
+            return _loads(data)["id"]
+        except NoNodeError:
+            pass
+        candidate = new_topic_id()
+        try:
+            await self.zk.create(CLUSTER_ID, _dumps({"version": "1", "id": candidate}), makepath=True)
+            return candidate
+        except NodeExistsError:
+            data, _ = await self.zk.get(CLUSTER_ID)
+            return _loads(data)["id"]
+
+    # --- brokers -------------------------------------------------------------------
+
+    async def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str | None = None,
+        endpoints: list[Endpoint] | None = None,
+        wait_for_old_s: float | None = None,
+    ) -> int:
+        """Create the ephemeral /brokers/ids/<id>; returns the broker epoch (its czxid).
+
+        A znode left by this broker's previous, not yet expired session is waited out
+        (up to the session timeout); one owned by a live other session is an error."""
+        path = f"{BROKER_IDS}/{broker_id}"
+        data = encode_broker(BrokerInfo(broker_id, host, port, rack, endpoints=endpoints or []))
+        await self.zk.ensure_path(BROKER_IDS)
+        wait = self.zk.session_timeout_ms / 1000.0 * 1.5 if wait_for_old_s is None else wait_for_old_s
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                await self.zk.create(path, data, ephemeral=True)
+            except NodeExistsError:
+                stat = await self.zk.exists(path)
+                if stat is not None and stat.ephemeralOwner == self.zk.session_id:
+                    await self.zk.set(path, data)
+                    return stat.czxid
+                if time.monotonic() >= deadline:
+                    raise BrokerRegistrationError(
+                        f"broker id {broker_id} is registered by another live session"
+                    ) from None
+                await asyncio.sleep(0.1)
+                continue
+            stat = await self.zk.exists(path)
+            return stat.czxid if stat is not None else -1
+
+    async def get_broker_ids(self) -> list[int]:
+        return sorted(int(c) for c in await self.zk.get_children(BROKER_IDS) if c.isdigit())
+
+    async def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        try:
+            data, stat = await self.zk.get(f"{BROKER_IDS}/{broker_id}")
+        except NoNodeError:
+            return None
+        return decode_broker(broker_id, data, stat.czxid)
+
+    async def get_brokers(self) -> dict[int, BrokerInfo]:
+        ids = await self.get_broker_ids()
+        infos = await asyncio.gather(*(self.get_broker(i) for i in ids))
+        return {i.id: i for i in infos if i is not None}
+
+    # --- controller ----------------------------------------------------------------
+
+    async def get_controller_id(self) -> int | None:
+        try:
+            data, _ = await self.zk.get(CONTROLLER)
+        except NoNodeError:
+            return None
+        return int(_loads(data)["brokerid"])
+
+    async def get_controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, zkVersion) of /controller_epoch, None before the first election."""
+        try:
+            data, stat = await self.zk.get(CONTROLLER_EPOCH)
+        except NoNodeError:
+            return None
+        return int(data.decode()), stat.version
+
+    async def try_become_controller(self, broker_id: int) -> ControllerEpochFence | None:
+        """One election attempt: multi(create ephemeral /controller, setData
+        /controller_epoch = e+1 if still at the version read). None if lost."""
+        current = await self.get_controller_epoch()
+        if current is None:
+            try:
+                await self.zk.create(CONTROLLER_EPOCH, b"0")
+            except NodeExistsError:
+                pass
+            current = await self.get_controller_epoch()
+            assert current is not None
+        epoch, version = current
+        body = _dumps({"version": 2, "brokerid": broker_id, "timestamp": str(_now_ms())})
+        try:
+            results = await self.zk.multi(
+                [("create", CONTROLLER, body, True), ("set", CONTROLLER_EPOCH, str(epoch + 1).encode(), version)]
+            )
+        except ZkTransactionError as e:
+            if isinstance(e.cause, (NodeExistsError, BadVersionError)):
+                return None
+            raise e.cause from e
+        return ControllerEpochFence(epoch + 1, results[1].version)
+
+    async def resign_controller(self, fence: ControllerEpochFence) -> None:
+        """Delete /controller if we still hold the epoch (clean controller shutdown)."""
+        try:
+            await self.zk.multi([("check", CONTROLLER_EPOCH, fence.zk_version), ("delete", CONTROLLER)])
+        except ZkTransactionError:
+            pass
+
+    async def fenced(self, fence: ControllerEpochFence, ops: list[tuple]) -> list:
+        """multi(check(/controller_epoch), *ops); ControllerMovedError when fenced out,
+        else the first failing op's own error (BadVersionError, NoNodeError, ...)."""
+        try:
+            results = await self.zk.multi([("check", CONTROLLER_EPOCH, fence.zk_version), *ops])
+        except ZkTransactionError as e:
+            if isinstance(e.results[0], BadVersionError) or isinstance(e.results[0], NoNodeError):
+                raise ControllerMovedError(
+                    f"controller epoch {fence.epoch} (zkVersion {fence.zk_version}) is stale"
+                ) from e
+            raise e.cause from e
+        return results[1:]
+
+    # --- topics --------------------------------------------------------------------
+
+    async def get_topic_names(self) -> list[str]:
+        return sorted(await self.zk.get_children(BROKER_TOPICS))
+
+    async def get_topic(self, name: str) -> TopicAssignment | None:
+        try:
+            data, stat = await self.zk.get(topic_path(name))
+        except NoNodeError:
+            return None
+        return decode_topic(name, data, stat.version)
+
+    async def get_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicAssignment]:
+        names = list(await self.get_topic_names() if names is None else names)
+        found = await asyncio.gather(*(self.get_topic(n) for n in names))
+        return {t.name: t for t in found if t is not None}
+
+    async def topic_exists(self, name: str) -> bool:
+        return await self.zk.exists(topic_path(name)) is not None
+
+    async def create_topic(
+        self,
+        name: str,
+        assignment: Mapping[int, list[int]],
+        configs: Mapping[str, str] | None = None,
+        topic_id: str | None = None,
+    ) -> str:
+        """Write /config/topics/<t> then /brokers/topics/<t> (what the controller watches),
+        atomically. Returns the topic id. TopicExistsError if the topic exists or is
+        still being deleted."""
+        topic_id = topic_id or new_topic_id()
+        topic = TopicAssignment(name, topic_id, {int(p): list(r) for p, r in assignment.items()})
+        config_body = _dumps({"version": 1, "config": {k: str(v) for k, v in (configs or {}).items()}})
+        ops: list[tuple] = []
+        if await self.zk.exists(f"{CONFIG_TOPICS}/{name}") is None:
+            ops.append(("create", f"{CONFIG_TOPICS}/{name}", config_body))
+        else:
+            # Left over from a deleted topic, or from a failed create: overwrite.
+            ops.append(("set", f"{CONFIG_TOPICS}/{name}", config_body))
+        ops.append(("create", topic_path(name), encode_topic(topic)))
+        try:
+            await self.zk.multi(ops)
+        except ZkTransactionError as e:
+            if isinstance(e.cause, NodeExistsError):
+                raise TopicExistsError(f"Topic '{name}' already exists.") from None
+            if isinstance(e.cause, NoNodeError):
+                # Config vanished between exists() and the multi: retry once as create.
+                return await self.create_topic(name, assignment, configs, topic_id)
+            raise e.cause from e
+        return topic_id
+
+    async def add_partitions(self, name: str, new_partitions: Mapping[int, list[int]]) -> TopicAssignment:
+        """Append partitions to a topic's assignment (conditional on its zkVersion)."""
+        for _ in range(10):
+            topic = await self.get_topic(name)
+            if topic is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            clash = set(new_partitions) & set(topic.partitions)
+            if clash:
+                raise KafkaError(f"partitions {sorted(clash)} already exist", ErrorCode.INVALID_PARTITIONS)
+            topic.partitions.update({int(p): list(r) for p, r in new_partitions.items()})
+            try:
+                stat = await self.zk.set(topic_path(name), encode_topic(topic), topic.zk_version)
+            except BadVersionError:
+                continue
+            topic.zk_version = stat.version
+            return topic
+        raise KafkaError(f"topic {name} changed concurrently", ErrorCode.REASSIGNMENT_IN_PROGRESS)
+
+    async def set_topic_assignment(
+        self, fence: ControllerEpochFence, topic: TopicAssignment, expected_version: int = -1
+    ) -> int:
+        """Controller write of a topic znode (reassignment); returns the new zkVersion."""
+        (stat,) = await self.fenced(fence, [("set", topic_path(topic.name), encode_topic(topic), expected_version)])
+        return stat.version
+
+    async def mark_topic_for_deletion(self, name: str) -> None:
+        if not await self.topic_exists(name):
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        try:
+            await self.zk.create(f"{DELETE_TOPICS}/{name}", makepath=True)
+        except NodeExistsError:
+            pass  # already queued
+
+    async def get_topics_to_delete(self) -> list[str]:
+        try:
+            return sorted(await self.zk.get_children(DELETE_TOPICS))
+        except NoNodeError:
+            return []
+
+    async def delete_topic_znodes(self, fence: ControllerEpochFence, name: str) -> None:
+        """Remove everything of a deleted topic: partition states, topic, config, marker."""
+        paths: list[str] = []
+        try:
+            partitions = await self.zk.get_children(partitions_path(name))
+        except NoNodeError:
+            partitions = []
+        for p in partitions:
+            try:
+                children = await self.zk.get_children(f"{partitions_path(name)}/{p}")
+            except NoNodeError:
+                children = []
+            paths.extend(f"{partitions_path(name)}/{p}/{c}" for c in children)
+            paths.append(f"{partitions_path(name)}/{p}")
+        if partitions or await self.zk.exists(partitions_path(name)) is not None:
+            paths.append(partitions_path(name))
+        for chunk in _chunks(paths, MAX_OPS_PER_MULTI):
+            await self.fenced(fence, [("delete", p) for p in chunk])
+        tail = []
+        if await self.zk.exists(topic_path(name)) is not None:
+            tail.append(("delete", topic_path(name)))
+        if await self.zk.exists(f"{CONFIG_TOPICS}/{name}") is not None:
+            tail.append(("delete", f"{CONFIG_TOPICS}/{name}"))
+        if await self.zk.exists(f"{DELETE_TOPICS}/{name}") is not None:
+            tail.append(("delete", f"{DELETE_TOPICS}/{name}"))
+        if tail:
+            await self.fenced(fence, tail)
+
+    async def remove_deletion_marker(self, fence: ControllerEpochFence, name: str) -> None:
+        try:
+            await self.fenced(fence, [("delete", f"{DELETE_TOPICS}/{name}")])
+        except NoNodeError:
+            pass
+
+    # --- configs -------------------------------------------------------------------
+
+    async def _get_config(self, path: str) -> dict[str, str]:
+        try:
+            data, _ = await self.zk.get(path)
+        except NoNodeError:
+            return {}
+        return {k: str(v) for k, v in (_loads(data).get("config") or {}).items()}
+
+    async def _set_config(self, path: str, entity_path: str, config: Mapping[str, str]) -> None:
+        body = _dumps({"version": 1, "config": {k: str(v) for k, v in config.items()}})
+        try:
+            await self.zk.set(path, body)
+        except NoNodeError:
+            try:
+                await self.zk.create(path, body, makepath=True)
+            except NodeExistsError:
+                await self.zk.set(path, body)
+        await self.zk.create(
+            f"{CONFIG_CHANGES}/config_change_",
+            _dumps({"version": 2, "entity_path": entity_path}),
+            sequence=True,
+            makepath=True,
+        )
+
+    async def get_topic_config(self, name: str) -> dict[str, str]:
+        return await self._get_config(f"{CONFIG_TOPICS}/{name}")
+
+    async def get_topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        names = list(names)
+        configs = await asyncio.gather(*(self.get_topic_config(n) for n in names))
+        return dict(zip(names, configs, strict=True))
+
+    async def set_topic_config(self, name: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's overrides (the whole map) and log a config change."""
+        if not await self.topic_exists(name):
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        await self._set_config(f"{CONFIG_TOPICS}/{name}", f"topics/{name}", config)
+
+    async def get_broker_config(self, broker: int | str = DEFAULT_BROKER_CONFIG) -> dict[str, str]:
+        return await self._get_config(f"{CONFIG_BROKERS}/{broker}")
+
+    async def set_broker_config(self, broker: int | str, config: Mapping[str, str]) -> None:
+        await self._set_config(f"{CONFIG_BROKERS}/{broker}", f"brokers/{broker}", config)
+
+    # --- partition state -----------------------------------------------------------
+
+    async def get_partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        try:
+            data, stat = await self.zk.get(partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return decode_partition_state(data, stat.version)
+
+    async def get_partition_states(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], PartitionState]:
+        keys = list(partitions)
+        states = await asyncio.gather(*(self.get_partition_state(t, p) for t, p in keys))
+        return {k: s for k, s in zip(keys, states, strict=True) if s is not None}
+
+    async def create_partition_states(
+        self, fence: ControllerEpochFence, states: Mapping[tuple[str, int], PartitionState]
+    ) -> dict[tuple[str, int], int]:
+        """Create state znodes of new partitions (and their parents); returns each one's
+        zkVersion (0). A partition whose state already exists is left out of the result."""
+        created: dict[tuple[str, int], int] = {}
+        topics = {t for t, _ in states}
+        for t in topics:
+            try:
+                await self.fenced(fence, [("create", partitions_path(t), b"")])
+            except NodeExistsError:
+                pass
+        items = sorted(states.items())
+        for chunk in _chunks(items, MAX_OPS_PER_MULTI // 2):
+            ops = []
+            for (t, p), s in chunk:
+                ops.append(("create", partition_path(t, p), b""))
+                ops.append(("create", partition_state_path(t, p), encode_partition_state(s)))
+            try:
+                await self.fenced(fence, ops)
+                created.update({k: 0 for k, _ in chunk})
+                continue
+            except (NodeExistsError, NoNodeError):
+                pass
+            # Some partition existed already: one by one.
+            for (t, p), s in chunk:
+                try:
+                    await self.fenced(fence, [("create", partition_path(t, p), b"")])
+                except NodeExistsError:
+                    pass
+                try:
+                    await self.fenced(fence, [("create", partition_state_path(t, p), encode_partition_state(s))])
+                    created[(t, p)] = 0
+                except NodeExistsError:
+                    pass
+        return created
+
+    async def update_partition_state(
+        self, fence: ControllerEpochFence, topic: str, partition: int, state: PartitionState, expected_zk_version: int
+    ) -> int:
+        """Conditional write of one partition state; returns the new zkVersion (partition
+        epoch). BadVersionError if someone wrote it since expected_zk_version."""
+        (stat,) = await self.fenced(
+            fence, [("set", partition_state_path(topic, partition), encode_partition_state(state), expected_zk_version)]
+        )
+        return stat.version
+
+    async def update_partition_states(
+        self,
+        fence: ControllerEpochFence,
+        updates: Mapping[tuple[str, int], tuple[PartitionState, int]],
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], Exception]]:
+        """Many conditional writes, batched in multis with a per-partition fallback.
+        Returns ({key: new zkVersion}, {key: error}) — errors are BadVersionError/NoNodeError.
+        ControllerMovedError propagates."""
+        done: dict[tuple[str, int], int] = {}
+        failed: dict[tuple[str, int], Exception] = {}
+        items = sorted(updates.items())
+        for chunk in _chunks(items, MAX_OPS_PER_MULTI):
+            ops = [
+                ("set", partition_state_path(t, p), encode_partition_state(s), v) for (t, p), (s, v) in chunk
+            ]
+            try:
+                stats = await self.fenced(fence, ops)
+                done.update({k: st.version for (k, _), st in zip(chunk, stats, strict=True)})
+                continue
+            except (BadVersionError, NoNodeError):
+                pass
+            for (t, p), (s, v) in chunk:
+                try:
+                    done[(t, p)] = await self.update_partition_state(fence, t, p, s, v)
+                except (BadVersionError, NoNodeError) as e:
+                    failed[(t, p)] = e
+        return done, failed
+
+    # --- admin requests ------------------------------------------------------------
+
+    async def get_partition_reassignments(self) -> dict[tuple[str, int], list[int]]:
+        try:
+            data, _ = await self.zk.get(REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return {}
+        body = _loads(data)
+        return {
+            (e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in body.get("partitions", [])
+        }
+
+    async def request_partition_reassignments(self, reassignments: Mapping[tuple[str, int], list[int]]) -> None:
+        """The legacy admin path: write /admin/reassign_partitions (fails if one is pending)."""
+        body = _dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(reassignments.items())
+                ],
+            }
+        )
+        try:
+            await self.zk.create(REASSIGN_PARTITIONS, body, makepath=True)
+        except NodeExistsError:
+            raise KafkaError("a reassignment is in progress", ErrorCode.REASSIGNMENT_IN_PROGRESS) from None
+
+    async def delete_reassignment_request(self, fence: ControllerEpochFence) -> None:
+        try:
+            await self.fenced(fence, [("delete", REASSIGN_PARTITIONS)])
+        except NoNodeError:
+            pass
+
+    async def get_preferred_replica_election(self) -> set[tuple[str, int]]:
+        try:
+            data, _ = await self.zk.get(PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return set()
+        return {(e["topic"], int(e["partition"])) for e in _loads(data).get("partitions", [])}
+
+    async def request_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
+        body = _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]})
+        try:
+            await self.zk.create(PREFERRED_REPLICA_ELECTION, body, makepath=True)
+        except NodeExistsError:
+            raise KafkaError("a preferred replica election is in progress", ErrorCode.ELECTION_NOT_NEEDED) from None
+
+    async def delete_preferred_replica_election(self, fence: ControllerEpochFence) -> None:
+        try:
+            await self.fenced(fence, [("delete", PREFERRED_REPLICA_ELECTION)])
+        except NoNodeError:
+            pass
+
+    # --- producer ids --------------------------------------------------------------
+
+    async def allocate_producer_id_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:
+        """Claim the next block of producer ids: (first, last) inclusive. Conditional
+        writes on /latest_producer_id_block so two brokers never get the same block."""
+        while True:
+            try:
+                data, stat = await self.zk.get(PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                data, stat = None, None
+            if data:
+                body = _loads(data)
+                start = int(body["block_end"]) + 1
+            else:
+                start = 0
+            end = start + size - 1
+            new = _dumps({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)})
+            try:
+                if stat is None:
+                    await self.zk.create(PRODUCER_ID_BLOCK, new)
+                else:
+                    await self.zk.set(PRODUCER_ID_BLOCK, new, stat.version)
+            except (NodeExistsError, BadVersionError):
+                continue
+            return start, end
