@@ -78,8 +78,13 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
 class LocalZooKeeper:
     """One standalone ZooKeeper server process whose data lives in `data_dir`."""
 
-    def __init__(self, data_dir: str | os.PathLike, port: int = 0, tick_ms: int = 200,
-                 max_session_timeout_ms: int = 60000) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike,
+        port: int = 0,
+        tick_ms: int = 200,
+        max_session_timeout_ms: int = 60000,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.tick_ms = tick_ms
@@ -167,7 +172,9 @@ class LocalZooKeeper:
                 return self
             time.sleep(0.02)
         self.kill()
-        raise ZooKeeperStartError(f"ZooKeeper did not serve on {self.connect_string} within {timeout}s")
+        raise ZooKeeperStartError(
+            f"ZooKeeper did not serve on {self.connect_string} within {timeout}s"
+        )
 
     def _end(self, sig: int, timeout: float) -> None:
         proc = self._proc

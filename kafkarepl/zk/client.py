@@ -229,7 +229,9 @@ class AsyncZk:
         makepath: bool = False,
     ) -> str:
         return await self._wrap(
-            self.client.create_async(path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
+            self.client.create_async(
+                path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+            )
         )
 
     async def ensure_path(self, path: str) -> None:

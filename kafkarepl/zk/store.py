@@ -201,7 +201,9 @@ def decode_broker(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
     for text in body.get("endpoints") or []:
         listener, _, hostport = text.partition("://")
         host, _, port = hostport.rpartition(":")
-        endpoints.append(Endpoint(listener, host.strip("[]"), int(port), protocols.get(listener, listener)))
+        endpoints.append(
+            Endpoint(listener, host.strip("[]"), int(port), protocols.get(listener, listener))
+        )
     host = body.get("host") or (endpoints[0].host if endpoints else "")
     port = int(body.get("port", -1))
     if port < 0 and endpoints:
@@ -312,7 +314,9 @@ class KafkaZkStore:
             pass
         candidate = new_topic_id()
         try:
-            await self.zk.create(CLUSTER_ID, _dumps({"version": "1", "id": candidate}), makepath=True)
+            await self.zk.create(
+                CLUSTER_ID, _dumps({"version": "1", "id": candidate}), makepath=True
+            )
             return candidate
         except NodeExistsError:
             data, _ = await self.zk.get(CLUSTER_ID)
@@ -336,7 +340,9 @@ class KafkaZkStore:
         path = f"{BROKER_IDS}/{broker_id}"
         data = encode_broker(BrokerInfo(broker_id, host, port, rack, endpoints=endpoints or []))
         await self.zk.ensure_path(BROKER_IDS)
-        wait = self.zk.session_timeout_ms / 1000.0 * 1.5 if wait_for_old_s is None else wait_for_old_s
+        wait = (
+            self.zk.session_timeout_ms / 1000.0 * 1.5 if wait_for_old_s is None else wait_for_old_s
+        )
         deadline = time.monotonic() + wait
         while True:
             try:
@@ -402,7 +408,10 @@ class KafkaZkStore:
         body = _dumps({"version": 2, "brokerid": broker_id, "timestamp": str(_now_ms())})
         try:
             results = await self.zk.multi(
-                [("create", CONTROLLER, body, True), ("set", CONTROLLER_EPOCH, str(epoch + 1).encode(), version)]
+                [
+                    ("create", CONTROLLER, body, True),
+                    ("set", CONTROLLER_EPOCH, str(epoch + 1).encode(), version),
+                ]
             )
         except ZkTransactionError as e:
             if isinstance(e.cause, (NodeExistsError, BadVersionError)):
@@ -413,7 +422,9 @@ class KafkaZkStore:
     async def resign_controller(self, fence: ControllerEpochFence) -> None:
         """Delete /controller if we still hold the epoch (clean controller shutdown)."""
         try:
-            await self.zk.multi([("check", CONTROLLER_EPOCH, fence.zk_version), ("delete", CONTROLLER)])
+            await self.zk.multi(
+                [("check", CONTROLLER_EPOCH, fence.zk_version), ("delete", CONTROLLER)]
+            )
         except ZkTransactionError:
             pass
 
@@ -462,7 +473,9 @@ class KafkaZkStore:
         still being deleted."""
         topic_id = topic_id or new_topic_id()
         topic = TopicAssignment(name, topic_id, {int(p): list(r) for p, r in assignment.items()})
-        config_body = _dumps({"version": 1, "config": {k: str(v) for k, v in (configs or {}).items()}})
+        config_body = _dumps(
+            {"version": 1, "config": {k: str(v) for k, v in (configs or {}).items()}}
+        )
         ops: list[tuple] = []
         if await self.zk.exists(f"{CONFIG_TOPICS}/{name}") is None:
             ops.append(("create", f"{CONFIG_TOPICS}/{name}", config_body))
@@ -481,7 +494,9 @@ class KafkaZkStore:
             raise e.cause from e
         return topic_id
 
-    async def add_partitions(self, name: str, new_partitions: Mapping[int, list[int]]) -> TopicAssignment:
+    async def add_partitions(
+        self, name: str, new_partitions: Mapping[int, list[int]]
+    ) -> TopicAssignment:
         """Append partitions to a topic's assignment (conditional on its zkVersion)."""
         for _ in range(10):
             topic = await self.get_topic(name)
@@ -489,7 +504,9 @@ class KafkaZkStore:
                 raise UnknownTopicError(f"Topic '{name}' does not exist.")
             clash = set(new_partitions) & set(topic.partitions)
             if clash:
-                raise KafkaError(f"partitions {sorted(clash)} already exist", ErrorCode.INVALID_PARTITIONS)
+                raise KafkaError(
+                    f"partitions {sorted(clash)} already exist", ErrorCode.INVALID_PARTITIONS
+                )
             topic.partitions.update({int(p): list(r) for p, r in new_partitions.items()})
             try:
                 stat = await self.zk.set(topic_path(name), encode_topic(topic), topic.zk_version)
@@ -503,7 +520,9 @@ class KafkaZkStore:
         self, fence: ControllerEpochFence, topic: TopicAssignment, expected_version: int = -1
     ) -> int:
         """Controller write of a topic znode (reassignment); returns the new zkVersion."""
-        (stat,) = await self.fenced(fence, [("set", topic_path(topic.name), encode_topic(topic), expected_version)])
+        (stat,) = await self.fenced(
+            fence, [("set", topic_path(topic.name), encode_topic(topic), expected_version)]
+        )
         return stat.version
 
     async def mark_topic_for_deletion(self, name: str) -> None:
@@ -646,19 +665,34 @@ class KafkaZkStore:
                 except NodeExistsError:
                     pass
                 try:
-                    await self.fenced(fence, [("create", partition_state_path(t, p), encode_partition_state(s))])
+                    await self.fenced(
+                        fence, [("create", partition_state_path(t, p), encode_partition_state(s))]
+                    )
                     created[(t, p)] = 0
                 except NodeExistsError:
                     pass
         return created
 
     async def update_partition_state(
-        self, fence: ControllerEpochFence, topic: str, partition: int, state: PartitionState, expected_zk_version: int
+        self,
+        fence: ControllerEpochFence,
+        topic: str,
+        partition: int,
+        state: PartitionState,
+        expected_zk_version: int,
     ) -> int:
         """Conditional write of one partition state; returns the new zkVersion (partition
         epoch). BadVersionError if someone wrote it since expected_zk_version."""
         (stat,) = await self.fenced(
-            fence, [("set", partition_state_path(topic, partition), encode_partition_state(state), expected_zk_version)]
+            fence,
+            [
+                (
+                    "set",
+                    partition_state_path(topic, partition),
+                    encode_partition_state(state),
+                    expected_zk_version,
+                )
+            ],
         )
         return stat.version
 
@@ -675,7 +709,8 @@ class KafkaZkStore:
         items = sorted(updates.items())
         for chunk in _chunks(items, MAX_OPS_PER_MULTI):
             ops = [
-                ("set", partition_state_path(t, p), encode_partition_state(s), v) for (t, p), (s, v) in chunk
+                ("set", partition_state_path(t, p), encode_partition_state(s), v)
+                for (t, p), (s, v) in chunk
             ]
             try:
                 stats = await self.fenced(fence, ops)
@@ -699,23 +734,29 @@ class KafkaZkStore:
             return {}
         body = _loads(data)
         return {
-            (e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in body.get("partitions", [])
+            (e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]]
+            for e in body.get("partitions", [])
         }
 
-    async def request_partition_reassignments(self, reassignments: Mapping[tuple[str, int], list[int]]) -> None:
+    async def request_partition_reassignments(
+        self, reassignments: Mapping[tuple[str, int], list[int]]
+    ) -> None:
         """The legacy admin path: write /admin/reassign_partitions (fails if one is pending)."""
         body = _dumps(
             {
                 "version": 1,
                 "partitions": [
-                    {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(reassignments.items())
+                    {"topic": t, "partition": p, "replicas": list(r)}
+                    for (t, p), r in sorted(reassignments.items())
                 ],
             }
         )
         try:
             await self.zk.create(REASSIGN_PARTITIONS, body, makepath=True)
         except NodeExistsError:
-            raise KafkaError("a reassignment is in progress", ErrorCode.REASSIGNMENT_IN_PROGRESS) from None
+            raise KafkaError(
+                "a reassignment is in progress", ErrorCode.REASSIGNMENT_IN_PROGRESS
+            ) from None
 
     async def delete_reassignment_request(self, fence: ControllerEpochFence) -> None:
         try:
@@ -730,12 +771,21 @@ class KafkaZkStore:
             return set()
         return {(e["topic"], int(e["partition"])) for e in _loads(data).get("partitions", [])}
 
-    async def request_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
-        body = _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]})
+    async def request_preferred_replica_election(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> None:
+        body = _dumps(
+            {
+                "version": 1,
+                "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)],
+            }
+        )
         try:
             await self.zk.create(PREFERRED_REPLICA_ELECTION, body, makepath=True)
         except NodeExistsError:
-            raise KafkaError("a preferred replica election is in progress", ErrorCode.ELECTION_NOT_NEEDED) from None
+            raise KafkaError(
+                "a preferred replica election is in progress", ErrorCode.ELECTION_NOT_NEEDED
+            ) from None
 
     async def delete_preferred_replica_election(self, fence: ControllerEpochFence) -> None:
         try:
@@ -745,7 +795,9 @@ class KafkaZkStore:
 
     # --- producer ids --------------------------------------------------------------
 
-    async def allocate_producer_id_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:
+    async def allocate_producer_id_block(
+        self, broker_id: int, size: int = PRODUCER_ID_BLOCK_SIZE
+    ) -> tuple[int, int]:
         """Claim the next block of producer ids: (first, last) inclusive. Conditional
         writes on /latest_producer_id_block so two brokers never get the same block."""
         while True:
@@ -759,7 +811,14 @@ class KafkaZkStore:
             else:
                 start = 0
             end = start + size - 1
-            new = _dumps({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)})
+            new = _dumps(
+                {
+                    "version": 1,
+                    "broker": broker_id,
+                    "block_start": str(start),
+                    "block_end": str(end),
+                }
+            )
             try:
                 if stat is None:
                     await self.zk.create(PRODUCER_ID_BLOCK, new)
