@@ -1,0 +1,316 @@
+/* Standalone driver for csrc/: adversarial inputs for every parser, each copied into an
+ * exactly-sized heap block so valgrind/ASan flag any read past the end.
+ *
+ *   make -C tests/c check        # plain run
+ *   make -C tests/c valgrind     # under valgrind --error-exitcode=1
+ *
+ * Usage: test_core [fuzz_iterations]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kr_core.h"
+
+static long checks, failures;
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        checks++;                                                                        \
+        if (!(cond)) {                                                                   \
+            failures++;                                                                  \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);     \
+        }                                                                                \
+    } while (0)
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+
+static uint64_t rnd(void) /* xorshift64*: deterministic, no libc rand() state */
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static void fill_random(uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)rnd();
+}
+
+/* Heap copy of exactly n bytes (n == 0 gives a 1-byte block that must not be read). */
+static uint8_t *exact(const uint8_t *src, size_t n)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    if (!p)
+        abort();
+    if (n)
+        memcpy(p, src, n);
+    return p;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+/* A v2 batch of `count` minimal 7-byte records with a correct CRC; returns its size. */
+static size_t make_batch(uint8_t *out, int32_t count, uint16_t attributes)
+{
+    size_t records = (size_t)count * 7;
+    memset(out, 0, KR_BATCH_HEADER_SIZE);
+    put64(out, 0);
+    put32(out + 8, (uint32_t)(KR_MIN_BATCH_LENGTH + records));
+    put32(out + 12, 0);
+    out[16] = 2;
+    out[21] = (uint8_t)(attributes >> 8);
+    out[22] = (uint8_t)attributes;
+    put32(out + 23, (uint32_t)(count > 0 ? count - 1 : 0));
+    put64(out + 27, 1000);
+    put64(out + 35, 1000 + (uint64_t)count);
+    put64(out + 43, (uint64_t)-1);
+    out[51] = 0xff;
+    out[52] = 0xff;
+    put32(out + 53, (uint32_t)-1);
+    put32(out + 57, (uint32_t)count);
+    fill_random(out + KR_BATCH_HEADER_SIZE, records);
+    size_t size = KR_BATCH_HEADER_SIZE + records;
+    put32(out + 17, kr_crc32c_table(0, out + 21, size - 21));
+    return size;
+}
+
+static size_t scan_count(const uint8_t *buf, size_t len, size_t *valid)
+{
+    kr_batch_vec vec = {0};
+    size_t err_pos;
+    char reason[KR_REASON_MAX];
+    int rc = kr_scan_batches(buf, len, 0, 1, &vec, valid, &err_pos, reason);
+    CHECK(rc == 0 || rc == 1);
+    CHECK(*valid <= len);
+    if (rc == 1)
+        CHECK(err_pos == *valid && reason[0] != '\0');
+    size_t total = 0;
+    for (size_t i = 0; i < vec.count; i++)
+        total += (size_t)vec.items[i].size;
+    CHECK(total == *valid);
+    size_t n = vec.count;
+    kr_batch_vec_free(&vec);
+    return n;
+}
+
+static void test_crc(void)
+{
+    static uint8_t data[100000];
+    fill_random(data, sizeof(data));
+    CHECK(kr_crc32c(0, "123456789", 9) == 0xE3069283u);
+    CHECK(kr_crc32c_table(0, "123456789", 9) == 0xE3069283u);
+    for (size_t len = 0; len < 2000; len += 1 + len / 8)
+        for (size_t off = 0; off < 8; off++) {
+            uint8_t *p = exact(data + off, len);
+            uint32_t t = kr_crc32c_table(0, p, len);
+            if (kr_crc32c_have_sse42())
+                CHECK(kr_crc32c_sse42(0, p, len) == t);
+            CHECK(kr_crc32c(0, p, len) == t);
+            free(p);
+        }
+    size_t big[] = {24576, 24577, 3 * 8192 + 768 + 9, sizeof(data)};
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+        uint8_t *p = exact(data, big[i]);
+        uint32_t whole = kr_crc32c_table(0, p, big[i]);
+        CHECK(kr_crc32c(0, p, big[i]) == whole);
+        CHECK(kr_crc32c(kr_crc32c(0, p, 1000), p + 1000, big[i] - 1000) == whole);
+        free(p);
+    }
+    CHECK(kr_xxh64("", 0, 0) == 0xEF46DB3751D8E999ULL);
+    for (size_t len = 0; len < 100; len++) { /* reads stay within exact blocks */
+        uint8_t *p = exact(data, len);
+        (void)kr_xxh64(p, len, len);
+        free(p);
+    }
+}
+
+static void test_batches(long iterations)
+{
+    uint8_t *buf = malloc(1 << 16);
+    size_t len = 0, ends[4];
+    int counts[4] = {3, 1, 0, 10};
+    for (int i = 0; i < 4; i++) {
+        len += make_batch(buf + len, counts[i], i == 1 ? 3 : 0);
+        ends[i] = len;
+    }
+    size_t valid;
+    uint8_t *whole = exact(buf, len);
+    CHECK(scan_count(whole, len, &valid) == 4 && valid == len);
+
+    int64_t next;
+    size_t err_pos;
+    char reason[KR_REASON_MAX];
+    CHECK(kr_assign_offsets(whole, len, 100, 5, 0, &next, &err_pos, reason) == 0);
+    CHECK(next == 100 + 3 + 1 + 1 + 10);
+    CHECK(scan_count(whole, len, &valid) == 4 && valid == len); /* CRC untouched */
+    free(whole);
+
+    /* every truncation: valid_bytes falls back to the previous batch end */
+    for (size_t cut = 0; cut <= len; cut++) {
+        uint8_t *p = exact(buf, cut);
+        size_t expect = 0;
+        for (int i = 0; i < 4; i++)
+            if (ends[i] <= cut)
+                expect = ends[i];
+        scan_count(p, cut, &valid);
+        CHECK(valid == expect);
+        (void)kr_assign_offsets(p, cut, 0, 0, 0, &next, &err_pos, reason);
+        free(p);
+    }
+    /* every single-byte corruption */
+    for (size_t pos = 0; pos < len; pos++)
+        for (int bit = 0; bit < 8; bit += 3) {
+            uint8_t *p = exact(buf, len);
+            p[pos] ^= (uint8_t)(1u << bit);
+            scan_count(p, len, &valid);
+            if (pos >= 21 && pos < ends[0])
+                CHECK(valid == 0); /* under the first batch's CRC */
+            (void)kr_assign_offsets(p, len, 7, 1, 0, &next, &err_pos, reason);
+            free(p);
+        }
+    /* random bytes, then random bytes shaped like a header */
+    uint8_t tmp[512];
+    for (long it = 0; it < iterations; it++) {
+        size_t n = (size_t)(rnd() % sizeof(tmp));
+        fill_random(tmp, n);
+        if (n > 17 && (it & 1)) {
+            put32(tmp + 8, (uint32_t)(rnd() % (n + 20)));
+            tmp[16] = 2;
+        }
+        uint8_t *p = exact(tmp, n);
+        scan_count(p, n, &valid);
+        (void)kr_assign_offsets(p, n, (int64_t)(rnd() >> 1), (int32_t)rnd(), (int)(it & 2),
+                                &next, &err_pos, reason);
+        free(p);
+    }
+    /* out-of-range start */
+    kr_batch_vec vec = {0};
+    CHECK(kr_scan_batches(buf, 10, 11, 1, &vec, &valid, &err_pos, reason) == 1);
+    kr_batch_vec_free(&vec);
+    free(buf);
+}
+
+static void test_indexes(long iterations)
+{
+    uint8_t tmp[600];
+    for (long it = 0; it < iterations; it++) {
+        size_t n = (size_t)(rnd() % sizeof(tmp));
+        fill_random(tmp, n);
+        uint8_t *p = exact(tmp, n);
+        int64_t target = (int64_t)rnd();
+        int64_t slot = kr_index_lookup(p, (int64_t)(n / 8), target);
+        CHECK(slot >= -1 && slot < (int64_t)(n / 8));
+        slot = kr_timeindex_lookup(p, (int64_t)(n / 12), target);
+        CHECK(slot >= -1 && slot < (int64_t)(n / 12));
+        free(p);
+    }
+    uint8_t idx[8 * 5];
+    for (int i = 0; i < 5; i++) {
+        put32(idx + 8 * i, (uint32_t)(i * 10));
+        put32(idx + 8 * i + 4, (uint32_t)(i * 4096));
+    }
+    CHECK(kr_index_lookup(idx, 5, -1) == -1);
+    CHECK(kr_index_lookup(idx, 5, 0) == 0);
+    CHECK(kr_index_lookup(idx, 5, 25) == 2);
+    CHECK(kr_index_lookup(idx, 5, 1000) == 4);
+    CHECK(kr_index_lookup(idx, 0, 1000) == -1);
+}
+
+static void test_checkpoint(void)
+{
+    char dir[] = "/tmp/kr_core_test_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/checkpoint", dir);
+    const char *payload = "0\ntopic 0 42\n";
+    const char *step = NULL;
+    CHECK(kr_checkpoint_write(path, payload, strlen(payload), &step) == 0);
+    uint8_t *image;
+    size_t len;
+    char reason[KR_REASON_MAX];
+    CHECK(kr_read_file(path, &image, &len) == 0);
+    CHECK(kr_checkpoint_verify(image, len, reason) == (int64_t)strlen(payload));
+    for (size_t cut = 0; cut < len; cut++) {
+        uint8_t *p = exact(image, cut);
+        CHECK(kr_checkpoint_verify(p, cut, reason) == -1);
+        free(p);
+    }
+    for (size_t pos = 0; pos < len; pos++) {
+        uint8_t *p = exact(image, len);
+        p[pos] ^= 0x20;
+        CHECK(kr_checkpoint_verify(p, len, reason) == -1);
+        free(p);
+    }
+    free(image);
+    char missing[160];
+    snprintf(missing, sizeof(missing), "%s/missing", dir);
+    CHECK(kr_read_file(missing, &image, &len) == -1 && errno == ENOENT);
+    snprintf(missing, sizeof(missing), "%s/no-dir/x", dir);
+    CHECK(kr_checkpoint_write(missing, "a\n", 2, &step) == -1 && errno == ENOENT);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_io(void)
+{
+    char path[] = "/tmp/kr_core_io_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    static uint8_t data[300000], back[300000];
+    fill_random(data, sizeof(data));
+    CHECK(kr_write_all(fd, data, sizeof(data)) == (ssize_t)sizeof(data));
+    CHECK(kr_pread_full(fd, back, sizeof(back), 0) == (ssize_t)sizeof(back));
+    CHECK(memcmp(data, back, sizeof(data)) == 0);
+    CHECK(kr_pread_full(fd, back, 100, (int64_t)sizeof(data) - 10) == 10);
+    CHECK(kr_pread_full(fd, back, 100, -1) == -1 && errno == EINVAL);
+    CHECK(kr_ftruncate(fd, 1000) == 0);
+    CHECK(kr_fdatasync(fd) == 0);
+
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    ssize_t n = kr_sendfile(sv[0], fd, 100, 500);
+    CHECK(n == 500);
+    CHECK(read(sv[1], back, 500) == 500 && memcmp(back, data + 100, 500) == 0);
+    size_t sent;
+    CHECK(kr_sendfile_all(sv[0], fd, 900, 200, 1000, &sent) == -1 && errno == ENODATA &&
+          sent == 100);
+    CHECK(kr_sendfile(sv[0], fd, 1000, 10) == 0); /* end of file */
+    close(sv[0]);
+    close(sv[1]);
+    close(fd);
+    CHECK(kr_write_all(fd, data, 10) == -1 && errno == EBADF);
+}
+
+int main(int argc, char **argv)
+{
+    long iterations = argc > 1 ? strtol(argv[1], NULL, 10) : 20000;
+    kr_crc32c_init();
+    test_crc();
+    test_batches(iterations);
+    test_indexes(iterations);
+    test_checkpoint();
+    test_io();
+    printf("%ld checks, %ld failures (crc32c backend: %s)\n", checks, failures,
+           kr_crc32c_backend());
+    return failures ? 1 : 0;
+}
