@@ -1,0 +1,253 @@
+"""Broker lifecycle: storage, ZooKeeper registration, controller, network, background tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from typing import Any
+
+from kafkarepl.errors import ErrorCode
+from kafkarepl.server.admin import AdminManager
+from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.fetcher import ReplicaFetcherManager
+from kafkarepl.server.handlers import RequestHandlers
+from kafkarepl.server.metadata_cache import MetadataCache
+from kafkarepl.server.metrics import BrokerMetrics
+from kafkarepl.server.network import SocketServer
+from kafkarepl.server.partition import Partition
+from kafkarepl.server.purgatory import ProducePurgatory
+from kafkarepl.server.replica_manager import ReplicaManager, now_ms
+from kafkarepl.storage import LogManager
+from kafkarepl.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.metadata = MetadataCache()
+        self.purgatory = ProducePurgatory()
+        self.metrics = BrokerMetrics(self)
+        self.log_manager = LogManager(config.log_dir_list(), self.log_config({}))
+        self.replica_manager = ReplicaManager(self)
+        self.fetchers = ReplicaFetcherManager(self)
+        self.admin = AdminManager(self)
+        self.handlers = RequestHandlers(self)
+        host, port = config.listener()
+        self.server = SocketServer(
+            host,
+            port,
+            self.handlers.handle,
+            self.handlers.on_unsupported_version,
+            config.socket_request_max_bytes,
+            config.max_connections,
+        )
+        self.zk = None
+        self.store = None
+        self.controller = None
+        self.cluster_id = ""
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = asyncio.Event()
+        self.started_at = 0.0
+
+    # ------------------------------------------------------------------ config -----
+    def log_config(self, topic_overrides: dict[str, str]) -> LogConfig:
+        props = self.config.topic_defaults()
+        props.update(topic_overrides)
+        return LogConfig.from_props(props)
+
+    @property
+    def partitions(self) -> dict[tuple[str, int], Partition]:
+        return self.replica_manager.partitions
+
+    # --------------------------------------------------------------- lifecycle -----
+    async def start(self) -> None:
+        from kafkarepl.controller import Controller, KafkaBrokerChannel
+        from kafkarepl.zk import AsyncZk, KafkaZkStore
+
+        self.started_at = time.monotonic()
+        self.log_manager.startup()
+        self.zk = AsyncZk(
+            self.config.zookeeper_connect,
+            session_timeout_ms=self.config.zookeeper_session_timeout_ms,
+        )
+        await self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
+        self.store = KafkaZkStore(self.zk)
+        self.cluster_id = await self.store.get_or_create_cluster_id()
+        await self.server.start()
+        await self._register()
+        self.zk.on_session_reestablished(self._on_session_reestablished)
+        self.zk.on_session_lost(self._on_session_lost)
+        self.controller = Controller(
+            self.zk,
+            self.store,
+            broker_id=self.broker_id,
+            channel=KafkaBrokerChannel(client_id=f"controller-{self.broker_id}"),
+            config=self.config,
+        )
+        await self.controller.start()
+        self._tasks = [
+            asyncio.ensure_future(self._every(self.config.replica_lag_time_max_ms / 2000, self._isr_expiry)),
+            asyncio.ensure_future(self._every(self.config.hw_checkpoint_interval_ms / 1000, self._checkpoint_hw)),
+            asyncio.ensure_future(
+                self._every(self.config.log_retention_check_interval_ms / 1000, self._retention)
+            ),
+        ]
+        log.info("broker %d serving on %s:%d", self.broker_id, self.server.host, self.server.port)
+
+    async def _register(self) -> None:
+        host, port = self.config.advertised()
+        await self.store.register_broker(
+            self.broker_id, host, self.server.port if port == 0 else port, self.config.broker_rack or None
+        )
+
+    async def _on_session_reestablished(self) -> None:
+        log.warning("broker %d: new ZooKeeper session, registering again", self.broker_id)
+        await self._register()
+
+    async def _on_session_lost(self) -> None:
+        # Our registration is gone: the controller treats us as dead and elects other
+        # leaders. Stop acting as leader so no acks=all write is acknowledged alone.
+        log.warning("broker %d: ZooKeeper session lost; giving up leadership locally", self.broker_id)
+        for p in list(self.partitions.values()):
+            if p.is_leader:
+                p.resign()
+                self.purgatory.on_partition_update(p)
+                p.notify_changed()
+
+    async def _every(self, seconds: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, seconds))
+            try:
+                r = fn()
+                if asyncio.iscoroutine(r):
+                    await r
+            except Exception:
+                log.exception("background task %s failed", getattr(fn, "__name__", fn))
+
+    async def stop(self) -> None:
+        log.info("broker %d shutting down", self.broker_id)
+        if self.config.controlled_shutdown_enable and self.controller is not None:
+            try:
+                await asyncio.wait_for(self.admin.request_controlled_shutdown(), 10)
+            except Exception as exc:  # noqa: BLE001 - shutdown goes on regardless
+                log.warning("controlled shutdown did not complete: %s", exc)
+        for t in self._tasks:
+            t.cancel()
+        await self.fetchers.shutdown()
+        await self.server.stop()
+        if self.controller is not None:
+            await self.controller.stop()
+        self._checkpoint_hw()
+        self.log_manager.shutdown()
+        if self.zk is not None:
+            await self.zk.stop()
+
+    # ---------------------------------------------------------- periodic work -----
+    def _isr_expiry(self) -> None:
+        t = now_ms()
+        for p in list(self.partitions.values()):
+            if p.is_leader:
+                change = p.maybe_shrink_isr(t)
+                if change is not None:
+                    asyncio.ensure_future(self.admin.send_alter_partition(p, change))
+
+    def _checkpoint_hw(self) -> None:
+        hws = {tp: p.high_watermark for tp, p in self.partitions.items() if p.state is not None}
+        if hws:
+            self.log_manager.checkpoint_high_watermarks(hws)
+
+    def _retention(self) -> None:
+        t = now_ms()
+        for p in list(self.partitions.values()):
+            p.log.delete_old_segments(t)
+
+    # ------------------------------------------------------- controller orders ----
+    async def become_leader_or_follower(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body["controller_epoch"] < self.replica_manager.controller_epoch:
+            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
+        self.replica_manager.controller_epoch = body["controller_epoch"]
+        t = now_ms()
+        out_topics = []
+        for ts in body.get("topic_states") or []:
+            name = ts["topic_name"]
+            configs = await self.admin.topic_configs(name)
+            errors = []
+            for ps in ts["partition_states"]:
+                code = self._apply_partition_state(name, ps, configs, t)
+                errors.append({"topic_name": name, "partition_index": ps["partition_index"], "error_code": int(code)})
+            out_topics.append({"topic_id": ts.get("topic_id"), "partition_errors": errors})
+        return {"error_code": 0, "topics": out_topics}
+
+    def _apply_partition_state(self, topic: str, ps: dict, configs: dict[str, str], t: int) -> ErrorCode:
+        index = ps["partition_index"]
+        replicas = list(ps["replicas"])
+        if self.broker_id not in replicas:
+            return ErrorCode.NONE
+        p = self.partitions.get((topic, index))
+        if p is not None and ps["leader_epoch"] < p.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if p is not None and ps["leader_epoch"] == p.leader_epoch and p.state is not None:
+            # Same epoch: only the ISR/partition epoch may have moved (e.g. reassignment).
+            p.update_assignment(replicas, list(ps["isr"]), ps["partition_epoch"])
+            return ErrorCode.NONE
+        if p is None:
+            lg = self.log_manager.get_or_create_log(topic, index, self.log_config(configs))
+            hw = self.log_manager.high_watermarks.get((topic, index), 0)
+            p = Partition(topic, index, self.broker_id, lg, self.log_config(configs), initial_hw=hw)
+            self.partitions[(topic, index)] = p
+        else:
+            p.reconfigure(self.log_config(configs))
+        if ps["leader"] == self.broker_id:
+            self.fetchers.remove_partition(p)
+            p.become_leader(ps["leader_epoch"], list(ps["isr"]), replicas, ps["partition_epoch"], t)
+            self.metrics.on_become_leader(p)
+        else:
+            p.become_follower(ps["leader"], ps["leader_epoch"], list(ps["isr"]), replicas, ps["partition_epoch"], t)
+            self.fetchers.add_partition(p, ps["leader"])
+        self.purgatory.on_partition_update(p)
+        p.notify_changed()
+        return ErrorCode.NONE
+
+    async def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body["controller_epoch"] < self.replica_manager.controller_epoch:
+            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
+        self.replica_manager.controller_epoch = body["controller_epoch"]
+        errors = []
+        for ts in body.get("topic_states") or []:
+            name = ts["topic_name"]
+            for ps in ts["partition_states"]:
+                index = ps["partition_index"]
+                p = self.partitions.pop((name, index), None)
+                if p is not None:
+                    self.fetchers.remove_partition(p)
+                    p.resign()
+                    self.purgatory.on_partition_update(p)
+                    p.notify_changed()
+                if ps.get("delete_partition"):
+                    self.log_manager.delete_log(name, index)
+                errors.append({"topic_name": name, "partition_index": index, "error_code": 0})
+        return {"error_code": 0, "partition_errors": errors}
+
+    # ------------------------------------------------------------- KIP-392 -------
+    def preferred_read_replica(self, p: Partition, client_rack: str) -> int | None:
+        racks = {b.broker_id: b.rack for b in self.metadata.brokers.values()}
+        return p.select_read_replica(client_rack, racks)
+
+
+async def run(config: BrokerConfig, ready: Any = None) -> None:
+    """Run a broker until SIGTERM/SIGINT, then shut down cleanly."""
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    if ready is not None:
+        ready(broker)
+    await stop.wait()
+    await broker.stop()

@@ -1,0 +1,80 @@
+"""Operator metrics, named after Kafka's, served as Prometheus text on metrics.port.
+
+Gauges are computed from live partition state when scraped (no bookkeeping to drift);
+counters (ISR shrinks/expands, unclean elections) come from the replication core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafkarepl.server.broker import Broker
+    from kafkarepl.server.partition import Partition
+
+log = logging.getLogger(__name__)
+
+
+class BrokerMetrics:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.failed_isr_updates = 0
+        self.leader_elections_seen = 0
+        self._server: asyncio.base_events.Server | None = None
+
+    def on_become_leader(self, p: Partition) -> None:
+        self.leader_elections_seen += 1
+
+    def snapshot(self) -> dict[str, float]:
+        b = self.broker
+        leaders = [p for p in b.partitions.values() if p.is_leader and p.state is not None]
+        under_replicated = sum(1 for p in leaders if len(p.isr) < len(p.replicas))
+        under_min_isr = sum(1 for p in leaders if len(p.isr) < p.min_insync_replicas)
+        at_min_isr = sum(1 for p in leaders if len(p.isr) == p.min_insync_replicas)
+        ctrl = b.controller
+        out = {
+            "kafka_server_replicamanager_partitioncount": len(b.partitions),
+            "kafka_server_replicamanager_leadercount": len(leaders),
+            "kafka_server_replicamanager_underreplicatedpartitions": under_replicated,
+            "kafka_server_replicamanager_underminisrpartitioncount": under_min_isr,
+            "kafka_server_replicamanager_atminisrpartitioncount": at_min_isr,
+            "kafka_server_replicamanager_isrshrinks_total": self.isr_shrinks,
+            "kafka_server_replicamanager_isrexpands_total": self.isr_expands,
+            "kafka_server_replicamanager_failedisrupdates_total": self.failed_isr_updates,
+            "kafka_server_replicafetchermanager_maxlag": b.fetchers.max_lag(),
+            "kafka_server_delayedoperationpurgatory_produce_waiting": b.purgatory.waiting(),
+            "kafka_network_socketserver_connections": len(b.server.connections),
+        }
+        if ctrl is not None and hasattr(ctrl, "metrics"):
+            for k, v in ctrl.metrics().items():
+                out[f"kafka_controller_{k}"] = v
+        return out
+
+    def prometheus_text(self) -> str:
+        bid = self.broker.broker_id
+        lines = [f'{k}{{broker="{bid}"}} {v}' for k, v in sorted(self.snapshot().items())]
+        return "\n".join(lines) + "\n"
+
+    async def serve(self, host: str, port: int) -> None:
+        """A minimal HTTP endpoint: any GET returns the Prometheus text."""
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+                body = self.prometheus_text().encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                    + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+                await writer.drain()
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        self._server = await asyncio.start_server(handle, host, port)
