@@ -1,0 +1,94 @@
+"""The log interface the replication core needs, and Kafka's epoch end-offset rule.
+
+storage.Log satisfies `ReplicaLog` through a thin adapter; the simulation tests use
+`MemoryLog`. The core never reads record bytes: it only needs offsets, leader epochs,
+and the ability to append what a leader sent and to truncate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """Answer to "where does epoch E end?" (OffsetForLeaderEpoch, Fetch DivergingEpoch)."""
+
+    epoch: int
+    end_offset: int
+
+    @property
+    def undefined(self) -> bool:
+        return self.epoch == UNDEFINED_EPOCH or self.end_offset == UNDEFINED_EPOCH_OFFSET
+
+
+UNDEFINED = EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+
+
+class ReplicaLog(Protocol):
+    """What PartitionState and FollowerFetcher need from one partition's log.
+
+    Epoch cache contract (leader-epoch-checkpoint), as Kafka's LeaderEpochFileCache:
+    - assign_epoch(epoch, start) appends (epoch, start) when epoch > latest_epoch();
+      it first drops entries whose epoch >= epoch or start >= start.
+    - truncate_to(offset) drops records >= offset AND epoch entries with start >= offset,
+      even when offset >= log_end_offset (a leader that appended nothing before losing
+      leadership leaves an empty trailing entry that must go, or epoch truncation loops).
+    - append_as_follower(records) adds entries for the epochs of the appended batches.
+    """
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def latest_epoch(self) -> int | None: ...
+
+    def epoch_entries(self) -> Sequence[tuple[int, int]]:
+        """(epoch, start_offset) pairs, ascending."""
+        ...
+
+    def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
+        """KIP-279 rule over this log's entries and LEO (see `epoch_end_offset`)."""
+        ...
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None: ...
+
+    def append_as_follower(self, records: Any) -> None:
+        """Append batches that already carry the leader's offsets and epochs; must start
+        at log_end_offset (else raise a KafkaError)."""
+        ...
+
+    def truncate_to(self, offset: int) -> None: ...
+
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+
+
+def epoch_end_offset(
+    entries: Sequence[tuple[int, int]], requested_epoch: int, log_end_offset: int
+) -> EpochEndOffset:
+    """Kafka's LeaderEpochFileCache.endOffsetFor (KIP-279).
+
+    - requested == latest epoch: (requested, LEO)
+    - otherwise the largest known epoch <= requested, ended by the start offset of the
+      first epoch above it; if requested is older than every entry: (requested, first start)
+    - requested above every known epoch, or no entries: UNDEFINED
+    """
+    if requested_epoch == UNDEFINED_EPOCH or not entries:
+        return UNDEFINED
+    if entries[-1][0] == requested_epoch:
+        return EpochEndOffset(requested_epoch, log_end_offset)
+    floor: tuple[int, int] | None = None
+    for epoch, start in entries:
+        if epoch > requested_epoch:
+            if floor is None:
+                return EpochEndOffset(requested_epoch, start)
+            return EpochEndOffset(floor[0], start)
+        floor = (epoch, start)
+    return UNDEFINED

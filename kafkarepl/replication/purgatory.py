@@ -1,0 +1,226 @@
+"""Delayed operations (Kafka's purgatory), sans-I/O.
+
+DelayedProduce is the commit queue: an acks=all produce waits until the HW of each of its
+partitions passes the offsets it appended. DelayedFetch waits for min.bytes or max.wait.
+
+Operations are watched per partition key; the caller says which key changed
+(`check(key, now_ms)` after an append, an HW move, an ISR or leadership change) and only
+that key's waiters are examined. Deadlines sit in a heap: `poll(now_ms)` expires them and
+`next_deadline()` tells the event loop when to call it next. Completed operations come
+back as values (and through the optional on_complete callback); nothing here blocks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from kafkarepl.errors import ErrorCode
+
+from .partition import PartitionState, Role
+
+K = Hashable
+
+
+class DelayedOperation:
+    """Base: `keys` to watch, an absolute deadline, and a one-shot completion."""
+
+    def __init__(self, keys: Iterable[K], deadline_ms: int) -> None:
+        self.keys = tuple(keys)
+        self.deadline_ms = deadline_ms
+        self.completed = False
+
+    def try_complete(self, now_ms: int) -> bool:
+        """Set the result and return True when the operation can finish now."""
+        raise NotImplementedError
+
+    def on_expire(self) -> None:
+        """Set the result for a deadline expiry."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ProduceWait:
+    partition: PartitionState
+    required_offset: int  # last appended offset + 1: needs HW >= this
+    leader_epoch: int  # the epoch the batch was appended in
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=all: each partition's result is NONE once HW >= required_offset,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below min.insync.replicas while
+    waiting, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT at the deadline."""
+
+    def __init__(self, waits: Mapping[K, ProduceWait], deadline_ms: int, context: object = None) -> None:
+        super().__init__(waits.keys(), deadline_ms)
+        self.waits = dict(waits)
+        self.context = context  # for the caller: the request to answer
+        self.results: dict[K, ErrorCode] = {}
+
+    def try_complete(self, now_ms: int) -> bool:
+        for key, w in self.waits.items():
+            if key not in self.results:
+                status = w.partition.produce_status(w.required_offset, w.leader_epoch)
+                if status is not None:
+                    self.results[key] = status
+        return len(self.results) == len(self.waits)
+
+    def on_expire(self) -> None:
+        for key in self.waits:
+            self.results.setdefault(key, ErrorCode.REQUEST_TIMED_OUT)
+
+
+@dataclass(frozen=True)
+class FetchWait:
+    partition: PartitionState
+    fetch_offset: int
+    leader_epoch: int  # the partition's epoch when the fetch arrived
+    from_follower: bool  # replica fetch reads to LEO, consumer fetch to HW
+
+
+# (key, wait) -> bytes readable in [wait.fetch_offset, upper bound); the server asks its
+# storage (e.g. Log.read(...).size); tests count records.
+AvailableBytes = Callable[[K, FetchWait], int]
+
+
+class DelayedFetch(DelayedOperation):
+    """Completes when the readable bytes over all partitions reach min_bytes, when a
+    partition changes leader epoch or role, when a fetch offset is past the end (the log
+    was truncated: the caller answers with the error), or at the deadline (max.wait)."""
+
+    def __init__(
+        self,
+        waits: Mapping[K, FetchWait],
+        min_bytes: int,
+        deadline_ms: int,
+        available_bytes: AvailableBytes,
+        context: object = None,
+    ) -> None:
+        super().__init__(waits.keys(), deadline_ms)
+        self.waits = dict(waits)
+        self.min_bytes = min_bytes
+        self.available_bytes = available_bytes
+        self.context = context
+        self.expired = False
+
+    def try_complete(self, now_ms: int) -> bool:
+        total = 0
+        for key, w in self.waits.items():
+            p = w.partition
+            if p.leader_epoch != w.leader_epoch or (w.from_follower and p.role is not Role.LEADER):
+                return True
+            end = p.fetch_upper_bound(w.from_follower)
+            if w.fetch_offset > end:
+                return True
+            if w.fetch_offset < end:
+                total += self.available_bytes(key, w)
+                if total >= self.min_bytes:
+                    return True
+        return False
+
+    def on_expire(self) -> None:
+        self.expired = True
+
+
+Op = TypeVar("Op", bound=DelayedOperation)
+
+
+@dataclass
+class Purgatory(Generic[Op]):
+    on_complete: Callable[[Op], None] | None = None
+    _watchers: dict[K, list[Op]] = field(default_factory=dict)
+    _deadlines: list[tuple[int, int, Op]] = field(default_factory=list)
+    _seq: itertools.count = field(default_factory=itertools.count)
+    _pending: int = 0
+    _stale: int = 0  # completed ops possibly still listed under some key
+
+    def __len__(self) -> int:
+        return self._pending
+
+    def try_complete_else_watch(self, op: Op, now_ms: int) -> bool:
+        """Complete op now if possible (returns True, no callback: answer directly);
+        otherwise watch its keys until an event or its deadline."""
+        if op.try_complete(now_ms):
+            op.completed = True
+            return True
+        if op.deadline_ms <= now_ms:
+            op.on_expire()
+            op.completed = True
+            return True
+        for key in op.keys:
+            self._watchers.setdefault(key, []).append(op)
+        heapq.heappush(self._deadlines, (op.deadline_ms, next(self._seq), op))
+        self._pending += 1
+        return False
+
+    def check(self, key: K, now_ms: int) -> list[Op]:
+        """Something changed for key: complete what can complete. O(waiters on key)."""
+        ops = self._watchers.pop(key, None)
+        if not ops:
+            return []
+        done: list[Op] = []
+        keep: list[Op] = []
+        for op in ops:
+            if op.completed:
+                continue
+            if op.try_complete(now_ms):
+                self._finish(op)
+                done.append(op)
+            else:
+                keep.append(op)
+        if keep:
+            self._watchers[key] = keep
+        if done:
+            self._purge_if_sparse()
+        return done
+
+    def check_all(self, keys: Iterable[K], now_ms: int) -> list[Op]:
+        done: list[Op] = []
+        for key in keys:
+            done.extend(self.check(key, now_ms))
+        return done
+
+    def poll(self, now_ms: int) -> list[Op]:
+        """Expire operations whose deadline has passed."""
+        expired: list[Op] = []
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            _, _, op = heapq.heappop(self._deadlines)
+            if op.completed:
+                continue
+            # A last look: it may have become completable without an event for its key.
+            if not op.try_complete(now_ms):
+                op.on_expire()
+            self._finish(op)
+            expired.append(op)
+        self._purge_if_sparse()
+        return expired
+
+    def next_deadline(self) -> int | None:
+        while self._deadlines and self._deadlines[0][2].completed:
+            heapq.heappop(self._deadlines)
+        return self._deadlines[0][0] if self._deadlines else None
+
+    def _finish(self, op: Op) -> None:
+        op.completed = True
+        self._pending -= 1
+        self._stale += len(op.keys)
+        if self.on_complete is not None:
+            self.on_complete(op)
+
+    def _purge_if_sparse(self) -> None:
+        # Completed ops linger in other keys' watcher lists until those keys are checked;
+        # sweep when they dominate so memory stays O(pending).
+        if len(self._deadlines) > 2 * self._pending + 64:
+            self._deadlines = [e for e in self._deadlines if not e[2].completed]
+            heapq.heapify(self._deadlines)
+        if self._stale > 2 * self._pending + 64:
+            self._stale = 0
+            for key in list(self._watchers):
+                live = [op for op in self._watchers[key] if not op.completed]
+                if live:
+                    self._watchers[key] = live
+                else:
+                    del self._watchers[key]
