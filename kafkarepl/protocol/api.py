@@ -140,7 +140,12 @@ def _encode_body(fields: tuple, api_key: int, api_version: int, body: dict,
 def encode_response(api_key: int, api_version: int, correlation_id: int,
                     body: dict[str, Any]) -> list[bytes | FileRange]:
     """Size prefix + response header + body, as few bytes objects as possible: one per
-    stretch between FileRange items (which the server sends with sendfile)."""
+    stretch between FileRange items (which the server sends with sendfile).
+
+    An ApiVersions response with a non-zero error_code is encoded as v0, whatever the
+    request's version: clients parse it as v0 to learn the supported ranges."""
+    if api_key == ApiKey.API_VERSIONS and body.get("error_code", 0) != 0:
+        api_version = 0
     parts: list = [b"", _I32.pack(correlation_id)]  # parts[0] becomes the size prefix
     if response_header_version(api_key, api_version) == 1:
         parts.append(EMPTY_TAGS)
@@ -188,12 +193,15 @@ def encode_request(api_key: int, api_version: int, correlation_id: int,
 
 def decode_response(api_key: int, api_version: int,
                     frame: memoryview | bytes | bytearray) -> tuple[int, dict]:
-    """Decode one response frame (after the size prefix) -> (correlation_id, body)."""
+    """Decode one response frame (after the size prefix) -> (correlation_id, body).
+    An ApiVersions response with an error is decoded as v0 (see encode_response)."""
     spec = API[api_key]
     mv = frame if isinstance(frame, memoryview) else memoryview(frame)
     try:
         correlation_id = _I32.unpack_from(mv, 0)[0]
         pos = 4
+        if api_key == ApiKey.API_VERSIONS and _I16.unpack_from(mv, pos)[0] != 0:
+            api_version = 0
         if response_header_version(api_key, api_version) == 1:
             pos = _skip_tags(mv, pos)
         body, _ = compile_decoder(spec.response, api_version,

@@ -82,3 +82,30 @@ def sample_scalar(t: str, rng: random.Random) -> Any:
     if t == RECORDS:
         return rng.randbytes(rng.choice([0, 61, 500]))
     raise ValueError(t)
+
+
+def body_mismatch(fields: tuple[Field, ...], sent: dict, got: dict, path: str = "") -> str | None:
+    """Where ``got`` (a decoded body) differs from ``sent`` (None when it matches): keys
+    of ``sent`` must decode equal (memoryview compared as bytes), others to defaults."""
+    from .codec import default_value
+
+    if set(got) != {f.key for f in fields}:
+        return f"{path}: keys {sorted(got)}"
+    for f in fields:
+        where = f"{path}.{f.key}"
+        want, have = sent.get(f.key, default_value(f)), got[f.key]
+        if want is None or have is None:
+            if want is not have:
+                return f"{where}: {have!r} != {want!r}"
+        elif isinstance(f.type, Struct):
+            if (m := body_mismatch(f.type.fields, want, have, where)) is not None:
+                return m
+        elif isinstance(f.type, Array) and isinstance(f.type.item, Struct):
+            if len(have) != len(want):
+                return f"{where}: {len(have)} elements != {len(want)}"
+            for i, (w, h) in enumerate(zip(want, have, strict=True)):
+                if (m := body_mismatch(f.type.item.fields, w, h, f"{where}[{i}]")) is not None:
+                    return m
+        elif (bytes(have) if isinstance(have, memoryview) else have) != want:
+            return f"{where}: {have!r} != {want!r}"
+    return None

@@ -17,35 +17,11 @@ from kafkarepl.protocol import (
     encode_request,
     encode_response,
 )
-from kafkarepl.protocol.codec import default_value
-from kafkarepl.protocol.samples import sample_body
-from kafkarepl.protocol.schema import Array, Field, Struct, in_range
+from kafkarepl.protocol.samples import body_mismatch, sample_body
+from kafkarepl.protocol.schema import in_range
 
 CASES = [(spec.key, v) for spec in API.values()
          for v in range(spec.min_version, spec.max_version + 1)]
-
-
-def assert_matches(fields: tuple[Field, ...], version: int, flexible: bool,
-                   sent: dict, got: dict, path: str = "") -> None:
-    assert set(got) == {f.key for f in fields}, path
-    for f in fields:
-        where = f"{path}.{f.key}"
-        if f.key not in sent:
-            assert got[f.key] == default_value(f), where
-            continue
-        want, have = sent[f.key], got[f.key]
-        if want is None:
-            assert have is None, where
-        elif isinstance(f.type, Struct):
-            assert_matches(f.type.fields, version, flexible, want, have, where)
-        elif isinstance(f.type, Array) and isinstance(f.type.item, Struct):
-            assert len(have) == len(want), where
-            for i, (w, h) in enumerate(zip(want, have, strict=True)):
-                assert_matches(f.type.item.fields, version, flexible, w, h, f"{where}[{i}]")
-        elif isinstance(have, memoryview):
-            assert bytes(have) == want, where
-        else:
-            assert have == want, where
 
 
 @pytest.mark.parametrize("api_key,version", CASES)
@@ -64,7 +40,7 @@ def test_request_roundtrip(api_key: ApiKey, version: int) -> None:
             assert req.client_id is None  # request header v0 has no client id
         else:
             assert req.client_id == client_id
-        assert_matches(spec.request, version, flexible, body, req.body)
+        assert body_mismatch(spec.request, body, req.body) is None
         assert encode_request(api_key, version, 1000 + i, client_id, req.body) == wire
 
 
@@ -75,13 +51,15 @@ def test_response_roundtrip(api_key: ApiKey, version: int) -> None:
     rng = random.Random(f"resp-{api_key}-{version}")
     for i in range(8):
         body = sample_body(spec.response, version, flexible, rng)
+        if api_key == ApiKey.API_VERSIONS:
+            body["error_code"] = 0  # an error switches the body to v0 (tested separately)
         parts = encode_response(api_key, version, 7 + i, body)
         assert len(parts) == 1 and isinstance(parts[0], bytes)
         wire = parts[0]
         assert int.from_bytes(wire[:4], "big") == len(wire) - 4
         cid, got = decode_response(api_key, version, memoryview(wire)[4:])
         assert cid == 7 + i
-        assert_matches(spec.response, version, flexible, body, got)
+        assert body_mismatch(spec.response, body, got) is None
         assert encode_response(api_key, version, 7 + i, got) == parts
 
 
