@@ -17,6 +17,7 @@ from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import ApiKey, Request
 
 if TYPE_CHECKING:
+    from kafkarepl.replication import IsrChange
     from kafkarepl.server.broker import Broker
     from kafkarepl.server.partition import Partition
 
@@ -467,28 +468,30 @@ class AdminManager:
         await conn.connect()
         return conn
 
-    async def send_alter_partition(self, p: Partition, new_isr: list[int]) -> None:
+    async def send_alter_partition(self, p: Partition, change: IsrChange) -> None:
         """Ask the controller to change p's ISR (AlterPartition); apply its answer."""
+        info = self.broker.metadata.topics.get(p.topic)
         body = {
             "broker_id": self.broker.broker_id,
             "broker_epoch": -1,
             "topics": [
                 {
                     "topic_name": p.topic,
-                    "topic_id": self.broker.metadata.topics[p.topic].topic_id if p.topic in self.broker.metadata.topics else None,
+                    "topic_id": info.topic_id if info else None,
                     "partitions": [
                         {
                             "partition_index": p.partition,
-                            "leader_epoch": p.leader_epoch,
-                            "new_isr": new_isr,
-                            "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in new_isr],
+                            "leader_epoch": change.leader_epoch,
+                            "new_isr": list(change.new_isr),
+                            "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in change.new_isr],
                             "leader_recovery_state": 0,
-                            "partition_epoch": p.partition_epoch,
+                            "partition_epoch": change.partition_epoch,
                         }
                     ],
                 }
             ],
         }
+        t = int(time.time() * 1000)
         try:
             c = self._active_controller()
             if c is not None:
@@ -501,24 +504,18 @@ class AdminManager:
                     conn.close()
         except Exception as exc:  # noqa: BLE001 - retried at the next ISR check
             log.info("AlterPartition for %s-%d failed: %s", p.topic, p.partition, exc)
-            p.on_isr_change_failed()
-            self.broker.metrics.failed_isr_updates += 1
+            p.state.on_isr_change_failed(ErrorCode.NETWORK_EXCEPTION, t)
             return
         code = resp.get("error_code", 0)
         part = resp["topics"][0]["partitions"][0] if resp.get("topics") else {"error_code": code}
         if code or part["error_code"]:
-            log.info("AlterPartition for %s-%d rejected: %s", p.topic, p.partition, ErrorCode(code or part["error_code"]).name)
-            p.on_isr_change_failed()
-            self.broker.metrics.failed_isr_updates += 1
+            log.info("AlterPartition for %s-%d rejected: %s", p.topic, p.partition,
+                     ErrorCode(code or part["error_code"]).name)
+            p.state.on_isr_change_failed(ErrorCode(code or part["error_code"]), t)
             return
-        before = len(p.isr)
-        p.on_isr_change_committed(list(part["isr"]), part["partition_epoch"])
-        if len(p.isr) < before:
-            self.broker.metrics.isr_shrinks += 1
-        elif len(p.isr) > before:
-            self.broker.metrics.isr_expands += 1
-        self.broker.purgatory.on_partition_update(p)
-        p.notify_changed()
+        log.info("%s-%d: ISR %s -> %s", p.topic, p.partition, sorted(p.isr), sorted(part["isr"]))
+        p.state.on_isr_change_committed(list(part["isr"]), part["partition_epoch"], t)
+        self.broker.replica_manager.partition_changed(p)
 
     async def request_controlled_shutdown(self) -> None:
         """SIGTERM path: ask the controller to move leadership off this broker first."""

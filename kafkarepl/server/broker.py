@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from kafkarepl.errors import ErrorCode
+from kafkarepl.replication import ReplicationMetrics
 from kafkarepl.server.admin import AdminManager
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.fetcher import ReplicaFetcherManager
@@ -16,7 +17,7 @@ from kafkarepl.server.handlers import RequestHandlers
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.metrics import BrokerMetrics
 from kafkarepl.server.network import SocketServer
-from kafkarepl.server.partition import Partition
+from kafkarepl.server.partition import Partition, partition_config
 from kafkarepl.server.purgatory import ProducePurgatory
 from kafkarepl.server.replica_manager import ReplicaManager, now_ms
 from kafkarepl.storage import LogManager
@@ -31,6 +32,7 @@ class Broker:
         self.broker_id = config.broker_id
         self.metadata = MetadataCache()
         self.purgatory = ProducePurgatory()
+        self.replication_metrics = ReplicationMetrics()
         self.metrics = BrokerMetrics(self)
         self.log_manager = LogManager(config.log_dir_list(), self.log_config({}))
         self.replica_manager = ReplicaManager(self)
@@ -116,8 +118,7 @@ class Broker:
         for p in list(self.partitions.values()):
             if p.is_leader:
                 p.resign()
-                self.purgatory.on_partition_update(p)
-                p.notify_changed()
+                self.replica_manager.partition_changed(p)
 
     async def _every(self, seconds: float, fn: Any) -> None:
         while True:
@@ -157,7 +158,7 @@ class Broker:
                     asyncio.ensure_future(self.admin.send_alter_partition(p, change))
 
     def _checkpoint_hw(self) -> None:
-        hws = {tp: p.high_watermark for tp, p in self.partitions.items() if p.state is not None}
+        hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
         if hws:
             self.log_manager.checkpoint_high_watermarks(hws)
 
@@ -191,26 +192,28 @@ class Broker:
         p = self.partitions.get((topic, index))
         if p is not None and ps["leader_epoch"] < p.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
-        if p is not None and ps["leader_epoch"] == p.leader_epoch and p.state is not None:
-            # Same epoch: only the ISR/partition epoch may have moved (e.g. reassignment).
-            p.update_assignment(replicas, list(ps["isr"]), ps["partition_epoch"])
-            return ErrorCode.NONE
+        log_cfg = self.log_config(configs)
+        pcfg = partition_config(log_cfg, self.config)
         if p is None:
-            lg = self.log_manager.get_or_create_log(topic, index, self.log_config(configs))
+            lg = self.log_manager.get_or_create_log(topic, index, log_cfg)
             hw = self.log_manager.high_watermarks.get((topic, index), 0)
-            p = Partition(topic, index, self.broker_id, lg, self.log_config(configs), initial_hw=hw)
+            p = Partition(topic, index, self.broker_id, lg, pcfg, self.replication_metrics, initial_hw=hw)
             self.partitions[(topic, index)] = p
         else:
-            p.reconfigure(self.log_config(configs))
+            p.reconfigure(pcfg)
+        isr = list(ps["isr"])
         if ps["leader"] == self.broker_id:
             self.fetchers.remove_partition(p)
-            p.become_leader(ps["leader_epoch"], list(ps["isr"]), replicas, ps["partition_epoch"], t)
-            self.metrics.on_become_leader(p)
+            if p.become_leader(ps["leader_epoch"], isr, replicas, ps["partition_epoch"], t):
+                self.metrics.on_become_leader(p)
+        elif ps["leader"] >= 0:
+            if p.become_follower(ps["leader"], ps["leader_epoch"], isr, replicas, ps["partition_epoch"], t):
+                self.fetchers.add_partition(p, ps["leader"])
         else:
-            p.become_follower(ps["leader"], ps["leader_epoch"], list(ps["isr"]), replicas, ps["partition_epoch"], t)
-            self.fetchers.add_partition(p, ps["leader"])
-        self.purgatory.on_partition_update(p)
-        p.notify_changed()
+            # Offline partition (no eligible leader): stop serving it, keep the data.
+            self.fetchers.remove_partition(p)
+            p.resign()
+        self.replica_manager.partition_changed(p)
         return ErrorCode.NONE
 
     async def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -226,18 +229,11 @@ class Broker:
                 if p is not None:
                     self.fetchers.remove_partition(p)
                     p.resign()
-                    self.purgatory.on_partition_update(p)
-                    p.notify_changed()
+                    self.replica_manager.partition_changed(p)
                 if ps.get("delete_partition"):
                     self.log_manager.delete_log(name, index)
                 errors.append({"topic_name": name, "partition_index": index, "error_code": 0})
         return {"error_code": 0, "partition_errors": errors}
-
-    # ------------------------------------------------------------- KIP-392 -------
-    def preferred_read_replica(self, p: Partition, client_rack: str) -> int | None:
-        racks = {b.broker_id: b.rack for b in self.metadata.brokers.values()}
-        return p.select_read_replica(client_rack, racks)
-
 
 async def run(config: BrokerConfig, ready: Any = None) -> None:
     """Run a broker until SIGTERM/SIGINT, then shut down cleanly."""

@@ -15,6 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey
+from kafkarepl.replication import (
+    EpochEndOffset,
+    EpochRequest,
+    FetchRequest,
+    FetchResponse,
+    FollowerFetcher,
+)
+from kafkarepl.server.replica_manager import now_ms
 
 if TYPE_CHECKING:
     from kafkarepl.server.broker import Broker
@@ -74,67 +82,85 @@ class ReplicaFetcher:
         return conn
 
     async def _run(self) -> None:
-        cfg = self.broker.config
-        backoff = cfg.replica_fetch_backoff_ms / 1000
         while True:
             if not self.partitions:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
+            t = now_ms()
+            epoch_reqs: list[tuple[Partition, FollowerFetcher, EpochRequest]] = []
+            fetch_reqs: list[tuple[Partition, FollowerFetcher, FetchRequest]] = []
+            for p in list(self.partitions.values()):
+                f = p.fetcher
+                req = f.next_request(t) if f is not None else None
+                if isinstance(req, EpochRequest):
+                    epoch_reqs.append((p, f, req))
+                elif isinstance(req, FetchRequest):
+                    fetch_reqs.append((p, f, req))
+            if not epoch_reqs and not fetch_reqs:
+                await self._sleep(self.broker.config.replica_fetch_backoff_ms / 1000 / 4)
+                continue
             try:
                 conn = await self._connection()
-                await self._truncate(conn)
-                await self._fetch(conn)
+                if epoch_reqs:
+                    await self._send_epoch_requests(conn, epoch_reqs)
+                    epoch_reqs = []
+                if fetch_reqs:
+                    await self._send_fetch(conn, fetch_reqs)
+                    fetch_reqs = []
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - leader down/moving: back off, retry
                 log.info("fetcher %d->%d: %s", self.broker.broker_id, self.leader_id, exc)
                 self._close()
-                await asyncio.sleep(backoff)
+                t = now_ms()
+                for _p, f, req in [*epoch_reqs, *fetch_reqs]:
+                    f.on_request_failed(req, t)
+                await self._sleep(self.broker.config.replica_fetch_backoff_ms / 1000)
 
-    async def _truncate(self, conn: Any) -> None:
-        todo = [p for p in self.partitions.values() if p.follower_needs_truncation()]
-        if not todo:
-            return
+    async def _sleep(self, seconds: float) -> None:
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _send_epoch_requests(
+        self, conn: Any, reqs: list[tuple[Partition, FollowerFetcher, EpochRequest]]
+    ) -> None:
         topics: dict[str, list[dict]] = {}
-        for p in todo:
+        for p, _f, r in reqs:
             topics.setdefault(p.topic, []).append(
-                {
-                    "partition": p.partition,
-                    "current_leader_epoch": p.leader_epoch,
-                    "leader_epoch": p.follower_truncation_epoch(),
-                }
+                {"partition": p.partition, "current_leader_epoch": r.current_leader_epoch, "leader_epoch": r.leader_epoch}
             )
         body = {
             "replica_id": self.broker.broker_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         }
         resp = await conn.send(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
-        for t in resp["topics"]:
-            for r in t["partitions"]:
-                p = self.partitions.get((t["topic"], r["partition"]))
-                if p is None:
-                    continue
-                if r["error_code"]:
-                    log.info("OffsetForLeaderEpoch %s-%d: %s", p.topic, p.partition, ErrorCode(r["error_code"]).name)
-                    continue
-                p.on_epoch_end_offset(r["leader_epoch"], r["end_offset"])
+        answers = {(t["topic"], r["partition"]): r for t in resp["topics"] for r in t["partitions"]}
+        t_now = now_ms()
+        for p, f, req in reqs:
+            r = answers.get(p.tp)
+            if r is None:
+                f.on_request_failed(req, t_now)
+                continue
+            out = f.on_epoch_end_offset(req, ErrorCode(r["error_code"]), EpochEndOffset(r["leader_epoch"], r["end_offset"]), t_now)
+            if out.truncated_to is not None:
+                log.info("%s-%d: truncated to %d by leader epoch", p.topic, p.partition, out.truncated_to)
+            self.broker.replica_manager.partition_changed(p)
 
-    async def _fetch(self, conn: Any) -> None:
+    async def _send_fetch(self, conn: Any, reqs: list[tuple[Partition, FollowerFetcher, FetchRequest]]) -> None:
         cfg = self.broker.config
-        ready = [p for p in self.partitions.values() if not p.follower_needs_truncation()]
-        if not ready:
-            await asyncio.sleep(cfg.replica_fetch_backoff_ms / 1000)
-            return
         topics: dict[str, list[dict]] = {}
-        for p in ready:
+        for p, _f, r in reqs:
             topics.setdefault(p.topic, []).append(
                 {
                     "partition": p.partition,
-                    "current_leader_epoch": p.leader_epoch,
-                    "fetch_offset": p.log.log_end_offset,
-                    "last_fetched_epoch": p.last_fetched_epoch(),
-                    "log_start_offset": p.log.log_start_offset,
+                    "current_leader_epoch": r.current_leader_epoch,
+                    "fetch_offset": r.fetch_offset,
+                    "last_fetched_epoch": r.last_fetched_epoch,
+                    "log_start_offset": r.log_start_offset,
                     "partition_max_bytes": cfg.replica_fetch_max_bytes,
                 }
             )
@@ -153,16 +179,27 @@ class ReplicaFetcher:
         resp = await conn.send(ApiKey.FETCH, FETCH_VERSION, body)
         if resp.get("error_code"):
             raise ConnectionError(f"fetch error {ErrorCode(resp['error_code']).name}")
+        answers = {(t["topic"], r["partition_index"]): r for t in resp["responses"] for r in t["partitions"]}
+        t_now = now_ms()
         lag = 0
-        for t in resp["responses"]:
-            for r in t["partitions"]:
-                p = self.partitions.get((t["topic"], r["partition_index"]))
-                if p is None:
-                    continue
-                p.on_replica_fetch_response(r)
-                self.broker.purgatory.on_partition_update(p)
-                p.notify_changed()
-                lag = max(lag, max(0, r["high_watermark"] - p.log.log_end_offset))
+        for p, f, req in reqs:
+            r = answers.get(p.tp)
+            if r is None:
+                f.on_request_failed(req, t_now)
+                continue
+            div = r.get("diverging_epoch")
+            diverging = None
+            if div is not None and div.get("epoch", -1) >= 0 and div.get("end_offset", -1) >= 0:
+                diverging = EpochEndOffset(div["epoch"], div["end_offset"])
+            fr = FetchResponse(
+                ErrorCode(r["error_code"]), r["high_watermark"], r["log_start_offset"], r["records"] or None, diverging
+            )
+            out = f.on_fetch_response(req, fr, t_now)
+            if out.error and not out.stale:
+                log.info("%s-%d: fetch from %d: %s", p.topic, p.partition, self.leader_id, out.error.name)
+            if out.appended or out.hw_changed or out.truncated_to is not None:
+                self.broker.replica_manager.partition_changed(p)
+            lag = max(lag, max(0, r["high_watermark"] - p.log.log_end_offset))
         self.max_lag = lag
 
 
@@ -173,6 +210,7 @@ class ReplicaFetcherManager:
         self._assigned: dict[tuple[str, int], ReplicaFetcher] = {}
 
     def add_partition(self, p: Partition, leader_id: int) -> None:
+        """Fetch p from leader_id (p.fetcher holds the follower state machine)."""
         self.remove_partition(p)
         n = max(1, self.broker.config.num_replica_fetchers)
         key = (leader_id, hash(p.tp) % n)

@@ -20,9 +20,6 @@ log = logging.getLogger(__name__)
 class BrokerMetrics:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.isr_shrinks = 0
-        self.isr_expands = 0
-        self.failed_isr_updates = 0
         self.leader_elections_seen = 0
         self._server: asyncio.base_events.Server | None = None
 
@@ -30,25 +27,26 @@ class BrokerMetrics:
         self.leader_elections_seen += 1
 
     def snapshot(self) -> dict[str, float]:
+        from kafkarepl.replication import gauges
+
         b = self.broker
-        leaders = [p for p in b.partitions.values() if p.is_leader and p.state is not None]
-        under_replicated = sum(1 for p in leaders if len(p.isr) < len(p.replicas))
-        under_min_isr = sum(1 for p in leaders if len(p.isr) < p.min_insync_replicas)
-        at_min_isr = sum(1 for p in leaders if len(p.isr) == p.min_insync_replicas)
-        ctrl = b.controller
+        g = gauges(p.state for p in b.partitions.values())
+        m = b.replication_metrics
         out = {
             "kafka_server_replicamanager_partitioncount": len(b.partitions),
-            "kafka_server_replicamanager_leadercount": len(leaders),
-            "kafka_server_replicamanager_underreplicatedpartitions": under_replicated,
-            "kafka_server_replicamanager_underminisrpartitioncount": under_min_isr,
-            "kafka_server_replicamanager_atminisrpartitioncount": at_min_isr,
-            "kafka_server_replicamanager_isrshrinks_total": self.isr_shrinks,
-            "kafka_server_replicamanager_isrexpands_total": self.isr_expands,
-            "kafka_server_replicamanager_failedisrupdates_total": self.failed_isr_updates,
-            "kafka_server_replicafetchermanager_maxlag": b.fetchers.max_lag(),
+            "kafka_server_replicamanager_leadercount": g.leader_count,
+            "kafka_server_replicamanager_underreplicatedpartitions": g.under_replicated,
+            "kafka_server_replicamanager_underminisrpartitioncount": g.under_min_isr,
+            "kafka_server_replicamanager_atminisrpartitioncount": g.at_min_isr,
+            "kafka_server_replicamanager_isrshrinks_total": m.isr_shrinks,
+            "kafka_server_replicamanager_isrexpands_total": m.isr_expands,
+            "kafka_server_replicamanager_failedisrupdates_total": m.failed_isr_updates,
+            "kafka_server_replicamanager_uncleanleaderelections_total": m.unclean_elections,
+            "kafka_server_replicafetchermanager_maxlag": g.max_follower_lag,
             "kafka_server_delayedoperationpurgatory_produce_waiting": b.purgatory.waiting(),
             "kafka_network_socketserver_connections": len(b.server.connections),
         }
+        ctrl = b.controller
         if ctrl is not None and hasattr(ctrl, "metrics"):
             for k, v in ctrl.metrics().items():
                 out[f"kafka_controller_{k}"] = v

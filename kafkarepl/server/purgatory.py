@@ -1,7 +1,7 @@
 """The asyncio side of DelayedProduce: acks=all requests parked until the HW passes them.
 
 Which outcome a waiting produce gets (committed, not enough replicas after append, not
-leader) is decided by the sans-I/O core (`PartitionState.produce_outcome`); this class
+leader) is decided by the sans-I/O core (`PartitionState.produce_status`); this class
 only parks futures per partition and re-asks the core whenever the partition changes
 (HW move, ISR change, leadership change).
 """
@@ -20,14 +20,16 @@ if TYPE_CHECKING:
 
 class ProducePurgatory:
     def __init__(self) -> None:
-        self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+        self._waiting: dict[tuple[str, int], list[tuple[int, int, asyncio.Future]]] = {}
 
-    async def wait_for_commit(self, p: Partition, required_offset: int, deadline: float) -> ErrorCode:
-        outcome = p.produce_outcome(required_offset)
+    async def wait_for_commit(
+        self, p: Partition, required_offset: int, leader_epoch: int, deadline: float
+    ) -> ErrorCode:
+        outcome = p.produce_outcome(required_offset, leader_epoch)
         if outcome is not None:
             return outcome
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
-        entry = (required_offset, fut)
+        entry = (required_offset, leader_epoch, fut)
         self._waiting.setdefault(p.tp, []).append(entry)
         try:
             return await asyncio.wait_for(asyncio.shield(fut), max(0.0, deadline - time.monotonic()))
@@ -47,10 +49,10 @@ class ProducePurgatory:
         waiters = self._waiting.get(p.tp)
         if not waiters:
             return
-        for required, fut in waiters:
+        for required, epoch, fut in waiters:
             if fut.done():
                 continue
-            outcome = p.produce_outcome(required)
+            outcome = p.produce_outcome(required, epoch)
             if outcome is not None:
                 fut.set_result(outcome)
 

@@ -79,7 +79,7 @@ class ReplicaManager:
                 if records is None or len(records) == 0:
                     res["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
                     continue
-                err = p.state.check_produce(acks)
+                err = p.state.check_produce(acks, t_now)
                 if err:
                     res["error_code"] = int(err)
                     continue
@@ -93,7 +93,7 @@ class ReplicaManager:
                 res["log_start_offset"] = p.log.log_start_offset
                 self._after_local_append(p, t_now)
                 if acks == -1:
-                    waits.append((p, info.last_offset + 1, res))
+                    waits.append((p, info.last_offset + 1, p.leader_epoch, res))
         if waits:
             await self._await_commit(waits, timeout_ms)
         if acks == 0:
@@ -105,7 +105,7 @@ class ReplicaManager:
 
     def _leader_partition(self, topic: str, index: int, res: dict[str, Any]) -> Partition | None:
         p = self.partitions.get((topic, index))
-        if p is None or p.state is None:
+        if p is None:
             known = self.broker.metadata.partition(topic, index) is not None
             res["error_code"] = int(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -117,22 +117,23 @@ class ReplicaManager:
         return p
 
     def _after_local_append(self, p: Partition, t_now: int) -> None:
-        p.state.on_leader_append(p.log.log_end_offset, t_now)
-        self._apply_hw(p)
+        p.on_leader_append(t_now)
+        self.partition_changed(p)
+
+    def partition_changed(self, p: Partition) -> None:
+        """LEO, HW, ISR or role moved: re-check parked produces and wake parked fetches."""
+        self.broker.purgatory.on_partition_update(p)
         p.notify_changed()
 
-    async def _await_commit(self, waits: list[tuple[Partition, int, dict]], timeout_ms: int) -> None:
+    async def _await_commit(self, waits: list[tuple[Partition, int, int, dict]], timeout_ms: int) -> None:
         """DelayedProduce: park until every partition's HW passes its batch."""
         deadline = time.monotonic() + timeout_ms / 1000.0
         codes = await asyncio.gather(
-            *(self.broker.purgatory.wait_for_commit(p, required, deadline) for p, required, _ in waits)
+            *(self.broker.purgatory.wait_for_commit(p, required, epoch, deadline) for p, required, epoch, _ in waits)
         )
-        for (_p, _r, res), code in zip(waits, codes):
+        for (_p, _r, _e, res), code in zip(waits, codes, strict=True):
             if code:
                 res["error_code"] = int(code)
-
-    def _apply_hw(self, p: Partition) -> None:
-        self.broker.purgatory.on_partition_update(p)
 
     # ------------------------------------------------------------------ fetch ------
     async def handle_fetch(self, req: Request) -> dict[str, Any]:
@@ -172,7 +173,7 @@ class ReplicaManager:
             name = topic["topic"]
             parts_out = []
             for fp in topic["partitions"]:
-                out, size, p = self._read_partition(name, fp, replica_id, rack, budget, total == 0, t_now)
+                out, size, p = self._read_partition(name, fp, replica_id, rack, budget, total == 0, t_now, version)
                 parts_out.append(out)
                 if out["error_code"]:
                     has_error = True
@@ -193,6 +194,7 @@ class ReplicaManager:
         budget: int,
         first: bool,
         t_now: int,
+        version: int,
     ) -> tuple[dict[str, Any], int, Partition | None]:
         index = fp["partition"]
         out: dict[str, Any] = {
@@ -206,45 +208,47 @@ class ReplicaManager:
             "records": None,
         }
         p = self.partitions.get((topic, index))
-        if p is None or p.state is None:
+        if p is None:
             known = self.broker.metadata.partition(topic, index) is not None
             out["error_code"] = int(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             return out, 0, None
-        err = p.check_leader_epoch(fp.get("current_leader_epoch", -1))
+        state = p.state
+        err = state.validate_leader_epoch(fp.get("current_leader_epoch", -1))
         if err:
             out["error_code"] = int(err)
             return out, 0, None
-        is_follower_fetch = replica_id >= 0
-        if is_follower_fetch and not p.is_leader:
-            out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return out, 0, None
         offset = fp["fetch_offset"]
-        state = p.state
-        if is_follower_fetch:
-            diverging = state.on_follower_fetch(
-                replica_id, offset, fp.get("last_fetched_epoch", -1), t_now
-            )
-            self._apply_hw(p)
-            if diverging is not None:
-                out["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
-                out["high_watermark"] = state.high_watermark
-                out["log_start_offset"] = p.log.log_start_offset
+        if replica_id >= 0:
+            r = state.on_follower_fetch(replica_id, offset, fp.get("last_fetched_epoch", -1), t_now)
+            if r.isr_change is not None:
+                asyncio.ensure_future(self.broker.admin.send_alter_partition(p, r.isr_change))
+            if r.hw_changed:
+                self.partition_changed(p)
+            out["high_watermark"] = r.high_watermark
+            out["log_start_offset"] = r.log_start_offset
+            if r.error:
+                out["error_code"] = int(r.error)
                 return out, 0, None
-            upto = None  # followers read to the LEO
+            if r.diverging_epoch is not None:
+                out["diverging_epoch"] = {"epoch": r.diverging_epoch.epoch, "end_offset": r.diverging_epoch.end_offset}
+                return out, 0, None
+            upto = state.fetch_upper_bound(True)
         else:
-            if not p.is_leader:
-                upto = state.high_watermark  # KIP-392: a follower serves up to its HW
-            else:
-                upto = state.high_watermark
-                if rack:
-                    preferred = self.broker.preferred_read_replica(p, rack)
-                    if preferred is not None and preferred != self.local_id:
-                        out["preferred_read_replica"] = preferred
-                        out["high_watermark"] = state.high_watermark
-                        out["log_start_offset"] = p.log.log_start_offset
-                        return out, 0, None
+            if not p.is_leader and (version < 11 or state.leader_id is None):
+                # Before KIP-392 (v11) consumers read from the leader only.
+                out["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                return out, 0, None
+            upto = state.fetch_upper_bound(False)
+            if rack and p.is_leader:
+                racks = {b.broker_id: b.rack for b in self.broker.metadata.brokers.values()}
+                preferred = p.select_read_replica(rack, racks, offset)
+                if preferred is not None:
+                    out["preferred_read_replica"] = preferred
+                    out["high_watermark"] = state.high_watermark
+                    out["log_start_offset"] = p.log.log_start_offset
+                    return out, 0, None
         out["high_watermark"] = state.high_watermark
         out["last_stable_offset"] = state.high_watermark
         out["log_start_offset"] = p.log.log_start_offset
@@ -284,7 +288,7 @@ class ReplicaManager:
         p = self._leader_partition(topic, lp["partition_index"], out)
         if p is None:
             return out
-        err = p.check_leader_epoch(lp.get("current_leader_epoch", -1))
+        err = p.state.validate_leader_epoch(lp.get("current_leader_epoch", -1))
         if err:
             out["error_code"] = int(err)
             return out
@@ -315,14 +319,9 @@ class ReplicaManager:
                 out = {"error_code": 0, "partition": op["partition"], "leader_epoch": -1, "end_offset": -1}
                 p = self._leader_partition(topic["topic"], op["partition"], out)
                 if p is not None:
-                    err = p.check_leader_epoch(op.get("current_leader_epoch", -1))
-                    if err:
-                        out["error_code"] = int(err)
-                    else:
-                        epoch, end = p.log.leader_epoch_cache.end_offset_for(
-                            op["leader_epoch"], p.log.log_end_offset
-                        )
-                        out["leader_epoch"], out["end_offset"] = epoch, end
+                    err, eo = p.state.end_offset_for_epoch(op["leader_epoch"], op.get("current_leader_epoch", -1))
+                    out["error_code"] = int(err)
+                    out["leader_epoch"], out["end_offset"] = eo.epoch, eo.end_offset
                 parts.append(out)
             topics_out.append({"topic": topic["topic"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics_out}
