@@ -1,0 +1,141 @@
+"""Per-log configuration, with Kafka's topic- and broker-level property names."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkarepl.errors import ErrorCode, KafkaError
+
+DAY_MS = 24 * 3600 * 1000
+
+# Kafka property name -> (field, converter). Topic names first, then broker (log.*) names.
+_INT = int
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {v!r}")
+
+
+def _ts_type(v: Any) -> str:
+    s = str(v).strip()
+    if s not in ("CreateTime", "LogAppendTime"):
+        raise ValueError(f"message.timestamp.type must be CreateTime or LogAppendTime, not {s!r}")
+    return s
+
+
+def _opt_int(v: Any) -> int | None:
+    if v is None:
+        return None
+    n = int(v)
+    # Kafka's default for flush.messages / flush.ms is Long.MAX_VALUE = never.
+    return None if n >= 2**63 - 1 else n
+
+
+_PROPS: dict[str, tuple[str, Any, int]] = {
+    # name: (field, converter, multiplier)
+    "segment.bytes": ("segment_bytes", _INT, 1),
+    "log.segment.bytes": ("segment_bytes", _INT, 1),
+    "segment.ms": ("segment_ms", _INT, 1),
+    "log.roll.ms": ("segment_ms", _INT, 1),
+    "log.roll.hours": ("segment_ms", _INT, 3600 * 1000),
+    "index.interval.bytes": ("index_interval_bytes", _INT, 1),
+    "log.index.interval.bytes": ("index_interval_bytes", _INT, 1),
+    "segment.index.bytes": ("segment_index_bytes", _INT, 1),
+    "log.index.size.max.bytes": ("segment_index_bytes", _INT, 1),
+    "retention.ms": ("retention_ms", _INT, 1),
+    "log.retention.ms": ("retention_ms", _INT, 1),
+    "log.retention.minutes": ("retention_ms", _INT, 60 * 1000),
+    "log.retention.hours": ("retention_ms", _INT, 3600 * 1000),
+    "retention.bytes": ("retention_bytes", _INT, 1),
+    "log.retention.bytes": ("retention_bytes", _INT, 1),
+    "max.message.bytes": ("max_message_bytes", _INT, 1),
+    "message.max.bytes": ("max_message_bytes", _INT, 1),
+    "message.timestamp.type": ("message_timestamp_type", _ts_type, 1),
+    "log.message.timestamp.type": ("message_timestamp_type", _ts_type, 1),
+    "cleanup.policy": ("cleanup_policy", str, 1),
+    "log.cleanup.policy": ("cleanup_policy", str, 1),
+    "flush.messages": ("flush_messages", _opt_int, 1),
+    "log.flush.interval.messages": ("flush_messages", _opt_int, 1),
+    "flush.ms": ("flush_ms", _opt_int, 1),
+    "log.flush.interval.ms": ("flush_ms", _opt_int, 1),
+    "min.insync.replicas": ("min_insync_replicas", _INT, 1),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, 1),
+}
+
+# When a broker config names the same setting in several units, Kafka prefers ms.
+_PRECEDENCE = {"log.roll.ms": 2, "log.roll.hours": 1, "log.retention.ms": 3,
+               "log.retention.minutes": 2, "log.retention.hours": 1}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * DAY_MS
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10 << 20
+    retention_ms: int = 7 * DAY_MS  # -1 = keep forever
+    retention_bytes: int = -1  # -1 = no size limit
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"
+    flush_messages: int | None = None  # None = never force (rely on replication)
+    flush_ms: int | None = None
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.segment_bytes < 14:
+            problems.append(f"segment.bytes {self.segment_bytes} < 14")
+        if self.segment_ms < 1:
+            problems.append(f"segment.ms {self.segment_ms} < 1")
+        if self.segment_index_bytes < 12:
+            problems.append(f"segment.index.bytes {self.segment_index_bytes} < 12")
+        if self.index_interval_bytes < 0:
+            problems.append(f"index.interval.bytes {self.index_interval_bytes} < 0")
+        if self.max_message_bytes < 0:
+            problems.append(f"max.message.bytes {self.max_message_bytes} < 0")
+        if self.min_insync_replicas < 1:
+            problems.append(f"min.insync.replicas {self.min_insync_replicas} < 1")
+        if problems:
+            raise KafkaError("; ".join(problems), ErrorCode.INVALID_CONFIG)
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
+        """A config from Kafka property names (topic or broker level) over `base`
+        (default: Kafka's defaults). Unknown names are ignored: a topic config holds
+        many settings the log does not use. Bad values raise INVALID_CONFIG."""
+        values: dict[str, Any] = {}
+        rank: dict[str, int] = {}
+        for name, raw in props.items():
+            spec = _PROPS.get(name)
+            if spec is None:
+                continue
+            field, conv, mult = spec
+            prec = _PRECEDENCE.get(name, 0)
+            if rank.get(field, -1) > prec:
+                continue
+            try:
+                value = conv(raw)
+            except (TypeError, ValueError) as exc:
+                raise KafkaError(f"invalid value {raw!r} for {name}: {exc}",
+                                 ErrorCode.INVALID_CONFIG) from None
+            if mult != 1 and value is not None:
+                value *= mult
+            values[field] = value
+            rank[field] = prec
+        return dataclasses.replace(base or cls(), **values)

@@ -1,0 +1,180 @@
+"""Leader epoch cache: which leader epoch started at which offset (KIP-101 / KIP-279).
+
+Backed by the partition's `leader-epoch-checkpoint` in Kafka's text format
+
+    0                  <- version
+    2                  <- number of entries
+    0 0                <- "epoch startOffset"
+    3 1500
+
+followed by the "xxh64 <hex>" trailer line kafkarepl._core.checkpoint_write adds. Each
+change rewrites the file atomically (changes are rare: one per leader change).
+
+end_offset_for(requested_epoch, log_end_offset) follows Kafka's
+LeaderEpochFileCache.endOffsetFor exactly:
+  * requested == UNDEFINED_EPOCH (-1)            -> (-1, -1)
+  * requested == latest cached epoch             -> (requested, log_end_offset)
+  * no cached epoch above requested (this covers an empty cache and requested > latest)
+                                                 -> (-1, -1)
+  * requested below every cached epoch           -> (requested, start offset of the first
+    cached epoch). Older Kafka answered (-1, -1) here; since Kafka 2.x the follower is
+    told to truncate to where the leader's known history begins.
+  * otherwise                                    -> (largest cached epoch <= requested,
+                                                     start offset of the next higher epoch)
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from pathlib import Path
+
+from kafkarepl import _core
+from kafkarepl.errors import CheckpointCorruptError
+
+log = logging.getLogger("kafkarepl.storage")
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+CHECKPOINT_NAME = "leader-epoch-checkpoint"
+
+
+def parse_epoch_checkpoint(path: str, payload: bytes) -> list[tuple[int, int]]:
+    """Entries of a leader-epoch-checkpoint payload; CheckpointCorruptError if malformed."""
+    lines = payload.decode("ascii", "replace").splitlines()
+    if len(lines) < 2 or lines[0].strip() != "0":
+        raise CheckpointCorruptError(path, "missing or unknown version line")
+    try:
+        count = int(lines[1])
+        entries = [(int(a), int(b)) for a, b in (ln.split() for ln in lines[2:])]
+    except ValueError as exc:
+        raise CheckpointCorruptError(path, f"malformed line: {exc}") from None
+    if count != len(entries):
+        raise CheckpointCorruptError(path, f"expected {count} entries, found {len(entries)}")
+    return entries
+
+
+class LeaderEpochCache:
+    def __init__(self, path: Path | None, entries: list[tuple[int, int]] | None = None) -> None:
+        self.path = path
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+        for epoch, start in entries or []:
+            self._epochs.append(epoch)
+            self._starts.append(start)
+
+    @classmethod
+    def load(cls, path: Path) -> tuple[LeaderEpochCache, bool]:
+        """(cache, trusted): trusted is False when the file is missing or corrupt, in which
+        case the log rebuilds the cache from its batches' partitionLeaderEpoch fields."""
+        try:
+            entries = parse_epoch_checkpoint(str(path), _core.checkpoint_read(str(path)))
+        except FileNotFoundError:
+            return cls(path), False
+        except CheckpointCorruptError as exc:
+            log.error("%s; rebuilding the leader epoch cache from the log", exc)
+            return cls(path), False
+        ok = all(b[0] > a[0] and b[1] >= a[1] for a, b in zip(entries, entries[1:], strict=False))
+        if not ok or any(e < 0 or s < 0 for e, s in entries):
+            log.error("%s: entries not ascending; rebuilding from the log", path)
+            return cls(path), False
+        return cls(path, entries), True
+
+    # -- queries --------------------------------------------------------------------
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epochs[-1] if self._epochs else None
+
+    @property
+    def earliest_entry(self) -> tuple[int, int] | None:
+        return (self._epochs[0], self._starts[0]) if self._epochs else None
+
+    def epochs(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._starts, strict=True))
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """Kafka's endOffsetFor (see the module docstring for each case)."""
+        if requested_epoch == UNDEFINED_EPOCH:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self._epochs and self._epochs[-1] == requested_epoch:
+            return requested_epoch, log_end_offset
+        higher = bisect.bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested_epoch, self._starts[0]
+        return self._epochs[higher - 1], self._starts[higher]
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch whose range holds `offset` (None before the first entry)."""
+        i = bisect.bisect_right(self._starts, offset)
+        return self._epochs[i - 1] if i else None
+
+    # -- updates --------------------------------------------------------------------
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that `epoch` starts at `start_offset`; returns whether the cache changed.
+
+        Only an epoch newer than the latest is recorded (epochs in a log only grow).
+        Before appending, entries that would no longer be monotonic — those starting at
+        or after `start_offset` — are dropped, as Kafka's assign does (a leader that got
+        an epoch but appended nothing leaves such an entry behind).
+        """
+        if epoch < 0 or start_offset < 0:
+            return False
+        if self._epochs and epoch <= self._epochs[-1]:
+            if epoch < self._epochs[-1]:
+                log.warning("%s: ignoring epoch %d at %d: older than latest epoch %d",
+                            self.path, epoch, start_offset, self._epochs[-1])
+            return False
+        keep = bisect.bisect_left(self._starts, start_offset)
+        if keep < len(self._starts):
+            log.warning("%s: epoch %d at %d replaces entries %s", self.path, epoch,
+                        start_offset, self.epochs()[keep:])
+            del self._epochs[keep:]
+            del self._starts[keep:]
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        self.flush()
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs starting at or after `end_offset` (the log was truncated there)."""
+        if end_offset < 0 or not self._starts or self._starts[-1] < end_offset:
+            return
+        keep = bisect.bisect_left(self._starts, end_offset)
+        del self._epochs[keep:]
+        del self._starts[keep:]
+        self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at `start_offset`: drop epochs wholly before it and move the
+        epoch covering it to start there (Kafka's truncateFromStart)."""
+        if start_offset < 0 or not self._starts or self._starts[0] >= start_offset:
+            return
+        i = bisect.bisect_right(self._starts, start_offset)  # entries[:i] start <= it
+        epoch = self._epochs[i - 1]
+        del self._epochs[:i]
+        del self._starts[:i]
+        self._epochs.insert(0, epoch)
+        self._starts.insert(0, start_offset)
+        self.flush()
+
+    def clear(self) -> None:
+        self._epochs.clear()
+        self._starts.clear()
+        self.flush()
+
+    def replace(self, entries: list[tuple[int, int]]) -> None:
+        self._epochs = [e for e, _ in entries]
+        self._starts = [s for _, s in entries]
+        self.flush()
+
+    def flush(self) -> None:
+        if self.path is None:
+            return
+        lines = ["0", str(len(self._epochs))]
+        lines += [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)]
+        _core.checkpoint_write(str(self.path), ("\n".join(lines) + "\n").encode())
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochCache({self.epochs()})"

@@ -1,0 +1,214 @@
+"""Sparse offset and time indexes: Kafka's .index / .timeindex files.
+
+Both are preallocated to segment.index.bytes and memory-mapped while their segment is
+active, then trimmed to the entries actually written when the segment rolls or closes
+(so a file's size tells how many entries a clean index holds). Entries are big-endian:
+
+  .index      8 bytes: relative offset int32 (of a batch's last offset), position int32
+  .timeindex 12 bytes: timestamp int64 (max so far), relative offset int32
+
+Lookups go through kafkarepl._core (binary search in C over the mapping).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from kafkarepl import _core
+
+OFFSET_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
+OFFSET_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+TIME_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+
+
+class IndexCorruptError(Exception):
+    """An index file fails its sanity check; the segment rebuilds it from the log."""
+
+
+class _SparseIndex:
+    ENTRY: struct.Struct
+    DTYPE: np.dtype
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_size // self.ENTRY.size)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(self._fd).st_size
+        self.n_entries = size // self.ENTRY.size
+        self._mm: mmap.mmap | None = None
+        self._mapped_entries = 0
+        self._map(self.n_entries)
+        if size % self.ENTRY.size:
+            # A torn trailing entry: drop it (the segment decides whether to rebuild).
+            self.n_entries = size // self.ENTRY.size
+
+    # -- mapping -------------------------------------------------------------------
+    def _map(self, entries: int) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        os.ftruncate(self._fd, entries * self.ENTRY.size)
+        if entries:
+            self._mm = mmap.mmap(self._fd, entries * self.ENTRY.size)
+        self._mapped_entries = entries
+
+    def make_appendable(self) -> None:
+        """Grow the file to its preallocated size (the segment became active)."""
+        if self._mapped_entries < self.max_entries:
+            self._map(self.max_entries)
+
+    def trim(self) -> None:
+        """Shrink the file to the written entries (segment rolled or closing)."""
+        if self._mapped_entries != self.n_entries:
+            self._map(self.n_entries)
+
+    # -- entries -------------------------------------------------------------------
+    @property
+    def is_full(self) -> bool:
+        return self.n_entries >= self.max_entries
+
+    def _unpack(self, slot: int) -> tuple[int, int]:
+        assert self._mm is not None
+        return self.ENTRY.unpack_from(self._mm, slot * self.ENTRY.size)
+
+    def _pack(self, a: int, b: int) -> None:
+        if self.n_entries >= self._mapped_entries:
+            self.make_appendable()
+        if self.n_entries >= self._mapped_entries:
+            raise IndexError(f"{self.path}: index is full ({self.n_entries} entries)")
+        assert self._mm is not None
+        self.ENTRY.pack_into(self._mm, self.n_entries * self.ENTRY.size, a, b)
+        self.n_entries += 1
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        if not 0 <= slot < self.n_entries:
+            raise IndexError(slot)
+        return self._unpack(slot)
+
+    def last_entry(self) -> tuple[int, int] | None:
+        return self._unpack(self.n_entries - 1) if self.n_entries else None
+
+    def entries(self) -> np.ndarray:
+        """A copy of the written entries as a big-endian structured numpy array (a copy,
+        so no live view pins the mapping when the index is resized or closed)."""
+        if not self.n_entries:
+            return np.zeros(0, dtype=self.DTYPE)
+        assert self._mm is not None
+        return np.frombuffer(self._mm, dtype=self.DTYPE, count=self.n_entries).copy()
+
+    def truncate_entries(self, n: int) -> None:
+        self.n_entries = max(0, min(n, self.n_entries))
+
+    def reset(self) -> None:
+        self.n_entries = 0
+
+    def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class OffsetIndex(_SparseIndex):
+    ENTRY = OFFSET_ENTRY
+    DTYPE = OFFSET_DTYPE
+
+    def append(self, offset: int, position: int) -> None:
+        self._pack(offset - self.base_offset, position)
+
+    def lookup(self, offset: int) -> tuple[int, int] | None:
+        """(absolute offset, position) of the greatest entry with offset <= target."""
+        if not self.n_entries:
+            return None
+        slot = _core.index_lookup(self._mm, self.n_entries, offset - self.base_offset)
+        if slot < 0:
+            return None
+        rel, pos = self._unpack(slot)
+        return self.base_offset + rel, pos
+
+    def slot_at_or_below_position(self, position: int) -> int:
+        """Greatest slot whose position is <= `position`, or -1 (positions ascend)."""
+        lo, hi = 0, self.n_entries  # invariant: answer in [lo-1, hi-1]
+        unpack, size, mm = self.ENTRY.unpack_from, self.ENTRY.size, self._mm
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if unpack(mm, mid * size)[1] <= position:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo - 1
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries pointing at or past `position` (the log was cut there)."""
+        self.truncate_entries(self.slot_at_or_below_position(position - 1) + 1)
+
+    def sanity_check(self, log_size: int) -> None:
+        if not self.n_entries:
+            return
+        arr = self.entries()
+        rel = arr["relative_offset"].astype(np.int64)
+        pos = arr["position"].astype(np.int64)
+        if rel[0] < 0 or pos[0] <= 0 or pos[-1] >= log_size:
+            raise IndexCorruptError(f"{self.path}: entry out of the segment's range")
+        if len(arr) > 1 and (np.any(np.diff(rel) <= 0) or np.any(np.diff(pos) <= 0)):
+            raise IndexCorruptError(f"{self.path}: entries not strictly ascending")
+
+
+class TimeIndex(_SparseIndex):
+    ENTRY = TIME_ENTRY
+    DTYPE = TIME_DTYPE
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append (timestamp, offset) when the timestamp grows the index's maximum."""
+        last = self.last_entry()
+        if last is not None and timestamp <= last[0]:
+            return
+        self._pack(timestamp, offset - self.base_offset)
+
+    def lookup(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, absolute offset) of the greatest entry with timestamp <= target."""
+        if not self.n_entries:
+            return None
+        slot = _core.timeindex_lookup(self._mm, self.n_entries, timestamp)
+        if slot < 0:
+            return None
+        ts, rel = self._unpack(slot)
+        return ts, self.base_offset + rel
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries whose offset is >= `offset`."""
+        n = self.n_entries
+        while n and self._unpack(n - 1)[1] + self.base_offset >= offset:
+            n -= 1
+        self.n_entries = n
+
+    def sanity_check(self, next_offset: int) -> None:
+        if not self.n_entries:
+            return
+        arr = self.entries()
+        ts = arr["timestamp"]
+        rel = arr["relative_offset"].astype(np.int64)
+        if rel[0] < 0 or self.base_offset + rel[-1] >= next_offset:
+            raise IndexCorruptError(f"{self.path}: entry out of the segment's range")
+        if len(arr) > 1 and (np.any(np.diff(ts) <= 0) or np.any(np.diff(rel) < 0)):
+            raise IndexCorruptError(f"{self.path}: entries not ascending")

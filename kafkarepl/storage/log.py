@@ -1,0 +1,582 @@
+"""The log of one partition: a directory `<topic>-<partition>/` of segments.
+
+Offsets are assigned here (leader) or checked (follower); reads return file ranges of
+whole batches for sendfile; recovery after an unclean stop validates every batch from
+the recovery point and cuts the log at the first torn or invalid one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import mmap
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from kafkarepl import _core
+from kafkarepl.errors import (
+    CorruptBatchError,
+    InvalidRecordError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from kafkarepl.storage.config import LogConfig
+from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
+from kafkarepl.storage.index import IndexCorruptError
+from kafkarepl.storage.producer_state import SNAPSHOT_NAME, ProducerStateTable
+from kafkarepl.storage.records import NO_TIMESTAMP, set_log_append_time
+from kafkarepl.storage.segment import LogSegment
+
+log = logging.getLogger("kafkarepl.storage")
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+FILE_DELETE_DELAY_S = 60.0  # keep fds of deleted segments open for in-flight sendfile
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    record_count: int
+    size: int
+    duplicate: bool = False
+
+
+class FetchSlice(NamedTuple):
+    """Whole batches in one segment file: send fd[position:position+size].
+    first_offset is the base offset of the first batch (<= the offset asked for)."""
+
+    fd: int
+    position: int
+    size: int
+    first_offset: int
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>` -> (topic, partition); ValueError otherwise."""
+    m = _PARTITION_DIR.match(name)
+    if not m:
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return m.group(1), int(m.group(2))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    def __init__(self, dir: Path, config: LogConfig) -> None:
+        """Use Log.open()."""
+        self.dir = dir
+        self.topic, self.partition = parse_partition_dir(dir.name)
+        self.config = config
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._retired: list[tuple[int, float]] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self.leader_epoch_cache = LeaderEpochCache(dir / CHECKPOINT_NAME)
+        self.producer_state = ProducerStateTable()
+        self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        self._closed = False
+
+    # ================================================================ opening / recovery
+    @classmethod
+    def open(cls, dir: Path | str, config: LogConfig, recovery_point: int = 0,
+             log_start_offset: int | None = None, *,
+             clean_shutdown: bool | None = None) -> Log:
+        """Open (creating if needed) the partition directory `dir`.
+
+        clean_shutdown: None = look for the `.kafka_cleanshutdown` marker in the parent
+        log dir. After a clean shutdown the segments are trusted (index sanity checks
+        only); otherwise every segment from the one holding `recovery_point` on is
+        scanned and validated (CRC included) and cut at the first bad batch.
+        """
+        dir = Path(dir)
+        dir.mkdir(parents=True, exist_ok=True)
+        if clean_shutdown is None:
+            clean_shutdown = (dir.parent / CLEAN_SHUTDOWN_FILE).exists()
+        self = cls(dir, config)
+        try:
+            self._load(recovery_point, log_start_offset, clean_shutdown)
+        except BaseException:
+            self._close_files()
+            raise
+        return self
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(self.dir, base_offset, self.config.index_interval_bytes,
+                          self.config.segment_index_bytes)
+
+    def _load(self, recovery_point: int, log_start_offset: int | None, clean: bool) -> None:
+        bases = self._clean_directory()
+        for base in bases:
+            seg = self._new_segment(base)
+            self._segments.append(seg)
+            self._bases.append(base)
+        if not self._segments:
+            start = log_start_offset or 0
+            self._segments.append(self._new_segment(start))
+            self._bases.append(start)
+        first_recovered = len(self._segments)
+        if not clean:
+            first_recovered = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        i = 0
+        recovered_any = False
+        while i < len(self._segments):
+            seg = self._segments[i]
+            needs_recovery = i >= first_recovered or seg.base_offset in self._missing_indexes
+            if not needs_recovery:
+                try:
+                    seg.load()
+                except (IndexCorruptError, CorruptBatchError) as exc:
+                    log.warning("%s: %s; rebuilding the segment's indexes", seg.log_path, exc)
+                    needs_recovery = True
+            if needs_recovery:
+                recovered_any = True
+                _, truncated = seg.recover()
+                if truncated and i + 1 < len(self._segments):
+                    log.warning("%s: dropping %d later segments after the corrupt batch",
+                                self.dir, len(self._segments) - i - 1)
+                    for later in self._segments[i + 1:]:
+                        self._retire(later)
+                    del self._segments[i + 1:]
+                    del self._bases[i + 1:]
+            i += 1
+        for seg in self._segments[:-1]:
+            seg.make_inactive()
+        self._segments[-1].make_active()
+        self.log_end_offset = self._segments[-1].next_offset
+        first_base = self._bases[0]
+        self.log_start_offset = min(max(log_start_offset or 0, first_base), self.log_end_offset)
+
+        cache, cache_ok = LeaderEpochCache.load(self.dir / CHECKPOINT_NAME)
+        self.leader_epoch_cache = cache
+        snapshot_path = self.dir / SNAPSHOT_NAME
+        snapshot = ProducerStateTable.read_snapshot(snapshot_path)
+        # Used at most once: later appends/truncations would make it stale.
+        snapshot_path.unlink(missing_ok=True)
+        producers_ok = (clean and not recovered_any and snapshot is not None
+                        and snapshot[1] == self.log_end_offset)
+        if producers_ok:
+            self.producer_state = snapshot[0]  # type: ignore[index]
+        if not cache_ok or not producers_ok:
+            self._rebuild_from_headers(epochs=not cache_ok, producers=not producers_ok)
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        if recovered_any:
+            for seg in self._segments[first_recovered:]:
+                seg.flush()
+            _fsync_dir(self.dir)
+        self.recovery_point = self.log_end_offset
+
+    def _clean_directory(self) -> list[int]:
+        """Remove leftovers of interrupted deletes; return the segment base offsets."""
+        bases = []
+        names = set(os.listdir(self.dir))
+        for name in sorted(names):
+            if name.endswith((".deleted", ".tmp")):
+                (self.dir / name).unlink(missing_ok=True)
+                continue
+            m = _SEGMENT_NAME.match(name)
+            if m:
+                bases.append(int(m.group(1)))
+        for name in names:
+            for suffix in (".index", ".timeindex"):
+                if name.endswith(suffix) and name[: -len(suffix)] + ".log" not in names:
+                    log.warning("%s: removing orphan index %s", self.dir, name)
+                    (self.dir / name).unlink(missing_ok=True)
+        bases.sort()
+        self._missing_indexes = {
+            b for b in bases
+            if f"{b:020d}.index" not in names or f"{b:020d}.timeindex" not in names
+        }
+        return bases
+
+    def _rebuild_from_headers(self, epochs: bool, producers: bool) -> None:
+        """Rebuild the epoch cache and/or producer state from every batch header."""
+        entries: list[tuple[int, int]] = []
+        latest = -1
+        if producers:
+            self.producer_state = ProducerStateTable()
+        for seg in self._segments:
+            if not seg.size:
+                continue
+            with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as mm:
+                batches = _core.scan_batches(mm, 0, False)[0]
+            if epochs:
+                for b in batches:
+                    if b.partition_leader_epoch > latest:
+                        latest = b.partition_leader_epoch
+                        entries.append((latest, b.base_offset))
+            if producers:
+                self.producer_state.check_and_update(
+                    [b for b in batches if b.producer_id >= 0], None, validate=False)
+        if epochs:
+            self.leader_epoch_cache.replace(entries)
+
+    # ================================================================ properties
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"leo={self.log_end_offset}, segments={len(self._segments)})")
+
+    # ================================================================ append
+    def _check_sizes(self, batches: list, total: int) -> None:
+        limit = self.config.max_message_bytes
+        for b in batches:
+            if b.size > limit:
+                raise MessageTooLargeError(
+                    f"{self.topic}-{self.partition}: batch at position {b.position} is "
+                    f"{b.size} bytes, above max.message.bytes {limit}")
+        if total > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{self.topic}-{self.partition}: {total} bytes of records exceed "
+                f"segment.bytes {self.config.segment_bytes}")
+
+    def append_as_leader(self, records, leader_epoch: int, now_ms: int) -> AppendInfo:
+        """Validate, deduplicate, assign offsets and `leader_epoch` in place (a read-only
+        buffer is copied once) and write the batches with one write."""
+        buf = memoryview(records).cast("B")
+        if buf.readonly:
+            buf = memoryview(bytearray(buf))
+        batches = _core.validate_batches(buf)
+        if not batches:
+            raise InvalidRecordError(f"{self.topic}-{self.partition}: no record batches")
+        self._check_sizes(batches, len(buf))
+        first = self.log_end_offset
+        pending, dup = self.producer_state.prepare(batches, first, validate=True)
+        if dup is not None:
+            lat = dup.timestamp if self.config.log_append_time else -1
+            return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, lat,
+                              dup.last_offset - dup.first_offset + 1, 0, True)
+        if self.config.log_append_time:
+            set_log_append_time(buf, batches, now_ms)
+        next_offset = _core.assign_offsets(buf, first, leader_epoch)
+        final = _core.scan_batches(buf, 0, False)[0]  # real offsets (header walk, no CRC)
+        seg = self._maybe_roll(len(buf), first, next_offset - 1, now_ms)
+        self._write(seg, buf, final, now_ms)
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is None or leader_epoch > latest:
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        self.producer_state.commit(pending)
+        return self._appended(final, first, next_offset, len(buf),
+                              now_ms if self.config.log_append_time else -1)
+
+    def append_as_follower(self, records) -> AppendInfo:
+        """Append batches that carry the leader's offsets and epochs; they must start at
+        the log end offset and ascend."""
+        buf = memoryview(records).cast("B")
+        batches = _core.validate_batches(buf)
+        leo = self.log_end_offset
+        if not batches:
+            return AppendInfo(leo, leo - 1, NO_TIMESTAMP, -1, 0, 0, False)
+        tp = f"{self.topic}-{self.partition}"
+        if batches[0].base_offset != leo:
+            raise KafkaStorageError(
+                f"{tp}: follower append starts at offset {batches[0].base_offset} but the "
+                f"log end offset is {leo}")
+        prev_last = leo - 1
+        for b in batches:
+            if b.base_offset <= prev_last:
+                raise KafkaStorageError(
+                    f"{tp}: follower batch at position {b.position} has base offset "
+                    f"{b.base_offset}, not above the previous last offset {prev_last}")
+            prev_last = b.base_offset + b.last_offset_delta
+        self._check_sizes(batches, len(buf))
+        pending, _ = self.producer_state.prepare(batches, None, validate=False)
+        now_ms = _now_ms()
+        seg = self._maybe_roll(len(buf), leo, prev_last, now_ms)
+        self._write(seg, buf, batches, now_ms)
+        for b in batches:
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or b.partition_leader_epoch > latest:
+                self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
+        self.producer_state.commit(pending)
+        return self._appended(batches, leo, prev_last + 1, len(buf), -1)
+
+    def _write(self, seg: LogSegment, buf, batches: list, now_ms: int) -> None:
+        if seg.size == 0 and seg.first_append_ms is None:
+            seg.first_append_ms = now_ms
+        try:
+            seg.append(buf, batches)
+        except OSError as exc:
+            raise KafkaStorageError(f"{seg.log_path}: append failed: {exc}") from exc
+
+    def _appended(self, batches: list, first: int, next_offset: int, size: int,
+                  log_append_time: int) -> AppendInfo:
+        self.log_end_offset = next_offset
+        count = 0
+        max_ts = NO_TIMESTAMP
+        for b in batches:
+            count += b.records_count
+            if b.max_timestamp > max_ts:
+                max_ts = b.max_timestamp
+        self.unflushed_messages += count
+        flush_messages = self.config.flush_messages
+        if flush_messages is not None and self.unflushed_messages >= flush_messages:
+            self.flush()
+        return AppendInfo(first, next_offset - 1, max_ts, log_append_time, count, size, False)
+
+    # ================================================================ roll
+    def _maybe_roll(self, size: int, first: int, last: int, now_ms: int) -> LogSegment:
+        seg = self._segments[-1]
+        if seg.size == 0:
+            return seg
+        cfg = self.config
+        if (seg.size + size > cfg.segment_bytes
+                or now_ms - seg.rolling_base_ms() > cfg.segment_ms
+                or not seg.can_hold(first, last)):
+            return self.roll()
+        return seg
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the LEO (no-op while the active one is empty)."""
+        seg = self._segments[-1]
+        if seg.size == 0:
+            return seg
+        base = self.log_end_offset
+        seg.make_inactive()
+        for suffix in (".log", ".index", ".timeindex"):
+            stale = self.dir / f"{base:020d}{suffix}"
+            if stale.exists():
+                log.warning("%s: replacing stale file %s", self.dir, stale.name)
+                stale.unlink()
+        new = self._new_segment(base)
+        new.make_active()
+        self._segments.append(new)
+        self._bases.append(base)
+        self._close_retired()
+        return new
+
+    # ================================================================ read
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def read(self, from_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchSlice:
+        """Whole batches of one segment from the batch holding `from_offset`, all below
+        `max_offset` (exclusive: the HW for consumers; None = LEO), at most `max_bytes`
+        unless min_one_batch and the first batch alone is larger (returned whole, as
+        Kafka does so a consumer can always make progress)."""
+        leo = self.log_end_offset
+        if from_offset < self.log_start_offset or from_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: offset {from_offset} is outside "
+                f"[{self.log_start_offset}, {leo}]")
+        limit = leo if max_offset is None else min(max_offset, leo)
+        i = self._segment_index(from_offset)
+        seg = self._segments[i]
+        if from_offset >= limit:
+            return self._empty_slice(from_offset)
+        h = seg.find_batch(from_offset)
+        while h is None and i + 1 < len(self._segments):
+            i += 1
+            seg = self._segments[i]
+            h = seg.find_batch(from_offset)
+        if h is None or h.last_offset >= limit:
+            return self._empty_slice(from_offset)
+        end = seg.end_position_before(limit)
+        size = end - h.position
+        if size > max_bytes:
+            boundary = seg.last_boundary_within(h.position, h.position + max(0, max_bytes))
+            if boundary > h.position:
+                size = boundary - h.position
+            else:
+                size = h.size if min_one_batch else 0
+        return FetchSlice(seg.fd, h.position, size, h.base_offset)
+
+    def _empty_slice(self, offset: int) -> FetchSlice:
+        seg = self._segments[-1]
+        return FetchSlice(seg.fd, seg.size, 0, offset)
+
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch whose max timestamp is >= ts_ms: its
+        base offset (clamped to the log start) and that max timestamp. Batch granularity:
+        records are never decoded, so a consumer seeking there may see a few records of
+        the same batch with earlier timestamps. None when no batch qualifies."""
+        for seg in self._segments:
+            if seg.max_timestamp < ts_ms:
+                continue
+            h = seg.find_offset_by_timestamp(ts_ms)
+            if h is not None and h.last_offset >= self.log_start_offset:
+                return max(h.base_offset, self.log_start_offset), h.max_timestamp
+        return None
+
+    # ================================================================ truncation
+    def truncate_to(self, offset: int) -> None:
+        """Remove every offset >= `offset` (a follower diverged from its leader).
+
+        `offset` should be a batch boundary; if it falls inside a batch, that whole batch
+        goes too and the LEO ends up at its base offset. Epoch entries starting at or
+        after `offset` are dropped even when nothing is truncated (Kafka does the same)."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(offset)
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self._segments) > 1 and self._bases[-1] >= offset:
+            self._retire(self._segments.pop())
+            self._bases.pop()
+        seg = self._segments[-1]
+        seg.truncate_to(offset)
+        seg.make_active()
+        self.log_end_offset = seg.next_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        if self.producer_state.has_batches_from(self.log_end_offset):
+            self._rebuild_from_headers(epochs=False, producers=True)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self._close_retired()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and restart the log empty at `offset`."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
+        for seg in self._segments:
+            self._retire(seg)
+        new = self._new_segment(offset)
+        new.make_active()
+        self._segments = [new]
+        self._bases = [offset]
+        self.log_start_offset = self.log_end_offset = self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.clear()
+        self._close_retired()
+
+    # ================================================================ retention
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Delete whole leading segments (never the active one) past retention.ms or
+        retention.bytes, or wholly below the log start offset. Returns how many."""
+        candidates = self._segments[:-1]
+        n = 0
+        # Segments entirely below the log start offset (DeleteRecords) always go.
+        while n < len(candidates) and self._bases[n + 1] <= self.log_start_offset:
+            n += 1
+        cfg = self.config
+        if "delete" in cfg.cleanup_policy:
+            if cfg.retention_ms >= 0:
+                k = 0
+                while k < len(candidates) and now_ms - candidates[k].largest_timestamp > cfg.retention_ms:
+                    k += 1
+                n = max(n, k)
+            if cfg.retention_bytes >= 0:
+                excess = self.size_in_bytes - cfg.retention_bytes
+                k = 0
+                while k < len(candidates) and excess - candidates[k].size >= 0:
+                    excess -= candidates[k].size
+                    k += 1
+                n = max(n, k)
+        if not n:
+            return 0
+        for seg in self._segments[:n]:
+            self._retire(seg)
+        del self._segments[:n]
+        del self._bases[:n]
+        self.log_start_offset = max(self.log_start_offset, self._bases[0])
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._close_retired()
+        return n
+
+    # ================================================================ ReplicaLog helpers
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        return self.leader_epoch_cache.epochs()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        self.leader_epoch_cache.assign(epoch, start_offset)
+
+    # ================================================================ flush / close
+    def flush(self, offset: int | None = None) -> None:
+        """fdatasync segments holding offsets [recovery_point, offset) (default: LEO) and
+        move the recovery point there."""
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if target > self.recovery_point:
+            first = self._segment_index(self.recovery_point)
+            last = self._segment_index(max(target - 1, 0))
+            try:
+                for seg in self._segments[first:last + 1]:
+                    seg.flush()
+                _fsync_dir(self.dir)
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.dir}: flush failed: {exc}") from exc
+            self.recovery_point = target
+        if target >= self.log_end_offset:
+            self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+
+    def close(self) -> None:
+        """Close files (indexes trimmed) and save the producer state for a fast reopen.
+        Writes no clean-shutdown marker: LogManager does, after flushing every log."""
+        if self._closed:
+            return
+        if len(self.producer_state):
+            self.producer_state.write_snapshot(self.dir / SNAPSHOT_NAME, self.log_end_offset)
+        self._close_files()
+
+    def _close_files(self) -> None:
+        self._closed = True
+        for seg in self._segments:
+            seg.close()
+        self._close_retired(force=True)
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self._close_files()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _retire(self, seg: LogSegment) -> None:
+        fd = seg.unlink()
+        if fd >= 0:
+            self._retired.append((fd, time.monotonic()))
+
+    def _close_retired(self, force: bool = False) -> None:
+        if not self._retired:
+            return
+        now = time.monotonic()
+        keep = []
+        for fd, when in self._retired:
+            if force or now - when >= FILE_DELETE_DELAY_S:
+                os.close(fd)
+            else:
+                keep.append((fd, when))
+        self._retired = keep
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,110 @@
+"""Record batch v2 header layout and header-only walks over segment files.
+
+The storage layer never looks inside a batch: it reads the 61-byte header (offsets,
+length, timestamps, producer fields) and treats the rest as opaque bytes. Validation
+and CRC work happen in kafkarepl._core; this module holds the few header facts Python
+needs and a walk that reads headers with positional reads (never record by record).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from kafkarepl import _core
+from kafkarepl.errors import CorruptBatchError
+
+# baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I, attributes h,
+# lastOffsetDelta i, firstTimestamp q, maxTimestamp q, producerId q, producerEpoch h,
+# baseSequence i, recordsCount i
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength precede the length-counted part
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # the CRC covers attributes .. end of batch
+MAX_TIMESTAMP_OFFSET = 35
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08  # set = LogAppendTime
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+_ATTR = struct.Struct(">h")
+_TS = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+
+
+class BatchHeader(NamedTuple):
+    """The header fields the log needs while walking a file."""
+
+    position: int
+    size: int  # whole batch, LOG_OVERHEAD included
+    base_offset: int
+    last_offset: int
+    partition_leader_epoch: int
+    max_timestamp: int
+
+
+def walk_headers(fd: int, start: int, end: int, chunk: int = 8192) -> Iterator[BatchHeader]:
+    """Batch headers of fd from byte `start` up to `end` (a batch boundary or file size).
+
+    Reads `chunk` bytes at a time so a scan over small batches costs one pread; a batch
+    larger than the chunk costs one pread of its header. Raises CorruptBatchError when a
+    header is unsound (torn length, wrong magic): callers only walk ranges that recovery
+    already validated, so this signals damage after the fact.
+    """
+    buf = b""
+    buf_start = start
+    pos = start
+    while pos < end:
+        off = pos - buf_start
+        if off + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, max(chunk, HEADER_SIZE), pos)
+            buf_start, off = pos, 0
+            if len(buf) < HEADER_SIZE:
+                raise CorruptBatchError(pos, f"torn batch header ({end - pos} bytes left)")
+        (base, length, epoch, magic, _crc, _attr, delta, _first_ts, max_ts, _pid, _pe, _seq,
+         _count) = HEADER.unpack_from(buf, off)
+        size = length + LOG_OVERHEAD
+        if magic != 2 or length < MIN_BATCH_LENGTH or pos + size > end:
+            raise CorruptBatchError(pos, f"unsound batch header (magic {magic}, length {length})")
+        yield BatchHeader(pos, size, base, base + delta, epoch, max_ts)
+        pos += size
+
+
+def set_log_append_time(buf: memoryview, batches: list, now_ms: int) -> None:
+    """Stamp every batch as LogAppendTime in place and re-CRC it.
+
+    maxTimestamp and attributes both sit inside the CRC, so unlike offset assignment this
+    needs a new checksum per batch; only LogAppendTime topics pay for it.
+    """
+    ts = _TS.pack(now_ms)
+    for b in batches:
+        p = b.position
+        buf[p + MAX_TIMESTAMP_OFFSET : p + MAX_TIMESTAMP_OFFSET + 8] = ts
+        _ATTR.pack_into(buf, p + ATTRIBUTES_OFFSET, b.attributes | TIMESTAMP_TYPE_MASK)
+        crc = _core.crc32c(buf[p + ATTRIBUTES_OFFSET : p + b.size])
+        _CRC.pack_into(buf, p + CRC_OFFSET, crc)
+
+
+def batch_crc_valid(buf, batch) -> bool:
+    """Whether the stored CRC of `batch` (a BatchInfo over buf) matches its bytes."""
+    p = batch.position
+    return _core.crc32c(memoryview(buf)[p + ATTRIBUTES_OFFSET : p + batch.size]) == batch.crc
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """Sequence of a batch's last record; sequences wrap from 2^31-1 to 0 (Kafka)."""
+    if base_sequence > 0x7FFFFFFF - last_offset_delta:
+        return last_offset_delta - (0x7FFFFFFF - base_sequence) - 1
+    return base_sequence + last_offset_delta

@@ -1,0 +1,299 @@
+"""One log segment: `<base offset>.log` plus its `.index` and `.timeindex`.
+
+The .log file is exactly the wire record batches. A segment knows its byte size, next
+offset and largest timestamp; it finds batch positions by offset (sparse index + a short
+header walk) and by timestamp, and rebuilds its indexes from the log during recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import time
+from pathlib import Path
+
+from kafkarepl import _core
+from kafkarepl.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from kafkarepl.storage.records import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, walk_headers
+
+log = logging.getLogger("kafkarepl.storage")
+
+INT32_MAX = 0x7FFFFFFF
+
+
+def segment_file(dir: Path, base_offset: int, suffix: str) -> Path:
+    return dir / f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    def __init__(self, dir: Path, base_offset: int, index_interval_bytes: int,
+                 max_index_size: int) -> None:
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = segment_file(dir, base_offset, ".log")
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        st = os.fstat(self.fd)
+        self.size = st.st_size
+        self.created_ms = int(st.st_mtime * 1000) if self.size else int(time.time() * 1000)
+        self.offset_index = OffsetIndex(segment_file(dir, base_offset, ".index"),
+                                        base_offset, max_index_size)
+        self.time_index = TimeIndex(segment_file(dir, base_offset, ".timeindex"),
+                                    base_offset, max_index_size)
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None
+        self.first_append_ms: int | None = None  # wall clock of the first append here
+        self.bytes_since_last_index_entry = 0
+
+    # -- loading -------------------------------------------------------------------
+    def load(self) -> None:
+        """Trust the indexes of a cleanly written segment after a sanity check, and find
+        the next offset and largest timestamp by walking the headers after the last index
+        entry. Raises IndexCorruptError / CorruptBatchError: the caller then recovers."""
+        self.offset_index.sanity_check(self.size)
+        last = self.offset_index.last_entry()
+        start = last[1] if last else 0
+        if self.size and not 0 <= start < self.size:
+            raise IndexCorruptError(f"{self.offset_index.path}: last entry past the log")
+        self.next_offset = self.base_offset
+        ts_last = self.time_index.last_entry()
+        if ts_last is not None:
+            self.max_timestamp = ts_last[0]
+            self.offset_of_max_timestamp = self.base_offset + ts_last[1]
+        for h in walk_headers(self.fd, start, self.size):
+            self.next_offset = h.last_offset + 1
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+        if last and self.next_offset <= self.base_offset + last[0]:
+            raise IndexCorruptError(f"{self.offset_index.path}: entry beyond the log end")
+        self.time_index.sanity_check(max(self.next_offset, self.base_offset + 1))
+        # Bytes since the last entry include the indexed batch itself (as in append).
+        self.bytes_since_last_index_entry = self.size - start
+        self._load_first_timestamp()
+
+    def _load_first_timestamp(self) -> None:
+        if self.size >= HEADER_SIZE:
+            h = next(walk_headers(self.fd, 0, self.size), None)
+            self.first_batch_timestamp = h.max_timestamp if h else None
+
+    def recover(self, max_batch_bytes: int | None = None) -> tuple[list, int]:
+        """Validate every batch (CRC included), rebuild both indexes and cut the file at
+        the first torn or invalid batch. Returns (batches, bytes truncated)."""
+        batches: list = []
+        valid, error, errpos = 0, None, -1
+        if self.size:
+            with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as mm:
+                batches, valid, error, errpos = _core.scan_batches(mm, 0, True)
+        # Offsets must ascend and stay within the segment's int32 relative range.
+        prev_last = self.base_offset - 1
+        for i, b in enumerate(batches):
+            last = b.base_offset + b.last_offset_delta
+            if b.base_offset <= prev_last or last - self.base_offset > INT32_MAX:
+                error = (f"batch offsets {b.base_offset}..{last} out of order or range "
+                         f"(previous last offset {prev_last}, segment base {self.base_offset})")
+                errpos, valid = b.position, b.position
+                del batches[i:]
+                break
+            prev_last = last
+        self._rebuild_indexes(batches)
+        truncated = self.size - valid
+        if truncated:
+            log.warning("%s: truncating %d bytes at position %d: %s", self.log_path,
+                        truncated, errpos, error)
+            _core.file_truncate(self.fd, valid)
+            self.size = valid
+        self.first_batch_timestamp = batches[0].max_timestamp if batches else None
+        return batches, truncated
+
+    def _rebuild_indexes(self, batches: list) -> None:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.offset_index.make_appendable()
+        self.time_index.make_appendable()
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        self.next_offset = self.base_offset
+        self._index_batches(batches, 0)
+
+    # -- append ----------------------------------------------------------------------
+    def _index_batches(self, batches: list, base_position: int) -> None:
+        interval = self.index_interval_bytes
+        since = self.bytes_since_last_index_entry
+        max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
+        last = self.next_offset - 1
+        for b in batches:
+            last = b.base_offset + b.last_offset_delta
+            if b.max_timestamp > max_ts:
+                max_ts, max_off = b.max_timestamp, last
+            if since > interval:
+                self.offset_index.append(last, base_position + b.position)
+                self.time_index.maybe_append(max_ts, max_off)
+                since = 0
+            since += b.size
+        self.bytes_since_last_index_entry = since
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
+        self.next_offset = last + 1
+
+    def append(self, data, batches: list) -> None:
+        """Write `data` (whole batches, offsets assigned; `batches` = its BatchInfo with
+        final offsets) with one write, then index it."""
+        position = self.size
+        _core.file_append(self.fd, data)
+        self.size += len(data)
+        if self.first_batch_timestamp is None and batches:
+            self.first_batch_timestamp = batches[0].max_timestamp
+        self._index_batches(batches, position)
+
+    def can_hold(self, first_offset: int, last_offset: int) -> bool:
+        """Relative offsets must fit in int32 and the indexes must have room."""
+        return (first_offset >= self.base_offset
+                and last_offset - self.base_offset <= INT32_MAX
+                and not self.offset_index.is_full and not self.time_index.is_full)
+
+    def rolling_base_ms(self) -> int:
+        """What segment.ms counts from: when this process first appended here; for a
+        segment loaded from disk, its first batch's timestamp (Kafka), else creation."""
+        if self.first_append_ms is not None:
+            return self.first_append_ms
+        if self.first_batch_timestamp is not None and self.first_batch_timestamp >= 0:
+            return self.first_batch_timestamp
+        return self.created_ms
+
+    @property
+    def largest_timestamp(self) -> int:
+        """For retention.ms: the largest batch timestamp, else the file's mtime."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    # -- lookups ---------------------------------------------------------------------
+    def _walk_from_index(self, offset: int):
+        entry = self.offset_index.lookup(offset)
+        return walk_headers(self.fd, entry[1] if entry else 0, self.size,
+                            max(8192, self.index_interval_bytes + 2 * HEADER_SIZE))
+
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """The first batch whose last offset is >= `offset` (the one holding it), or None
+        when the segment ends before it."""
+        if offset >= self.next_offset:
+            return None
+        for h in self._walk_from_index(offset):
+            if h.last_offset >= offset:
+                return h
+        return None
+
+    def end_position_before(self, limit_offset: int) -> int:
+        """Position where whole batches below `limit_offset` end (a batch boundary)."""
+        if limit_offset >= self.next_offset:
+            return self.size
+        h = self.find_batch(limit_offset)
+        return h.position if h else self.size
+
+    def last_boundary_within(self, start: int, cap: int) -> int:
+        """Greatest batch end position <= cap among batches from `start` (0 if the first
+        batch already ends past cap)."""
+        slot = self.offset_index.slot_at_or_below_position(cap)
+        walk_from = start
+        if slot >= 0:
+            pos = self.offset_index.entry(slot)[1]
+            if pos > start:
+                walk_from = pos  # an indexed position is a batch start, i.e. a boundary
+        best = walk_from if walk_from > start else 0
+        for h in walk_headers(self.fd, walk_from, self.size):
+            end = h.position + h.size
+            if end > cap:
+                break
+            best = end
+        return best
+
+    def find_offset_by_timestamp(self, timestamp: int) -> BatchHeader | None:
+        """The first batch whose max timestamp is >= `timestamp`, or None."""
+        if self.max_timestamp < timestamp:
+            return None
+        # Entries hold the max timestamp so far; every batch up to the greatest entry
+        # strictly below the target is below it too, so the walk can start there.
+        entry = self.time_index.lookup(timestamp - 1)
+        start = 0
+        if entry is not None:
+            pos_entry = self.offset_index.lookup(entry[1])
+            start = pos_entry[1] if pos_entry else 0
+        for h in walk_headers(self.fd, start, self.size):
+            if h.max_timestamp >= timestamp:
+                return h
+        return None
+
+    # -- truncation / lifecycle -------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch from the one holding `offset` on (if `offset` falls inside a
+        batch, that whole batch goes: offsets are cut at batch starts). Returns bytes
+        removed."""
+        h = self.find_batch(offset)
+        if h is None:
+            return 0
+        position = h.position
+        removed = self.size - position
+        _core.file_truncate(self.fd, position)
+        self.size = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(h.base_offset)
+        # Rebuild next offset / max timestamp from the last surviving index entries.
+        last = self.offset_index.last_entry()
+        ts_last = self.time_index.last_entry()
+        self.max_timestamp = ts_last[0] if ts_last else NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset + ts_last[1] if ts_last else self.base_offset
+        start = last[1] if last else 0
+        self.next_offset = self.base_offset
+        for b in walk_headers(self.fd, start, self.size):
+            self.next_offset = b.last_offset + 1
+            if b.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
+        self.bytes_since_last_index_entry = self.size - start
+        if self.size == 0:
+            self.first_batch_timestamp = None
+        return removed
+
+    def make_active(self) -> None:
+        self.offset_index.make_appendable()
+        self.time_index.make_appendable()
+
+    def make_inactive(self) -> None:
+        """Rolled: record the final max timestamp and trim both indexes."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def flush(self) -> None:
+        _core.file_fdatasync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        self.make_inactive()
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+        self.fd = -1
+
+    def unlink(self) -> int:
+        """Remove the files but keep the .log fd open (a reader may still be sending from
+        it); returns that fd for the caller to close later."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        for path in (self.log_path,):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        fd, self.fd = self.fd, -1
+        return fd
+
+    def __repr__(self) -> str:
+        return (f"LogSegment(base={self.base_offset}, next={self.next_offset}, "
+                f"size={self.size})")
