@@ -1,8 +1,9 @@
 /* CRC32C (Castagnoli, reflected polynomial 0x82F63B78), as used by record batch v2.
  *
  * Two implementations chosen at run time: the SSE4.2 crc32 instruction, run as three
- * independent streams so its 3-cycle latency overlaps, and a portable slicing-by-8 table
- * fallback. The three streams are joined with "shift by N zero bytes" tables: the CRC
+ * independent streams so its 3-cycle latency overlaps (in blocks of 8192, 1024 and 256
+ * bytes, so typical 4-64 KiB batches get the interleave too), and a portable slicing-by-8
+ * table fallback. The three streams are joined with "shift by N zero bytes" tables: the CRC
  * register update is linear, so the state after block A then block B equals
  * shift_|B|(state after A) ^ crc_from_zero(B).
  */
@@ -17,10 +18,12 @@
 
 #define POLY 0x82F63B78u
 #define LONG_BLOCK 8192
+#define MID_BLOCK 1024
 #define SHORT_BLOCK 256
 
 static uint32_t crc_table[8][256];
 static uint32_t shift_long[4][256];  /* state -> state after LONG_BLOCK zero bytes */
+static uint32_t shift_mid[4][256];
 static uint32_t shift_short[4][256]; /* state -> state after SHORT_BLOCK zero bytes */
 static int initialized;
 static int have_sse42;
@@ -81,6 +84,7 @@ void kr_crc32c_init(void)
         for (int n = 0; n < 256; n++)
             crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
     build_shift_tables(shift_long, LONG_BLOCK);
+    build_shift_tables(shift_mid, MID_BLOCK);
     build_shift_tables(shift_short, SHORT_BLOCK);
 #ifdef KR_HAVE_X86
     __builtin_cpu_init();
@@ -131,6 +135,31 @@ static inline uint64_t load_u64(const uint8_t *p)
     return v;
 }
 
+/* Consumes 3 * block bytes at a time as three interleaved streams. */
+__attribute__((target("sse4.2"))) static inline uint64_t
+stage(const uint32_t t[4][256], size_t block, uint64_t c0, const uint8_t **pp, size_t *lenp)
+{
+    const uint8_t *p = *pp;
+    size_t len = *lenp;
+    while (len >= 3 * block) {
+        uint64_t c1 = 0, c2 = 0;
+        const uint8_t *end = p + block;
+        do {
+            c0 = _mm_crc32_u64(c0, load_u64(p));
+            c1 = _mm_crc32_u64(c1, load_u64(p + block));
+            c2 = _mm_crc32_u64(c2, load_u64(p + 2 * block));
+            p += 8;
+        } while (p < end);
+        c0 = shift(t, (uint32_t)c0) ^ (uint32_t)c1;
+        c0 = shift(t, (uint32_t)c0) ^ (uint32_t)c2;
+        p += 2 * block;
+        len -= 3 * block;
+    }
+    *pp = p;
+    *lenp = len;
+    return c0;
+}
+
 __attribute__((target("sse4.2"))) uint32_t kr_crc32c_sse42(uint32_t crc, const void *data,
                                                             size_t len)
 {
@@ -141,34 +170,9 @@ __attribute__((target("sse4.2"))) uint32_t kr_crc32c_sse42(uint32_t crc, const v
         c0 = _mm_crc32_u8((uint32_t)c0, *p++);
         len--;
     }
-    while (len >= 3 * LONG_BLOCK) {
-        uint64_t c1 = 0, c2 = 0;
-        const uint8_t *end = p + LONG_BLOCK;
-        do {
-            c0 = _mm_crc32_u64(c0, load_u64(p));
-            c1 = _mm_crc32_u64(c1, load_u64(p + LONG_BLOCK));
-            c2 = _mm_crc32_u64(c2, load_u64(p + 2 * LONG_BLOCK));
-            p += 8;
-        } while (p < end);
-        c0 = shift(shift_long, (uint32_t)c0) ^ (uint32_t)c1;
-        c0 = shift(shift_long, (uint32_t)c0) ^ (uint32_t)c2;
-        p += 2 * LONG_BLOCK;
-        len -= 3 * LONG_BLOCK;
-    }
-    while (len >= 3 * SHORT_BLOCK) {
-        uint64_t c1 = 0, c2 = 0;
-        const uint8_t *end = p + SHORT_BLOCK;
-        do {
-            c0 = _mm_crc32_u64(c0, load_u64(p));
-            c1 = _mm_crc32_u64(c1, load_u64(p + SHORT_BLOCK));
-            c2 = _mm_crc32_u64(c2, load_u64(p + 2 * SHORT_BLOCK));
-            p += 8;
-        } while (p < end);
-        c0 = shift(shift_short, (uint32_t)c0) ^ (uint32_t)c1;
-        c0 = shift(shift_short, (uint32_t)c0) ^ (uint32_t)c2;
-        p += 2 * SHORT_BLOCK;
-        len -= 3 * SHORT_BLOCK;
-    }
+    c0 = stage(shift_long, LONG_BLOCK, c0, &p, &len);
+    c0 = stage(shift_mid, MID_BLOCK, c0, &p, &len);
+    c0 = stage(shift_short, SHORT_BLOCK, c0, &p, &len);
     while (len >= 8) {
         c0 = _mm_crc32_u64(c0, load_u64(p));
         p += 8;

@@ -12,8 +12,8 @@ import xxhash
 
 from kafkarepl import _core
 
-# Lengths around the interleave block sizes (3 x 256 and 3 x 8192) and word boundaries.
-LENGTHS = [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 255, 256, 257, 767, 768, 769, 1000,
+# Lengths around the interleave block sizes (3 x 256, 3 x 1024, 3 x 8192) and word boundaries.
+LENGTHS = [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 255, 256, 257, 767, 768, 769, 1000, 3071, 3072, 3073, 3072 + 768 + 5,
            8191, 8192, 8193, 24575, 24576, 24577, 49152 + 777, 65535, 65536, 65537, 200_003]
 
 IMPLEMENTATIONS = [_core.crc32c, _core._crc32c_table]
