@@ -1,0 +1,161 @@
+"""`kafkarepl topics`: create, list, describe, delete topics and add partitions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kafkarepl.cli import wire
+from kafkarepl.errors import ErrorCode
+from kafkarepl.protocol import ApiKey
+
+CREATE_TOPICS_VERSION = 5
+DELETE_TOPICS_VERSION = 4
+CREATE_PARTITIONS_VERSION = 2
+DESCRIBE_CONFIGS_VERSION = 4
+RESOURCE_TOPIC = 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("topics", help="create, list, describe, alter and delete topics")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    act = p.add_mutually_exclusive_group(required=True)
+    act.add_argument("--create", action="store_true")
+    act.add_argument("--list", action="store_true")
+    act.add_argument("--describe", action="store_true")
+    act.add_argument("--delete", action="store_true")
+    act.add_argument("--alter", action="store_true", help="with --partitions: add partitions")
+    p.add_argument("--topic")
+    p.add_argument("--partitions", type=int)
+    p.add_argument("--replication-factor", type=int)
+    p.add_argument("--replica-assignment", help="0:1:2,1:2:0 (brokers per partition)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--timeout-ms", type=int, default=30000)
+    p.set_defaults(func=cmd_topics)
+
+
+def _fail(msg: str) -> int:
+    print(f"kafkarepl topics: {msg}", file=sys.stderr)
+    return 1
+
+
+def _call(args: argparse.Namespace, key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    last: Exception | None = None
+    for host, port in wire.parse_bootstrap(args.bootstrap_server):
+        try:
+            return wire.call(host, port, key, version, body, timeout=args.timeout_ms / 1000 + 5)
+        except (OSError, ConnectionError) as exc:
+            last = exc
+    raise ConnectionError(f"no broker of {args.bootstrap_server} answered: {last}")
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    try:
+        if args.create:
+            return _create(args)
+        if args.list:
+            md = _call(args, ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
+            for t in sorted(md["topics"], key=lambda t: t["name"]):
+                print(t["name"])
+            return 0
+        if args.describe:
+            return _describe(args)
+        if args.delete:
+            if not args.topic:
+                return _fail("--delete needs --topic")
+            resp = _call(args, ApiKey.DELETE_TOPICS, DELETE_TOPICS_VERSION,
+                         {"topic_names": [args.topic], "timeout_ms": args.timeout_ms})
+            r = resp["responses"][0]
+            if r["error_code"]:
+                return _fail(f"{args.topic}: {ErrorCode(r['error_code']).name} {r.get('error_message') or ''}")
+            print(f"Deleted topic {args.topic}.")
+            return 0
+        if args.alter:
+            if not args.topic or not args.partitions:
+                return _fail("--alter needs --topic and --partitions")
+            resp = _call(args, ApiKey.CREATE_PARTITIONS, CREATE_PARTITIONS_VERSION,
+                         {"topics": [{"name": args.topic, "count": args.partitions, "assignments": None}],
+                          "timeout_ms": args.timeout_ms, "validate_only": False})
+            r = resp["results"][0]
+            if r["error_code"]:
+                return _fail(f"{args.topic}: {ErrorCode(r['error_code']).name} {r.get('error_message') or ''}")
+            print(f"Topic {args.topic} now has {args.partitions} partitions.")
+            return 0
+    except (OSError, ConnectionError, ValueError) as exc:
+        return _fail(str(exc))
+    return 2
+
+
+def _create(args: argparse.Namespace) -> int:
+    if not args.topic:
+        return _fail("--create needs --topic")
+    configs = []
+    for item in args.config:
+        if "=" not in item:
+            return _fail(f"--config must be KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        configs.append({"name": k, "value": v})
+    assignments = []
+    if args.replica_assignment:
+        for i, part in enumerate(args.replica_assignment.split(",")):
+            assignments.append({"partition_index": i, "broker_ids": [int(b) for b in part.split(":")]})
+    body = {
+        "topics": [{
+            "name": args.topic,
+            "num_partitions": -1 if assignments else (args.partitions or -1),
+            "replication_factor": -1 if assignments else (args.replication_factor or -1),
+            "assignments": assignments, "configs": configs,
+        }],
+        "timeout_ms": args.timeout_ms, "validate_only": False,
+    }
+    resp = _call(args, ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, body)
+    r = resp["topics"][0]
+    if r["error_code"]:
+        return _fail(f"{args.topic}: {ErrorCode(r['error_code']).name}: {r.get('error_message') or ''}")
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _describe(args: argparse.Namespace) -> int:
+    topics = [{"name": args.topic}] if args.topic else None
+    md = _call(args, ApiKey.METADATA, 9, {"topics": topics, "allow_auto_topic_creation": False})
+    rc = 0
+    for t in sorted(md["topics"], key=lambda t: t["name"]):
+        if t["error_code"]:
+            print(f"Topic: {t['name']}\tError: {ErrorCode(t['error_code']).name}", file=sys.stderr)
+            rc = 1
+            continue
+        parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
+        rf = len(parts[0]["replica_nodes"]) if parts else 0
+        cfg = _topic_configs(args, t["name"])
+        print(f"Topic: {t['name']}\tTopicId: {_tid(t.get('topic_id'))}\tPartitionCount: {len(parts)}\t"
+              f"ReplicationFactor: {rf}\tConfigs: {cfg}")
+        for p in parts:
+            offline = p.get("offline_replicas") or []
+            print(f"\tTopic: {t['name']}\tPartition: {p['partition_index']}\tLeader: "
+                  f"{p['leader_id'] if p['leader_id'] >= 0 else 'none'}\t"
+                  f"Replicas: {','.join(map(str, p['replica_nodes']))}\tIsr: {','.join(map(str, p['isr_nodes']))}"
+                  + (f"\tOffline: {','.join(map(str, offline))}" if offline else ""))
+    return rc
+
+
+def _topic_configs(args: argparse.Namespace, topic: str) -> str:
+    try:
+        resp = _call(args, ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION, {
+            "resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": topic, "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    except (OSError, ConnectionError):
+        return ""
+    res = resp["results"][0]
+    return ",".join(f"{c['name']}={c['value']}" for c in res["configs"] if c.get("config_source") == 1)
+
+
+def _tid(tid: Any) -> str:
+    if tid is None:
+        return "-"
+    import base64
+    import uuid
+
+    raw = tid.bytes if isinstance(tid, uuid.UUID) else bytes(tid)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
