@@ -1,0 +1,222 @@
+"""LogManager: every partition log under log.dirs, plus the broker-level checkpoints.
+
+Each log dir holds partition directories and three checkpoint files (HW, recovery
+point, log start offset; see storage.checkpoints). A clean shutdown leaves the
+`.kafka_cleanshutdown` marker, which lets the next start skip recovery scans; the marker
+is removed once the logs are loaded, so a crash from then on is detected.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from kafkarepl.errors import (
+    CheckpointCorruptError,
+    ErrorCode,
+    KafkaError,
+    KafkaStorageError,
+)
+from kafkarepl.storage.checkpoints import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+    read_offsets,
+    write_offsets,
+)
+from kafkarepl.storage.config import LogConfig
+from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, Log, _fsync_dir, parse_partition_dir
+
+log = logging.getLogger("kafkarepl.storage")
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+DELETE_SUFFIX = "-delete"
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str] | list[Path], default_config: LogConfig,
+                 topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs is empty")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self.high_watermarks: dict[TopicPartition, int] = {}
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # ------------------------------------------------------------------ startup
+    def startup(self) -> None:
+        """Load every log of every dir, recovering those of dirs without the marker."""
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            marker = d / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            self.had_clean_shutdown[d] = clean
+            recovery = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT,
+                                             "every log in this dir is recovered from offset 0")
+            starts = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
+                                           "log start offsets fall back to the first segment")
+            hws = self._read_checkpoint(d / HIGH_WATERMARK_CHECKPOINT,
+                                        "high watermarks restart at 0 and are recomputed")
+            for entry in sorted(os.listdir(d)):
+                path = d / entry
+                if not path.is_dir():
+                    continue
+                if entry.endswith(DELETE_SUFFIX):
+                    log.info("finishing the deletion of %s", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                try:
+                    tp = parse_partition_dir(entry)
+                except ValueError:
+                    log.warning("ignoring %s: not a partition directory", path)
+                    continue
+                if tp in self._logs:
+                    raise KafkaStorageError(
+                        f"{tp[0]}-{tp[1]} exists in both {self._dir_of[tp]} and {d}")
+                cfg = self.topic_configs.get(tp[0], self.default_config)
+                lg = Log.open(path, cfg, recovery.get(tp, 0), starts.get(tp),
+                              clean_shutdown=clean)
+                self._logs[tp] = lg
+                self._dir_of[tp] = d
+                self.high_watermarks[tp] = min(hws.get(tp, 0), lg.log_end_offset)
+            if clean:
+                marker.unlink()
+                _fsync_dir(d)
+
+    @staticmethod
+    def _read_checkpoint(path: Path, fallback: str) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets(path)
+        except CheckpointCorruptError as exc:
+            log.error("%s; not trusting it: %s", exc, fallback)
+            return {}
+
+    # ------------------------------------------------------------------ logs
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._dir_of.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int,
+                          config: LogConfig | None = None) -> Log:
+        """The partition's log, created on the log dir holding the fewest partitions.
+        A given config becomes the topic's config for logs created or loaded later."""
+        tp = (topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            if config is not None:
+                existing.config = config
+            return existing
+        if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+            raise KafkaError(f"illegal topic name {topic!r}", ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if partition < 0:
+            raise KafkaError(f"negative partition {partition}", ErrorCode.INVALID_PARTITIONS)
+        if config is not None:
+            self.topic_configs[topic] = config
+        cfg = self.topic_configs.get(topic, self.default_config)
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        d = min(self.log_dirs, key=lambda x: counts[x])  # first dir wins ties
+        lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False)
+        _fsync_dir(d)
+        self._logs[tp] = lg
+        self._dir_of[tp] = d
+        self.high_watermarks.setdefault(tp, 0)
+        return lg
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Close the log and remove its directory: renamed to `<dir>.<uuid>-delete` first
+        (atomic), so a crash mid-delete leaves a name startup finishes deleting."""
+        tp = (topic, partition)
+        lg = self._logs.pop(tp, None)
+        if lg is None:
+            return
+        self._dir_of.pop(tp, None)
+        self.high_watermarks.pop(tp, None)
+        lg._close_files()
+        doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.rename(lg.dir, doomed)
+        _fsync_dir(lg.dir.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _by_dir(self, values: Mapping[TopicPartition, int]) -> dict[Path, dict]:
+        out: dict[Path, dict] = {d: {} for d in self.log_dirs}
+        for tp, d in self._dir_of.items():
+            if tp in values:
+                out[d][tp] = values[tp]
+        return out
+
+    def checkpoint_high_watermarks(self, hws: Mapping[TopicPartition, int]) -> None:
+        self.high_watermarks.update({tp: hw for tp, hw in hws.items() if tp in self._logs})
+        for d, offsets in self._by_dir(self.high_watermarks).items():
+            write_offsets(d / HIGH_WATERMARK_CHECKPOINT, offsets)
+
+    def checkpoint_recovery_points(self) -> None:
+        points = {tp: lg.recovery_point for tp, lg in self._logs.items()}
+        for d, offsets in self._by_dir(points).items():
+            write_offsets(d / RECOVERY_POINT_CHECKPOINT, offsets)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        starts = {tp: lg.log_start_offset for tp, lg in self._logs.items()}
+        for d, offsets in self._by_dir(starts).items():
+            write_offsets(d / LOG_START_OFFSET_CHECKPOINT, offsets)
+
+    # ------------------------------------------------------------------ periodic work
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        """Flush logs whose flush.ms elapsed with unflushed data (flush.messages is
+        enforced on append); checkpoints the recovery points when any moved. Returns
+        how many logs were flushed. Blocking (fdatasync): run it off the event loop."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        flushed = 0
+        for lg in list(self._logs.values()):
+            flush_ms = lg.config.flush_ms
+            if (flush_ms is not None and lg.recovery_point < lg.log_end_offset
+                    and now_ms - lg.last_flush_ms >= flush_ms):
+                lg.flush()
+                flushed += 1
+        if flushed:
+            self.checkpoint_recovery_points()
+        return flushed
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention to every log; checkpoints log start offsets when any moved."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        deleted = sum(lg.delete_old_segments(now_ms) for lg in list(self._logs.values()))
+        if deleted:
+            self.checkpoint_log_start_offsets()
+        return deleted
+
+    def shutdown(self, hws: Mapping[TopicPartition, int] | None = None) -> None:
+        """Flush and close every log, write all checkpoints, then the clean marker."""
+        for lg in self._logs.values():
+            lg.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks(hws or {})
+        for lg in self._logs.values():
+            lg.close()
+        for d in self.log_dirs:
+            fd = os.open(d / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fsync_dir(d)
+        self._logs.clear()
+        self._dir_of.clear()
