@@ -153,7 +153,7 @@ def run_sendfile(benchmark, tcp_pair, send) -> None:
         send(client.fileno(), in_fd)
         drainer.wait_for(target)
 
-    benchmark.pedantic(one_round, rounds=15, warmup_rounds=2)
+    benchmark.pedantic(one_round, rounds=25, warmup_rounds=2)
 
 
 @pytest.mark.benchmark(group="sendfile-256MiB")
