@@ -1,0 +1,138 @@
+"""The active controller's in-memory view of the cluster (a cache of ZooKeeper).
+
+Only the controller's event task mutates it, always right after the matching
+ZooKeeper write succeeded, so it never runs ahead of ZooKeeper.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kafkarepl.zk.store import BrokerInfo, PartitionState, TopicAssignment
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class TopicDeletion:
+    """Progress of deleting one topic: which replicas have confirmed StopReplica(delete)."""
+
+    pending: set[tuple[int, int]] = field(default_factory=set)  # (partition, broker) in flight
+    done: set[tuple[int, int]] = field(default_factory=set)
+    ineligible: set[tuple[int, int]] = field(default_factory=set)  # broker down: retry later
+
+
+@dataclass
+class ControllerMetrics:
+    active_controller: int = 0
+    controller_epoch: int = 0
+    offline_partitions: int = 0
+    preferred_replica_imbalance: int = 0
+    global_topic_count: int = 0
+    global_partition_count: int = 0
+    unclean_elections: int = 0
+    leader_elections: int = 0
+    leader_election_time_ms_total: float = 0.0
+    leader_election_time_ms_last: float = 0.0
+    topics_to_delete: int = 0
+    reassigning_partitions: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ControllerContext:
+    live: dict[int, BrokerInfo] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    deleting: dict[str, TopicDeletion] = field(default_factory=dict)
+    reassigning: dict[TopicPartition, list[int]] = field(default_factory=dict)  # target replicas
+    reassign_origin: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    reassign_from_znode: set[TopicPartition] = field(default_factory=set)
+
+    # --- brokers ---------------------------------------------------------------------
+
+    @property
+    def live_ids(self) -> set[int]:
+        return set(self.live)
+
+    @property
+    def electable_ids(self) -> set[int]:
+        """Brokers that may lead: live and not in controlled shutdown."""
+        return set(self.live) - self.shutting_down
+
+    def broker_epoch(self, broker_id: int) -> int:
+        info = self.live.get(broker_id)
+        return info.epoch if info else -1
+
+    # --- partitions ------------------------------------------------------------------
+
+    def replicas(self, tp: TopicPartition) -> list[int]:
+        topic = self.topics.get(tp[0])
+        return list(topic.partitions.get(tp[1], [])) if topic else []
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t, ta in self.topics.items() for p in ta.partitions]
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        ta = self.topics.get(topic)
+        return [(topic, p) for p in sorted(ta.partitions)] if ta else []
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return [
+            (t, p)
+            for t, ta in self.topics.items()
+            for p, r in ta.partitions.items()
+            if broker_id in r
+        ]
+
+    def partitions_by_broker(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[int, list[TopicPartition]]:
+        out: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in partitions:
+            for b in self.replicas(tp):
+                out[b].append(tp)
+        return out
+
+    def is_deleting(self, topic: str) -> bool:
+        return topic in self.deleting
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        live = self.live_ids
+        return [
+            tp
+            for tp, st in self.states.items()
+            if tp[0] not in self.deleting and (st.leader == -1 or st.leader not in live)
+        ]
+
+    def imbalanced_partitions(self) -> list[TopicPartition]:
+        """Partitions not led by their preferred (first) replica."""
+        out = []
+        for tp, st in self.states.items():
+            reps = self.replicas(tp)
+            if reps and tp[0] not in self.deleting and st.leader != reps[0]:
+                out.append(tp)
+        return out
+
+    def update_metrics(self, m: ControllerMetrics) -> None:
+        m.global_topic_count = len(self.topics)
+        m.global_partition_count = sum(len(t.partitions) for t in self.topics.values())
+        m.offline_partitions = len(self.offline_partitions())
+        m.preferred_replica_imbalance = len(self.imbalanced_partitions())
+        m.topics_to_delete = len(self.deleting)
+        m.reassigning_partitions = len(self.reassigning)
+
+    def clear(self) -> None:
+        self.live.clear()
+        self.shutting_down.clear()
+        self.topics.clear()
+        self.states.clear()
+        self.deleting.clear()
+        self.reassigning.clear()
+        self.reassign_origin.clear()
+        self.reassign_from_znode.clear()

@@ -1,0 +1,1258 @@
+"""The controller: runs in every broker, acts only in the one that wins /controller.
+
+Like Kafka's, it is a single event queue processed by one task: ZooKeeper watch
+firings, broker requests (AlterPartition, ControlledShutdown, ElectLeaders,
+AlterPartitionReassignments) and timers become events, so the controller's state
+(`ControllerContext`) is only touched by one coroutine at a time.
+
+Fencing: every ZooKeeper write of the active controller is
+multi(check(/controller_epoch, fence.zk_version), write) through KafkaZkStore, and every
+request to brokers carries controller_epoch. A write rejected by the check means
+another controller was elected: this one resigns at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from kafkarepl.controller import election
+from kafkarepl.controller.channel import (
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    BrokerChannel,
+)
+from kafkarepl.controller.context import (
+    ControllerContext,
+    ControllerMetrics,
+    TopicDeletion,
+    TopicPartition,
+)
+from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.errors import ErrorCode
+from kafkarepl.zk.client import AsyncZk, WatchHandle
+from kafkarepl.zk.store import (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONTROLLER,
+    DELETE_TOPICS,
+    PREFERRED_REPLICA_ELECTION,
+    REASSIGN_PARTITIONS,
+    ControllerEpochFence,
+    ControllerMovedError,
+    KafkaZkStore,
+    PartitionState,
+    TopicAssignment,
+    topic_id_from_uuid,
+    topic_path,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, Any] = {
+    "unclean.leader.election.enable": False,
+    "auto.leader.rebalance.enable": True,
+    "leader.imbalance.check.interval.seconds": 300,
+    "leader.imbalance.per.broker.percentage": 10,
+    "delete.topic.enable": True,
+}
+
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
+
+
+def _as_bool(v: Any) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() == "true"
+    return bool(v)
+
+
+class _NotActive(Exception):
+    pass
+
+
+class Controller:
+    def __init__(
+        self,
+        broker_id: int,
+        zk: AsyncZk,
+        channel: BrokerChannel,
+        config: Mapping[str, Any] | None = None,
+        store: KafkaZkStore | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.store = store or KafkaZkStore(zk)
+        self.channel = channel
+        self.config = {**DEFAULTS, **(config or {})}
+        self.ctx = ControllerContext()
+        self.metrics = ControllerMetrics()
+        self.fence: ControllerEpochFence | None = None
+        self._queue: asyncio.Queue[
+            tuple[str, Callable[[], Awaitable[Any]], asyncio.Future | None]
+        ] = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self._controller_watch: WatchHandle | None = None
+        self._watches: list[WatchHandle] = []
+        self._topic_watches: dict[str, WatchHandle] = {}
+        self._rebalance_task: asyncio.Task | None = None
+        self._inflight: set[asyncio.Task] = set()
+        self._stopped = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._reassign_znode_seen: set[TopicPartition] = set()
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self.fence is not None
+
+    @property
+    def epoch(self) -> int:
+        return self.fence.epoch if self.fence else -1
+
+    async def start(self) -> None:
+        """Start the event loop and take part in controller elections."""
+        await self.store.ensure_layout()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self.zk.on_session_lost(lambda: self._enqueue("session_expired", self._on_session_expired))
+        self.zk.on_session_reestablished(
+            lambda: self._enqueue("reelect", self._on_controller_change)
+        )
+        self._controller_watch = await self.zk.data_watch(
+            CONTROLLER,
+            lambda data, stat: self._enqueue("controller_change", self._on_controller_change),
+        )
+
+    async def stop(self) -> None:
+        """Resign (deleting /controller if still ours) and stop processing events."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._controller_watch:
+            self._controller_watch.cancel()
+        fence = self.fence
+        self._resign()
+        if fence is not None:
+            try:
+                await self.store.resign_controller(fence)
+            except Exception:  # noqa: BLE001 - best effort: the session ends anyway
+                log.debug("resigning /controller failed", exc_info=True)
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        for t in list(self._inflight):
+            t.cancel()
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:
+        """Until the event queue is empty and no event is running (tests, tooling)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            await asyncio.wait_for(self._idle.wait(), max(0.01, deadline - time.monotonic()))
+            await asyncio.sleep(0.01)
+            if self._idle.is_set() and self._queue.empty():
+                return
+
+    # --- the event queue -------------------------------------------------------------
+
+    def _enqueue(
+        self, name: str, fn: Callable[[], Awaitable[Any]], fut: asyncio.Future | None = None
+    ) -> None:
+        if self._stopped:
+            if fut is not None and not fut.done():
+                fut.set_exception(_NotActive())
+            return
+        self._idle.clear()
+        self._queue.put_nowait((name, fn, fut))
+
+    async def _call(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        fut = asyncio.get_running_loop().create_future()
+        self._enqueue(name, fn, fut)
+        return await fut
+
+    async def _run(self) -> None:
+        while True:
+            if self._queue.empty():
+                self._idle.set()
+            name, fn, fut = await self._queue.get()
+            self._idle.clear()
+            try:
+                result = await fn()
+            except ControllerMovedError as e:
+                log.warning(
+                    "controller %d: fenced during %s: %s; resigning", self.broker_id, name, e
+                )
+                self._resign()
+                if fut is not None and not fut.done():
+                    fut.set_exception(_NotActive())
+                continue
+            except _NotActive as e:
+                if fut is not None and not fut.done():
+                    fut.set_exception(e)
+                continue
+            except asyncio.CancelledError:
+                if fut is not None and not fut.done():
+                    fut.cancel()
+                raise
+            except Exception as e:  # noqa: BLE001 - one bad event must not kill the controller
+                log.exception("controller %d: event %s failed", self.broker_id, name)
+                if fut is not None and not fut.done():
+                    fut.set_exception(e)
+                continue
+            if fut is not None and not fut.done():
+                fut.set_result(result)
+            if self.is_active:
+                self.ctx.update_metrics(self.metrics)
+
+    def _require_active(self) -> ControllerEpochFence:
+        if self.fence is None:
+            raise _NotActive()
+        return self.fence
+
+    # --- election and resignation ----------------------------------------------------
+
+    async def _on_controller_change(self) -> None:
+        stat = await self.zk.exists(CONTROLLER)
+        if stat is not None:
+            ours = stat.ephemeralOwner == self.zk.session_id
+            if self.is_active and not ours:
+                log.warning("controller %d: /controller moved; resigning", self.broker_id)
+                self._resign()
+            return
+        if self.is_active:
+            # /controller vanished while we think we are active: our session is gone.
+            self._resign()
+        await self._elect()
+
+    async def _on_session_expired(self) -> None:
+        if self.is_active:
+            log.warning("controller %d: ZooKeeper session expired; resigning", self.broker_id)
+        self._resign()
+
+    async def _elect(self) -> None:
+        if self._stopped or not self.zk.connected:
+            return
+        fence = await self.store.try_become_controller(self.broker_id)
+        if fence is None:
+            return
+        log.info("broker %d is now the controller, epoch %d", self.broker_id, fence.epoch)
+        self.fence = fence
+        self.metrics.active_controller = 1
+        self.metrics.controller_epoch = fence.epoch
+        try:
+            await self._on_failover()
+        except ControllerMovedError:
+            self._resign()
+            raise
+
+    def _resign(self) -> None:
+        if self.fence is None and not self._watches:
+            return
+        self.fence = None
+        self.metrics.active_controller = 0
+        for h in self._watches:
+            h.cancel()
+        self._watches.clear()
+        for h in self._topic_watches.values():
+            h.cancel()
+        self._topic_watches.clear()
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+        self.ctx.clear()
+        self._reassign_znode_seen.clear()
+
+    async def _on_failover(self) -> None:
+        """Become the active controller: watch, load everything, tell every broker."""
+        zk = self.zk
+        # Arm the watches first, then read: changes after arming fire again.
+        self._watches.append(
+            await zk.children_watch(
+                BROKER_IDS, lambda c: self._enqueue("broker_change", self._on_broker_change)
+            )
+        )
+        self._watches.append(
+            await zk.children_watch(
+                BROKER_TOPICS, lambda c: self._enqueue("topic_change", self._on_topic_change)
+            )
+        )
+        self._watches.append(
+            await zk.children_watch(
+                DELETE_TOPICS, lambda c: self._enqueue("topic_deletion", self._on_topic_deletion)
+            )
+        )
+        self._watches.append(
+            await zk.data_watch(
+                REASSIGN_PARTITIONS,
+                lambda d, s: self._enqueue("reassign_znode", self._on_reassign_znode),
+            )
+        )
+        self._watches.append(
+            await zk.data_watch(
+                PREFERRED_REPLICA_ELECTION,
+                lambda d, s: self._enqueue("preferred_znode", self._on_preferred_znode),
+            )
+        )
+        ctx = self.ctx
+        ctx.live = await self.store.get_brokers()
+        self._set_channel_brokers()
+        ctx.topics = await self.store.get_topics()
+        for name in ctx.topics:
+            await self._watch_topic(name)
+        ctx.states = await self.store.get_partition_states(ctx.all_partitions())
+        for name, ta in ctx.topics.items():
+            for p in set(ta.adding_replicas) | set(ta.removing_replicas):
+                adding = ta.adding_replicas.get(p, [])
+                removing = ta.removing_replicas.get(p, [])
+                full = ta.partitions.get(p, [])
+                ctx.reassigning[(name, p)] = [b for b in full if b not in removing]
+                ctx.reassign_origin[(name, p)] = [b for b in full if b not in adding]
+        # Everyone gets the full picture.
+        batch = self._batch()
+        batch.add_update_metadata(ctx.live, ctx.all_partitions())
+        batch.add_leader_and_isr_for_replicas(ctx.all_partitions())
+        self._send_batch(batch)
+        # Then repair what happened while nobody was controller.
+        new = [tp for tp in ctx.all_partitions() if tp not in ctx.states]
+        await self._on_new_partitions(new)
+        await self._elect_offline_and_shrink_isr()
+        for name in await self.store.get_topics_to_delete():
+            await self._start_topic_deletion(name)
+        for tp in list(ctx.reassigning):
+            await self._maybe_complete_reassignment(tp)
+        self._start_rebalance_timer()
+        ctx.update_metrics(self.metrics)
+
+    def _set_channel_brokers(self) -> None:
+        self.channel.set_brokers({b: (i.host, i.port) for b, i in self.ctx.live.items()})
+
+    # --- sending -----------------------------------------------------------------------
+
+    def _batch(self) -> RequestBatch:
+        return RequestBatch(self.ctx, self.broker_id, self.epoch)
+
+    def _send_batch(self, batch: RequestBatch) -> None:
+        if self.fence is None:
+            return
+        for b, parts in sorted(batch.stop_replica.items()):
+            body = batch.stop_replica_body(b, parts)
+            self._send(b, STOP_REPLICA, body, self._stop_replica_callback(b, parts))
+        for b, parts in sorted(batch.leader_and_isr.items()):
+            self._send(b, LEADER_AND_ISR, batch.leader_and_isr_body(b, parts))
+        if batch.update_metadata_brokers:
+            for b in sorted(batch.update_metadata_brokers):
+                self._send(
+                    b,
+                    UPDATE_METADATA,
+                    batch.update_metadata_body(b, batch.update_metadata_partitions),
+                )
+
+    def _send(
+        self, broker_id: int, api_key: int, body: dict, on_response: Callable | None = None
+    ) -> None:
+        # The task's first step runs in creation order, so the channel enqueues requests to
+        # one broker in the order we send them.
+        task = asyncio.get_running_loop().create_task(self.channel.send(broker_id, api_key, body))
+        self._inflight.add(task)
+        epoch = self.epoch
+
+        def done(t: asyncio.Task) -> None:
+            self._inflight.discard(t)
+            if t.cancelled():
+                return
+            exc = t.exception()
+            if exc is not None:
+                log.info("controller -> broker %d api %d failed: %s", broker_id, api_key, exc)
+            if on_response is not None and self.epoch == epoch:
+                result = exc if exc is not None else t.result()
+                self._enqueue("response", lambda: on_response(result))
+
+        task.add_done_callback(done)
+
+    # --- ZooKeeper writes --------------------------------------------------------------
+
+    def _new_state(self, lai: election.LeaderAndIsr) -> PartitionState:
+        return PartitionState(lai.leader, lai.leader_epoch, list(lai.isr), self.epoch)
+
+    async def _write_states(
+        self, changes: Mapping[TopicPartition, election.LeaderAndIsr]
+    ) -> dict[TopicPartition, PartitionState]:
+        """Conditional writes of new leader/ISR; updates the context; returns what was written.
+        A zkVersion mismatch re-reads that partition's state and drops the change (the
+        caller's next event recomputes it)."""
+        fence = self._require_active()
+        if not changes:
+            return {}
+        updates = {
+            tp: (self._new_state(lai), self.ctx.states[tp].zk_version)
+            for tp, lai in changes.items()
+        }
+        done, failed = await self.store.update_partition_states(fence, updates)
+        written = {}
+        for tp, version in done.items():
+            st = updates[tp][0]
+            st.zk_version = version
+            self.ctx.states[tp] = st
+            written[tp] = st
+        if failed:
+            log.warning(
+                "controller: partition state changed under us for %s; re-reading", sorted(failed)
+            )
+            fresh = await self.store.get_partition_states(failed)
+            self.ctx.states.update(fresh)
+        return written
+
+    async def _unclean_allowed(self, topic: str) -> bool:
+        cfg = await self.store.get_topic_config(topic)
+        if "unclean.leader.election.enable" in cfg:
+            return _as_bool(cfg["unclean.leader.election.enable"])
+        dynamic = await self.store.get_broker_config()
+        if "unclean.leader.election.enable" in dynamic:
+            return _as_bool(dynamic["unclean.leader.election.enable"])
+        return _as_bool(self.config["unclean.leader.election.enable"])
+
+    # --- partition state machine --------------------------------------------------------
+
+    async def _on_new_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """NewPartition -> OnlinePartition: leader = first live replica, ISR = live replicas."""
+        fence = self._require_active()
+        ctx = self.ctx
+        electable = ctx.electable_ids
+        initial: dict[TopicPartition, PartitionState] = {}
+        for tp in tps:
+            if tp in ctx.states or ctx.is_deleting(tp[0]):
+                continue
+            live_replicas = [b for b in ctx.replicas(tp) if b in electable]
+            if not live_replicas:
+                continue  # stays new until one of its replicas comes up
+            initial[tp] = PartitionState(live_replicas[0], 0, live_replicas, fence.epoch)
+        if not initial:
+            return
+        created = await self.store.create_partition_states(fence, initial)
+        for tp, version in created.items():
+            st = initial[tp]
+            st.zk_version = version
+            ctx.states[tp] = st
+        leftover = [tp for tp in initial if tp not in created]
+        if leftover:  # a previous controller got there first
+            ctx.states.update(await self.store.get_partition_states(leftover))
+        batch = self._batch()
+        batch.add_leader_and_isr_for_replicas(initial, is_new=True)
+        batch.add_update_metadata(ctx.live, initial)
+        self._send_batch(batch)
+
+    async def _elect_offline_and_shrink_isr(
+        self, candidates: Iterable[TopicPartition] | None = None, batch: RequestBatch | None = None
+    ) -> None:
+        """For partitions whose leader is not live: elect (clean, or unclean if the topic
+        allows it); for the others: drop dead brokers from the ISR. Sends the results."""
+        ctx = self.ctx
+        live = ctx.live_ids
+        electable = ctx.electable_ids
+        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
+        unclean_cache: dict[str, bool] = {}
+        started = time.perf_counter()
+        elections = 0
+        for tp in list(ctx.states) if candidates is None else list(candidates):
+            st = ctx.states.get(tp)
+            if st is None or ctx.is_deleting(tp[0]):
+                continue
+            replicas = ctx.replicas(tp)
+            if st.leader == -1 or st.leader not in live:
+                result = election.clean_election(replicas, st.isr, electable, st.leader_epoch)
+                if isinstance(result, election.NoLeader):
+                    if tp[0] not in unclean_cache:
+                        unclean_cache[tp[0]] = await self._unclean_allowed(tp[0])
+                    if unclean_cache[tp[0]]:
+                        result = election.unclean_election(
+                            replicas, st.isr, electable, st.leader_epoch
+                        )
+                if isinstance(result, election.LeaderAndIsr):
+                    elections += 1
+                    if result.unclean:
+                        self.metrics.unclean_elections += 1
+                        log.error(
+                            "UNCLEAN leader election for %s-%d: broker %d was not in the ISR %s; "
+                            "acknowledged records may be lost",
+                            tp[0],
+                            tp[1],
+                            result.leader,
+                            st.isr,
+                        )
+                    changes[tp] = result
+                elif st.leader != -1:
+                    changes[tp] = election.offline(st.isr, live, st.leader_epoch)
+                    log.warning("partition %s-%d is offline: %s", tp[0], tp[1], result.reason)
+            else:
+                new_isr = [b for b in st.isr if b in live]
+                if new_isr != st.isr and new_isr:
+                    changes[tp] = election.LeaderAndIsr(st.leader, st.leader_epoch + 1, new_isr)
+        written = await self._write_states(changes)
+        if elections:
+            self.metrics.leader_elections += elections
+            elapsed = (time.perf_counter() - started) * 1000
+            self.metrics.leader_election_time_ms_total += elapsed
+            self.metrics.leader_election_time_ms_last = elapsed
+        own_batch = batch is None
+        batch = batch or self._batch()
+        batch.add_leader_and_isr_for_replicas(written)
+        batch.add_update_metadata(ctx.live, written)
+        if own_batch:
+            self._send_batch(batch)
+
+    # --- broker membership ---------------------------------------------------------------
+
+    async def _on_broker_change(self) -> None:
+        self._require_active()
+        ctx = self.ctx
+        current = await self.store.get_brokers()
+        old = ctx.live
+        dead = {b for b in old if b not in current}
+        new = {b for b in current if b not in old}
+        bounced = {b for b in current if b in old and current[b].epoch != old[b].epoch}
+        if not (dead or new or bounced):
+            ctx.live = current  # endpoint/rack updates
+            return
+        log.info(
+            "controller: brokers dead=%s new=%s bounced=%s",
+            sorted(dead),
+            sorted(new),
+            sorted(bounced),
+        )
+        if dead or bounced:
+            for b in dead | bounced:
+                ctx.live.pop(b, None)
+                ctx.shutting_down.discard(b)
+            self._set_channel_brokers()
+            await self._on_broker_failure(dead | bounced)
+        ctx.live = current
+        self._set_channel_brokers()
+        if new or bounced:
+            await self._on_broker_startup(new | bounced)
+
+    async def _on_broker_failure(self, dead: set[int]) -> None:
+        ctx = self.ctx
+        affected = [
+            tp
+            for tp, st in ctx.states.items()
+            if st.leader in dead or st.leader == -1 or any(b in dead for b in st.isr)
+        ]
+        batch = self._batch()
+        await self._elect_offline_and_shrink_isr(affected, batch)
+        batch.add_update_metadata(ctx.live)  # the live broker list changed
+        self._send_batch(batch)
+        for deletion in ctx.deleting.values():
+            for pb in list(deletion.pending):
+                if pb[1] in dead:
+                    deletion.pending.discard(pb)
+                    deletion.ineligible.add(pb)
+
+    async def _on_broker_startup(self, new: set[int]) -> None:
+        ctx = self.ctx
+        batch = self._batch()
+        # New brokers get everything; the others learn the new broker list.
+        batch.add_update_metadata(new, ctx.all_partitions())
+        batch.add_update_metadata(ctx.live)
+        on_new = [tp for b in new for tp in ctx.partitions_on_broker(b) if tp in ctx.states]
+        for tp in on_new:
+            batch.add_leader_and_isr([b for b in ctx.replicas(tp) if b in new], tp)
+        offline = [tp for tp in ctx.offline_partitions()]
+        await self._elect_offline_and_shrink_isr(offline, batch)
+        self._send_batch(batch)
+        await self._on_new_partitions([tp for tp in ctx.all_partitions() if tp not in ctx.states])
+        for name in list(ctx.deleting):
+            await self._resume_topic_deletion(name)
+
+    # --- topics ------------------------------------------------------------------------
+
+    async def _watch_topic(self, name: str) -> None:
+        if name in self._topic_watches:
+            return
+        self._topic_watches[name] = await self.zk.data_watch(
+            topic_path(name),
+            lambda d, s, name=name: self._enqueue(
+                "partition_change", lambda: self._on_partition_change(name)
+            ),
+        )
+
+    async def _on_topic_change(self) -> None:
+        self._require_active()
+        ctx = self.ctx
+        names = set(await self.store.get_topic_names())
+        for gone in set(ctx.topics) - names:
+            self._forget_topic(gone)
+        new_names = sorted(names - set(ctx.topics))
+        if not new_names:
+            return
+        for name, ta in (await self.store.get_topics(new_names)).items():
+            ctx.topics[name] = ta
+            await self._watch_topic(name)
+            log.info("controller: new topic %s with %d partitions", name, len(ta.partitions))
+        new_tps = [tp for name in new_names for tp in ctx.partitions_of(name)]
+        # A topic re-created with old state znodes left behind: pick them up.
+        ctx.states.update(await self.store.get_partition_states(new_tps))
+        await self._on_new_partitions(new_tps)
+
+    async def _on_partition_change(self, name: str) -> None:
+        self._require_active()
+        ctx = self.ctx
+        if name not in ctx.topics or ctx.is_deleting(name):
+            return
+        ta = await self.store.get_topic(name)
+        if ta is None:
+            return
+        old = ctx.topics[name]
+        added = sorted(set(ta.partitions) - set(old.partitions))
+        # Keep our own in-flight reassignment view; take new partitions from ZooKeeper.
+        for p in added:
+            old.partitions[p] = ta.partitions[p]
+        old.zk_version = ta.zk_version
+        if added:
+            log.info("controller: topic %s gained partitions %s", name, added)
+            await self._on_new_partitions([(name, p) for p in added])
+
+    def _forget_topic(self, name: str) -> None:
+        ctx = self.ctx
+        for tp in ctx.partitions_of(name):
+            ctx.states.pop(tp, None)
+            ctx.reassigning.pop(tp, None)
+            ctx.reassign_origin.pop(tp, None)
+        ctx.topics.pop(name, None)
+        ctx.deleting.pop(name, None)
+        handle = self._topic_watches.pop(name, None)
+        if handle:
+            handle.cancel()
+
+    # --- topic deletion ----------------------------------------------------------------
+
+    async def _on_topic_deletion(self) -> None:
+        fence = self._require_active()
+        names = await self.store.get_topics_to_delete()
+        for name in names:
+            if name in self.ctx.deleting:
+                continue
+            if not _as_bool(self.config["delete.topic.enable"]):
+                log.warning("delete.topic.enable=false: ignoring deletion of %s", name)
+                await self.store.remove_deletion_marker(fence, name)
+                continue
+            await self._start_topic_deletion(name)
+
+    async def _start_topic_deletion(self, name: str) -> None:
+        fence = self._require_active()
+        ctx = self.ctx
+        if name in ctx.deleting:
+            return
+        if name not in ctx.topics:
+            await self.store.remove_deletion_marker(fence, name)
+            return
+        log.info("controller: deleting topic %s", name)
+        deletion = TopicDeletion()
+        ctx.deleting[name] = deletion
+        for tp in ctx.partitions_of(name):
+            for b in ctx.replicas(tp):
+                deletion.ineligible.add((tp[1], b))
+            ctx.reassigning.pop(tp, None)
+            ctx.reassign_origin.pop(tp, None)
+        batch = self._batch()
+        batch.add_update_metadata(ctx.live, ctx.partitions_of(name))  # leader -2: forget it
+        self._send_batch(batch)
+        await self._resume_topic_deletion(name)
+
+    async def _resume_topic_deletion(self, name: str) -> None:
+        """Send StopReplica(delete) to every live replica not yet confirmed."""
+        ctx = self.ctx
+        deletion = ctx.deleting.get(name)
+        if deletion is None:
+            return
+        batch = self._batch()
+        for p, b in sorted(deletion.ineligible):
+            if b in ctx.live:
+                deletion.ineligible.discard((p, b))
+                deletion.pending.add((p, b))
+                batch.add_stop_replica([b], (name, p), delete=True)
+        self._send_batch(batch)
+        await self._maybe_complete_deletion(name)
+
+    def _stop_replica_callback(self, broker_id: int, parts: dict[TopicPartition, bool]) -> Callable:
+        async def on_response(result: Any) -> None:
+            ctx = self.ctx
+            if not self.is_active:
+                return
+            errors: dict[TopicPartition, int] = {}
+            if isinstance(result, dict):
+                top = result.get("error_code", 0)
+                for e in result.get("partition_errors", []) or []:
+                    errors[(e["topic_name"], e["partition_index"])] = e.get("error_code", 0) or top
+                for tp in parts:
+                    errors.setdefault(tp, top)
+            touched = set()
+            for tp, delete in parts.items():
+                deletion = ctx.deleting.get(tp[0])
+                if not delete or deletion is None or (tp[1], broker_id) not in deletion.pending:
+                    continue
+                deletion.pending.discard((tp[1], broker_id))
+                if isinstance(result, dict) and errors.get(tp, 0) == 0:
+                    deletion.done.add((tp[1], broker_id))
+                else:
+                    deletion.ineligible.add((tp[1], broker_id))
+                touched.add(tp[0])
+            for name in sorted(touched):
+                await self._maybe_complete_deletion(name)
+
+        return on_response
+
+    async def _maybe_complete_deletion(self, name: str) -> None:
+        fence = self._require_active()
+        deletion = self.ctx.deleting.get(name)
+        if deletion is None or deletion.pending or deletion.ineligible:
+            return
+        await self.store.delete_topic_znodes(fence, name)
+        log.info("controller: topic %s deleted", name)
+        self._forget_topic(name)
+
+    # --- AlterPartition (ISR changes asked by leaders) ---------------------------------
+
+    async def handle_alter_partition(self, body: dict) -> dict:
+        """AlterPartition request body -> response body (v0-v3 fields)."""
+        if not self.is_active:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.NOT_CONTROLLER),
+                "topics": [],
+            }
+        try:
+            return await self._call("alter_partition", lambda: self._alter_partition(body))
+        except _NotActive:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.NOT_CONTROLLER),
+                "topics": [],
+            }
+
+    def _resolve_topic(self, entry: dict) -> tuple[str | None, Any]:
+        name = entry.get("topic_name")
+        tid = entry.get("topic_id")
+        if name:
+            return name, tid
+        if tid is not None:
+            text = topic_id_from_uuid(tid)
+            for n, ta in self.ctx.topics.items():
+                if ta.topic_id == text:
+                    return n, tid
+        return None, tid
+
+    async def _alter_partition(self, body: dict) -> dict:
+        self._require_active()
+        ctx = self.ctx
+        broker_id = body.get("broker_id", -1)
+        broker_epoch = body.get("broker_epoch", -1)
+        info = ctx.live.get(broker_id)
+        if info is None or (broker_epoch != -1 and broker_epoch != info.epoch):
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
+                "topics": [],
+            }
+        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
+        expected: dict[TopicPartition, int] = {}
+        results: dict[TopicPartition, int] = {}
+        order: list[tuple[dict, str | None, list[tuple[int, TopicPartition | None]]]] = []
+        for entry in body.get("topics", []) or []:
+            name, _ = self._resolve_topic(entry)
+            parts: list[tuple[int, TopicPartition | None]] = []
+            for part in entry.get("partitions", []) or []:
+                p = part.get("partition_index", -1)
+                tp = (name, p) if name is not None else None
+                parts.append((p, tp))
+                if tp is None or tp not in ctx.states:
+                    continue
+                code = self._check_alter_partition(broker_id, tp, part)
+                if code != ErrorCode.NONE:
+                    results[tp] = int(code)
+                    continue
+                st = ctx.states[tp]
+                new_isr = self._requested_isr(part)
+                if new_isr == st.isr:
+                    results[tp] = 0  # a retry of an applied change: answer with the current state
+                    continue
+                changes[tp] = election.LeaderAndIsr(st.leader, st.leader_epoch, new_isr)
+                expected[tp] = part.get("partition_epoch", -1)
+            order.append((entry, name, parts))
+        written = await self._write_states(changes)
+        for tp in changes:
+            results[tp] = 0 if tp in written else int(ErrorCode.INVALID_UPDATE_VERSION)
+        if written:
+            batch = self._batch()
+            batch.add_update_metadata(ctx.live, written)
+            self._send_batch(batch)
+            for tp in written:
+                if tp in ctx.reassigning:
+                    await self._maybe_complete_reassignment(tp)
+        out_topics = []
+        for entry, name, parts in order:
+            out_parts = []
+            for p, tp in parts:
+                if tp is None or tp not in ctx.states:
+                    code = (
+                        ErrorCode.UNKNOWN_TOPIC_ID
+                        if name is None
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    )
+                    out_parts.append(self._alter_partition_result(p, int(code), None))
+                    continue
+                out_parts.append(
+                    self._alter_partition_result(p, results.get(tp, 0), ctx.states[tp])
+                )
+            out = {"partitions": out_parts}
+            if "topic_name" in entry:
+                out["topic_name"] = entry["topic_name"]
+            if "topic_id" in entry:
+                out["topic_id"] = entry["topic_id"]
+            out_topics.append(out)
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": out_topics}
+
+    @staticmethod
+    def _requested_isr(part: dict) -> list[int]:
+        if part.get("new_isr_with_epochs"):
+            return [int(b["broker_id"]) for b in part["new_isr_with_epochs"]]
+        return [int(b) for b in part.get("new_isr", []) or []]
+
+    def _check_alter_partition(self, broker_id: int, tp: TopicPartition, part: dict) -> ErrorCode:
+        ctx = self.ctx
+        st = ctx.states[tp]
+        if st.leader != broker_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if part.get("leader_epoch", -1) != st.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if part.get("partition_epoch", -1) != st.zk_version:
+            return ErrorCode.INVALID_UPDATE_VERSION
+        new_isr = self._requested_isr(part)
+        replicas = ctx.replicas(tp)
+        if broker_id not in new_isr or len(set(new_isr)) != len(new_isr):
+            return ErrorCode.INVALID_REQUEST
+        added = [b for b in new_isr if b not in st.isr]
+        for b in new_isr:
+            if b not in replicas:
+                return ErrorCode.INELIGIBLE_REPLICA
+        for b in added:
+            if b not in ctx.live or b in ctx.shutting_down:
+                return ErrorCode.INELIGIBLE_REPLICA
+        for b in part.get("new_isr_with_epochs") or []:
+            epoch = b.get("broker_epoch", -1)
+            if (
+                epoch != -1
+                and b["broker_id"] in ctx.live
+                and epoch != ctx.live[b["broker_id"]].epoch
+            ):
+                return ErrorCode.INELIGIBLE_REPLICA
+        return ErrorCode.NONE
+
+    @staticmethod
+    def _alter_partition_result(p: int, code: int, st: PartitionState | None) -> dict:
+        return {
+            "partition_index": p,
+            "error_code": code,
+            "leader_id": st.leader if st and code == 0 else -1,
+            "leader_epoch": st.leader_epoch if st and code == 0 else -1,
+            "isr": list(st.isr) if st and code == 0 else [],
+            "leader_recovery_state": 0,
+            "partition_epoch": st.zk_version if st and code == 0 else -1,
+        }
+
+    # --- controlled shutdown -----------------------------------------------------------
+
+    async def handle_controlled_shutdown(self, body: dict) -> dict:
+        """ControlledShutdown request body -> response body. The broker retries until
+        remaining_partitions is empty (or gives up and shuts down anyway)."""
+        if not self.is_active:
+            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "remaining_partitions": []}
+        try:
+            return await self._call("controlled_shutdown", lambda: self._controlled_shutdown(body))
+        except _NotActive:
+            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "remaining_partitions": []}
+
+    async def _controlled_shutdown(self, body: dict) -> dict:
+        self._require_active()
+        ctx = self.ctx
+        b = body.get("broker_id", -1)
+        epoch = body.get("broker_epoch", -1)
+        if b not in ctx.live:
+            return {"error_code": int(ErrorCode.BROKER_NOT_AVAILABLE), "remaining_partitions": []}
+        if epoch != -1 and epoch != ctx.live[b].epoch:
+            return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "remaining_partitions": []}
+        ctx.shutting_down.add(b)
+        live = ctx.live_ids
+        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
+        followers: list[TopicPartition] = []
+        for tp in ctx.partitions_on_broker(b):
+            st = ctx.states.get(tp)
+            if st is None or ctx.is_deleting(tp[0]):
+                continue
+            replicas = ctx.replicas(tp)
+            if st.leader == b:
+                if len(replicas) > 1:
+                    r = election.controlled_shutdown_election(
+                        replicas, st.isr, live, st.leader_epoch, ctx.shutting_down
+                    )
+                    if isinstance(r, election.LeaderAndIsr):
+                        changes[tp] = r
+            elif b in st.isr:
+                changes[tp] = election.LeaderAndIsr(
+                    st.leader, st.leader_epoch + 1, [x for x in st.isr if x != b]
+                )
+                followers.append(tp)
+        written = await self._write_states(changes)
+        batch = self._batch()
+        batch.add_leader_and_isr_for_replicas(written)
+        for tp in followers:
+            if tp in written:
+                batch.add_stop_replica([b], tp, delete=False)
+        batch.add_update_metadata(ctx.live, written)
+        self._send_batch(batch)
+        remaining = [
+            {"topic_name": tp[0], "partition_index": tp[1]}
+            for tp in ctx.partitions_on_broker(b)
+            if tp in ctx.states and ctx.states[tp].leader == b and len(ctx.replicas(tp)) > 1
+        ]
+        return {"error_code": 0, "remaining_partitions": remaining}
+
+    # --- preferred leader election -----------------------------------------------------
+
+    async def handle_elect_leaders(self, body: dict) -> dict:
+        """ElectLeaders request body (v0-v2) -> response body."""
+        if not self.is_active:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.NOT_CONTROLLER),
+                "replica_election_results": [],
+            }
+        try:
+            return await self._call("elect_leaders", lambda: self._elect_leaders(body))
+        except _NotActive:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.NOT_CONTROLLER),
+                "replica_election_results": [],
+            }
+
+    async def _elect_leaders(self, body: dict) -> dict:
+        self._require_active()
+        ctx = self.ctx
+        kind = body.get("election_type", ELECTION_PREFERRED)
+        requested = body.get("topic_partitions")
+        if requested is None:
+            tps = [tp for tp in ctx.all_partitions() if tp in ctx.states]
+        else:
+            tps = [(t["topic"], p) for t in requested for p in t.get("partitions", [])]
+        codes = await self._run_elections(tps, kind)
+        by_topic: dict[str, list[dict]] = {}
+        for (t, p), (code, msg) in codes.items():
+            by_topic.setdefault(t, []).append(
+                {"partition_id": p, "error_code": int(code), "error_message": msg}
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "replica_election_results": [
+                {"topic": t, "partition_result": r} for t, r in by_topic.items()
+            ],
+        }
+
+    async def _run_elections(
+        self, tps: Iterable[TopicPartition], kind: int
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        ctx = self.ctx
+        electable = ctx.electable_ids
+        codes: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
+        for tp in tps:
+            st = ctx.states.get(tp)
+            if st is None or ctx.is_deleting(tp[0]):
+                codes[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition")
+                continue
+            replicas = ctx.replicas(tp)
+            if kind == ELECTION_UNCLEAN:
+                if st.leader in ctx.live:
+                    codes[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "partition has a leader")
+                    continue
+                r = election.unclean_election(replicas, st.isr, electable, st.leader_epoch)
+                missing = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            else:
+                if replicas and st.leader == replicas[0]:
+                    codes[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "preferred replica is the leader")
+                    continue
+                r = election.preferred_election(replicas, st.isr, electable, st.leader_epoch)
+                missing = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            if isinstance(r, election.NoLeader):
+                codes[tp] = (missing, r.reason)
+                continue
+            if r.unclean:
+                self.metrics.unclean_elections += 1
+                log.error(
+                    "UNCLEAN leader election (requested) for %s-%d: broker %d",
+                    tp[0],
+                    tp[1],
+                    r.leader,
+                )
+            changes[tp] = r
+        started = time.perf_counter()
+        written = await self._write_states(changes)
+        if written:
+            self.metrics.leader_elections += len(written)
+            self.metrics.leader_election_time_ms_total += (time.perf_counter() - started) * 1000
+        for tp in changes:
+            codes[tp] = (
+                (ErrorCode.NONE, None)
+                if tp in written
+                else (ErrorCode.INVALID_UPDATE_VERSION, "retry")
+            )
+        batch = self._batch()
+        batch.add_leader_and_isr_for_replicas(written)
+        batch.add_update_metadata(ctx.live, written)
+        self._send_batch(batch)
+        return codes
+
+    async def _on_preferred_znode(self) -> None:
+        fence = self._require_active()
+        tps = await self.store.get_preferred_replica_election()
+        if not tps:
+            return
+        await self._run_elections(sorted(tps), ELECTION_PREFERRED)
+        await self.store.delete_preferred_replica_election(fence)
+
+    def _start_rebalance_timer(self) -> None:
+        if not _as_bool(self.config["auto.leader.rebalance.enable"]):
+            return
+        interval = float(self.config["leader.imbalance.check.interval.seconds"])
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                self._enqueue("auto_rebalance", self._auto_rebalance)
+
+        self._rebalance_task = asyncio.get_running_loop().create_task(tick())
+
+    async def _auto_rebalance(self) -> None:
+        """Move leadership back to preferred replicas on brokers whose share of
+        partitions led by someone else exceeds leader.imbalance.per.broker.percentage."""
+        self._require_active()
+        ctx = self.ctx
+        threshold = float(self.config["leader.imbalance.per.broker.percentage"]) / 100.0
+        preferred_of: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.all_partitions():
+            reps = ctx.replicas(tp)
+            if (
+                reps
+                and tp in ctx.states
+                and not ctx.is_deleting(tp[0])
+                and tp not in ctx.reassigning
+            ):
+                preferred_of.setdefault(reps[0], []).append(tp)
+        to_elect: list[TopicPartition] = []
+        for b, tps in preferred_of.items():
+            if b not in ctx.electable_ids:
+                continue
+            not_led = [tp for tp in tps if ctx.states[tp].leader != b]
+            if tps and len(not_led) / len(tps) > threshold:
+                to_elect.extend(tp for tp in not_led if b in ctx.states[tp].isr)
+        if to_elect:
+            log.info("controller: auto leader rebalance of %d partitions", len(to_elect))
+            await self._run_elections(to_elect, ELECTION_PREFERRED)
+
+    async def trigger_auto_rebalance(self) -> None:
+        """Run one auto-rebalance check now (tests, admin tooling)."""
+        await self._call("auto_rebalance", self._auto_rebalance)
+
+    # --- partition reassignment --------------------------------------------------------
+
+    async def handle_alter_partition_reassignments(self, body: dict) -> dict:
+        """AlterPartitionReassignments request body -> response body. replicas None
+        cancels a reassignment in progress."""
+        if not self.is_active:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.NOT_CONTROLLER),
+                "error_message": None,
+                "responses": [],
+            }
+        try:
+            return await self._call("alter_reassignments", lambda: self._alter_reassignments(body))
+        except _NotActive:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.NOT_CONTROLLER),
+                "error_message": None,
+                "responses": [],
+            }
+
+    async def _alter_reassignments(self, body: dict) -> dict:
+        self._require_active()
+        responses = []
+        for topic in body.get("topics", []) or []:
+            parts = []
+            for part in topic.get("partitions", []) or []:
+                tp = (topic["name"], part["partition_index"])
+                code, msg = await self._start_reassignment(tp, part.get("replicas"))
+                parts.append(
+                    {"partition_index": tp[1], "error_code": int(code), "error_message": msg}
+                )
+            responses.append({"name": topic["name"], "partitions": parts})
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "error_message": None,
+            "responses": responses,
+        }
+
+    def list_partition_reassignments(
+        self,
+    ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        """{tp: (replicas, adding, removing)} of reassignments in progress."""
+        out = {}
+        for tp in self.ctx.reassigning:
+            ta = self.ctx.topics[tp[0]]
+            out[tp] = (
+                list(ta.partitions.get(tp[1], [])),
+                list(ta.adding_replicas.get(tp[1], [])),
+                list(ta.removing_replicas.get(tp[1], [])),
+            )
+        return out
+
+    async def _start_reassignment(
+        self, tp: TopicPartition, target: list[int] | None
+    ) -> tuple[ErrorCode, str | None]:
+        fence = self._require_active()
+        ctx = self.ctx
+        st = ctx.states.get(tp)
+        if st is None or ctx.is_deleting(tp[0]):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition"
+        if target is None:
+            if tp not in ctx.reassigning:
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "no reassignment in progress"
+            target = ctx.reassign_origin[tp]
+        target = [int(b) for b in target]
+        if not target or len(set(target)) != len(target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "empty or duplicate replicas"
+        unknown = [b for b in target if b not in ctx.live]
+        if unknown:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown or dead brokers {unknown}"
+        origin = ctx.reassign_origin.get(tp, ctx.replicas(tp))
+        ta = ctx.topics[tp[0]]
+        full = list(target) + [b for b in origin if b not in target]
+        adding = [b for b in target if b not in origin]
+        removing = [b for b in origin if b not in target]
+        if not adding and not removing and ctx.replicas(tp) == target:
+            ctx.reassigning.pop(tp, None)
+            ctx.reassign_origin.pop(tp, None)
+            return ErrorCode.NONE, None
+        new_ta = TopicAssignment(
+            ta.name,
+            ta.topic_id,
+            {**ta.partitions, tp[1]: full},
+            {**ta.adding_replicas, tp[1]: adding},
+            {**ta.removing_replicas, tp[1]: removing},
+        )
+        if not adding:
+            new_ta.adding_replicas.pop(tp[1])
+        if not removing:
+            new_ta.removing_replicas.pop(tp[1])
+        new_ta.zk_version = await self.store.set_topic_assignment(fence, new_ta)
+        ctx.topics[tp[0]] = new_ta
+        ctx.reassigning[tp] = target
+        ctx.reassign_origin[tp] = origin
+        # Bump the leader epoch so every replica, new ones included, learns the new set.
+        written = await self._write_states(
+            {tp: election.LeaderAndIsr(st.leader, st.leader_epoch + 1, list(st.isr))}
+        )
+        batch = self._batch()
+        batch.add_leader_and_isr_for_replicas(written, is_new=False)
+        batch.add_update_metadata(ctx.live, written)
+        self._send_batch(batch)
+        await self._maybe_complete_reassignment(tp)
+        return ErrorCode.NONE, None
+
+    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        fence = self._require_active()
+        ctx = self.ctx
+        target = ctx.reassigning.get(tp)
+        st = ctx.states.get(tp)
+        if target is None or st is None:
+            return
+        if not all(b in st.isr for b in target):
+            return  # new replicas still catching up; AlterPartition will bring us back
+        live = ctx.electable_ids
+        if st.leader in target and st.leader in live:
+            lai = election.LeaderAndIsr(
+                st.leader, st.leader_epoch + 1, [b for b in st.isr if b in target]
+            )
+        else:
+            result = election.reassignment_election(target, st.isr, live, st.leader_epoch)
+            if isinstance(result, election.NoLeader):
+                log.warning("reassignment of %s-%d waits: %s", tp[0], tp[1], result.reason)
+                return
+            lai = result
+        written = await self._write_states({tp: lai})
+        if tp not in written:
+            return
+        ta = ctx.topics[tp[0]]
+        removed = [b for b in ta.partitions.get(tp[1], []) if b not in target]
+        new_ta = TopicAssignment(
+            ta.name,
+            ta.topic_id,
+            {**ta.partitions, tp[1]: list(target)},
+            dict(ta.adding_replicas),
+            dict(ta.removing_replicas),
+        )
+        new_ta.adding_replicas.pop(tp[1], None)
+        new_ta.removing_replicas.pop(tp[1], None)
+        new_ta.zk_version = await self.store.set_topic_assignment(fence, new_ta)
+        ctx.topics[tp[0]] = new_ta
+        ctx.reassigning.pop(tp, None)
+        ctx.reassign_origin.pop(tp, None)
+        batch = self._batch()
+        batch.add_leader_and_isr_for_replicas(written)
+        for b in removed:
+            batch.add_stop_replica([b], tp, delete=True)
+        batch.add_update_metadata(ctx.live, written)
+        self._send_batch(batch)
+        log.info("controller: reassignment of %s-%d to %s complete", tp[0], tp[1], target)
+        if tp in ctx.reassign_from_znode:
+            ctx.reassign_from_znode.discard(tp)
+            if not ctx.reassign_from_znode:
+                await self.store.delete_reassignment_request(fence)
+
+    async def _on_reassign_znode(self) -> None:
+        self._require_active()
+        requested = await self.store.get_partition_reassignments()
+        for tp, target in sorted(requested.items()):
+            if tp in self._reassign_znode_seen:
+                continue
+            self._reassign_znode_seen.add(tp)
+            self.ctx.reassign_from_znode.add(tp)
+            code, msg = await self._start_reassignment(tp, target)
+            if code != ErrorCode.NONE or tp not in self.ctx.reassigning:
+                self.ctx.reassign_from_znode.discard(tp)
+        if requested and not self.ctx.reassign_from_znode:
+            await self.store.delete_reassignment_request(self._require_active())
+        if not requested:
+            self._reassign_znode_seen.clear()
+
+    # --- helpers for tests and the broker ------------------------------------------------
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.ctx.states.get((topic, partition))
+
+    async def refresh(self) -> None:
+        """Re-run every membership/topic check now (after a missed watch, in tests)."""
+        self._enqueue("broker_change", self._on_broker_change)
+        self._enqueue("topic_change", self._on_topic_change)
+        self._enqueue("topic_deletion", self._on_topic_deletion)
+        await self.wait_idle()
