@@ -235,17 +235,23 @@ int kr_assign_offsets(uint8_t *buf, size_t len, int64_t base_offset, int32_t epo
         }
         pos += (size_t)info.size;
     }
-    /* pass 2: both fields lie outside the CRC'd range, so no re-checksum */
+    /* pass 2: both fields lie outside the CRC'd range, so no re-checksum. Sizes are
+     * re-checked: a shared mmap could change under us, and a write must never stray. */
+    size_t checked_end = pos;
     pos = 0;
     next = base_offset;
-    while (pos < len) {
+    while (pos + KR_BATCH_HEADER_SIZE <= checked_end) {
         uint8_t *b = buf + pos;
+        int32_t batch_length = (int32_t)be32(b + OFF_LENGTH);
+        int32_t last_offset_delta = (int32_t)be32(b + OFF_LAST_OFFSET_DELTA);
+        if (batch_length < KR_MIN_BATCH_LENGTH || last_offset_delta < 0)
+            break;
         if (!epoch_only) {
             put_be64(b + OFF_BASE_OFFSET, (uint64_t)next);
-            next += (int64_t)(int32_t)be32(b + OFF_LAST_OFFSET_DELTA) + 1;
+            next += (int64_t)last_offset_delta + 1;
         }
         put_be32(b + OFF_EPOCH, (uint32_t)epoch);
-        pos += (size_t)(int32_t)be32(b + OFF_LENGTH) + KR_LOG_OVERHEAD;
+        pos += (size_t)batch_length + KR_LOG_OVERHEAD;
     }
     *next_offset = next;
     return 0;

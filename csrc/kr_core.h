@@ -26,6 +26,8 @@ uint32_t kr_crc32c(uint32_t crc, const void *data, size_t len);
 uint32_t kr_crc32c_table(uint32_t crc, const void *data, size_t len);
 uint32_t kr_crc32c_sse42(uint32_t crc, const void *data, size_t len);
 int kr_crc32c_have_sse42(void);
+/* Use the table even where SSE4.2 exists (tests of the fallback; call after init). */
+void kr_crc32c_force_table(void);
 const char *kr_crc32c_backend(void); /* "sse4.2" | "table" */
 
 uint64_t kr_xxh64(const void *data, size_t len, uint64_t seed);

@@ -95,6 +95,8 @@ void kr_crc32c_init(void)
 
 int kr_crc32c_have_sse42(void) { return have_sse42; }
 
+void kr_crc32c_force_table(void) { have_sse42 = 0; }
+
 const char *kr_crc32c_backend(void) { return have_sse42 ? "sse4.2" : "table"; }
 
 static inline uint64_t load_le64(const uint8_t *p)

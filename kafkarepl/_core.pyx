@@ -49,6 +49,7 @@ cdef extern from "kr_core.h" nogil:
     uint32_t kr_crc32c_table(uint32_t crc, const void *data, size_t len)
     uint32_t kr_crc32c_sse42(uint32_t crc, const void *data, size_t len)
     int kr_crc32c_have_sse42()
+    void kr_crc32c_force_table()
     const char *kr_crc32c_backend()
     uint64_t kr_xxh64(const void *data, size_t len, uint64_t seed)
 
@@ -99,6 +100,8 @@ cdef extern from "kr_core.h" nogil:
 
 
 kr_crc32c_init()
+if os.environ.get("KAFKAREPL_CRC32C") == "table":  # exercise the fallback on any CPU
+    kr_crc32c_force_table()
 
 # Below this size the GIL round trip costs more than the work it would overlap.
 DEF NOGIL_THRESHOLD = 65536
@@ -171,7 +174,8 @@ def _crc32c_table(data, value=0):
 
 
 def _crc32c_sse42(data, value=0):
-    """SSE4.2 CRC32C (tests and benchmarks only); RuntimeError on CPUs without it."""
+    """SSE4.2 CRC32C (tests and benchmarks only); RuntimeError on CPUs without it (or
+    when KAFKAREPL_CRC32C=table)."""
     cdef Py_buffer view
     cdef uint32_t crc = _crc_value(value)
     if not kr_crc32c_have_sse42():

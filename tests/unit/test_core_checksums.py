@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import mmap
+import os
 import random
+import subprocess
+import sys
 
 import crc32c as crc32c_ref
 import numpy as np
@@ -95,3 +98,18 @@ def test_xxh64_matches_xxhash(data):
 
 def test_xxh64_empty_vector():
     assert _core.xxh64(b"") == 0xEF46DB3751D8E999
+
+
+def test_table_backend_can_be_forced_for_the_whole_module():
+    script = (
+        "import crc32c, os\n"
+        "from kafkarepl import _core\n"
+        "assert _core.crc32c_backend() == 'table'\n"
+        "data = os.urandom(100_003)\n"
+        "assert _core.crc32c(data) == crc32c.crc32c(data)\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "KAFKAREPL_CRC32C": "table"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "ok"
