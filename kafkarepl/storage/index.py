@@ -42,12 +42,11 @@ class _SparseIndex:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(self._fd).st_size
         self.n_entries = size // self.ENTRY.size
+        # A torn trailing entry fails the sanity check: the segment rebuilds the index.
+        self.torn = bool(size % self.ENTRY.size)
         self._mm: mmap.mmap | None = None
         self._mapped_entries = 0
         self._map(self.n_entries)
-        if size % self.ENTRY.size:
-            # A torn trailing entry: drop it (the segment decides whether to rebuild).
-            self.n_entries = size // self.ENTRY.size
 
     # -- mapping -------------------------------------------------------------------
     def _map(self, entries: int) -> None:
@@ -108,6 +107,11 @@ class _SparseIndex:
 
     def reset(self) -> None:
         self.n_entries = 0
+        self.torn = False
+
+    def _check_torn(self) -> None:
+        if self.torn:
+            raise IndexCorruptError(f"{self.path}: size is not a multiple of {self.ENTRY.size}")
 
     def flush(self) -> None:
         if self._mm is not None:
@@ -163,6 +167,7 @@ class OffsetIndex(_SparseIndex):
         self.truncate_entries(self.slot_at_or_below_position(position - 1) + 1)
 
     def sanity_check(self, log_size: int) -> None:
+        self._check_torn()
         if not self.n_entries:
             return
         arr = self.entries()
@@ -203,6 +208,7 @@ class TimeIndex(_SparseIndex):
         self.n_entries = n
 
     def sanity_check(self, next_offset: int) -> None:
+        self._check_torn()
         if not self.n_entries:
             return
         arr = self.entries()
