@@ -81,6 +81,33 @@ def supported_api_versions() -> list[dict[str, int]]:
             for s in sorted(API.values(), key=lambda s: s.key)]
 
 
+_body_decoders: dict[tuple[int, int, bool], Any] = {}
+_body_encoders: dict[tuple[int, int, bool], Any] = {}
+
+
+def body_decoder(api_key: int, api_version: int, request: bool) -> Any:
+    """The compiled decoder of one (API, version, direction); built on first use."""
+    key = (api_key, api_version, request)
+    dec = _body_decoders.get(key)
+    if dec is None:
+        spec = API[api_key]
+        dec = compile_decoder(spec.request if request else spec.response, api_version,
+                              spec.is_flexible(api_version))
+        _body_decoders[key] = dec
+    return dec
+
+
+def body_encoder(api_key: int, api_version: int, request: bool) -> Any:
+    key = (api_key, api_version, request)
+    enc = _body_encoders.get(key)
+    if enc is None:
+        spec = API[api_key]
+        enc = compile_encoder(spec.request if request else spec.response, api_version,
+                              spec.is_flexible(api_version))
+        _body_encoders[key] = enc
+    return enc
+
+
 def _skip_tags(mv: memoryview, pos: int) -> int:
     n, pos = read_uvarint(mv, pos)
     for _ in range(n):
@@ -118,7 +145,7 @@ def decode_request(frame: memoryview | bytes | bytearray) -> Request:
         if flexible:
             pos = _skip_tags(mv, pos)
         header_size = pos
-        body, _ = compile_decoder(spec.request, api_version, flexible)(mv, pos)
+        body, _ = body_decoder(api_key, api_version, True)(mv, pos)
     except _DECODE_FAILURES as e:
         raise invalid_request(f"malformed {spec.name} v{api_version} request: {_describe(e)}",
                               correlation_id) from None
@@ -129,12 +156,6 @@ def _describe(e: Exception) -> str:
     if isinstance(e, IndexError | struct.error):
         return "truncated"
     return str(e) or type(e).__name__
-
-
-def _encode_body(fields: tuple, api_key: int, api_version: int, body: dict,
-                 out: list) -> None:
-    spec = API[api_key]
-    compile_encoder(fields, api_version, spec.is_flexible(api_version))(out, body)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int,
@@ -149,8 +170,15 @@ def encode_response(api_key: int, api_version: int, correlation_id: int,
     parts: list = [b"", _I32.pack(correlation_id)]  # parts[0] becomes the size prefix
     if response_header_version(api_key, api_version) == 1:
         parts.append(EMPTY_TAGS)
-    _encode_body(API[api_key].response, api_key, api_version, body, parts)
-    parts[0] = _I32.pack(sum(map(len, parts)))
+    body_encoder(api_key, api_version, False)(parts, body)
+    parts[0] = _I32.pack(sum(map(len, parts)))  # FileRange's len is its size
+    try:
+        return [b"".join(parts)]  # the common case: no FileRange
+    except TypeError:
+        return _split_at_file_ranges(parts)
+
+
+def _split_at_file_ranges(parts: list) -> list[bytes | FileRange]:
     out: list[bytes | FileRange] = []
     run: list = []
     for p in parts:
@@ -183,12 +211,12 @@ def encode_request(api_key: int, api_version: int, correlation_id: int,
             parts.append(raw)
     if header_version == 2:
         parts.append(EMPTY_TAGS)
-    _encode_body(spec.request, api_key, api_version, body, parts)
-    for p in parts:
-        if type(p) is FileRange:
-            raise ValueError("FileRange is only allowed in responses")
+    body_encoder(api_key, api_version, True)(parts, body)
     parts[0] = _I32.pack(sum(map(len, parts)))
-    return b"".join(parts)
+    try:
+        return b"".join(parts)
+    except TypeError:
+        raise ValueError("FileRange is only allowed in responses") from None
 
 
 def decode_response(api_key: int, api_version: int,
@@ -204,8 +232,7 @@ def decode_response(api_key: int, api_version: int,
             api_version = 0
         if response_header_version(api_key, api_version) == 1:
             pos = _skip_tags(mv, pos)
-        body, _ = compile_decoder(spec.response, api_version,
-                                  spec.is_flexible(api_version))(mv, pos)
+        body, _ = body_decoder(api_key, api_version, False)(mv, pos)
     except _DECODE_FAILURES as e:
         raise MalformedResponseError(
             f"malformed {spec.name} v{api_version} response: {_describe(e)}") from None

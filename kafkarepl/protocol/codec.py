@@ -301,6 +301,7 @@ def _array_writer(field: Field, t: Array, version: int, flexible: bool, nullable
     item_writer = None if fixed else (
         compile_encoder(item.fields, version, flexible) if isinstance(item, Struct)
         else field_writer(Field(name, item), version, flexible))
+    small_packs = [struct.Struct(f">{n}{fixed}").pack for n in range(32)] if fixed else []
 
     def write(out: list, v: Any) -> None:
         if v is None:
@@ -308,22 +309,24 @@ def _array_writer(field: Field, t: Array, version: int, flexible: bool, nullable
                 raise EncodeError(f"{name} is not nullable in this version")
             out.append(null)
             return
-        out.append(write_count(len(v)))
+        n = len(v)
+        out.append(write_count(n))
         if fixed:
-            out.append(struct.pack(f">{len(v)}{fixed}", *v))
+            out.append((small_packs[n] if n < 32 else struct.Struct(f">{n}{fixed}").pack)(*v))
         else:
             for x in v:
                 item_writer(out, x)
     return write
 
 
-_decoders: dict[tuple[int, int, bool], Reader] = {}
-_encoders: dict[tuple[int, int, bool], Writer] = {}
+# Keyed by the field tuple itself (Fields hash by identity), which also keeps it alive.
+_decoders: dict[tuple[tuple[Field, ...], int, bool], Reader] = {}
+_encoders: dict[tuple[tuple[Field, ...], int, bool], Writer] = {}
 
 
 def compile_decoder(fields: tuple[Field, ...], version: int, flexible: bool) -> Reader:
     """fields at ``version`` -> ``decode(mv, pos) -> (dict, pos)``; cached per tree."""
-    cache_key = (id(fields), version, flexible)
+    cache_key = (fields, version, flexible)
     dec = _decoders.get(cache_key)
     if dec is not None:
         return dec
@@ -423,7 +426,7 @@ def _tag_section_reader(tagged: dict[int, tuple[str, Reader]]) -> ReadOp:
 
 def compile_encoder(fields: tuple[Field, ...], version: int, flexible: bool) -> Writer:
     """fields at ``version`` -> ``encode(out: list, d: dict)`` appending buffers to out."""
-    cache_key = (id(fields), version, flexible)
+    cache_key = (fields, version, flexible)
     enc = _encoders.get(cache_key)
     if enc is not None:
         return enc
@@ -502,12 +505,19 @@ def _tag_section_writer(tagged: tuple[tuple[int, str, Writer, Field], ...]) -> W
     if not tagged:
         return lambda out, d: out.append(EMPTY_TAGS)
     defaults = tuple(default_value(f) for _, _, _, f in tagged)
+    keys = tuple(key for _, key, _, _ in tagged)
 
     def write_tags(out: list, d: dict) -> None:
+        for k in keys:
+            if k in d:
+                break
+        else:  # fast path: no tagged field given at all
+            out.append(EMPTY_TAGS)
+            return
         sections = []
         for (tag, key, writer, _), dflt in zip(tagged, defaults, strict=True):
-            v = d.get(key, dflt)
-            if v == dflt:  # known tagged fields are sent only when not at their default
+            v = d.get(key, NO_DEFAULT)
+            if v is NO_DEFAULT or v == dflt:  # sent only when not at their default
                 continue
             buf: list = []
             writer(buf, v)
