@@ -161,9 +161,10 @@ class PartitionState:
         partition_epoch: int,
         now_ms: int,
     ) -> FollowerFetcher | None:
-        """Apply LeaderAndIsr naming another broker leader. Returns a new FollowerFetcher
-        (starting with truncation by leader epoch, KIP-101) when the leader epoch changed,
-        None for stale or same-epoch requests (the current fetcher, if any, goes on)."""
+        """Apply LeaderAndIsr naming another broker leader (leader_id -1: none, the
+        partition is offline). Returns a new FollowerFetcher (starting with truncation by
+        leader epoch, KIP-101) when the leader epoch changed, None for stale or same-epoch
+        requests (the current fetcher, if any, goes on) and for an offline partition."""
         from .follower import FollowerFetcher
 
         if leader_epoch < self.leader_epoch or (
@@ -180,7 +181,7 @@ class PartitionState:
         self.isr, self.replicas = frozenset(isr), tuple(replicas)
         self.pending_isr = None
         self.remotes = {}
-        self.fetcher = FollowerFetcher(self, leader_id, leader_epoch)
+        self.fetcher = FollowerFetcher(self, leader_id, leader_epoch) if leader_id >= 0 else None
         return self.fetcher
 
     def stop_replica(self) -> None:

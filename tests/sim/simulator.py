@@ -1,0 +1,730 @@
+"""Deterministic simulator for the sans-I/O replication core.
+
+N brokers, each holding PartitionStates over MemoryLogs, a ZooKeeper-mode controller,
+and a network that delays, drops and reorders broker-to-broker messages, all on one
+simulated clock driven by a seeded random.Random. Scenario tests script it step by step;
+the swarm test drives it with random faults. `check()` asserts the safety invariants
+after every step and raises InvariantViolation with a description.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kafkarepl.errors import ErrorCode
+from kafkarepl.replication import (
+    DelayedFetch,
+    DelayedProduce,
+    EpochRequest,
+    FetchRequest,
+    FetchResponse,
+    FetchWait,
+    FollowerFetcher,
+    IsrChange,
+    MemoryLog,
+    PartitionConfig,
+    PartitionState,
+    ProduceWait,
+    Purgatory,
+    ReplicationMetrics,
+    Role,
+)
+
+CONTROLLER = -1
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+@dataclass
+class SimConfig:
+    brokers: int = 3
+    partitions: int = 1
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    unclean: bool = False
+    replica_lag_time_max_ms: int = 400
+    session_timeout_ms: int = 500
+    fetch_max_wait_ms: int = 50
+    fetch_max_records: int = 20
+    fetch_timeout_ms: int = 300
+    fetch_backoff_ms: int = 20
+    produce_timeout_ms: int = 1_500
+    hw_checkpoint_interval_ms: int = 100
+    net_delay_ms: tuple[int, int] = (1, 10)
+    net_loss: float = 0.0
+
+
+@dataclass
+class Msg:
+    src: int
+    dst: int
+    kind: str
+    body: tuple
+    dst_incarnation: int
+
+
+@dataclass
+class PState:
+    """The controller's record of a partition (ZooKeeper's partition state znode)."""
+
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+
+
+class Network:
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.queue: list[tuple[int, int, Msg]] = []
+        self.seq = itertools.count()
+        # Scenario hook: return True to drop a message.
+        self.drop_if: Callable[[Msg], bool] | None = None
+        self.cut: dict[int, int] = {}  # broker -> cut off from other brokers until (ms)
+
+    def send(self, src: int, dst: int, kind: str, *body: object) -> None:
+        sim = self.sim
+        lo, hi = sim.cfg.net_delay_ms
+        broker_link = src != CONTROLLER and dst != CONTROLLER
+        if broker_link and sim.cfg.net_loss and sim.rng.random() < sim.cfg.net_loss:
+            return
+        if dst == CONTROLLER:
+            inc = 0
+        elif src == CONTROLLER:
+            # The broker epoch the controller knows (KIP-380): a restarted broker drops
+            # requests meant for its previous incarnation.
+            inc = sim.controller.registered.get(dst, -1)
+        else:
+            inc = sim.brokers[dst].incarnation
+        msg = Msg(src, dst, kind, body, inc)
+        heapq.heappush(self.queue, (sim.now + sim.rng.randint(lo, hi), next(self.seq), msg))
+
+    def due(self, now: int) -> list[Msg]:
+        out = []
+        while self.queue and self.queue[0][0] <= now:
+            out.append(heapq.heappop(self.queue)[2])
+        return out
+
+    def requeue(self, msg: Msg, at: int) -> None:
+        heapq.heappush(self.queue, (at, next(self.seq), msg))
+
+    def dropped(self, msg: Msg) -> bool:
+        now = self.sim.now
+        if msg.src != CONTROLLER and msg.dst != CONTROLLER:
+            if self.cut.get(msg.src, 0) > now or self.cut.get(msg.dst, 0) > now:
+                return True
+        return self.drop_if is not None and self.drop_if(msg)
+
+
+class Broker:
+    def __init__(self, sim: Simulation, broker_id: int) -> None:
+        self.sim = sim
+        self.id = broker_id
+        self.logs: dict[int, MemoryLog] = {}  # survive crashes (the disk)
+        self.hw_checkpoint: dict[int, int] = {}
+        self.alive = True
+        self.incarnation = 0
+        self.paused_until = 0
+        self.zk_cut_until = 0
+        self.metrics = ReplicationMetrics()  # cumulative across restarts, for tests
+        self.next_checkpoint = 0
+        self._start()
+
+    def _start(self) -> None:
+        self.incarnation += 1
+        self.parts: dict[int, PartitionState] = {}
+        self.sent_at: dict[int, int] = {}
+        self.produces: Purgatory[DelayedProduce] = Purgatory()
+        self.fetches: Purgatory[DelayedFetch] = Purgatory()
+        cfg = self.sim.cfg
+        pcfg = PartitionConfig(
+            min_insync_replicas=cfg.min_insync_replicas,
+            replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            unclean_leader_election_enable=cfg.unclean,
+            replica_fetch_backoff_ms=cfg.fetch_backoff_ms,
+        )
+        for p in range(cfg.partitions):
+            if self.id in self.sim.assignment[p]:
+                log = self.logs.setdefault(p, MemoryLog())
+                self.parts[p] = PartitionState(
+                    self.id, log, pcfg, high_watermark=self.hw_checkpoint.get(p, 0), metrics=self.metrics
+                )
+
+    @property
+    def running(self) -> bool:
+        return self.alive and self.paused_until <= self.sim.now
+
+    def crash(self, lose_unflushed: bool) -> None:
+        for log in self.logs.values():
+            log.crash(lose_unflushed)
+        self.alive = False
+
+    def restart(self) -> None:
+        self.alive = True
+        self.paused_until = 0
+        self._start()
+
+    # -- events ------------------------------------------------------------------------
+
+    def handle(self, msg: Msg) -> None:
+        getattr(self, "on_" + msg.kind)(msg.src, *msg.body)
+
+    def on_leader_and_isr(self, _src: int, p: int, st: PState, unclean: bool) -> None:
+        part = self.parts[p]
+        now = self.sim.now
+        self.sim.trace("b%d p%d LeaderAndIsr %s (was %s e%d)", self.id, p, st, part.role.value, part.leader_epoch)
+        if st.leader == self.id:
+            if part.become_leader(st.leader_epoch, st.isr, st.replicas, st.partition_epoch, now, unclean=unclean):
+                self.sim.record_leader(p, st.leader_epoch, self.id)
+            self._complete_produces(p)
+        else:  # leader -1: offline, stop fetching
+            fetcher = part.become_follower(st.leader, st.leader_epoch, st.isr, st.replicas, st.partition_epoch, now)
+            if fetcher is not None and self.sim.fetcher_factory is not None:
+                part.fetcher = self.sim.fetcher_factory(part, st.leader, st.leader_epoch)
+            self._complete_produces(p)
+
+    def produce(self, p: int, values: list[object], acks: int) -> DelayedProduce | ErrorCode:
+        part = self.parts.get(p)
+        if part is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        err = part.check_produce(acks)
+        if err is not ErrorCode.NONE:
+            return err
+        first, nxt = part.log.append_as_leader(values, part.leader_epoch)  # type: ignore[attr-defined]
+        hw_moved = part.on_leader_append(self.sim.now)
+        self.fetches.check(p, self.sim.now)  # followers long-polling for new data
+        if hw_moved:
+            self._complete_produces(p)
+        if acks != -1:
+            return ErrorCode.NONE
+        op = DelayedProduce(
+            {p: ProduceWait(part, nxt, part.leader_epoch)},
+            self.sim.now + self.sim.cfg.produce_timeout_ms,
+            context=(p, first, list(values)),
+        )
+        if self.produces.try_complete_else_watch(op, self.sim.now):
+            self.sim.on_produce_done(self, op)
+        return op
+
+    def _complete_produces(self, p: int) -> None:
+        for op in self.produces.check(p, self.sim.now):
+            self.sim.on_produce_done(self, op)
+
+    def on_fetch(self, src: int, p: int, req: FetchRequest) -> None:
+        part, now = self.parts[p], self.sim.now
+        err = part.validate_leader_epoch(req.current_leader_epoch) if part.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if err is not ErrorCode.NONE:
+            self.sim.net.send(self.id, src, "fetch_response", p, req, FetchResponse(err))
+            return
+        res = part.on_follower_fetch(src, req.fetch_offset, req.last_fetched_epoch, now)
+        self._after_leader_event(p, res.hw_changed, res.isr_change)
+        if res.error is ErrorCode.NONE and res.diverging_epoch is None and req.fetch_offset == res.log_end_offset:
+            op = DelayedFetch(
+                {p: FetchWait(part, req.fetch_offset, part.leader_epoch, True)},
+                min_bytes=1,
+                deadline_ms=now + self.sim.cfg.fetch_max_wait_ms,
+                available_bytes=lambda _k, w: w.partition.log.log_end_offset - w.fetch_offset,
+                context=(src, p, req),
+            )
+            if not self.fetches.try_complete_else_watch(op, now):
+                return
+            self._answer_fetch(op)
+            return
+        self._send_fetch_response(src, p, req, res.error, res.diverging_epoch)
+
+    def _answer_fetch(self, op: DelayedFetch) -> None:
+        src, p, req = op.context  # type: ignore[misc]
+        part = self.parts[p]
+        if not part.is_leader or part.leader_epoch != req.current_leader_epoch:
+            self.sim.net.send(self.id, src, "fetch_response", p, req, FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            return
+        # As Kafka: the completing read updates the follower's fetch state again.
+        res = part.on_follower_fetch(src, req.fetch_offset, req.last_fetched_epoch, self.sim.now)
+        self._after_leader_event(p, res.hw_changed, res.isr_change)
+        self._send_fetch_response(src, p, req, res.error, res.diverging_epoch)
+
+    def _send_fetch_response(self, src: int, p: int, req: FetchRequest, error: ErrorCode, diverging) -> None:
+        part = self.parts[p]
+        records = None
+        if error is ErrorCode.NONE and diverging is None:
+            n = self.sim.rng.randint(1, self.sim.cfg.fetch_max_records)
+            records = part.log.read(req.fetch_offset, max_records=n)  # type: ignore[attr-defined]
+        resp = FetchResponse(error, part.high_watermark, part.log.log_start_offset, records, diverging)
+        self.sim.net.send(self.id, src, "fetch_response", p, req, resp)
+
+    def _after_leader_event(self, p: int, hw_changed: bool, change: IsrChange | None) -> None:
+        if hw_changed:
+            self._complete_produces(p)
+        if change is not None:
+            self.sim.net.send(self.id, CONTROLLER, "alter_partition", p, change)
+
+    def on_fetch_response(self, _src: int, p: int, req: FetchRequest, resp: FetchResponse) -> None:
+        part = self.parts[p]
+        fetcher = part.fetcher
+        if fetcher is None:
+            return
+        out = fetcher.on_fetch_response(req, resp, self.sim.now)
+        if out.truncated_to is not None or out.error is not ErrorCode.NONE:
+            self.sim.trace("b%d p%d fetch %s -> %s: %s", self.id, p, req, resp, out)
+        if not out.stale and out.error is ErrorCode.NONE and resp.diverging_epoch is None:
+            self.sim.fetched_in_epoch.add((self.id, self.incarnation, p, fetcher.leader_epoch))
+
+    def on_epoch(self, src: int, p: int, req: EpochRequest) -> None:
+        err, eo = self.parts[p].end_offset_for_epoch(req.leader_epoch, req.current_leader_epoch)
+        self.sim.net.send(self.id, src, "epoch_response", p, req, err, eo)
+
+    def on_epoch_response(self, _src: int, p: int, req: EpochRequest, err: ErrorCode, eo) -> None:
+        fetcher = self.parts[p].fetcher
+        if fetcher is not None:
+            out = fetcher.on_epoch_end_offset(req, err, eo, self.sim.now)
+            self.sim.trace("b%d p%d epoch %s -> %s %s: %s", self.id, p, req, err, eo, out)
+
+    def on_alter_partition_response(self, _src: int, p: int, ok: bool, st: PState) -> None:
+        part = self.parts[p]
+        if ok:
+            if part.on_isr_change_committed(st.isr, st.partition_epoch, self.sim.now):
+                self._complete_produces(p)
+        elif part.pending_isr is not None:
+            part.on_isr_change_failed(ErrorCode.INVALID_UPDATE_VERSION, self.sim.now)
+        self._complete_produces(p)
+
+    # -- timers ------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        now, net = self.sim.now, self.sim.net
+        for p, part in self.parts.items():
+            if part.is_leader:
+                change = part.maybe_shrink_isr(now)
+                if change is not None:
+                    net.send(self.id, CONTROLLER, "alter_partition", p, change)
+            fetcher = part.fetcher
+            if fetcher is not None:
+                if fetcher.in_flight is not None and now - self.sent_at.get(p, now) > self.sim.cfg.fetch_timeout_ms:
+                    fetcher.on_request_failed(fetcher.in_flight, now)
+                req = fetcher.next_request(now)
+                if req is not None:
+                    self.sent_at[p] = now
+                    kind = "epoch" if isinstance(req, EpochRequest) else "fetch"
+                    net.send(self.id, fetcher.leader_id, kind, p, req)
+        for op in self.produces.poll(now):
+            self.sim.on_produce_done(self, op)
+        for op in self.fetches.poll(now):
+            self._answer_fetch(op)
+        if now >= self.next_checkpoint:
+            self.checkpoint_hw()
+            self.next_checkpoint = now + self.sim.cfg.hw_checkpoint_interval_ms
+
+    def checkpoint_hw(self) -> None:
+        for p, part in self.parts.items():
+            self.hw_checkpoint[p] = part.high_watermark
+
+
+class Controller:
+    """ZooKeeper-mode controller: liveness by session, clean elections from the ISR in
+    assignment order, unclean only when enabled, conditional AlterPartition."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.state = {
+            p: PState(tuple(r), r[0], 0, tuple(r)) for p, r in enumerate(sim.assignment)
+        }
+        self.registered: dict[int, int] = {}  # broker -> incarnation with a live session
+        self.last_heartbeat: dict[int, int] = {}
+        self.unclean_elections = 0
+
+    def start(self) -> None:
+        for b in self.sim.brokers:
+            self.registered[b.id] = b.incarnation
+            self.last_heartbeat[b.id] = self.sim.now
+        for p in self.state:
+            self._push(p, unclean=False)
+
+    def live(self, b: int) -> bool:
+        return b in self.registered
+
+    def tick(self) -> None:
+        now = self.sim.now
+        for b in self.sim.brokers:
+            if b.running and b.zk_cut_until <= now:
+                self.last_heartbeat[b.id] = now
+                if self.registered.get(b.id) != b.incarnation:
+                    if b.id in self.registered:
+                        self.on_broker_failure(b.id)  # a bounce we missed
+                    self.registered[b.id] = b.incarnation
+                    self.on_broker_startup(b.id)
+            elif b.id in self.registered and now - self.last_heartbeat[b.id] > self.sim.cfg.session_timeout_ms:
+                self.on_broker_failure(b.id)
+
+    def on_broker_failure(self, b: int) -> None:
+        self.registered.pop(b, None)
+        for p, st in self.state.items():
+            if b not in st.replicas:
+                continue
+            if st.leader == b:
+                self.elect(p)
+            elif b in st.isr and len(st.isr) > 1:
+                st.isr = tuple(r for r in st.isr if r != b)
+                st.partition_epoch += 1
+                self._push(p, unclean=False)
+
+    def on_broker_startup(self, b: int) -> None:
+        for p, st in self.state.items():
+            if b not in st.replicas:
+                continue
+            if st.leader < 0 or not self.live(st.leader):
+                self.elect(p)
+            else:
+                self.sim.net.send(CONTROLLER, b, "leader_and_isr", p, PState(**vars(st)), False)
+
+    def elect(self, p: int, avoid: int | None = None) -> bool:
+        st = self.state[p]
+        candidates = [r for r in st.replicas if r in st.isr and self.live(r) and r != avoid]
+        unclean = False
+        if candidates:
+            leader = candidates[0]
+            isr = tuple(r for r in st.isr if self.live(r))
+        elif avoid is not None:
+            return False
+        else:
+            live = [r for r in st.replicas if self.live(r)]
+            if self.sim.cfg.unclean and live:
+                leader, isr, unclean = live[0], (live[0],), True
+                self.unclean_elections += 1
+                self.sim.on_unclean_election(p)
+            else:
+                # Offline until an ISR member returns; never shrink the ISR to empty.
+                leader = -1
+                isr = tuple(r for r in st.isr if r != st.leader) or st.isr
+        self.sim.trace("controller elect p%d: %s isr=%s unclean=%s", p, leader, isr, unclean)
+        st.leader, st.isr = leader, isr
+        st.leader_epoch += 1
+        st.partition_epoch += 1
+        self._push(p, unclean=unclean)
+        return True
+
+    def _push(self, p: int, unclean: bool) -> None:
+        st = self.state[p]
+        for r in st.replicas:
+            if self.live(r):
+                self.sim.net.send(CONTROLLER, r, "leader_and_isr", p, PState(**vars(st)), unclean)
+
+    def handle(self, msg: Msg) -> None:
+        assert msg.kind == "alter_partition"
+        p, change = msg.body
+        st = self.state[p]
+        ok = (
+            change.leader_id == st.leader
+            and change.leader_epoch == st.leader_epoch
+            and change.partition_epoch == st.partition_epoch
+            and all(self.live(r) for r in set(change.new_isr) - set(st.isr))  # KIP-841
+        )
+        self.sim.trace("controller alter_partition p%d %s ok=%s", p, change, ok)
+        if ok:
+            st.isr = change.new_isr
+            st.partition_epoch += 1
+        self.sim.net.send(CONTROLLER, msg.src, "alter_partition_response", p, ok, PState(**vars(st)))
+
+
+@dataclass
+class Acked:
+    offset: int
+    value: object
+
+
+class Simulation:
+    def __init__(
+        self,
+        seed: int,
+        cfg: SimConfig | None = None,
+        fetcher_factory: Callable[[PartitionState, int, int], FollowerFetcher] | None = None,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.cfg = cfg or SimConfig()
+        self.now = 0
+        self.fetcher_factory = fetcher_factory
+        c = self.cfg
+        self.assignment = [
+            tuple((p + i) % c.brokers for i in range(c.replication_factor)) for p in range(c.partitions)
+        ]
+        self.net = Network(self)
+        self.brokers: list[Broker] = []
+        for b in range(c.brokers):
+            self.brokers.append(Broker(self, b))
+        self.controller = Controller(self)
+        self.acked: dict[int, list[Acked]] = {p: [] for p in range(c.partitions)}
+        self.produce_errors: list[ErrorCode] = []
+        self.epoch_leaders: dict[tuple[int, int], int] = {}
+        self.leader_hw: dict[tuple[int, int, int], int] = {}  # (broker, p, epoch) -> hw
+        self.fetched_in_epoch: set[tuple[int, int, int, int]] = set()
+        self.tainted: set[int] = set()  # partitions where loss was allowed (unclean, power loss)
+        # (p, broker) -> {(offset, value)} destroyed on that broker by a power loss
+        self.excused: dict[tuple[int, int], set[tuple[int, object]]] = {}
+        self.acked_set: dict[int, set[tuple[int, object]]] = {p: set() for p in range(c.partitions)}
+        self.next_value = itertools.count(1)
+        self.tracing = False
+        self.events: list[str] = []
+        self.controller.start()
+
+    def trace(self, fmt: str, *args: object) -> None:
+        if self.tracing:
+            self.events.append(f"{self.now:6d} " + (fmt % args if args else fmt))
+
+    # -- bookkeeping called by brokers ----------------------------------------------------
+
+    def record_leader(self, p: int, epoch: int, b: int) -> None:
+        other = self.epoch_leaders.setdefault((p, epoch), b)
+        if other != b:
+            raise InvariantViolation(f"p{p} epoch {epoch} has two leaders: {other} and {b}")
+
+    def on_produce_done(self, broker: Broker, op: DelayedProduce) -> None:
+        p, first, values = op.context  # type: ignore[misc]
+        err = op.results[p]
+        self.trace("b%d p%d produce %s@%d -> %s", broker.id, p, values, first, op.results[p].name)
+        if err is ErrorCode.NONE:
+            log = broker.logs[p]
+            for i, v in enumerate(values):
+                if log.get(first + i) is None or log.get(first + i)[1] != v:  # type: ignore[index]
+                    raise InvariantViolation(f"acked {v}@{first + i} on p{p} not in leader {broker.id}'s log")
+                self.acked[p].append(Acked(first + i, v))
+                self.acked_set[p].add((first + i, v))
+        else:
+            self.produce_errors.append(err)
+
+    def on_unclean_election(self, p: int) -> None:
+        self.tainted.add(p)
+
+    # -- driving --------------------------------------------------------------------------
+
+    def step(self, dt: int | None = None) -> None:
+        self.now += self.rng.randint(1, 10) if dt is None else dt
+        for msg in self.net.due(self.now):
+            self.deliver(msg)
+        for b in self.brokers:
+            if b.running:
+                b.tick()
+        self.controller.tick()
+
+    def deliver(self, msg: Msg) -> None:
+        if self.net.dropped(msg):
+            return
+        if msg.dst == CONTROLLER:
+            self.controller.handle(msg)
+            return
+        b = self.brokers[msg.dst]
+        if not b.alive or b.incarnation != msg.dst_incarnation:
+            return  # the connection died with the process
+        if b.paused_until > self.now:
+            self.net.requeue(msg, b.paused_until)
+            return
+        b.handle(msg)
+
+    def run(self, ms: int, check: bool = True) -> None:
+        end = self.now + ms
+        while self.now < end:
+            self.step()
+            if check:
+                self.check()
+
+    def produce(self, p: int, n: int = 1, acks: int = -1, broker: int | None = None) -> DelayedProduce | ErrorCode:
+        target = self.controller.state[p].leader if broker is None else broker
+        if target < 0 or not self.brokers[target].running:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        b = self.brokers[target]
+        values = [next(self.next_value) for _ in range(n)]
+        return b.produce(p, values, acks)
+
+    def crash(self, b: int, lose_unflushed: bool = False) -> None:
+        broker = self.brokers[b]
+        self.trace("crash b%d lose_unflushed=%s", b, lose_unflushed)
+        if lose_unflushed:
+            self._excuse_power_loss(broker)
+        broker.crash(lose_unflushed)
+
+    def _excuse_power_loss(self, broker: Broker) -> None:
+        """Power loss on `broker`: the records it loses are excused on it (only fsync could
+        keep them), including ones acknowledged later thanks to fetches it sent before;
+        they are lost for real only if no other ISR member has them."""
+        for p, log in broker.logs.items():
+            lost = self.excused.setdefault((p, broker.id), set())
+            for offset, _epoch, value in log.read(log.flushed_offset):
+                lost.add((offset, value))
+
+    def holds(self, b: int, p: int, a: Acked) -> bool:
+        got = self.brokers[b].logs[p].get(a.offset)
+        return got is not None and got[1] == a.value
+
+    def restart(self, b: int) -> None:
+        self.trace("restart b%d", b)
+        self.brokers[b].restart()
+
+    def leader_of(self, p: int) -> Broker | None:
+        """The broker acting as the controller's current leader, once it knows it."""
+        st = self.controller.state[p]
+        if st.leader < 0:
+            return None
+        b = self.brokers[st.leader]
+        part = b.parts.get(p)
+        if b.alive and part is not None and part.is_leader and part.leader_epoch == st.leader_epoch:
+            return b
+        return None
+
+    # -- invariants -------------------------------------------------------------------------
+
+    def check(self) -> None:
+        for p in range(self.cfg.partitions):
+            self._check_partition(p)
+
+    def _check_partition(self, p: int) -> None:
+        live = [b for b in self.brokers if b.alive and p in b.parts]
+        # Leader HW never goes back within a leader's tenure.
+        for b in live:
+            part = b.parts[p]
+            if part.is_leader:
+                key = (b.id, p, part.leader_epoch)
+                prev = self.leader_hw.get(key, -1)
+                if part.high_watermark < prev:
+                    raise InvariantViolation(f"p{p}: leader {b.id} HW went back {prev} -> {part.high_watermark}")
+                self.leader_hw[key] = part.high_watermark
+            if part.high_watermark > part.log.log_end_offset:
+                raise InvariantViolation(f"p{p}: broker {b.id} HW {part.high_watermark} > LEO")
+        if p in self.tainted:
+            return
+        leader = self.leader_of(p)
+        if leader is not None and self._leader_lost_committed_to_power_loss(p, leader, live):
+            self.trace("p%d: leader %d lost committed data to a power loss", p, leader.id)
+            self.tainted.add(p)
+            return
+        # Follower HW <= leader HW once it fetched from this leader.
+        if leader is not None:
+            lpart = leader.parts[p]
+            for b in live:
+                part = b.parts[p]
+                if (
+                    part.role is Role.FOLLOWER
+                    and part.leader_epoch == lpart.leader_epoch
+                    and (b.id, b.incarnation, p, part.leader_epoch) in self.fetched_in_epoch
+                    and part.high_watermark > lpart.high_watermark
+                ):
+                    raise InvariantViolation(
+                        f"p{p}: follower {b.id} HW {part.high_watermark} > leader {leader.id} HW {lpart.high_watermark}"
+                    )
+        # Replicas agree record for record (offset, epoch, value) below their HWs.
+        ref = max(live, key=lambda b: b.parts[p].high_watermark, default=None)
+        if ref is not None:
+            ref_log = ref.logs[p]
+            for b in live:
+                h = b.parts[p].high_watermark
+                log = b.logs[p]
+                if log.log_start_offset != 0 or ref_log.log_start_offset != 0:
+                    continue
+                if log.records[:h] != ref_log.records[:h]:
+                    bad = next(i for i in range(h) if log.records[i] != ref_log.records[i])
+                    raise InvariantViolation(
+                        f"p{p}: brokers {b.id} and {ref.id} differ at offset {bad} below HW {h}: "
+                        f"{log.records[bad]} vs {ref_log.records[bad]}"
+                    )
+        # No acknowledged (acks=all) record is lost while an ISR member survives: every
+        # member of the controller's ISR (dead or alive), the current leader and every
+        # replica whose HW covers it hold it, except copies destroyed by a power loss.
+        isr = self.controller.state[p].isr
+        for a in self.acked[p]:
+            holders = set(isr) | {b.id for b in live if b.parts[p].high_watermark > a.offset}
+            if leader is not None:
+                holders.add(leader.id)
+            lost_by_power = False
+            for b in holders:
+                if self.holds(b, p, a):
+                    continue
+                if (a.offset, a.value) not in self.excused.get((p, b), ()):
+                    raise InvariantViolation(
+                        f"p{p}: acked value {a.value}@{a.offset} lost on broker {b} "
+                        f"(leader={leader.id if leader else None}, isr={isr}, "
+                        f"has {self.brokers[b].logs[p].get(a.offset)})"
+                    )
+                lost_by_power = True
+                if leader is not None and b == leader.id:
+                    break
+            else:
+                if not lost_by_power or any(self.holds(b, p, a) for b in isr):
+                    continue
+            self.trace("p%d: %s lost to power loss: no longer checked", p, a)
+            self.tainted.add(p)
+            return
+
+    def _leader_lost_committed_to_power_loss(self, p: int, leader: Broker, live: list[Broker]) -> bool:
+        lost = self.excused.get((p, leader.id))
+        if not lost:
+            return False
+        committed = max(b.parts[p].high_watermark for b in live)
+        log = leader.logs[p]
+        for offset, value in lost:
+            got = log.get(offset)
+            if (got is None or got[1] != value) and (offset < committed or (offset, value) in self.acked_set[p]):
+                return True
+        return False
+
+    def converge(self, max_ms: int = 20_000) -> None:
+        """Heal everything, restart the dead, and wait until every replica of every
+        partition holds the same log up to the same HW (the leader's LEO)."""
+        self.net.drop_if = None
+        self.net.cut.clear()
+        for b in self.brokers:
+            b.paused_until = 0
+            b.zk_cut_until = 0
+            if not b.alive:
+                b.restart()
+        end = self.now + max_ms
+        while self.now < end:
+            self.step()
+            self.check()
+            if self._converged():
+                return
+        raise InvariantViolation(f"replicas did not converge within {max_ms} ms: {self.describe()}")
+
+    def _converged(self) -> bool:
+        for p in range(self.cfg.partitions):
+            leader = self.leader_of(p)
+            if leader is None:
+                return False
+            lpart = leader.parts[p]
+            if len(lpart.isr) != len(lpart.replicas) or lpart.high_watermark != lpart.log.log_end_offset:
+                return False
+            for r in lpart.replicas:
+                b = self.brokers[r]
+                if b.logs[p].records != leader.logs[p].records or b.parts[p].high_watermark != lpart.high_watermark:
+                    return False
+        return True
+
+    def describe(self) -> str:
+        lines = [f"seed={self.seed} now={self.now}"]
+        for p, st in self.controller.state.items():
+            lines.append(f" p{p} controller: leader={st.leader} epoch={st.leader_epoch} isr={st.isr}")
+            for b in self.brokers:
+                if p in b.parts:
+                    part = b.parts[p]
+                    log = b.logs[p]
+                    lines.append(
+                        f"  b{b.id} alive={b.alive} role={part.role.value} epoch={part.leader_epoch} "
+                        f"isr={sorted(part.isr)} hw={part.high_watermark} leo={log.log_end_offset} "
+                        f"epochs={log.epochs}"
+                    )
+        return "\n".join(lines)
+
+
+@dataclass
+class SwarmStats:
+    schedules: int = 0
+    steps: int = 0
+    acked: int = 0
+    tainted: int = 0
+    unclean: int = 0
+    shrinks: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
