@@ -243,7 +243,9 @@ def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True):
                                  check_crc, &vec, &valid, &errpos, reason)
         if rc < 0:
             raise MemoryError()
-        batches = [_batch_info(&vec.items[i]) for i in range(vec.count)]
+        batches = []
+        for i in range(vec.count):
+            batches.append(_batch_info(&vec.items[i]))
     finally:
         kr_batch_vec_free(&vec)
         PyBuffer_Release(&view)
