@@ -11,8 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkarepl.errors import InvalidRequestError, UnsupportedVersionError
-from kafkarepl.protocol import API, ApiKey, decode_request, encode_request
+from kafkarepl.errors import ErrorCode, InvalidRequestError, UnsupportedVersionError
+from kafkarepl.protocol import (
+    API,
+    ApiKey,
+    MalformedResponseError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from kafkarepl.protocol.samples import sample_body
 
 OUR_ERRORS = (InvalidRequestError, UnsupportedVersionError)
@@ -159,3 +167,30 @@ def test_encode_copies_records_once() -> None:
         tracemalloc.stop()
     assert len(wire) > 10 << 20
     assert peak < len(wire) + (512 << 10)  # only the output buffer itself
+
+
+RESPONSE_CASES = [(spec.key, v) for spec in API.values() for v in (spec.min_version,
+                                                                    spec.max_version)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(RESPONSE_CASES), st.binary(max_size=120))
+def test_garbage_responses_raise_malformed_response(case: tuple[int, int], data: bytes) -> None:
+    api_key, version = case
+    try:
+        decode_response(api_key, version, memoryview(data))
+    except MalformedResponseError as e:
+        assert e.code == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_truncated_responses_raise_malformed_response() -> None:
+    rng = random.Random(7)
+    for api_key, version in RESPONSE_CASES:
+        spec = API[api_key]
+        body = sample_body(spec.response, version, spec.is_flexible(version), rng)
+        if api_key == ApiKey.API_VERSIONS:
+            body["error_code"] = 0
+        wire = b"".join(encode_response(api_key, version, 1, body))[4:]
+        for n in range(0, len(wire), max(1, len(wire) // 20)):
+            with pytest.raises(MalformedResponseError):
+                decode_response(api_key, version, memoryview(wire[:n]))
