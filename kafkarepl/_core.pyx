@@ -104,7 +104,8 @@ if os.environ.get("KAFKAREPL_CRC32C") == "table":  # exercise the fallback on an
     kr_crc32c_force_table()
 
 # Below this size the GIL round trip costs more than the work it would overlap.
-DEF NOGIL_THRESHOLD = 65536
+cdef enum:
+    NOGIL_THRESHOLD = 65536
 
 BATCH_HEADER_SIZE = KR_BATCH_HEADER_SIZE
 INDEX_ENTRY_SIZE = KR_INDEX_ENTRY_SIZE
