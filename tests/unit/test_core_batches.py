@@ -278,6 +278,10 @@ def check_scan_invariants(data: bytes, start: int) -> None:
 @given(st.binary(max_size=2000), st.integers(0, 2000))
 def test_fuzz_scan_random_bytes(data, start):
     check_scan_invariants(data, min(start, len(data)))
+    try:
+        _core.validate_batches(data)
+    except CorruptBatchError as exc:
+        assert 0 <= exc.position < len(data)
 
 
 @FUZZ
