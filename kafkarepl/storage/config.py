@@ -72,9 +72,16 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, 1),
 }
 
-# When a broker config names the same setting in several units, Kafka prefers ms.
+# A topic-level name beats a broker-level one; among broker names for one setting in
+# several units, Kafka prefers ms over minutes over hours.
 _PRECEDENCE = {"log.roll.ms": 2, "log.roll.hours": 1, "log.retention.ms": 3,
                "log.retention.minutes": 2, "log.retention.hours": 1}
+
+
+def _rank(name: str) -> int:
+    if name.startswith("log.") or name == "message.max.bytes":
+        return _PRECEDENCE.get(name, 0)
+    return 10
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,7 @@ class LogConfig:
             if spec is None:
                 continue
             field, conv, mult = spec
-            prec = _PRECEDENCE.get(name, 0)
+            prec = _rank(name)
             if rank.get(field, -1) > prec:
                 continue
             try:
