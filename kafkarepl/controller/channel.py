@@ -44,6 +44,7 @@ class _BrokerQueue:
         self.queue: asyncio.Queue[tuple[int, dict, asyncio.Future]] = asyncio.Queue()
         self.task: asyncio.Task | None = None
         self.conn: Any = None
+        self.current: asyncio.Future | None = None  # the request being delivered
 
 
 class NetworkBrokerChannel:
@@ -76,10 +77,13 @@ class NetworkBrokerChannel:
         if bq.task is not None:
             bq.task.cancel()
         self._close_conn(bq)
+        gone = BrokerGoneError(f"broker {bid} is gone")
+        if bq.current is not None and not bq.current.done():
+            bq.current.set_exception(gone)
         while not bq.queue.empty():
             _, _, fut = bq.queue.get_nowait()
             if not fut.done():
-                fut.set_exception(BrokerGoneError(f"broker {bid} is gone"))
+                fut.set_exception(gone)
 
     async def send(self, broker_id: int, api_key: int, body: dict) -> dict:
         # Enqueued before the first await: per-broker order = call order.
@@ -111,6 +115,7 @@ class NetworkBrokerChannel:
 
         while True:
             api_key, body, fut = await bq.queue.get()
+            bq.current = fut
             backoff = self.retry_backoff_s
             while not fut.done():
                 try:
@@ -129,6 +134,7 @@ class NetworkBrokerChannel:
                     continue
                 if not fut.done():
                     fut.set_result(response)
+            bq.current = None
 
 
 class RecordingBrokerChannel:
