@@ -179,7 +179,7 @@ static int vec_push(kr_batch_vec *v, const kr_batch_info *info)
 }
 
 int kr_scan_batches(const uint8_t *buf, size_t len, size_t start, int check_crc,
-                    kr_batch_vec *out, size_t *valid_bytes, size_t *error_position,
+                    size_t max_batches, kr_batch_vec *out, size_t *valid_bytes, size_t *error_position,
                     char *reason)
 {
     size_t pos = start;
@@ -192,7 +192,7 @@ int kr_scan_batches(const uint8_t *buf, size_t len, size_t start, int check_crc,
         *error_position = start;
         return 1;
     }
-    while (pos < len) {
+    while (pos < len && (max_batches == 0 || out->count < max_batches)) {
         kr_batch_info info;
         if (kr_batch_check(buf, len, pos, check_crc, &info, reason) < 0) {
             *error_position = pos;

@@ -68,12 +68,13 @@ typedef struct {
 
 void kr_batch_vec_free(kr_batch_vec *v);
 
-/* Walks batches from buf[start] until the end or the first bad batch.
- * *valid_bytes = end of the last good batch (or start). Returns 0 when the buffer is whole
- * valid batches, 1 when it stopped at a bad/torn batch at *error_position (reason set),
- * -1 on out-of-memory. */
+/* Walks batches from buf[start] until the end, the first bad batch, or max_batches
+ * batches (0 = no limit). *valid_bytes = end of the last good batch (or start). Returns 0
+ * when no bad batch was met (*valid_bytes < len then means the limit stopped the walk),
+ * 1 when it stopped at a bad/torn batch at *error_position (reason set), -1 on
+ * out-of-memory. */
 int kr_scan_batches(const uint8_t *buf, size_t len, size_t start, int check_crc,
-                    kr_batch_vec *out, size_t *valid_bytes, size_t *error_position,
+                    size_t max_batches, kr_batch_vec *out, size_t *valid_bytes, size_t *error_position,
                     char *reason);
 
 /* Structural walk (no CRC) then, only if every batch is sound, writes baseOffset =

@@ -76,7 +76,7 @@ cdef extern from "kr_core.h" nogil:
 
     void kr_batch_vec_free(kr_batch_vec *v)
     int kr_scan_batches(const uint8_t *buf, size_t len, size_t start, int check_crc,
-                        kr_batch_vec *out, size_t *valid_bytes, size_t *error_position,
+                        size_t max_batches, kr_batch_vec *out, size_t *valid_bytes, size_t *error_position,
                         char *reason)
     int kr_assign_offsets(uint8_t *buf, size_t len, int64_t base_offset, int32_t epoch,
                           int epoch_only, int64_t *next_offset, size_t *error_position,
@@ -215,13 +215,17 @@ cdef inline object _batch_info(const kr_batch_info *b):
     ))
 
 
-def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True):
+def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True, Py_ssize_t max_batches=0):
     """Walk record batches from buf[start]; stop at the first torn or invalid one.
 
     Returns (batches, valid_bytes, error, error_position): BatchInfo tuples of the good
     prefix, the end of the last good batch (relative to buf's start; `start` if none),
     the reason the walk stopped (None when buf[start:] is whole valid batches) and where
     the bad batch starts (-1 when error is None).
+
+    max_batches > 0 bounds the list (walk a huge segment in chunks): the walk then also
+    stops after that many batches with error None and valid_bytes < len(buf); continue
+    with start=valid_bytes.
     """
     cdef Py_buffer view
     cdef kr_batch_vec vec
@@ -230,6 +234,8 @@ def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True):
     cdef int rc
     if start < 0:
         raise ValueError(f"negative start {start}")
+    if max_batches < 0:
+        raise ValueError(f"negative max_batches {max_batches}")
     memset(&vec, 0, sizeof(vec))
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
@@ -238,10 +244,10 @@ def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True):
         if view.len - start >= NOGIL_THRESHOLD:
             with nogil:
                 rc = kr_scan_batches(<const uint8_t *>view.buf, <size_t>view.len, <size_t>start,
-                                     check_crc, &vec, &valid, &errpos, reason)
+                                     check_crc, <size_t>max_batches, &vec, &valid, &errpos, reason)
         else:
             rc = kr_scan_batches(<const uint8_t *>view.buf, <size_t>view.len, <size_t>start,
-                                 check_crc, &vec, &valid, &errpos, reason)
+                                 check_crc, <size_t>max_batches, &vec, &valid, &errpos, reason)
         if rc < 0:
             raise MemoryError()
         batches = []

@@ -98,7 +98,7 @@ static size_t scan_count(const uint8_t *buf, size_t len, size_t *valid)
     kr_batch_vec vec = {0};
     size_t err_pos;
     char reason[KR_REASON_MAX];
-    int rc = kr_scan_batches(buf, len, 0, 1, &vec, valid, &err_pos, reason);
+    int rc = kr_scan_batches(buf, len, 0, 1, 0, &vec, valid, &err_pos, reason);
     CHECK(rc == 0 || rc == 1);
     CHECK(*valid <= len);
     if (rc == 1)
@@ -204,7 +204,10 @@ static void test_batches(long iterations)
     }
     /* out-of-range start */
     kr_batch_vec vec = {0};
-    CHECK(kr_scan_batches(buf, 10, 11, 1, &vec, &valid, &err_pos, reason) == 1);
+    CHECK(kr_scan_batches(buf, len, 0, 1, 2, &vec, &valid, &err_pos, reason) == 0);
+    CHECK(vec.count == 2 && valid == ends[1]); /* stopped by max_batches */
+    kr_batch_vec_free(&vec);
+    CHECK(kr_scan_batches(buf, 10, 11, 1, 0, &vec, &valid, &err_pos, reason) == 1);
     kr_batch_vec_free(&vec);
     free(buf);
 }

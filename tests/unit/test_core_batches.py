@@ -88,6 +88,22 @@ def test_scan_walks_consecutive_batches():
     assert [b.position for b in later] == positions[2:] and valid2 == len(buf) and err2 is None
 
 
+def test_scan_in_chunks_with_max_batches():
+    buf, sizes = several_batches()
+    start, seen = 0, []
+    while True:
+        batches, valid, error, _ = _core.scan_batches(buf, start, True, 2)
+        assert error is None and len(batches) <= 2
+        seen += batches
+        if valid == len(buf):
+            break
+        assert len(batches) == 2
+        start = valid
+    assert seen == _core.validate_batches(buf)
+    with pytest.raises(ValueError):
+        _core.scan_batches(buf, 0, True, -1)
+
+
 def test_empty_buffer_is_valid():
     assert _core.scan_batches(b"") == ([], 0, None, -1)
     assert _core.validate_batches(bytearray()) == []
