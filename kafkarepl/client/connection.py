@@ -63,6 +63,7 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}  # broker's ranges, per API key
         self._max_response_bytes = max_response_bytes
         self._transport: asyncio.Transport | None = None
+        self._protocol: _Protocol | None = None
         self._pending: collections.deque[_Pending] = collections.deque()
         self._correlation_ids = itertools.count(1)
         self._error: KafkaError | None = None
@@ -81,10 +82,13 @@ class BrokerConnection:
         return len(self._pending)
 
     async def connect(self, negotiate: bool = True) -> None:
-        """Open the socket, then learn the broker's API versions (ApiVersions)."""
+        """Open the socket, then learn the broker's API versions (ApiVersions). May be
+        called again after a failure or close() to reconnect."""
+        if self.connected:
+            raise BrokerConnectionError(f"{self} is already connected")
         loop = asyncio.get_running_loop()
         try:
-            transport, _ = await asyncio.wait_for(
+            transport, protocol = await asyncio.wait_for(
                 loop.create_connection(lambda: _Protocol(self), self.host, self.port),
                 self.connect_timeout)
         except asyncio.TimeoutError:
@@ -94,7 +98,9 @@ class BrokerConnection:
         except OSError as e:
             raise BrokerConnectionError(f"connect to {self.host}:{self.port}: {e}") from None
         self._transport = transport  # type: ignore[assignment]
+        self._protocol = protocol
         self._error = None
+        self._can_write.set()
         if negotiate:
             await self._negotiate_versions()
 
@@ -195,10 +201,17 @@ class _Protocol(asyncio.BufferedProtocol):
         self.conn = conn
         self.frames = FrameReader(conn._max_response_bytes)
 
+    @property
+    def current(self) -> bool:
+        """False once the connection reconnected: late callbacks of an old socket."""
+        return self.conn._protocol is self
+
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.frames.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        if not self.current:
+            return
         try:
             frames = self.frames.buffer_updated(nbytes)
         except KafkaError as e:
@@ -208,11 +221,15 @@ class _Protocol(asyncio.BufferedProtocol):
             self.conn._on_frame(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.current:
+            return
         self.conn._fail(BrokerConnectionError(
             f"{self.conn}: connection lost" + (f": {exc}" if exc else "")))
 
     def pause_writing(self) -> None:
-        self.conn._can_write.clear()
+        if self.current:
+            self.conn._can_write.clear()
 
     def resume_writing(self) -> None:
-        self.conn._can_write.set()
+        if self.current:
+            self.conn._can_write.set()

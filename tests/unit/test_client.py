@@ -242,6 +242,33 @@ def test_connection_lost_fails_pending_requests() -> None:
     run(main())
 
 
+def test_reconnect_after_the_broker_dropped_the_connection() -> None:
+    async def main() -> None:
+        b = await TinyBroker().start()
+        calls = []
+
+        async def flaky(req: Request) -> dict:
+            calls.append(req)
+            if len(calls) == 1:
+                raise ConnectionResetError
+            return {"cluster_id": "back"}
+        b.handlers[ApiKey.DESCRIBE_CLUSTER] = flaky
+        conn = BrokerConnection("127.0.0.1", b.port, "t", request_timeout=5)
+        await conn.connect()
+        with pytest.raises(BrokerConnectionError):
+            await conn.send(ApiKey.DESCRIBE_CLUSTER, None, {})
+        assert not conn.connected
+        await conn.connect()
+        await asyncio.sleep(0.05)  # the old socket's late callbacks must not break the new one
+        assert conn.connected
+        assert (await conn.send(ApiKey.DESCRIBE_CLUSTER, None, {}))["cluster_id"] == "back"
+        with pytest.raises(BrokerConnectionError, match="already connected"):
+            await conn.connect()
+        conn.close()
+        await b.stop()
+    run(main())
+
+
 def test_parse_bootstrap() -> None:
     assert parse_bootstrap("a:1, PLAINTEXT://b:2,[::1]:3") == [("a", 1), ("b", 2), ("::1", 3)]
     with pytest.raises(ValueError):
