@@ -18,7 +18,7 @@ from .api import (
     response_header_version,
     supported_api_versions,
 )
-from .codec import FileRange
+from .codec import EncodeError, FileRange
 from .framing import FrameReader, FrameTooLargeError
 from .schema import ApiKey, ApiSpec
 
@@ -26,6 +26,7 @@ __all__ = [
     "API",
     "ApiKey",
     "ApiSpec",
+    "EncodeError",
     "FileRange",
     "FrameReader",
     "FrameTooLargeError",

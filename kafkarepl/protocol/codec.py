@@ -214,6 +214,8 @@ def _blob_writer(kind: str, flexible: bool, nullable: bool, name: str) -> Writer
             out.append(null)
             return
         if kind == STRING:
+            if not isinstance(v, str):
+                raise EncodeError(f"{name}: expected str, got {type(v).__name__}")
             v = v.encode()
         elif isinstance(v, memoryview) and (v.ndim != 1 or v.itemsize != 1):
             v = v.cast("B")
@@ -485,19 +487,30 @@ def _fixed_run_writer(run: list[Field]) -> WriteOp:
     fmt = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run))  # type: ignore[index]
     pack = fmt.pack
     kd = tuple((f.key, default_value(f)) for f in run)
-    if any(f.type == UUID for f in run):
-        is_uuid = tuple(f.type == UUID for f in run)
+    types = tuple(f.type for f in run)
+
+    def fail(vals: list, e: Exception) -> EncodeError:
+        bad = ", ".join(f"{k}={v!r} ({t})" for (k, _), v, t in zip(kd, vals, types, strict=True))
+        return EncodeError(f"cannot encode {bad}: {e}")
+
+    if UUID in types:
+        is_uuid = tuple(t == UUID for t in types)
 
         def op_uuid(out: list, d: dict) -> None:
             vals = [d.get(k, df) for k, df in kd]
-            out.append(pack(*[_uuid_bytes(v) if u else v for v, u in zip(vals, is_uuid, strict=True)]))
+            try:
+                out.append(pack(*[_uuid_bytes(v) if u else v
+                                  for v, u in zip(vals, is_uuid, strict=True)]))
+            except (struct.error, TypeError, ValueError) as e:
+                raise fail(vals, e) from None
         return op_uuid
-    if len(kd) == 1:
-        (k1, d1), = kd
-        return lambda out, d: out.append(pack(d.get(k1, d1)))
 
     def op(out: list, d: dict) -> None:
-        out.append(pack(*[d.get(k, df) for k, df in kd]))
+        vals = [d.get(k, df) for k, df in kd]
+        try:
+            out.append(pack(*vals))
+        except struct.error as e:  # wrong type or out of range: name the fields
+            raise fail(vals, e) from None
     return op
 
 

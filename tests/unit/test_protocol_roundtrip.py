@@ -167,3 +167,17 @@ def test_tagged_fields_defaults_are_declared_with_kafka_names() -> None:
     topics = next(f for f in API[ApiKey.METADATA].response if f.key == "topics")
     meta = {f.key for f in topics.type.item.fields}
     assert {"topic_id", "is_internal", "partitions"} <= meta
+
+
+def test_encode_errors_name_the_field() -> None:
+    from kafkarepl.protocol.codec import EncodeError
+
+    with pytest.raises(EncodeError, match="partition_index=None"):
+        encode_response(ApiKey.FETCH, 11, 1, {"responses": [{"topic": "t", "partitions": [
+            {"partition_index": None}]}]})
+    with pytest.raises(EncodeError, match="error_code=40000"):
+        encode_response(ApiKey.METADATA, 1, 1, {"topics": [{"name": "t", "error_code": 40000}]})
+    with pytest.raises(EncodeError, match="Name is not nullable"):
+        encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": [{"name": None}]})
+    with pytest.raises(EncodeError, match="Topic: expected str"):
+        encode_request(ApiKey.FETCH, 4, 1, "c", {"topics": [{"topic": b"raw"}]})
