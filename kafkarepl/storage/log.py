@@ -244,46 +244,58 @@ class Log:
                 f"leo={self.log_end_offset}, segments={len(self._segments)})")
 
     # ================================================================ append
-    def _check_sizes(self, batches: list, total: int) -> None:
+    def _check_sizes(self, batches: list, total: int) -> bool:
+        """Enforce max.message.bytes per batch and segment.bytes for the whole set;
+        returns whether any batch carries a producer id (idempotence checks needed)."""
         limit = self.config.max_message_bytes
+        has_pid = False
         for b in batches:
-            if b.size > limit:
+            if b[1] > limit:  # size
                 raise MessageTooLargeError(
                     f"{self.topic}-{self.partition}: batch at position {b.position} is "
                     f"{b.size} bytes, above max.message.bytes {limit}")
+            if b[10] >= 0:  # producer_id
+                has_pid = True
         if total > self.config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{self.topic}-{self.partition}: {total} bytes of records exceed "
                 f"segment.bytes {self.config.segment_bytes}")
+        return has_pid
 
     def append_as_leader(self, records, leader_epoch: int, now_ms: int) -> AppendInfo:
         """Validate, deduplicate, assign offsets and `leader_epoch` in place (a read-only
         buffer is copied once) and write the batches with one write."""
-        buf = memoryview(records).cast("B")
+        buf = records if isinstance(records, memoryview) else memoryview(records)
+        if buf.format != "B" or buf.ndim != 1:
+            buf = buf.cast("B")
         if buf.readonly:
             buf = memoryview(bytearray(buf))
         batches = _core.validate_batches(buf)
         if not batches:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: no record batches")
-        self._check_sizes(batches, len(buf))
+        has_pid = self._check_sizes(batches, len(buf))
         first = self.log_end_offset
-        pending, dup = self.producer_state.prepare(batches, first, validate=True)
-        if dup is not None:
-            lat = dup.timestamp if self.config.log_append_time else -1
-            return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, lat,
-                              dup.last_offset - dup.first_offset + 1, 0, True)
-        if self.config.log_append_time:
+        pending = None
+        if has_pid:
+            pending, dup = self.producer_state.prepare(batches, first, validate=True)
+            if dup is not None:
+                lat = dup.timestamp if self.config.log_append_time else -1
+                return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, lat,
+                                  dup.last_offset - dup.first_offset + 1, 0, True)
+        append_time = now_ms if self.config.log_append_time else None
+        if append_time is not None:
             set_log_append_time(buf, batches, now_ms)
         next_offset = _core.assign_offsets(buf, first, leader_epoch)
-        final = _core.scan_batches(buf, 0, False)[0]  # real offsets (header walk, no CRC)
         seg = self._maybe_roll(len(buf), first, next_offset - 1, now_ms)
-        self._write(seg, buf, final, now_ms)
+        count, max_ts = self._write(seg, buf, batches, now_ms, first, append_time)
         latest = self.leader_epoch_cache.latest_epoch
         if latest is None or leader_epoch > latest:
             self.leader_epoch_cache.assign(leader_epoch, first)
-        self.producer_state.commit(pending)
-        return self._appended(final, first, next_offset, len(buf),
-                              now_ms if self.config.log_append_time else -1)
+        if pending:
+            self.producer_state.commit(pending)
+        self._appended(next_offset, count)
+        return AppendInfo(first, next_offset - 1, max_ts,
+                          -1 if append_time is None else append_time, count, len(buf), False)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Append batches that carry the leader's offsets and epochs; they must start at
@@ -305,40 +317,36 @@ class Log:
                     f"{tp}: follower batch at position {b.position} has base offset "
                     f"{b.base_offset}, not above the previous last offset {prev_last}")
             prev_last = b.base_offset + b.last_offset_delta
-        self._check_sizes(batches, len(buf))
-        pending, _ = self.producer_state.prepare(batches, None, validate=False)
+        has_pid = self._check_sizes(batches, len(buf))
+        pending = self.producer_state.prepare(batches, None, validate=False)[0] if has_pid else None
         now_ms = _now_ms()
         seg = self._maybe_roll(len(buf), leo, prev_last, now_ms)
-        self._write(seg, buf, batches, now_ms)
+        count, max_ts = self._write(seg, buf, batches, now_ms)
         for b in batches:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or b.partition_leader_epoch > latest:
                 self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
-        self.producer_state.commit(pending)
-        return self._appended(batches, leo, prev_last + 1, len(buf), -1)
+        if pending:
+            self.producer_state.commit(pending)
+        self._appended(prev_last + 1, count)
+        return AppendInfo(leo, prev_last, max_ts, -1, count, len(buf), False)
 
-    def _write(self, seg: LogSegment, buf, batches: list, now_ms: int) -> None:
+    def _write(self, seg: LogSegment, buf, batches: list, now_ms: int,
+               first_offset: int | None = None,
+               log_append_time: int | None = None) -> tuple[int, int]:
         if seg.size == 0 and seg.first_append_ms is None:
             seg.first_append_ms = now_ms
         try:
-            seg.append(buf, batches)
+            return seg.append(buf, batches, first_offset, log_append_time)
         except OSError as exc:
             raise KafkaStorageError(f"{seg.log_path}: append failed: {exc}") from exc
 
-    def _appended(self, batches: list, first: int, next_offset: int, size: int,
-                  log_append_time: int) -> AppendInfo:
+    def _appended(self, next_offset: int, count: int) -> None:
         self.log_end_offset = next_offset
-        count = 0
-        max_ts = NO_TIMESTAMP
-        for b in batches:
-            count += b.records_count
-            if b.max_timestamp > max_ts:
-                max_ts = b.max_timestamp
         self.unflushed_messages += count
         flush_messages = self.config.flush_messages
         if flush_messages is not None and self.unflushed_messages >= flush_messages:
             self.flush()
-        return AppendInfo(first, next_offset - 1, max_ts, log_append_time, count, size, False)
 
     # ================================================================ roll
     def _maybe_roll(self, size: int, first: int, last: int, now_ms: int) -> LogSegment:

@@ -120,33 +120,59 @@ class LogSegment:
         self._index_batches(batches, 0)
 
     # -- append ----------------------------------------------------------------------
-    def _index_batches(self, batches: list, base_position: int) -> None:
+    def _index_batches(self, batches: list, base_position: int,
+                       first_offset: int | None = None,
+                       log_append_time: int | None = None) -> tuple[int, int]:
+        """Index batches written at base_position; returns (record count, max timestamp).
+
+        first_offset: offsets are consecutive from it (leader appends: `batches` were
+        read before offsets were assigned); else each batch's own base offset.
+        log_append_time: the max timestamp every batch was stamped with.
+        One pass of plain tuple unpacking: this loop runs once per batch on the hot path.
+        """
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
-        max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
+        seg_max, seg_max_off = self.max_timestamp, self.offset_of_max_timestamp
+        offset_index, time_index = self.offset_index, self.time_index
+        count = 0
+        append_max = NO_TIMESTAMP
         last = self.next_offset - 1
-        for b in batches:
-            last = b.base_offset + b.last_offset_delta
-            if b.max_timestamp > max_ts:
-                max_ts, max_off = b.max_timestamp, last
+        off = first_offset
+        for (position, size, base, delta, _epoch, _magic, _crc, _attrs, _first_ts, max_ts,
+             _pid, _pepoch, _seq, n) in batches:
+            if off is not None:
+                base = off
+                off = base + delta + 1
+            last = base + delta
+            if log_append_time is not None:
+                max_ts = log_append_time
+            count += n
+            if max_ts > append_max:
+                append_max = max_ts
+            if max_ts > seg_max:
+                seg_max, seg_max_off = max_ts, last
             if since > interval:
-                self.offset_index.append(last, base_position + b.position)
-                self.time_index.maybe_append(max_ts, max_off)
+                offset_index.append(last, base_position + position)
+                time_index.maybe_append(seg_max, seg_max_off)
                 since = 0
-            since += b.size
+            since += size
         self.bytes_since_last_index_entry = since
-        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
+        self.max_timestamp, self.offset_of_max_timestamp = seg_max, seg_max_off
         self.next_offset = last + 1
+        return count, append_max
 
-    def append(self, data, batches: list) -> None:
-        """Write `data` (whole batches, offsets assigned; `batches` = its BatchInfo with
-        final offsets) with one write, then index it."""
+    def append(self, data, batches: list, first_offset: int | None = None,
+               log_append_time: int | None = None) -> tuple[int, int]:
+        """Write `data` (whole batches, offsets assigned) with one write, then index it.
+        `batches`: BatchInfo of data (see _index_batches for the two keywords).
+        Returns (record count, max timestamp) of the appended batches."""
         position = self.size
         _core.file_append(self.fd, data)
         self.size += len(data)
         if self.first_batch_timestamp is None and batches:
-            self.first_batch_timestamp = batches[0].max_timestamp
-        self._index_batches(batches, position)
+            self.first_batch_timestamp = (log_append_time if log_append_time is not None
+                                          else batches[0].max_timestamp)
+        return self._index_batches(batches, position, first_offset, log_append_time)
 
     def can_hold(self, first_offset: int, last_offset: int) -> bool:
         """Relative offsets must fit in int32 and the indexes must have room."""
