@@ -181,3 +181,15 @@ def test_encode_errors_name_the_field() -> None:
         encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": [{"name": None}]})
     with pytest.raises(EncodeError, match="Topic: expected str"):
         encode_request(ApiKey.FETCH, 4, 1, "c", {"topics": [{"topic": b"raw"}]})
+
+
+@pytest.mark.parametrize("name,key", [
+    ("TopicData", "topic_data"), ("PartitionIndex", "partition_index"),
+    ("ProducerId", "producer_id"), ("ClusterId", "cluster_id"), ("IsrNodes", "isr_nodes"),
+    ("ApiKeys", "api_keys"), ("V0Host", "v0_host"), ("timeoutMs", "timeout_ms"),
+    ("ZkMigrationReady", "zk_migration_ready"), ("HTTPServer", "http_server"),
+])
+def test_snake_case_keys(name: str, key: str) -> None:
+    from kafkarepl.protocol.schema import snake_case
+
+    assert snake_case(name) == key
