@@ -91,6 +91,8 @@ ssize_t kr_write_all(int fd, const void *data, size_t len);
 /* Reads up to len bytes at offset, stopping early only at end of file. */
 ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset);
 int kr_ftruncate(int fd, int64_t size);
+/* Size of the file behind fd (fstat), or -1 with errno. */
+int64_t kr_file_size(int fd);
 int kr_fdatasync(int fd);
 /* One sendfile(2); returns bytes sent, 0 on EAGAIN (non-blocking out_fd) or at EOF. */
 ssize_t kr_sendfile(int out_fd, int in_fd, int64_t offset, size_t count);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kr_core.h"
@@ -68,6 +69,14 @@ int kr_ftruncate(int fd, int64_t size)
             return -1;
     }
     return 0;
+}
+
+int64_t kr_file_size(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -1;
+    return (int64_t)st.st_size;
 }
 
 int kr_fdatasync(int fd)

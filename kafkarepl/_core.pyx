@@ -85,6 +85,7 @@ cdef extern from "kr_core.h" nogil:
     Py_ssize_t kr_write_all(int fd, const void *data, size_t len)
     Py_ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset)
     int kr_ftruncate(int fd, int64_t size)
+    int64_t kr_file_size(int fd)
     int kr_fdatasync(int fd)
     Py_ssize_t kr_sendfile(int out_fd, int in_fd, int64_t offset, size_t count)
     Py_ssize_t kr_sendfile_all(int out_fd, int in_fd, int64_t offset, size_t count,
@@ -330,8 +331,15 @@ def file_pread(fd, Py_ssize_t size, long long position):
     cdef int err = 0
     cdef int cfd = _fd(fd)
     cdef char *out
+    cdef int64_t file_size
     if size < 0 or position < 0:
         raise ValueError(f"invalid pread size {size} / position {position}")
+    # a fetch may ask for far more than the segment holds: allocate only what exists
+    file_size = kr_file_size(cfd)
+    if file_size < 0:
+        raise _oserror(errno, "file_pread")
+    if size > file_size - position:
+        size = max(file_size - position, 0)
     result = PyBytes_FromStringAndSize(NULL, size)
     out = PyBytes_AS_STRING(result)
     with nogil:
