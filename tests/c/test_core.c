@@ -287,6 +287,7 @@ static void test_io(void)
     CHECK(kr_pread_full(fd, back, 100, (int64_t)sizeof(data) - 10) == 10);
     CHECK(kr_pread_full(fd, back, 100, -1) == -1 && errno == EINVAL);
     CHECK(kr_ftruncate(fd, 1000) == 0);
+    CHECK(kr_file_size(fd) == 1000);
     CHECK(kr_fdatasync(fd) == 0);
 
     int sv[2];
