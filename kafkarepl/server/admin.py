@@ -178,6 +178,9 @@ class AdminManager:
                     return int(ErrorCode.INVALID_PARTITIONS), "number of partitions must be > 0", None
                 if rf <= 0:
                     return int(ErrorCode.INVALID_REPLICATION_FACTOR), "replication factor must be > 0", None
+                if rf > len(brokers):
+                    return (int(ErrorCode.INVALID_REPLICATION_FACTOR),
+                            f"Replication factor: {rf} larger than available brokers: {len(brokers)}.", None)
                 assignment = assign_replicas(racks, partitions, rf)
         except KafkaError as exc:
             return int(exc.code), str(exc), None
@@ -253,7 +256,7 @@ class AdminManager:
         return {"throttle_time_ms": 0, "responses": out}
 
     async def create_partitions(self, req: Request) -> dict[str, Any]:
-        from kafkarepl.controller.placement import assign_replicas, validate_assignment
+        from kafkarepl.controller.placement import assign_new_partitions, validate_assignment
 
         body = req.body
         results = []
@@ -277,11 +280,10 @@ class AdminManager:
                     new = {current + i: list(a["broker_ids"]) for i, a in enumerate(t["assignments"])}
                     if len(new) != count - current:
                         raise KafkaError("assignment count does not match the new partitions", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-                    validate_assignment(new, set(brokers), rf)
+                    validate_assignment(new, set(brokers), start_partition_id=current, expected_replication_factor=rf)
                 else:
                     racks = {bid: b.rack for bid, b in brokers.items()}
-                    full = assign_replicas(racks, count, rf, start_partition=current)
-                    new = {p: r for p, r in full.items() if p >= current}
+                    new = assign_new_partitions(racks, topic.partitions, count)
                 if not body.get("validate_only"):
                     await self.store.add_partitions(name, new)
             except KafkaError as exc:
@@ -437,7 +439,16 @@ class AdminManager:
         c = self._active_controller()
         if c is None:
             return await self._forward_to_controller(req)
-        return await c.handle_list_partition_reassignments(req.body)
+        wanted = req.body.get("topics")
+        found = c.list_partition_reassignments()
+        topics: dict[str, list[dict]] = {}
+        for (t, p), (replicas, adding, removing) in sorted(found.items()):
+            if wanted is not None and not any(w["name"] == t and p in w["partition_indexes"] for w in wanted):
+                continue
+            topics.setdefault(t, []).append({"partition_index": p, "replicas": list(replicas),
+                                             "adding_replicas": list(adding), "removing_replicas": list(removing)})
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
     async def alter_partition(self, req: Request) -> dict[str, Any]:
         c = self._active_controller()

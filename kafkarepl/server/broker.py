@@ -20,8 +20,8 @@ from kafkarepl.server.network import SocketServer
 from kafkarepl.server.partition import Partition, partition_config
 from kafkarepl.server.purgatory import ProducePurgatory
 from kafkarepl.server.replica_manager import ReplicaManager, now_ms
-from kafkarepl.storage import LogManager
 from kafkarepl.storage.config import LogConfig
+from kafkarepl.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ class Broker:
         self.replication_metrics = ReplicationMetrics()
         self.metrics = BrokerMetrics(self)
         self.log_manager = LogManager(config.log_dir_list(), self.log_config({}))
+        self.broker_epoch = -1
         self.replica_manager = ReplicaManager(self)
         self.fetchers = ReplicaFetcherManager(self)
         self.admin = AdminManager(self)
@@ -68,8 +69,10 @@ class Broker:
 
     # --------------------------------------------------------------- lifecycle -----
     async def start(self) -> None:
-        from kafkarepl.controller import Controller, KafkaBrokerChannel
-        from kafkarepl.zk import AsyncZk, KafkaZkStore
+        from kafkarepl.controller.channel import NetworkBrokerChannel
+        from kafkarepl.controller.controller import Controller
+        from kafkarepl.zk.client import AsyncZk
+        from kafkarepl.zk.store import KafkaZkStore
 
         self.started_at = time.monotonic()
         self.log_manager.startup()
@@ -79,17 +82,18 @@ class Broker:
         )
         await self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
         self.store = KafkaZkStore(self.zk)
-        self.cluster_id = await self.store.get_or_create_cluster_id()
+        await self.store.ensure_layout()
+        self.cluster_id = await self.store.get_cluster_id()
         await self.server.start()
         await self._register()
         self.zk.on_session_reestablished(self._on_session_reestablished)
         self.zk.on_session_lost(self._on_session_lost)
         self.controller = Controller(
+            self.broker_id,
             self.zk,
-            self.store,
-            broker_id=self.broker_id,
-            channel=KafkaBrokerChannel(client_id=f"controller-{self.broker_id}"),
-            config=self.config,
+            NetworkBrokerChannel(client_id=f"controller-{self.broker_id}"),
+            config=self.config.as_props(),
+            store=self.store,
         )
         await self.controller.start()
         self._tasks = [
@@ -98,12 +102,15 @@ class Broker:
             asyncio.ensure_future(
                 self._every(self.config.log_retention_check_interval_ms / 1000, self._retention)
             ),
+            asyncio.ensure_future(self._every(1.0, self.log_manager.flush_dirty)),
         ]
+        if self.config.metrics_port >= 0:
+            await self.metrics.serve(self.server.host, self.config.metrics_port)
         log.info("broker %d serving on %s:%d", self.broker_id, self.server.host, self.server.port)
 
     async def _register(self) -> None:
         host, port = self.config.advertised()
-        await self.store.register_broker(
+        self.broker_epoch = await self.store.register_broker(
             self.broker_id, host, self.server.port if port == 0 else port, self.config.broker_rack or None
         )
 
@@ -143,8 +150,7 @@ class Broker:
         await self.server.stop()
         if self.controller is not None:
             await self.controller.stop()
-        self._checkpoint_hw()
-        self.log_manager.shutdown()
+        self.log_manager.shutdown({tp: p.high_watermark for tp, p in self.partitions.items()})
         if self.zk is not None:
             await self.zk.stop()
 

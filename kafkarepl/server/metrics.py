@@ -47,8 +47,8 @@ class BrokerMetrics:
             "kafka_network_socketserver_connections": len(b.server.connections),
         }
         ctrl = b.controller
-        if ctrl is not None and hasattr(ctrl, "metrics"):
-            for k, v in ctrl.metrics().items():
+        if ctrl is not None:
+            for k, v in ctrl.metrics.as_dict().items():
                 out[f"kafka_controller_{k}"] = v
         return out
 
