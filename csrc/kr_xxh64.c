@@ -37,7 +37,7 @@ static inline uint64_t merge(uint64_t h, uint64_t v)
 uint64_t kr_xxh64(const void *data, size_t len, uint64_t seed)
 {
     const uint8_t *p = data;
-    const uint8_t *end = p + len;
+    const uint8_t *end = len ? p + len : p; /* no arithmetic on a NULL empty buffer */
     uint64_t h;
 
     if (len >= 32) {
