@@ -140,19 +140,25 @@ class OffsetIndex(_SparseIndex):
     def append(self, offset: int, position: int) -> None:
         self._pack(offset - self.base_offset, position)
 
+    def lookup_slot(self, offset: int) -> int:
+        """Slot of the greatest entry with offset <= target, or -1."""
+        if not self.n_entries:
+            return -1
+        return _core.index_lookup(self._mm, self.n_entries, offset - self.base_offset)
+
     def lookup(self, offset: int) -> tuple[int, int] | None:
         """(absolute offset, position) of the greatest entry with offset <= target."""
-        if not self.n_entries:
-            return None
-        slot = _core.index_lookup(self._mm, self.n_entries, offset - self.base_offset)
+        slot = self.lookup_slot(offset)
         if slot < 0:
             return None
         rel, pos = self._unpack(slot)
         return self.base_offset + rel, pos
 
-    def slot_at_or_below_position(self, position: int) -> int:
-        """Greatest slot whose position is <= `position`, or -1 (positions ascend)."""
-        lo, hi = 0, self.n_entries  # invariant: answer in [lo-1, hi-1]
+    def slot_at_or_below_position(self, position: int, lo: int = 0, hi: int | None = None) -> int:
+        """Greatest slot whose position is <= `position`, or lo-1 (positions ascend);
+        the caller may narrow the search to slots [lo, hi)."""
+        hi = self.n_entries if hi is None else min(hi, self.n_entries)
+        lo = max(lo, 0)  # invariant: answer in [lo-1, hi-1]
         unpack, size, mm = self.ENTRY.unpack_from, self.ENTRY.size, self._mm
         while lo < hi:
             mid = (lo + hi) // 2

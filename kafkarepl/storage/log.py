@@ -399,17 +399,17 @@ class Log:
         seg = self._segments[i]
         if from_offset >= limit:
             return self._empty_slice(from_offset)
-        h = seg.find_batch(from_offset)
+        h, slot = seg.find_batch_and_slot(from_offset)
         while h is None and i + 1 < len(self._segments):
             i += 1
             seg = self._segments[i]
-            h = seg.find_batch(from_offset)
+            h, slot = seg.find_batch_and_slot(from_offset)
         if h is None or h.last_offset >= limit:
             return self._empty_slice(from_offset)
         end = seg.end_position_before(limit)
         size = end - h.position
         if size > max_bytes:
-            boundary = seg.last_boundary_within(h.position, h.position + max(0, max_bytes))
+            boundary = seg.last_boundary_within(h.position, h.position + max(0, max_bytes), slot)
             if boundary > h.position:
                 size = boundary - h.position
             else:

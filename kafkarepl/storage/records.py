@@ -55,7 +55,7 @@ class BatchHeader(NamedTuple):
     max_timestamp: int
 
 
-def walk_headers(fd: int, start: int, end: int, chunk: int = 8192) -> Iterator[BatchHeader]:
+def walk_headers(fd: int, start: int, end: int, chunk: int = 4096) -> Iterator[BatchHeader]:
     """Batch headers of fd from byte `start` up to `end` (a batch boundary or file size).
 
     Reads `chunk` bytes at a time so a scan over small batches costs one pread; a batch
@@ -69,7 +69,7 @@ def walk_headers(fd: int, start: int, end: int, chunk: int = 8192) -> Iterator[B
     while pos < end:
         off = pos - buf_start
         if off + HEADER_SIZE > len(buf):
-            buf = os.pread(fd, max(chunk, HEADER_SIZE), pos)
+            buf = os.pread(fd, max(min(chunk, end - pos), HEADER_SIZE), pos)
             buf_start, off = pos, 0
             if len(buf) < HEADER_SIZE:
                 raise CorruptBatchError(pos, f"torn batch header ({end - pos} bytes left)")

@@ -197,20 +197,26 @@ class LogSegment:
         return int(os.fstat(self.fd).st_mtime * 1000)
 
     # -- lookups ---------------------------------------------------------------------
-    def _walk_from_index(self, offset: int):
-        entry = self.offset_index.lookup(offset)
-        return walk_headers(self.fd, entry[1] if entry else 0, self.size,
-                            max(8192, self.index_interval_bytes + 2 * HEADER_SIZE))
+    def _walk_chunk(self) -> int:
+        # One pread usually covers the walk from an index entry to the target batch.
+        return min(max(self.index_interval_bytes, 512) + 2 * HEADER_SIZE, 1 << 16)
+
+    def find_batch_and_slot(self, offset: int) -> tuple[BatchHeader | None, int]:
+        """(first batch whose last offset is >= `offset`, the index slot the walk started
+        from or -1); the batch is None when the segment ends before `offset`."""
+        if offset >= self.next_offset:
+            return None, -1
+        slot = self.offset_index.lookup_slot(offset)
+        start = self.offset_index.entry(slot)[1] if slot >= 0 else 0
+        for h in walk_headers(self.fd, start, self.size, self._walk_chunk()):
+            if h.last_offset >= offset:
+                return h, slot
+        return None, slot
 
     def find_batch(self, offset: int) -> BatchHeader | None:
         """The first batch whose last offset is >= `offset` (the one holding it), or None
         when the segment ends before it."""
-        if offset >= self.next_offset:
-            return None
-        for h in self._walk_from_index(offset):
-            if h.last_offset >= offset:
-                return h
-        return None
+        return self.find_batch_and_slot(offset)[0]
 
     def end_position_before(self, limit_offset: int) -> int:
         """Position where whole batches below `limit_offset` end (a batch boundary)."""
@@ -219,17 +225,25 @@ class LogSegment:
         h = self.find_batch(limit_offset)
         return h.position if h else self.size
 
-    def last_boundary_within(self, start: int, cap: int) -> int:
+    def last_boundary_within(self, start: int, cap: int, start_slot: int = -1) -> int:
         """Greatest batch end position <= cap among batches from `start` (0 if the first
-        batch already ends past cap)."""
-        slot = self.offset_index.slot_at_or_below_position(cap)
+        batch already ends past cap). start_slot: an index slot at or before `start`."""
+        index = self.offset_index
+        lo = max(start_slot, 0)
+        hi = index.n_entries
+        if self.index_interval_bytes > 0:
+            # Entries lie more than index.interval.bytes apart: bound the search.
+            hi = min(hi, lo + (cap - start) // self.index_interval_bytes + 2)
+            if hi < index.n_entries and index.entry(hi - 1)[1] <= cap:
+                hi = index.n_entries  # not the spacing expected: search everything
+        slot = index.slot_at_or_below_position(cap, lo, hi)
         walk_from = start
         if slot >= 0:
-            pos = self.offset_index.entry(slot)[1]
+            pos = index.entry(slot)[1]
             if pos > start:
                 walk_from = pos  # an indexed position is a batch start, i.e. a boundary
         best = walk_from if walk_from > start else 0
-        for h in walk_headers(self.fd, walk_from, self.size):
+        for h in walk_headers(self.fd, walk_from, self.size, self._walk_chunk()):
             end = h.position + h.size
             if end > cap:
                 break
