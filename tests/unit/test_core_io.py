@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import socket
 import threading
+import time
 
 import pytest
 
@@ -160,3 +162,40 @@ def test_sendfile_argument_checks(segment):
         _core.sendfile(1, segment, -1, 10)
     with pytest.raises(ValueError):
         _core.sendfile_all(1, segment, 0, -10)
+
+
+def test_sendfile_all_retries_when_signals_interrupt_it(segment):
+    """A timer signal every 5 ms interrupts poll()/sendfile(); EINTR is retried in C."""
+    data = os.urandom(8 << 20)
+    _core.file_append(segment, data)
+    a, b = socket.socketpair()
+    received: list[bytes] = []
+    hits = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: hits.append(1))
+    try:
+        with a, b:
+            a.setblocking(False)
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+            reader = threading.Thread(target=lambda: received.append(_recv_slowly(b, 8 << 20)))
+            signal.setitimer(signal.ITIMER_REAL, 0.005, 0.005)
+            reader.start()
+            assert _core.sendfile_all(a.fileno(), segment, 0, 8 << 20) == 8 << 20
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            reader.join()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert received[0] == data
+    assert hits  # the handler did run, so signals really arrived during the transfer
+
+
+def _recv_slowly(sock: socket.socket, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(65536, n - got))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+        time.sleep(0.0005)
+    return b"".join(parts)
