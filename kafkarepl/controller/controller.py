@@ -19,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from kazoo.exceptions import KazooException
+
 from kafkarepl.controller import election
 from kafkarepl.controller.channel import (
     LEADER_AND_ISR,
@@ -33,7 +35,7 @@ from kafkarepl.controller.context import (
     TopicPartition,
 )
 from kafkarepl.controller.requests import RequestBatch
-from kafkarepl.errors import ErrorCode
+from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.zk.client import AsyncZk, WatchHandle
 from kafkarepl.zk.store import (
     BROKER_IDS,
@@ -722,20 +724,9 @@ class Controller:
 
     async def handle_alter_partition(self, body: dict) -> dict:
         """AlterPartition request body -> response body (v0-v3 fields)."""
-        if not self.is_active:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": int(ErrorCode.NOT_CONTROLLER),
-                "topics": [],
-            }
-        try:
-            return await self._call("alter_partition", lambda: self._alter_partition(body))
-        except _NotActive:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": int(ErrorCode.NOT_CONTROLLER),
-                "topics": [],
-            }
+        return await self._serve(
+            "alter_partition", lambda: self._alter_partition(body), _alter_partition_failure
+        )
 
     def _resolve_topic(self, entry: dict) -> tuple[str | None, Any]:
         name = entry.get("topic_name")
@@ -872,12 +863,11 @@ class Controller:
     async def handle_controlled_shutdown(self, body: dict) -> dict:
         """ControlledShutdown request body -> response body. The broker retries until
         remaining_partitions is empty (or gives up and shuts down anyway)."""
-        if not self.is_active:
-            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "remaining_partitions": []}
-        try:
-            return await self._call("controlled_shutdown", lambda: self._controlled_shutdown(body))
-        except _NotActive:
-            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "remaining_partitions": []}
+        return await self._serve(
+            "controlled_shutdown",
+            lambda: self._controlled_shutdown(body),
+            _controlled_shutdown_failure,
+        )
 
     async def _controlled_shutdown(self, body: dict) -> dict:
         self._require_active()
@@ -928,20 +918,9 @@ class Controller:
 
     async def handle_elect_leaders(self, body: dict) -> dict:
         """ElectLeaders request body (v0-v2) -> response body."""
-        if not self.is_active:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": int(ErrorCode.NOT_CONTROLLER),
-                "replica_election_results": [],
-            }
-        try:
-            return await self._call("elect_leaders", lambda: self._elect_leaders(body))
-        except _NotActive:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": int(ErrorCode.NOT_CONTROLLER),
-                "replica_election_results": [],
-            }
+        return await self._serve(
+            "elect_leaders", lambda: self._elect_leaders(body), _elect_leaders_failure
+        )
 
     async def _elect_leaders(self, body: dict) -> dict:
         self._require_active()
@@ -1076,22 +1055,9 @@ class Controller:
     async def handle_alter_partition_reassignments(self, body: dict) -> dict:
         """AlterPartitionReassignments request body -> response body. replicas None
         cancels a reassignment in progress."""
-        if not self.is_active:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": int(ErrorCode.NOT_CONTROLLER),
-                "error_message": None,
-                "responses": [],
-            }
-        try:
-            return await self._call("alter_reassignments", lambda: self._alter_reassignments(body))
-        except _NotActive:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": int(ErrorCode.NOT_CONTROLLER),
-                "error_message": None,
-                "responses": [],
-            }
+        return await self._serve(
+            "alter_reassignments", lambda: self._alter_reassignments(body), _reassignments_failure
+        )
 
     async def _alter_reassignments(self, body: dict) -> dict:
         self._require_active()
@@ -1256,3 +1222,45 @@ class Controller:
         self._enqueue("topic_change", self._on_topic_change)
         self._enqueue("topic_deletion", self._on_topic_deletion)
         await self.wait_idle()
+
+    # --- serving broker requests -------------------------------------------------------
+
+    async def _serve(
+        self, name: str, fn: Callable[[], Awaitable[dict]], failure: Callable[[ErrorCode], dict]
+    ) -> dict:
+        """Run a request as a controller event; answer NOT_CONTROLLER when not (or no
+        longer) active, INVALID_REQUEST for a malformed body, never raise."""
+        if not self.is_active:
+            return failure(ErrorCode.NOT_CONTROLLER)
+        try:
+            return await self._call(name, fn)
+        except _NotActive:
+            return failure(ErrorCode.NOT_CONTROLLER)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            log.warning("controller: malformed %s request: %r", name, e)
+            return failure(ErrorCode.INVALID_REQUEST)
+        except KazooException as e:
+            # ZooKeeper unreachable right now: retriable for the caller.
+            log.warning("controller: %s failed on ZooKeeper: %r", name, e)
+            return failure(ErrorCode.NOT_CONTROLLER)
+        except KafkaError as e:
+            return failure(e.code)
+        except Exception:  # noqa: BLE001 - the broker's handler must always get an answer
+            log.exception("controller: %s failed", name)
+            return failure(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _alter_partition_failure(code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "topics": []}
+
+
+def _controlled_shutdown_failure(code: ErrorCode) -> dict:
+    return {"error_code": int(code), "remaining_partitions": []}
+
+
+def _elect_leaders_failure(code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "replica_election_results": []}
+
+
+def _reassignments_failure(code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "responses": []}

@@ -74,7 +74,12 @@ class Harness:
         zk = AsyncZk(self.hosts, session_timeout_ms=SESSION_MS)
         await zk.start()
         self.brokers[bid] = zk
-        return await KafkaZkStore(zk).register_broker(bid, "127.0.0.1", 9000 + bid, rack=rack)
+        store = KafkaZkStore(zk)
+        # As a real broker does: a new session after an expired one re-registers.
+        zk.on_session_reestablished(
+            lambda: store.register_broker(bid, "127.0.0.1", 9000 + bid, rack=rack)
+        )
+        return await store.register_broker(bid, "127.0.0.1", 9000 + bid, rack=rack)
 
     async def kill_broker(self, bid: int) -> None:
         await self.brokers.pop(bid).stop()  # session closed: its ephemeral znode goes now
@@ -779,5 +784,62 @@ def test_controller_session_expiry_resigns_and_another_takes_over(zk_chroot):
             await c2.stop()
             await wait_for(lambda: c1.is_active, what="controller 1 re-elected")
             assert c1.epoch == 3
+
+    run(main())
+
+
+def test_malformed_requests_get_error_responses(zk_chroot):
+    async def main():
+        async with Harness(zk_chroot) as h:
+            await h.start_broker(1)
+            await h.start_controller(9)
+            c = await h.active()
+            bad = await c.handle_alter_partition(
+                {"broker_id": 1, "topics": [{"topic_name": "t", "partitions": [5]}]}
+            )
+            assert bad["error_code"] == ErrorCode.INVALID_REQUEST
+            bad = await c.handle_alter_partition_reassignments({"topics": [{"partitions": []}]})
+            assert bad["error_code"] == ErrorCode.INVALID_REQUEST
+            bad = await c.handle_elect_leaders(
+                {"election_type": 0, "topic_partitions": [{"partitions": [0]}]}
+            )
+            assert bad["error_code"] == ErrorCode.INVALID_REQUEST
+            assert (await c.handle_controlled_shutdown({"broker_id": 5}))[
+                "error_code"
+            ] == ErrorCode.BROKER_NOT_AVAILABLE
+            # Still serving afterwards.
+            await h.admin.create_topic("t", {0: [1]})
+            await wait_for(lambda: c.partition_state("t", 0), what="controller still works")
+
+    run(main())
+
+
+def test_broker_session_expiry_is_a_death_then_a_clean_rejoin(zk_chroot):
+    async def main():
+        async with Harness(zk_chroot) as h:
+            for b in (1, 2):
+                await h.start_broker(b)
+            zk1 = h.brokers[1]
+            rejoined = asyncio.Event()
+            zk1.on_session_reestablished(rejoined.set)  # the harness re-registers the broker
+            await h.start_controller(9)
+            c = await h.active()
+            await h.admin.create_topic("t", {0: [1, 2]})
+            await wait_for(lambda: c.partition_state("t", 0))
+            old_epoch = c.ctx.live[1].epoch
+            sid, passwd = zk1.client.client_id
+            loop = asyncio.get_running_loop()
+            other = KazooClient(hosts=zk_chroot, client_id=(sid, passwd))
+            await loop.run_in_executor(None, other.start)
+            await loop.run_in_executor(None, other.stop)
+            await asyncio.wait_for(rejoined.wait(), 10)
+            await wait_for(
+                lambda: 1 in c.ctx.live and c.ctx.live[1].epoch != old_epoch, what="rejoin seen"
+            )
+            await settle(c)
+            st = await h.state("t", 0)
+            # Broker 1 was treated as dead (leadership moved, it left the ISR) and is back.
+            assert st.leader == 2 and st.isr == [2] and st.leader_epoch >= 1
+            assert c.ctx.live[1].epoch > old_epoch
 
     run(main())

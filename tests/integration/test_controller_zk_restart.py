@@ -1,0 +1,63 @@
+"""ZooKeeper itself restarted: a quick restart keeps every session; a long outage
+expires them, and brokers and controller come back by themselves."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.integration.test_controller import Harness, run, settle, wait_for
+from tools.zookeeper import LocalZooKeeper
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def own_zookeeper(tmp_path, zookeeper):  # zookeeper: fails/skips like the shared one when missing
+    zk = LocalZooKeeper(tmp_path / "zk", tick_ms=200)
+    zk.start()
+    yield zk
+    zk.stop()
+
+
+def test_cluster_carries_on_after_zookeeper_restarts(own_zookeeper):
+    zk_server = own_zookeeper
+
+    async def main():
+        async with Harness(zk_server.connect_string) as h:
+            for b in (1, 2):
+                await h.start_broker(b)
+            c, _ = await h.start_controller(1)
+            c = await h.active()
+            await h.admin.create_topic("a", {0: [1, 2]})
+            await wait_for(lambda: c.partition_state("a", 0))
+            loop = asyncio.get_running_loop()
+            # Quick restart: sessions are restored by the server, nothing expires.
+            await loop.run_in_executor(None, zk_server.restart)
+            await h.admin.create_topic("b", {0: [2, 1]})
+            await wait_for(
+                lambda: c.partition_state("b", 0), timeout=15, what="controller after restart"
+            )
+            assert c.is_active
+            # A longer outage (past the session timeout). Whether sessions survive is the
+            # server's call; either way the cluster must come back: brokers (re-)registered,
+            # a controller active, new topics served, old state intact.
+            await loop.run_in_executor(None, zk_server.kill)
+            await asyncio.sleep(2.0)
+            await loop.run_in_executor(None, zk_server.start)
+            await h.admin.create_topic("c", {0: [1, 2]})
+
+            async def serving():
+                for x, _, _ in h.controllers.values():
+                    if x.is_active and x.partition_state("c", 0) is not None:
+                        return x
+                return None
+
+            c = await wait_for(serving, timeout=20, what="a controller serving after the outage")
+            await wait_for(lambda: set(c.ctx.live) == {1, 2}, timeout=10, what="brokers registered")
+            await settle(c)
+            st = await h.state("c", 0)
+            assert st.leader in (1, 2) and (await h.state("a", 0)).leader in (1, 2)
+
+    run(main(), timeout=60)
