@@ -86,6 +86,24 @@ class _SparseIndex:
         self.ENTRY.pack_into(self._mm, self.n_entries * self.ENTRY.size, a, b)
         self.n_entries += 1
 
+    def append_many(self, flat: list[int]) -> int:
+        """Append entries given as a flat list (a0, b0, a1, b1, ...) in one pass; entries
+        beyond the preallocated size are dropped (a sparser index is still correct, and
+        a full index makes the log roll). Returns how many were written."""
+        k = len(flat) // 2
+        if not k:
+            return 0
+        if self.n_entries + k > self._mapped_entries:
+            self.make_appendable()
+        k = min(k, self._mapped_entries - self.n_entries)
+        pack, size, mm = self.ENTRY.pack_into, self.ENTRY.size, self._mm
+        off = self.n_entries * size
+        for i in range(0, 2 * k, 2):
+            pack(mm, off, flat[i], flat[i + 1])
+            off += size
+        self.n_entries += k
+        return k
+
     def entry(self, slot: int) -> tuple[int, int]:
         if not 0 <= slot < self.n_entries:
             raise IndexError(slot)
@@ -188,6 +206,12 @@ class OffsetIndex(_SparseIndex):
 class TimeIndex(_SparseIndex):
     ENTRY = TIME_ENTRY
     DTYPE = TIME_DTYPE
+
+    @property
+    def last_timestamp(self) -> int:
+        """Timestamp of the last entry, or -1 (an append must exceed it)."""
+        last = self.last_entry()
+        return last[0] if last is not None else -1
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append (timestamp, offset) when the timestamp grows the index's maximum."""

@@ -133,7 +133,10 @@ class LogSegment:
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
         seg_max, seg_max_off = self.max_timestamp, self.offset_of_max_timestamp
-        offset_index, time_index = self.offset_index, self.time_index
+        seg_base = self.base_offset
+        entries: list[int] = []  # flat (relative offset, position) pairs
+        time_entries: list[int] = []  # flat (timestamp, relative offset) pairs
+        last_indexed_ts = self.time_index.last_timestamp
         count = 0
         append_max = NO_TIMESTAMP
         last = self.next_offset - 1
@@ -152,10 +155,17 @@ class LogSegment:
             if max_ts > seg_max:
                 seg_max, seg_max_off = max_ts, last
             if since > interval:
-                offset_index.append(last, base_position + position)
-                time_index.maybe_append(seg_max, seg_max_off)
+                entries.append(last - seg_base)
+                entries.append(base_position + position)
+                if seg_max > last_indexed_ts:
+                    time_entries.append(seg_max)
+                    time_entries.append(seg_max_off - seg_base)
+                    last_indexed_ts = seg_max
                 since = 0
             since += size
+        if entries:
+            self.offset_index.append_many(entries)
+            self.time_index.append_many(time_entries)
         self.bytes_since_last_index_entry = since
         self.max_timestamp, self.offset_of_max_timestamp = seg_max, seg_max_off
         self.next_offset = last + 1
