@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError
 
 from kafkarepl.controller import election
 from kafkarepl.controller.channel import (
@@ -196,6 +196,14 @@ class Controller:
                 if fut is not None and not fut.done():
                     fut.set_exception(_NotActive())
                 continue
+            except (ConnectionLoss, OperationTimeoutError) as e:
+                # Events re-read ZooKeeper (level-triggered): run it again once connected,
+                # unless the session expires first (then we resign and the rest is moot).
+                log.warning(
+                    "controller %d: %s interrupted (%r); will retry", self.broker_id, name, e
+                )
+                self._retry_when_connected(name, fn, fut)
+                continue
             except _NotActive as e:
                 if fut is not None and not fut.done():
                     fut.set_exception(e)
@@ -214,6 +222,17 @@ class Controller:
             if self.is_active:
                 self.ctx.update_metrics(self.metrics)
 
+    def _retry_when_connected(
+        self, name: str, fn: Callable[[], Awaitable[Any]], fut: asyncio.Future | None
+    ) -> None:
+        async def later() -> None:
+            await self.zk.wait_connected()
+            self._enqueue(name, fn, fut)
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
     def _require_active(self) -> ControllerEpochFence:
         if self.fence is None:
             raise _NotActive()
@@ -228,6 +247,8 @@ class Controller:
             if self.is_active and not ours:
                 log.warning("controller %d: /controller moved; resigning", self.broker_id)
                 self._resign()
+            elif ours and not self.is_active:
+                await self._elect()  # won earlier but the reply was lost: adopt the fence
             return
         if self.is_active:
             # /controller vanished while we think we are active: our session is gone.
@@ -269,6 +290,7 @@ class Controller:
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
+        self.channel.set_brokers({})  # queued requests of the old epoch are dropped
         self.ctx.clear()
         self._reassign_znode_seen.clear()
 

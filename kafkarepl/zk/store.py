@@ -415,9 +415,23 @@ class KafkaZkStore:
             )
         except ZkTransactionError as e:
             if isinstance(e.cause, (NodeExistsError, BadVersionError)):
-                return None
+                return await self.controller_fence_if_ours()
             raise e.cause from e
         return ControllerEpochFence(epoch + 1, results[1].version)
+
+    async def controller_fence_if_ours(self) -> ControllerEpochFence | None:
+        """The fence of an election this session already won (e.g. the multi's reply was
+        lost to a connection drop). Safe: /controller_epoch only moves together with the
+        creation of /controller, which is ours."""
+        stat = await self.zk.exists(CONTROLLER)
+        if stat is None or stat.ephemeralOwner != self.zk.session_id:
+            return None
+        current = await self.get_controller_epoch()
+        if current is None:
+            return None
+        if await self.zk.exists(CONTROLLER) != stat:  # re-check: nothing moved meanwhile
+            return None
+        return ControllerEpochFence(current[0], current[1])
 
     async def resign_controller(self, fence: ControllerEpochFence) -> None:
         """Delete /controller if we still hold the epoch (clean controller shutdown)."""
