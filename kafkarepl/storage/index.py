@@ -48,6 +48,10 @@ class _SparseIndex:
         self._mapped_entries = 0
         self._map(self.n_entries)
 
+    @property
+    def fd(self) -> int:
+        return self._fd
+
     # -- mapping -------------------------------------------------------------------
     def _map(self, entries: int) -> None:
         if self._mm is not None:

@@ -528,17 +528,28 @@ class Log:
     # ================================================================ flush / close
     def flush(self, offset: int | None = None) -> None:
         """fdatasync segments holding offsets [recovery_point, offset) (default: LEO) and
-        move the recovery point there."""
+        move the recovery point there. Blocking; see begin_flush to fsync elsewhere."""
+        pending = self.begin_flush(offset)
+        pending.run()
+        self.complete_flush(pending)
+
+    def begin_flush(self, offset: int | None = None) -> PendingFlush:
+        """First step of a flush, cheap, on the thread that owns the log: duplicate the
+        descriptors to sync. PendingFlush.run() (the fdatasyncs) may then run in a worker
+        thread while appends go on; complete_flush(pending) moves the recovery point."""
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        fds: list[int] = []
         if target > self.recovery_point:
             first = self._segment_index(self.recovery_point)
             last = self._segment_index(max(target - 1, 0))
-            try:
-                for seg in self._segments[first:last + 1]:
-                    seg.flush()
-                _fsync_dir(self.dir)
-            except OSError as exc:
-                raise KafkaStorageError(f"{self.dir}: flush failed: {exc}") from exc
+            for seg in self._segments[first:last + 1]:
+                fds.extend(seg.dup_fds())
+            fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
+        return PendingFlush(self.dir, target, fds)
+
+    def complete_flush(self, pending: PendingFlush) -> None:
+        target = min(pending.target, self.log_end_offset)
+        if target > self.recovery_point:
             self.recovery_point = target
         if target >= self.log_end_offset:
             self.unflushed_messages = 0
@@ -580,6 +591,29 @@ class Log:
             else:
                 keep.append((fd, when))
         self._retired = keep
+
+
+class PendingFlush:
+    """Descriptors (duplicates, so closing the log meanwhile is safe) to fdatasync."""
+
+    def __init__(self, dir: Path, target: int, fds: list[int]) -> None:
+        self.dir = dir
+        self.target = target
+        self.fds = fds
+
+    def run(self) -> None:
+        fds, self.fds = self.fds, []
+        error = None
+        for fd in fds:
+            try:
+                if error is None:
+                    _core.file_fdatasync(fd)
+            except OSError as exc:
+                error = exc
+            finally:
+                os.close(fd)
+        if error is not None:
+            raise KafkaStorageError(f"{self.dir}: flush failed: {error}") from error
 
 
 def _fsync_dir(path: Path) -> None:

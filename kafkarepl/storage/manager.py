@@ -181,18 +181,24 @@ class LogManager:
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """Flush logs whose flush.ms elapsed with unflushed data (flush.messages is
         enforced on append); checkpoints the recovery points when any moved. Returns
-        how many logs were flushed. Blocking (fdatasync): run it off the event loop."""
+        how many logs were flushed. Blocking (fdatasync); for the event loop, use
+        Log.begin_flush / PendingFlush.run (in a thread) / Log.complete_flush."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         flushed = 0
         for lg in list(self._logs.values()):
-            flush_ms = lg.config.flush_ms
-            if (flush_ms is not None and lg.recovery_point < lg.log_end_offset
-                    and now_ms - lg.last_flush_ms >= flush_ms):
+            if self.flush_due(lg, now_ms):
                 lg.flush()
                 flushed += 1
         if flushed:
             self.checkpoint_recovery_points()
         return flushed
+
+    @staticmethod
+    def flush_due(lg: Log, now_ms: int) -> bool:
+        """Whether flush.ms says `lg` should be flushed now."""
+        flush_ms = lg.config.flush_ms
+        return (flush_ms is not None and lg.recovery_point < lg.log_end_offset
+                and now_ms - lg.last_flush_ms >= flush_ms)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention to every log; checkpoints log start offsets when any moved."""

@@ -322,6 +322,15 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
+    def dup_fds(self) -> list[int]:
+        """Duplicates of the log and index descriptors (fdatasync of an index file also
+        writes back pages dirtied through its shared mapping)."""
+        out = []
+        for fd in (self.fd, self.offset_index.fd, self.time_index.fd):
+            if fd >= 0:
+                out.append(os.dup(fd))
+        return out
+
     def close(self) -> None:
         if self.fd < 0:
             return

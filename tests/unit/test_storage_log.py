@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 
 import pytest
 
@@ -327,3 +328,20 @@ def test_reopen_keeps_everything(tmp_path):
     # index files are trimmed to their entries on close
     for s_entries, idx in zip(entries, sorted(tmp_path.glob("t-3/*.index")), strict=True):
         assert idx.stat().st_size == 8 * len(s_entries)
+
+
+def test_flush_off_thread_while_appending(open_log):
+    log = open_log(LogConfig(segment_bytes=300))
+    for _ in range(5):
+        log.append_as_leader(build_batch(1), 0, T0)
+    pending = log.begin_flush()
+    worker = threading.Thread(target=pending.run)
+    worker.start()
+    for _ in range(5):  # appends, rolls and retention go on meanwhile
+        log.append_as_leader(build_batch(1), 0, T0)
+    log.truncate_to(7)
+    worker.join()
+    log.complete_flush(pending)
+    assert log.recovery_point == 5
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 7
