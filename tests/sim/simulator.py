@@ -42,6 +42,22 @@ class InvariantViolation(AssertionError):
 
 
 @dataclass
+class SimLog(MemoryLog):
+    """MemoryLog counting truncations, so the invariant checks can be incremental."""
+
+    truncations: int = 0
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log_end_offset:
+            self.truncations += 1
+        super().truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.truncations += 1
+        super().truncate_fully_and_start_at(offset)
+
+
+@dataclass
 class SimConfig:
     brokers: int = 3
     partitions: int = 1
@@ -127,7 +143,7 @@ class Broker:
     def __init__(self, sim: Simulation, broker_id: int) -> None:
         self.sim = sim
         self.id = broker_id
-        self.logs: dict[int, MemoryLog] = {}  # survive crashes (the disk)
+        self.logs: dict[int, SimLog] = {}  # survive crashes (the disk)
         self.hw_checkpoint: dict[int, int] = {}
         self.alive = True
         self.incarnation = 0
@@ -141,8 +157,8 @@ class Broker:
         self.incarnation += 1
         self.parts: dict[int, PartitionState] = {}
         self.sent_at: dict[int, int] = {}
-        self.produces: Purgatory[DelayedProduce] = Purgatory()
-        self.fetches: Purgatory[DelayedFetch] = Purgatory()
+        self.produces: Purgatory[DelayedProduce] = Purgatory(lambda op: self.sim.on_produce_done(self, op))
+        self.fetches: Purgatory[DelayedFetch] = Purgatory(self._answer_fetch)
         cfg = self.sim.cfg
         pcfg = PartitionConfig(
             min_insync_replicas=cfg.min_insync_replicas,
@@ -152,7 +168,7 @@ class Broker:
         )
         for p in range(cfg.partitions):
             if self.id in self.sim.assignment[p]:
-                log = self.logs.setdefault(p, MemoryLog())
+                log = self.logs.setdefault(p, SimLog())
                 self.parts[p] = PartitionState(
                     self.id, log, pcfg, high_watermark=self.hw_checkpoint.get(p, 0), metrics=self.metrics
                 )
@@ -214,8 +230,7 @@ class Broker:
         return op
 
     def _complete_produces(self, p: int) -> None:
-        for op in self.produces.check(p, self.sim.now):
-            self.sim.on_produce_done(self, op)
+        self.produces.check(p, self.sim.now)  # completions go through on_complete
 
     def on_fetch(self, src: int, p: int, req: FetchRequest) -> None:
         part, now = self.parts[p], self.sim.now
@@ -313,10 +328,8 @@ class Broker:
                     self.sent_at[p] = now
                     kind = "epoch" if isinstance(req, EpochRequest) else "fetch"
                     net.send(self.id, fetcher.leader_id, kind, p, req)
-        for op in self.produces.poll(now):
-            self.sim.on_produce_done(self, op)
-        for op in self.fetches.poll(now):
-            self._answer_fetch(op)
+        self.produces.poll(now)
+        self.fetches.poll(now)
         if now >= self.next_checkpoint:
             self.checkpoint_hw()
             self.next_checkpoint = now + self.sim.cfg.hw_checkpoint_interval_ms
@@ -468,6 +481,9 @@ class Simulation:
         # (p, broker) -> {(offset, value)} destroyed on that broker by a power loss
         self.excused: dict[tuple[int, int], set[tuple[int, object]]] = {}
         self.acked_set: dict[int, set[tuple[int, object]]] = {p: set() for p in range(c.partitions)}
+        self.committed: dict[int, list[tuple[int, object]]] = {p: [] for p in range(c.partitions)}
+        self._verified: dict[tuple[int, int], list[int]] = {}
+        self._leaders_checked: set[tuple[int, ...]] = set()
         self.next_value = itertools.count(1)
         self.tracing = False
         self.events: list[str] = []
@@ -514,6 +530,10 @@ class Simulation:
 
     def deliver(self, msg: Msg) -> None:
         if self.net.dropped(msg):
+            return
+        zk_cut = self.brokers[msg.src if msg.dst == CONTROLLER else msg.dst].zk_cut_until
+        if CONTROLLER in (msg.src, msg.dst) and zk_cut > self.now:
+            self.net.requeue(msg, zk_cut)  # the controller channel retries until healed
             return
         if msg.dst == CONTROLLER:
             self.controller.handle(msg)
@@ -598,9 +618,8 @@ class Simulation:
         if p in self.tainted:
             return
         leader = self.leader_of(p)
-        if leader is not None and self._leader_lost_committed_to_power_loss(p, leader, live):
-            self.trace("p%d: leader %d lost committed data to a power loss", p, leader.id)
-            self.tainted.add(p)
+        if leader is not None and self._leader_lost_committed_to_power_loss(p, leader):
+            self._taint(p, f"leader {leader.id} lost committed data to a power loss")
             return
         # Follower HW <= leader HW once it fetched from this leader.
         if leader is not None:
@@ -616,55 +635,92 @@ class Simulation:
                     raise InvariantViolation(
                         f"p{p}: follower {b.id} HW {part.high_watermark} > leader {leader.id} HW {lpart.high_watermark}"
                     )
-        # Replicas agree record for record (offset, epoch, value) below their HWs.
-        ref = max(live, key=lambda b: b.parts[p].high_watermark, default=None)
-        if ref is not None:
-            ref_log = ref.logs[p]
-            for b in live:
-                h = b.parts[p].high_watermark
-                log = b.logs[p]
-                if log.log_start_offset != 0 or ref_log.log_start_offset != 0:
-                    continue
-                if log.records[:h] != ref_log.records[:h]:
-                    bad = next(i for i in range(h) if log.records[i] != ref_log.records[i])
-                    raise InvariantViolation(
-                        f"p{p}: brokers {b.id} and {ref.id} differ at offset {bad} below HW {h}: "
-                        f"{log.records[bad]} vs {ref_log.records[bad]}"
-                    )
-        # No acknowledged (acks=all) record is lost while an ISR member survives: every
-        # member of the controller's ISR (dead or alive), the current leader and every
-        # replica whose HW covers it hold it, except copies destroyed by a power loss.
-        isr = self.controller.state[p].isr
-        for a in self.acked[p]:
-            holders = set(isr) | {b.id for b in live if b.parts[p].high_watermark > a.offset}
-            if leader is not None:
-                holders.add(leader.id)
-            lost_by_power = False
-            for b in holders:
-                if self.holds(b, p, a):
-                    continue
-                if (a.offset, a.value) not in self.excused.get((p, b), ()):
-                    raise InvariantViolation(
-                        f"p{p}: acked value {a.value}@{a.offset} lost on broker {b} "
-                        f"(leader={leader.id if leader else None}, isr={isr}, "
-                        f"has {self.brokers[b].logs[p].get(a.offset)})"
-                    )
-                lost_by_power = True
-                if leader is not None and b == leader.id:
-                    break
-            else:
-                if not lost_by_power or any(self.holds(b, p, a) for b in isr):
-                    continue
-            self.trace("p%d: %s lost to power loss: no longer checked", p, a)
-            self.tainted.add(p)
-            return
+        self._check_agreement(p, live)
+        self._check_acked(p, leader)
 
-    def _leader_lost_committed_to_power_loss(self, p: int, leader: Broker, live: list[Broker]) -> bool:
+    def _progress(self, p: int, b: Broker) -> list[int]:
+        """[truncations seen, agreed up to, acked records verified] for (p, b); reset when
+        the log was truncated since, so checks stay incremental yet exact."""
+        log = b.logs[p]
+        st = self._verified.setdefault((p, b.id), [log.truncations, 0, 0])
+        if st[0] != log.truncations:
+            st[:] = [log.truncations, 0, 0]
+        return st
+
+    def _check_agreement(self, p: int, live: list[Broker]) -> None:
+        """Every replica's log below its HW is a prefix of one committed log, record for
+        record (offset, epoch, value), for the whole run: replicas agree below their HWs
+        and nothing once committed is ever rewritten."""
+        committed = self.committed[p]
+        for b in live:
+            log, h = b.logs[p], b.parts[p].high_watermark
+            st = self._progress(p, b)
+            start = min(st[1], h)
+            n = min(h, len(committed))
+            if log.records[start:n] != committed[start:n]:
+                bad = next(i for i in range(start, n) if log.records[i] != committed[i])
+                raise InvariantViolation(
+                    f"p{p}: broker {b.id} has {log.records[bad]} at offset {bad} below its HW {h}, "
+                    f"but {committed[bad]} was committed there"
+                )
+            if h > len(committed):
+                committed.extend(log.records[len(committed) : h])
+            st[1] = h
+
+    def _check_acked(self, p: int, leader: Broker | None) -> None:
+        """No acknowledged (acks=all) record is lost while an ISR member survives: every
+        member of the controller's ISR (dead or alive), the current leader and every live
+        replica whose HW covers it hold it, except copies destroyed by a power loss."""
+        isr = self.controller.state[p].isr
+        acked = self.acked[p]
+        lost_by_power: list[Acked] = []
+        for b in self.brokers:
+            if p not in b.logs:
+                continue
+            log = b.logs[p]
+            st = self._progress(p, b)
+            hw = b.parts[p].high_watermark if b.alive else -1
+            must_hold_all = b.id in isr or b is leader
+            i, contiguous = st[2], True
+            for j in range(i, len(acked)):
+                a = acked[j]
+                got = log.get(a.offset)
+                if got is not None and got[1] == a.value:
+                    if contiguous:
+                        i = j + 1
+                    continue
+                contiguous = False
+                if not (must_hold_all or hw > a.offset):
+                    continue
+                if (a.offset, a.value) not in self.excused.get((p, b.id), ()):
+                    raise InvariantViolation(
+                        f"p{p}: acked value {a.value}@{a.offset} lost on broker {b.id} "
+                        f"(leader={leader.id if leader else None}, isr={isr}, has {got})"
+                    )
+                if b is leader:
+                    self._taint(p, f"leader {b.id} lost acked {a} to a power loss")
+                    return
+                lost_by_power.append(a)
+            st[2] = i
+        for a in lost_by_power:
+            if not any(self.holds(r, p, a) for r in isr):
+                self._taint(p, f"{a} lost to power loss on every ISR member")
+                return
+
+    def _taint(self, p: int, why: str) -> None:
+        self.trace("p%d: %s: no longer checked", p, why)
+        self.tainted.add(p)
+
+    def _leader_lost_committed_to_power_loss(self, p: int, leader: Broker) -> bool:
         lost = self.excused.get((p, leader.id))
         if not lost:
             return False
-        committed = max(b.parts[p].high_watermark for b in live)
         log = leader.logs[p]
+        key = (p, leader.id, leader.incarnation, leader.parts[p].leader_epoch, log.truncations)
+        if key in self._leaders_checked:
+            return False
+        self._leaders_checked.add(key)
+        committed = len(self.committed[p])
         for offset, value in lost:
             got = log.get(offset)
             if (got is None or got[1] != value) and (offset < committed or (offset, value) in self.acked_set[p]):
