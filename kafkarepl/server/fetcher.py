@@ -71,7 +71,7 @@ class ReplicaFetcher:
     async def _connection(self) -> Any:
         from kafkarepl.client import BrokerConnection
 
-        if self._conn is not None and not self._conn.closed:
+        if self._conn is not None and self._conn.connected:
             return self._conn
         info = self.broker.metadata.broker(self.leader_id)
         if info is None:
