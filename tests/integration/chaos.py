@@ -1,0 +1,384 @@
+"""Helpers for fault tests against a real TestCluster.
+
+`ChaosProducer`: a background thread producing numbered values with a real client
+(confluent-kafka idempotent acks=all, or kafka-python acks=all) that records every
+acknowledged (partition, offset, value).
+
+`verify_acked`: consumes every partition with assign() and checks that every acknowledged
+record is present exactly once, at its acknowledged offset, in production order per
+partition, and that no value was written twice.
+
+`verify_replicas_identical`: waits until every replica's log reaches the leader's high
+watermark, then compares the replicas' batches byte for byte up to that HW (batch
+positions from `kafkarepl dump-log --json`, bytes read straight from the .log files).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkarepl.cli import wire
+from kafkarepl.protocol import ApiKey
+from tests.batches import build_batch
+from tests.fixtures.cluster import TestCluster
+
+LATEST = -1
+
+
+@dataclass
+class Ack:
+    partition: int
+    offset: int
+    value: bytes
+
+
+@dataclass
+class ProduceStats:
+    acked: list[Ack] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    ack_times: list[float] = field(default_factory=list)
+
+
+class ChaosProducer:
+    """Produces b"<n>" values round-robin over `partitions` until stop().
+
+    client: "confluent" (enable.idempotence, acks=all) or "kafka-python" (acks=all,
+    idempotent too, max one in flight so retries cannot reorder)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, client: str = "confluent",
+                 rate: float = 300.0, value_size: int = 0) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.client = client
+        self.rate = rate
+        self.value_size = value_size
+        self.stats = ProduceStats()
+        self.sent = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"chaos-{client}", daemon=True)
+        self._exc: BaseException | None = None
+
+    # -- public -----------------------------------------------------------------
+    def start(self) -> ChaosProducer:
+        self._thread.start()
+        return self
+
+    def stop(self, flush_timeout: float = 60.0) -> ProduceStats:
+        self._flush_timeout = flush_timeout
+        self._stop.set()
+        self._thread.join(flush_timeout + 30)
+        assert not self._thread.is_alive(), "producer thread did not finish"
+        if self._exc is not None:
+            raise self._exc
+        return self.stats
+
+    def acked_count(self) -> int:
+        with self._lock:
+            return len(self.stats.acked)
+
+    def wait_acks(self, more: int, timeout: float = 30.0) -> None:
+        """Until `more` further acknowledgements arrive (the producer is making progress)."""
+        target = self.acked_count() + more
+        deadline = time.monotonic() + timeout
+        while self.acked_count() < target:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{self.client}: no progress, {self.acked_count()}/{target} acks after {timeout}s; "
+                    f"errors: {self.stats.errors[-5:]}")
+            if self._exc is not None:
+                raise self._exc
+            time.sleep(0.05)
+
+    def longest_ack_gap(self) -> float:
+        with self._lock:
+            t = sorted(self.stats.ack_times)
+        return max((b - a for a, b in zip(t, t[1:], strict=False)), default=0.0)
+
+    # -- internals ----------------------------------------------------------------
+    def _value(self, n: int) -> bytes:
+        v = str(n).encode()
+        return v + b"." * max(0, self.value_size - len(v))
+
+    def _record(self, partition: int, offset: int, value: bytes) -> None:
+        with self._lock:
+            self.stats.acked.append(Ack(partition, offset, value))
+            self.stats.ack_times.append(time.monotonic())
+
+    def _error(self, msg: str) -> None:
+        with self._lock:
+            self.stats.errors.append(msg)
+
+    def _run(self) -> None:
+        try:
+            if self.client == "confluent":
+                self._run_confluent()
+            elif self.client == "kafka-python":
+                self._run_kafka_python()
+            else:
+                raise ValueError(self.client)
+        except BaseException as exc:  # surfaced by stop()/wait_acks()
+            self._exc = exc
+
+    def _pace(self, started: float) -> None:
+        ahead = self.sent / self.rate - (time.monotonic() - started)
+        if ahead > 0:
+            self._stop.wait(ahead)
+
+    def _run_confluent(self) -> None:
+        from confluent_kafka import Producer
+
+        p = Producer({
+            "bootstrap.servers": self.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "retry.backoff.ms": 100,
+        })
+
+        def on_delivery(err, msg):
+            if err is None:
+                self._record(msg.partition(), msg.offset(), msg.value())
+            else:
+                self._error(f"p{msg.partition()} {msg.value()!r}: {err}")
+
+        started = time.monotonic()
+        while not self._stop.is_set():
+            v = self._value(self.sent)
+            try:
+                p.produce(self.topic, v, partition=self.sent % self.partitions, on_delivery=on_delivery)
+            except BufferError:
+                p.poll(0.1)
+                continue
+            self.sent += 1
+            p.poll(0)
+            self._pace(started)
+        remaining = p.flush(self._flush_timeout)
+        if remaining:
+            self._error(f"{remaining} messages still in flight after flush")
+
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaProducer
+
+        p = KafkaProducer(
+            bootstrap_servers=self.bootstrap.split(","),
+            acks="all",
+            enable_idempotence=True,
+            max_in_flight_requests_per_connection=1,
+            linger_ms=5,
+            retries=2**31 - 1,
+            retry_backoff_ms=100,
+            metadata_max_age_ms=1000,
+            request_timeout_ms=10000,
+            delivery_timeout_ms=120000,
+        )
+        started = time.monotonic()
+        while not self._stop.is_set():
+            v = self._value(self.sent)
+            part = self.sent % self.partitions
+            fut = p.send(self.topic, value=v, partition=part)
+            fut.add_callback(lambda md, v=v: self._record(md.partition, md.offset, v))
+            fut.add_errback(lambda exc, v=v, part=part: self._error(f"p{part} {v!r}: {exc!r}"))
+            self.sent += 1
+            self._pace(started)
+        p.flush(self._flush_timeout)
+        p.close(10)
+
+
+# -- verification -------------------------------------------------------------------
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record (offset, value) of every partition, read with assign() from the
+    beginning up to the high watermark seen when starting."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "chaos-verifier",
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        "topic.metadata.refresh.interval.ms": 1000,
+    })
+    try:
+        ends = {}
+        for p in range(partitions):
+            _lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
+            ends[p] = hi
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        pending = {p for p in range(partitions) if ends[p] > 0}
+        while pending:
+            if time.monotonic() > deadline:
+                got = {p: (out[p][-1][0] if out[p] else None) for p in pending}
+                raise AssertionError(f"verifier: partitions {sorted(pending)} not read to HW {ends}, last {got}")
+            msgs = c.consume(1000, 1.0)
+            for m in msgs:
+                if m.error():
+                    continue
+                out[m.partition()].append((m.offset(), m.value()))
+                if m.offset() + 1 >= ends[m.partition()]:
+                    pending.discard(m.partition())
+        return out
+    finally:
+        c.close()
+
+
+def verify_acked(bootstrap: str, topic: str, partitions: int, acked: list[Ack]) -> dict[int, list[tuple[int, bytes]]]:
+    assert acked, "nothing was acknowledged: the test proves nothing"
+    logs = consume_all(bootstrap, topic, partitions)
+    seen: dict[bytes, list[tuple[int, int]]] = {}
+    for p, recs in logs.items():
+        offsets = [o for o, _ in recs]
+        assert offsets == sorted(set(offsets)), f"p{p}: offsets not strictly increasing"
+        for o, v in recs:
+            seen.setdefault(v, []).append((p, o))
+    dups = {v: where for v, where in seen.items() if len(where) > 1}
+    assert not dups, f"values written more than once: {list(dups.items())[:10]}"
+    by_offset = {p: dict(recs) for p, recs in logs.items()}
+    missing = [a for a in acked if by_offset[a.partition].get(a.offset) != a.value]
+    assert not missing, (
+        f"{len(missing)}/{len(acked)} acknowledged records missing or different, e.g. "
+        f"{[(a.partition, a.offset, a.value, by_offset[a.partition].get(a.offset)) for a in missing[:10]]}")
+    # Production order per partition: acknowledged values (numbered) ascend with offsets.
+    for p in range(partitions):
+        nums = [int(a.value.split(b".")[0]) for a in sorted(acked, key=lambda a: a.offset) if a.partition == p]
+        assert nums == sorted(nums), f"p{p}: acknowledged records out of production order"
+    return logs
+
+
+def list_offset(port: int, topic: str, partition: int, timestamp: int = LATEST) -> tuple[int, int]:
+    """(error_code, offset) of ListOffsets (LATEST = the high watermark) at one broker."""
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
+    resp = wire.call("127.0.0.1", port, ApiKey.LIST_OFFSETS, 5, body)
+    r = resp["topics"][0]["partitions"][0]
+    return r["error_code"], r["offset"]
+
+
+def partition_dir(cluster: TestCluster, broker_id: int, topic: str, partition: int) -> Path:
+    return cluster.root / f"broker-{broker_id}" / "logs" / f"{topic}-{partition}"
+
+
+def replica_batches(cluster: TestCluster, broker_id: int, topic: str, partition: int) -> list[tuple[int, int, bytes]]:
+    """(base_offset, last_offset, bytes) of every batch in a replica's .log files, in order,
+    positions from `kafkarepl dump-log --json`."""
+    d = partition_dir(cluster, broker_id, topic, partition)
+    logs = sorted(d.glob("*.log"))
+    if not logs:
+        return []
+    out = subprocess.run([sys.executable, "-m", "kafkarepl.cli.main", "dump-log", "--json", *map(str, logs)],
+                         capture_output=True, text=True, timeout=60)
+    doc = json.loads(out.stdout)
+    files = doc["files"] if isinstance(doc, dict) and "files" in doc else doc
+    batches = []
+    for f in files:
+        path = Path(f["path"])
+        data = path.read_bytes()
+        for b in f.get("batches", []):
+            batches.append((b["baseOffset"], b["lastOffset"], data[b["position"]:b["position"] + b["size"]]))
+    batches.sort(key=lambda x: x[0])
+    return batches
+
+
+def prefix_below(batches: list[tuple[int, int, bytes]], hw: int) -> list[tuple[int, int, bytes]]:
+    return [b for b in batches if b[1] < hw]
+
+
+def leader_hw(cluster: TestCluster, topic: str, partition: int, timeout: float = 30.0) -> tuple[int, int]:
+    """(leader id, HW) from the current leader."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            leader = cluster.leader_of(topic, partition)
+            if leader > 0 and cluster.brokers[leader].alive:
+                err, hw = list_offset(cluster.brokers[leader].port, topic, partition)
+                if err == 0:
+                    return leader, hw
+                last = f"error {err} from {leader}"
+        except (OSError, ConnectionError, AssertionError) as exc:
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"{topic}-{partition}: no leader answers ListOffsets: {last}")
+
+
+def verify_replicas_identical(cluster: TestCluster, topic: str, partitions: int,
+                              timeout: float = 30.0) -> None:
+    """Every replica (alive) holds the same batches, byte for byte, below the leader's HW."""
+    md = cluster.metadata([topic])
+    replicas = {p["partition_index"]: p["replica_nodes"] for p in md["topics"][0]["partitions"]}
+    for p in range(partitions):
+        leader, hw = leader_hw(cluster, topic, p)
+        ids = [r for r in replicas[p] if cluster.brokers[r].alive]
+        deadline = time.monotonic() + timeout
+        while True:
+            prefixes = {r: prefix_below(replica_batches(cluster, r, topic, p), hw) for r in ids}
+            short = {r: (pre[-1][1] + 1 if pre else 0) for r, pre in prefixes.items()
+                     if (pre[-1][1] + 1 if pre else 0) < hw}
+            if not short:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}-{p}: replicas {short} (next offset) never reached leader "
+                                     f"{leader}'s HW {hw} within {timeout}s")
+            time.sleep(0.2)
+        ref = prefixes[leader]
+        for r, pre in prefixes.items():
+            if pre == ref:
+                continue
+            for i, (a, b) in enumerate(zip(ref, pre, strict=False)):
+                if a != b:
+                    raise AssertionError(
+                        f"{topic}-{p}: replica {r} differs from leader {leader} below HW {hw} at batch {i} "
+                        f"(leader offsets {a[0]}-{a[1]}, {len(a[2])} B; replica {b[0]}-{b[1]}, {len(b[2])} B)")
+            raise AssertionError(f"{topic}-{p}: replica {r} has {len(pre)} batches below HW {hw}, "
+                                 f"leader {leader} has {len(ref)}")
+
+
+def produce_raw(port: int, topic: str, partition: int, acks: int = -1, timeout_ms: int = 3000,
+                values: int = 3) -> dict:
+    """One Produce v7 request with a batch built by kafka-python; the partition response."""
+    body = {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": bytes(build_batch(values))}]}]}
+    resp = wire.call("127.0.0.1", port, ApiKey.PRODUCE, 7, body, timeout=timeout_ms / 1000 + 10)
+    return resp["responses"][0]["partition_responses"][0]
+
+
+def wait_until(cond, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            r = cond()
+            if r:
+                return r
+        except (OSError, ConnectionError, AssertionError) as exc:
+            last_exc = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc})")
+
+
+def partition_info(cluster: TestCluster, topic: str, via: int | None = None) -> dict[int, dict]:
+    if via is None:
+        md = cluster.metadata([topic])
+    else:
+        md = wire.metadata("127.0.0.1", cluster.brokers[via].port, [topic])
+    return {p["partition_index"]: p for p in md["topics"][0]["partitions"]}
+
+
+def broker_log(cluster: TestCluster, broker_id: int, lines: int = 60) -> str:
+    return f"--- broker {broker_id} ---\n{cluster.tail(broker_id, lines)}"
+
+
+def all_logs(cluster: TestCluster, lines: int = 40) -> str:
+    return "\n".join(broker_log(cluster, b, lines) for b in cluster.brokers)
