@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -27,6 +28,9 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
+
+# kazoo warns when "host:port/chroot" names a missing chroot; AsyncZk.start creates it.
+warnings.filterwarnings("ignore", message="No chroot path exists", category=UserWarning)
 
 CONNECTED = KazooState.CONNECTED
 SUSPENDED = KazooState.SUSPENDED
@@ -95,10 +99,23 @@ class AsyncZk:
         try:
             await loop.run_in_executor(None, self.client.start, timeout)
         except KazooTimeoutError as e:
+            # kazoo would keep trying in the background: stop it.
+            await loop.run_in_executor(None, self.client.stop)
             raise ConnectionError(f"cannot connect to ZooKeeper at {self.hosts}: {e}") from e
+        if self.client.chroot:
+            await loop.run_in_executor(None, self._ensure_chroot)
         self.state = CONNECTED
         self._ever_connected = True
         self._connected_event.set()
+
+    def _ensure_chroot(self) -> None:
+        # Like Kafka, create the chroot of "host:port/chroot" if missing (kazoo does not).
+        chroot = self.client.chroot
+        self.client.chroot = ""
+        try:
+            self.client.ensure_path(chroot)
+        finally:
+            self.client.chroot = chroot
 
     async def stop(self) -> None:
         """Close the session (ephemeral znodes go at once) and the kazoo threads."""

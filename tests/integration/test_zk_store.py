@@ -212,3 +212,19 @@ def test_watches_and_state_changes_are_delivered_on_the_loop(zk_chroot, zookeepe
         await zk.stop()
 
     run(main())
+
+
+def test_missing_chroot_is_created_and_unreachable_server_is_a_clear_error(zookeeper):
+    async def main():
+        import uuid
+
+        hosts = f"{zookeeper.connect_string}/fresh-{uuid.uuid4().hex[:8]}/kafka"
+        zk, s = await connect(hosts)
+        await s.register_broker(1, "127.0.0.1", 9092)
+        assert await s.get_broker_ids() == [1]
+        await zk.stop()
+        dead = AsyncZk("127.0.0.1:1", session_timeout_ms=1000)
+        with pytest.raises(ConnectionError, match="cannot connect to ZooKeeper"):
+            await dead.start(timeout=0.5)
+
+    run(main())
