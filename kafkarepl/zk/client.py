@@ -16,21 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import RolledBackError
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
-
-# kazoo warns when "host:port/chroot" names a missing chroot; AsyncZk.start creates it.
-warnings.filterwarnings("ignore", message="No chroot path exists", category=UserWarning)
 
 CONNECTED = KazooState.CONNECTED
 SUSPENDED = KazooState.SUSPENDED
@@ -96,12 +91,15 @@ class AsyncZk:
     async def start(self, timeout: float = 15.0) -> None:
         loop = self.loop
         self._connected_event = asyncio.Event()
-        try:
-            await loop.run_in_executor(None, self.client.start, timeout)
-        except KazooTimeoutError as e:
+        # kazoo's start() = start_async() + wait; done here so that a missing chroot is
+        # created (as Kafka does) instead of warned about.
+        started = self.client.start_async()
+        await loop.run_in_executor(None, started.wait, timeout)
+        if not self.client.connected:
             # kazoo would keep trying in the background: stop it.
             await loop.run_in_executor(None, self.client.stop)
-            raise ConnectionError(f"cannot connect to ZooKeeper at {self.hosts}: {e}") from e
+            await loop.run_in_executor(None, self.client.close)
+            raise ConnectionError(f"cannot connect to ZooKeeper at {self.hosts} within {timeout}s")
         if self.client.chroot:
             await loop.run_in_executor(None, self._ensure_chroot)
         self.state = CONNECTED
