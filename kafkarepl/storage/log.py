@@ -275,14 +275,14 @@ class Log:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: no record batches")
         has_pid = self._check_sizes(batches, len(buf))
         first = self.log_end_offset
+        append_time = now_ms if self.config.log_append_time else None
         pending = None
         if has_pid:
-            pending, dup = self.producer_state.prepare(batches, first, validate=True)
+            pending, dup = self.producer_state.prepare(batches, first, True, append_time)
             if dup is not None:
-                lat = dup.timestamp if self.config.log_append_time else -1
+                lat = dup.timestamp if append_time is not None else -1
                 return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, lat,
                                   dup.last_offset - dup.first_offset + 1, 0, True)
-        append_time = now_ms if self.config.log_append_time else None
         if append_time is not None:
             set_log_append_time(buf, batches, now_ms)
         next_offset = _core.assign_offsets(buf, first, leader_epoch)

@@ -86,7 +86,8 @@ class ProducerStateTable:
         return self.producers.get(producer_id)
 
     def prepare(self, batches: Iterable, first_offset: int | None = None,
-                validate: bool = True) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
+                validate: bool = True, log_append_time: int | None = None,
+                ) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
         """Check `batches` (BatchInfo-like) against the table without changing it.
 
         Offsets: consecutive from `first_offset` when given (the leader, before assigning
@@ -94,6 +95,7 @@ class ProducerStateTable:
         `pending` after the write succeeded; a non-None duplicate means one of the batches
         was already written (its original metadata) and nothing must be written.
         With validate=False (replication, recovery) sequence/epoch rules are not enforced.
+        log_append_time: the timestamp the batches will carry (LogAppendTime topics).
         Raises InvalidProducerEpochError / OutOfOrderSequenceError.
         """
         pending: dict[int, ProducerStateEntry] = {}
@@ -130,8 +132,9 @@ class ProducerStateTable:
             if epoch != entry.producer_epoch:
                 entry.producer_epoch = epoch
                 entry.batches.clear()
-            entry.batches.append(BatchMetadata(first_seq, last_seq, base, last, b.max_timestamp))
-            entry.last_timestamp = max(entry.last_timestamp, b.max_timestamp)
+            ts = b.max_timestamp if log_append_time is None else log_append_time
+            entry.batches.append(BatchMetadata(first_seq, last_seq, base, last, ts))
+            entry.last_timestamp = max(entry.last_timestamp, ts)
             pending[pid] = entry
         return pending, None
 

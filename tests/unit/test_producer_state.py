@@ -154,3 +154,11 @@ def test_truncation_rebuilds_producer_state(log):
     log.truncate_to(2)
     assert log.producer_state.get(PID).last_seq == 1
     assert not log.append_as_leader(pbatch(2), 0, T0).duplicate
+
+
+def test_duplicate_on_log_append_time_topic_reports_original_append_time(tmp_path):
+    lg = Log.open(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"))
+    first = lg.append_as_leader(pbatch(0), 0, T0 + 1)
+    dup = lg.append_as_leader(pbatch(0), 0, T0 + 50)
+    assert dup.duplicate and dup.log_append_time == first.log_append_time == T0 + 1
+    lg.close()
