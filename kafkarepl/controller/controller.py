@@ -49,6 +49,7 @@ from kafkarepl.zk.store import (
     KafkaZkStore,
     PartitionState,
     TopicAssignment,
+    new_topic_id,
     topic_id_from_uuid,
     topic_path,
 )
@@ -330,6 +331,7 @@ class Controller:
         self._set_channel_brokers()
         ctx.topics = await self.store.get_topics()
         for name in ctx.topics:
+            await self._ensure_topic_id(name)
             await self._watch_topic(name)
         ctx.states = await self.store.get_partition_states(ctx.all_partitions())
         for name, ta in ctx.topics.items():
@@ -618,6 +620,7 @@ class Controller:
             return
         for name, ta in (await self.store.get_topics(new_names)).items():
             ctx.topics[name] = ta
+            await self._ensure_topic_id(name)
             await self._watch_topic(name)
             log.info("controller: new topic %s with %d partitions", name, len(ta.partitions))
         new_tps = [tp for name in new_names for tp in ctx.partitions_of(name)]
@@ -642,6 +645,15 @@ class Controller:
         if added:
             log.info("controller: topic %s gained partitions %s", name, added)
             await self._on_new_partitions([(name, p) for p in added])
+
+    async def _ensure_topic_id(self, name: str) -> None:
+        """Topics written without a topic id (older tools) get one, as Kafka's controller does."""
+        ta = self.ctx.topics[name]
+        if ta.topic_id:
+            return
+        fence = self._require_active()
+        ta.topic_id = new_topic_id()
+        ta.zk_version = await self.store.set_topic_assignment(fence, ta, ta.zk_version)
 
     def _forget_topic(self, name: str) -> None:
         ctx = self.ctx

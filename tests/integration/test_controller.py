@@ -843,3 +843,111 @@ def test_broker_session_expiry_is_a_death_then_a_clean_rejoin(zk_chroot):
             assert c.ctx.live[1].epoch > old_epoch
 
     run(main())
+
+
+def test_reassignment_through_the_admin_znode_and_cancellation(zk_chroot):
+    async def main():
+        async with Harness(zk_chroot) as h:
+            for b in (1, 2, 3, 4):
+                await h.start_broker(b)
+            await h.start_controller(9)
+            c = await h.active()
+            await h.admin.create_topic("t", {0: [1, 2], 1: [2, 1]})
+            await wait_for(lambda: c.partition_state("t", 1))
+            # Legacy path: /admin/reassign_partitions, moving p0 onto brokers already in its ISR.
+            await h.admin.request_partition_reassignments({("t", 0): [2, 1]})
+            await wait_for(
+                lambda: c.ctx.topics["t"].partitions[0] == [2, 1], what="znode reassignment"
+            )
+            await settle(c)
+            assert await h._admin_zk.exists("/admin/reassign_partitions") is None
+            st = await h.state("t", 0)
+            assert st.leader == 1 and sorted(st.isr) == [1, 2]  # leader still in target: kept
+            # API path, then cancelled before the new replica (4) catches up.
+            resp = await c.handle_alter_partition_reassignments(
+                {
+                    "topics": [
+                        {"name": "t", "partitions": [{"partition_index": 1, "replicas": [4, 1]}]}
+                    ]
+                }
+            )
+            assert resp["responses"][0]["partitions"][0]["error_code"] == 0
+            assert (await h.admin.get_topic("t")).adding_replicas == {1: [4]}
+            resp = await c.handle_alter_partition_reassignments(
+                {
+                    "topics": [
+                        {"name": "t", "partitions": [{"partition_index": 1, "replicas": None}]}
+                    ]
+                }
+            )
+            assert resp["responses"][0]["partitions"][0]["error_code"] == 0
+            await settle(c)
+            ta = await h.admin.get_topic("t")
+            assert (
+                ta.partitions[1] == [2, 1]
+                and ta.adding_replicas == {}
+                and ta.removing_replicas == {}
+            )
+            assert c.list_partition_reassignments() == {}
+            none = await c.handle_alter_partition_reassignments(
+                {
+                    "topics": [
+                        {"name": "t", "partitions": [{"partition_index": 1, "replicas": None}]}
+                    ]
+                }
+            )
+            assert (
+                none["responses"][0]["partitions"][0]["error_code"]
+                == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+            )
+
+    run(main())
+
+
+def test_topic_without_id_gets_one(zk_chroot):
+    async def main():
+        async with Harness(zk_chroot) as h:
+            await h.start_broker(1)
+            await h.start_controller(9)
+            c = await h.active()
+            # As an old tool would write it: no topic_id.
+            await h._admin_zk.create("/brokers/topics/old", b'{"version":1,"partitions":{"0":[1]}}')
+            await wait_for(lambda: c.partition_state("old", 0), what="old topic initialized")
+            ta = await h.admin.get_topic("old")
+            assert len(ta.topic_id) == 22 and ta.partitions == {0: [1]}
+
+    run(main())
+
+
+def test_thousand_partitions_create_kill_and_failover(zk_chroot):
+    from kafkarepl.controller.placement import assign_replicas
+
+    async def main():
+        async with Harness(zk_chroot) as h:
+            for b in (1, 2, 3):
+                await h.start_broker(b)
+            await h.start_controller(9)
+            c = await h.active()
+            await h.admin.create_topic(
+                "big", assign_replicas([1, 2, 3], 1000, 3, fixed_start_index=0)
+            )
+            await wait_for(lambda: len(c.ctx.states) == 1000, timeout=30, what="1000 partitions")
+            await settle(c)
+            assert sum(1 for s in c.ctx.states.values() if s.leader == 1) == 334
+            await h.kill_broker(1)
+            await wait_for(
+                lambda: all(s.leader in (2, 3) for s in c.ctx.states.values()), timeout=30
+            )
+            await settle(c)
+            c2, ch2 = await h.start_controller(8)
+            await h.controllers[9][1].stop()
+            await wait_for(lambda: c2.is_active, timeout=30)
+            await settle(c2)
+            states = await h.admin.get_partition_states([("big", p) for p in range(1000)])
+            assert len(states) == 1000
+            assert all(s.leader in (2, 3) and 1 not in s.isr for s in states.values())
+            assert c2.metrics.offline_partitions == 0 and c2.metrics.global_partition_count == 1000
+            lai = dict(ch2.requests(LEADER_AND_ISR))
+            assert sum(len(t["partition_states"]) for t in lai[2]["topic_states"]) == 1000
+
+    run(main(), timeout=90)
