@@ -560,8 +560,8 @@ class Log:
         Writes no clean-shutdown marker: LogManager does, after flushing every log."""
         if self._closed:
             return
-        if len(self.producer_state):
-            self.producer_state.write_snapshot(self.dir / SNAPSHOT_NAME, self.log_end_offset)
+        # Written even when empty: without it a clean reopen would rescan every header.
+        self.producer_state.write_snapshot(self.dir / SNAPSHOT_NAME, self.log_end_offset)
         self._close_files()
 
     def _close_files(self) -> None:

@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from kafkarepl import _core
 from kafkarepl.storage import Log, LogConfig
+from kafkarepl.storage.segment import LogSegment
 from tests.batches import build_batch, decode
 
 T0 = 1_700_000_000_000
@@ -263,3 +265,12 @@ def test_fuzz_damage_keeps_the_valid_prefix(tmp_path_factory, data):
     decode(got)  # every kept byte is a whole, valid batch
     log.append_as_leader(build_batch(1), 5, T0)
     log.close()
+
+
+def test_clean_reopen_reads_no_batch_beyond_the_index_tails(tmp_path):
+    """A clean reopen trusts indexes and snapshots: no full header scan, no CRC scan."""
+    build_log(tmp_path / "t-0").close()
+    with mock.patch.object(Log, "_rebuild_from_headers", wraps=None) as rebuild, \
+            mock.patch.object(LogSegment, "recover", autospec=True) as recover:
+        Log.open(tmp_path / "t-0", CFG, clean_shutdown=True).close()
+    assert rebuild.call_count == 0 and recover.call_count == 0
