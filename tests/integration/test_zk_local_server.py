@@ -1,4 +1,4 @@
-"""tools/zookeeper.py: the local ZooKeeper helper (API and CLI)."""
+"""The local ZooKeeper helper (kafkarepl.zk.local; CLI: python -m tools.zookeeper)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-import tools.zookeeper as tz
+import kafkarepl.zk.local as tz
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
