@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
+from kafkarepl.zk.local import LocalZooKeeper
 from tests.integration.test_controller import Harness, run, settle, wait_for
-from tools.zookeeper import LocalZooKeeper
 
 pytestmark = pytest.mark.integration
 
