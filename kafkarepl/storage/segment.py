@@ -64,11 +64,14 @@ class LogSegment:
             self.max_timestamp = ts_last[0]
             self.offset_of_max_timestamp = self.base_offset + ts_last[1]
         for h in walk_headers(self.fd, start, self.size):
+            if last and h.position == start and h.last_offset != self.base_offset + last[0]:
+                # The last entry must name the batch it points at (catches stale indexes).
+                raise IndexCorruptError(
+                    f"{self.offset_index.path}: last entry says offset "
+                    f"{self.base_offset + last[0]} but the batch at {start} ends at {h.last_offset}")
             self.next_offset = h.last_offset + 1
             if h.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
-        if last and self.next_offset <= self.base_offset + last[0]:
-            raise IndexCorruptError(f"{self.offset_index.path}: entry beyond the log end")
         self.time_index.sanity_check(max(self.next_offset, self.base_offset + 1))
         # Bytes since the last entry include the indexed batch itself (as in append).
         self.bytes_since_last_index_entry = self.size - start

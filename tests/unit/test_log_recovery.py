@@ -193,7 +193,7 @@ def test_clean_shutdown_with_torn_tail_still_recovers(tmp_path):
     log.close()
 
 
-@pytest.mark.parametrize("damage", ["delete", "garbage", "truncate"])
+@pytest.mark.parametrize("damage", ["delete", "garbage", "truncate", "stale"])
 def test_damaged_index_is_rebuilt(tmp_path, damage):
     build_log(tmp_path / "t-0").close()
     log = Log.open(tmp_path / "t-0", CFG, clean_shutdown=True)
@@ -207,8 +207,12 @@ def test_damaged_index_is_rebuilt(tmp_path, damage):
         tidx.unlink()
     elif damage == "garbage":
         idx.write_bytes(random.Random(2).randbytes(idx.stat().st_size))
-    else:
+    elif damage == "truncate":
         idx.write_bytes(idx.read_bytes()[:-3])
+    else:  # the last entry names an offset its batch does not end at
+        data = bytearray(idx.read_bytes())
+        data[-5] ^= 0x01  # lowest byte of the last entry's relative offset
+        idx.write_bytes(bytes(data))
     log = Log.open(tmp_path / "t-0", CFG, clean_shutdown=True)
     assert [s.offset_index.entries().tolist() for s in log.segments] == expected
     assert [s.time_index.entries().tolist() for s in log.segments] == expected_ts
