@@ -117,6 +117,7 @@ class FollowerFetcher:
         """The leader's OffsetForLeaderEpoch answer for this partition."""
         if not self._accept(request):
             return FetcherOutcome(stale=True)
+        leader = EpochEndOffset(*leader)
         if error is not ErrorCode.NONE or leader.undefined:
             self._back_off(now_ms)
             return FetcherOutcome(error=error if error is not ErrorCode.NONE else ErrorCode.UNKNOWN_LEADER_EPOCH)
@@ -144,7 +145,7 @@ class FollowerFetcher:
             self._back_off(now_ms)  # fenced / unknown epoch / not leader: LeaderAndIsr will come
             return FetcherOutcome(error=error)
         if response.diverging_epoch is not None:
-            return self._truncate_by_epoch(response.diverging_epoch)
+            return self._truncate_by_epoch(EpochEndOffset(*response.diverging_epoch))
         appended = False
         if response.records:
             try:
@@ -171,7 +172,7 @@ class FollowerFetcher:
     def _truncate_by_epoch(self, leader: EpochEndOffset) -> FetcherOutcome:
         """Kafka's follower truncation rule (AbstractFetcherThread, KIP-279)."""
         log = self.partition.log
-        ours = log.end_offset_for_epoch(leader.epoch)
+        ours = EpochEndOffset(*log.end_offset_for_epoch(leader.epoch))
         if ours.undefined:  # we know no epoch <= the leader's: keep what it has, at most
             target, done = min(leader.end_offset, log.log_end_offset), True
         elif ours.epoch != leader.epoch:

@@ -1,23 +1,22 @@
 """The log interface the replication core needs, and Kafka's epoch end-offset rule.
 
-storage.Log satisfies `ReplicaLog` through a thin adapter; the simulation tests use
-`MemoryLog`. The core never reads record bytes: it only needs offsets, leader epochs,
+storage.Log satisfies `ReplicaLog` structurally (no adapter needed); the simulation
+tests use `MemoryLog`. The core never reads record bytes: it only needs offsets, leader epochs,
 and the ability to append what a leader sent and to truncate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
-@dataclass(frozen=True, slots=True)
-class EpochEndOffset:
-    """Answer to "where does epoch E end?" (OffsetForLeaderEpoch, Fetch DivergingEpoch)."""
+class EpochEndOffset(NamedTuple):
+    """Answer to "where does epoch E end?" (OffsetForLeaderEpoch, Fetch DivergingEpoch).
+    A plain (epoch, end_offset) tuple, so storage.Log can return one as is."""
 
     epoch: int
     end_offset: int
@@ -54,13 +53,14 @@ class ReplicaLog(Protocol):
         """(epoch, start_offset) pairs, ascending."""
         ...
 
-    def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
-        """KIP-279 rule over this log's entries and LEO (see `epoch_end_offset`)."""
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end_offset) by the KIP-279 rule over this log's entries and LEO (see
+        `epoch_end_offset`); (-1, -1) when undefined."""
         ...
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None: ...
 
-    def append_as_follower(self, records: Any) -> None:
+    def append_as_follower(self, records: Any) -> object:
         """Append batches that already carry the leader's offsets and epochs; must start
         at log_end_offset (else raise a KafkaError)."""
         ...

@@ -260,7 +260,7 @@ class PartitionState:
         if self.role is not Role.LEADER or replica_id not in self.remotes:
             return FollowerFetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, self.high_watermark, start, leo)
         if last_fetched_epoch >= 0:  # Fetch v12+ (KIP-320): detect divergence inline
-            ours = log.end_offset_for_epoch(last_fetched_epoch)
+            ours = EpochEndOffset(*log.end_offset_for_epoch(last_fetched_epoch))
             if ours.undefined:  # as Kafka: we cannot tell where that epoch ended
                 return FollowerFetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, self.high_watermark, start, leo)
             if ours.end_offset < fetch_offset or ours.epoch < last_fetched_epoch:
@@ -361,7 +361,7 @@ class PartitionState:
         error = self.validate_leader_epoch(current_leader_epoch)
         if error is not ErrorCode.NONE:
             return error, UNDEFINED
-        return ErrorCode.NONE, self.log.end_offset_for_epoch(requested_epoch)
+        return ErrorCode.NONE, EpochEndOffset(*self.log.end_offset_for_epoch(requested_epoch))
 
     def fetch_upper_bound(self, from_follower: bool) -> int:
         """Exclusive read limit: LEO for replica fetches, HW for consumers (also on
