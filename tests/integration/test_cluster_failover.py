@@ -66,8 +66,7 @@ def test_kill_controller_broker_moves_controller_and_its_leaders(cluster_factory
 def test_kill_leader_while_producing_clients_follow(cluster_factory, client):
     c = cluster_factory(3, min_insync_replicas=2)
     c.create_topic("fo", partitions=3, rf=3)
-    prod = ChaosProducer(c.bootstrap, "fo", 3, client=client, rate=200).start()
-    try:
+    with ChaosProducer(c.bootstrap, "fo", 3, client=client, rate=200) as prod:
         prod.wait_acks(100, timeout=30)
         victim = c.leader_of("fo", 0)
         old_epoch = partition_info(c, "fo")[0]["leader_epoch"]
@@ -84,7 +83,6 @@ def test_kill_leader_while_producing_clients_follow(cluster_factory, client):
         assert moved_after < 2 * SESSION_S + 1, f"leader moved only after {moved_after:.1f}s"
         # The client finds the new leaders by itself and keeps acknowledging.
         prod.wait_acks(300, timeout=30)
-    finally:
         stats = prod.stop()
     assert not [e for e in stats.errors if "still in flight" in e], stats.errors[-5:]
     verify_acked(c.alive_bootstrap(), "fo", 3, stats.acked)
