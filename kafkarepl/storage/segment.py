@@ -219,9 +219,17 @@ class LogSegment:
         from or -1); the batch is None when the segment ends before `offset`."""
         if offset >= self.next_offset:
             return None, -1
-        slot = self.offset_index.lookup_slot(offset)
-        start = self.offset_index.entry(slot)[1] if slot >= 0 else 0
-        for h in walk_headers(self.fd, start, self.size, self._walk_chunk()):
+        index = self.offset_index
+        slot = index.lookup_slot(offset)
+        start = index.entry(slot)[1] if slot >= 0 else 0
+        chunk = self._walk_chunk()
+        if slot + 1 < index.n_entries:
+            # The batch holding `offset` starts at or before the next indexed batch: one
+            # pread up to that batch's header covers the whole walk.
+            span = index.entry(slot + 1)[1] + HEADER_SIZE - start
+            if span <= 1 << 17:
+                chunk = span
+        for h in walk_headers(self.fd, start, self.size, chunk):
             if h.last_offset >= offset:
                 return h, slot
         return None, slot
@@ -239,8 +247,10 @@ class LogSegment:
         return h.position if h else self.size
 
     def last_boundary_within(self, start: int, cap: int, start_slot: int = -1) -> int:
-        """Greatest batch end position <= cap among batches from `start` (0 if the first
-        batch already ends past cap). start_slot: an index slot at or before `start`."""
+        """A batch end position <= cap among batches from `start`: the greatest one when
+        no index entry lies in (start, cap], else the last indexed batch start in that
+        range (0 if the first batch already ends past cap). start_slot: an index slot at
+        or before `start`."""
         index = self.offset_index
         lo = max(start_slot, 0)
         hi = index.n_entries
@@ -250,13 +260,15 @@ class LogSegment:
             if hi < index.n_entries and index.entry(hi - 1)[1] <= cap:
                 hi = index.n_entries  # not the spacing expected: search everything
         slot = index.slot_at_or_below_position(cap, lo, hi)
-        walk_from = start
         if slot >= 0:
             pos = index.entry(slot)[1]
             if pos > start:
-                walk_from = pos  # an indexed position is a batch start, i.e. a boundary
-        best = walk_from if walk_from > start else 0
-        for h in walk_headers(self.fd, walk_from, self.size, self._walk_chunk()):
+                # An indexed position is a batch start, i.e. a boundary. Stopping there
+                # gives up at most index.interval.bytes plus one batch of the budget and
+                # saves a header walk on every large read.
+                return pos
+        best = 0
+        for h in walk_headers(self.fd, start, self.size, self._walk_chunk()):
             end = h.position + h.size
             if end > cap:
                 break
