@@ -100,7 +100,8 @@ class PartitionState:
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
-        self.pending_isr: frozenset[int] | None = None  # AlterPartition in flight
+        self.pending_isr: frozenset[int] | None = None  # AlterPartition in flight ...
+        self.pending_change: IsrChange | None = None  # ... and the request itself
         self.remotes: dict[int, RemoteReplica] = {}
         self.leader_epoch_start_offset = -1
         # A checkpointed HW may exceed what survived a crash: never above LEO.
@@ -179,7 +180,7 @@ class PartitionState:
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.isr, self.replicas = frozenset(isr), tuple(replicas)
-        self.pending_isr = None
+        self.pending_isr = self.pending_change = None
         self.remotes = {}
         self.fetcher = FollowerFetcher(self, leader_id, leader_epoch) if leader_id >= 0 else None
         return self.fetcher
@@ -189,7 +190,7 @@ class PartitionState:
         self.role = Role.NONE
         self.leader_id = None
         self.fetcher = None
-        self.pending_isr = None
+        self.pending_isr = self.pending_change = None
         self.remotes = {}
 
     def _set_assignment(
@@ -198,7 +199,9 @@ class PartitionState:
         self.isr = frozenset(isr)
         self.replicas = tuple(replicas)
         self.partition_epoch = partition_epoch
-        self.pending_isr = None
+        # A proposal in flight was based on an older partition epoch: the controller
+        # will refuse it, so stop counting on it.
+        self.pending_isr = self.pending_change = None
         for r in self.replicas:
             if r != self.broker_id and r not in self.remotes:
                 # ISR members count as caught up now: a fresh leader must not shrink them
@@ -331,23 +334,40 @@ class PartitionState:
 
     def _propose(self, new_isr: frozenset[int]) -> IsrChange:
         self.pending_isr = new_isr
-        return IsrChange(self.broker_id, self.leader_epoch, tuple(sorted(new_isr)), self.partition_epoch)
+        self.pending_change = IsrChange(
+            self.broker_id, self.leader_epoch, tuple(sorted(new_isr)), self.partition_epoch
+        )
+        return self.pending_change
 
     def on_isr_change_committed(self, isr: Iterable[int], partition_epoch: int, now_ms: int) -> bool:
-        """The controller accepted an AlterPartition. Returns True when the HW moved."""
+        """The controller accepted an AlterPartition (its answer carries the new ISR and
+        partition epoch). Returns True when the HW moved. An answer older than what we
+        know is ignored; a newer one also retires our proposal (it was based on an older
+        partition epoch, so the controller refuses it if it has not already applied it)."""
         if self.role is not Role.LEADER or partition_epoch <= self.partition_epoch:
             return False
         new = frozenset(isr)
         if new - self.isr:
             self.metrics.isr_expands += 1
+            for b in new - self.isr:
+                r = self.remotes.get(b)
+                if r is not None:
+                    # It had reached the HW at its last fetch: count that as caught up, or
+                    # a member still short of our moving LEO would be dropped at once.
+                    r.last_caught_up_time_ms = max(r.last_caught_up_time_ms, r.last_fetch_time_ms)
         if self.isr - new:
             self.metrics.isr_shrinks += 1
-        self.isr, self.partition_epoch, self.pending_isr = new, partition_epoch, None
+        self.isr, self.partition_epoch = new, partition_epoch
+        self.pending_isr = self.pending_change = None
         return self._maybe_advance_hw()
 
-    def on_isr_change_failed(self, error: ErrorCode, now_ms: int) -> None:
-        """The controller refused the AlterPartition (or it could not be sent)."""
-        self.pending_isr = None
+    def on_isr_change_failed(self, change: IsrChange, error: ErrorCode, now_ms: int) -> None:
+        """The controller refused `change` (or it could not be sent). Only the proposal in
+        flight is retired: a late refusal of an older one must not make us forget a newer
+        proposal the controller may still accept (we would advance the HW without it)."""
+        if change != self.pending_change:
+            return
+        self.pending_isr = self.pending_change = None
         self.metrics.failed_isr_updates += 1
 
     # -- OffsetForLeaderEpoch, consumer reads, KIP-392 ------------------------------------------

@@ -301,13 +301,12 @@ class Broker:
             out = fetcher.on_epoch_end_offset(req, err, eo, self.sim.now)
             self.sim.trace("b%d p%d epoch %s -> %s %s: %s", self.id, p, req, err, eo, out)
 
-    def on_alter_partition_response(self, _src: int, p: int, ok: bool, st: PState) -> None:
+    def on_alter_partition_response(self, _src: int, p: int, change: IsrChange, ok: bool, st: PState) -> None:
         part = self.parts[p]
         if ok:
-            if part.on_isr_change_committed(st.isr, st.partition_epoch, self.sim.now):
-                self._complete_produces(p)
-        elif part.pending_isr is not None:
-            part.on_isr_change_failed(ErrorCode.INVALID_UPDATE_VERSION, self.sim.now)
+            part.on_isr_change_committed(st.isr, st.partition_epoch, self.sim.now)
+        else:
+            part.on_isr_change_failed(change, ErrorCode.INVALID_UPDATE_VERSION, self.sim.now)
         self._complete_produces(p)
 
     # -- timers ------------------------------------------------------------------------
@@ -442,7 +441,7 @@ class Controller:
         if ok:
             st.isr = change.new_isr
             st.partition_epoch += 1
-        self.sim.net.send(CONTROLLER, msg.src, "alter_partition_response", p, ok, PState(**vars(st)))
+        self.sim.net.send(CONTROLLER, msg.src, "alter_partition_response", p, change, ok, PState(**vars(st)))
 
 
 @dataclass

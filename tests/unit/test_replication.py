@@ -208,7 +208,7 @@ def test_one_isr_change_in_flight() -> None:
     append(p, 1)
     first = p.maybe_shrink_isr(LAG + 1)
     assert first is not None and p.maybe_shrink_isr(LAG + 2) is None
-    p.on_isr_change_failed(ErrorCode.INVALID_UPDATE_VERSION, LAG + 3)
+    p.on_isr_change_failed(first, ErrorCode.INVALID_UPDATE_VERSION, LAG + 3)
     assert p.metrics.failed_isr_updates == 1 and p.isr == {0, 1, 2}
     again = p.maybe_shrink_isr(LAG + 4)
     assert again is not None
@@ -272,3 +272,21 @@ def test_gauges() -> None:
     assert g.max_follower_lag == 3
     a.become_leader(2, [0], [0, 1, 2], 2, 0, unclean=True)
     assert shared.unclean_elections == 1
+
+
+def test_late_refusal_of_an_older_proposal_is_ignored() -> None:
+    """Found by the simulator (SIM_SEED=10843): a refusal arriving after a newer proposal
+    must not clear it, or the HW advances without a member the controller then adds."""
+    p = leader(isr=(0,), replicas=(0, 1))
+    append(p, 5)
+    old = p.on_follower_fetch(1, 5, 1, 1).isr_change
+    assert old is not None and old.partition_epoch == 10
+    p.become_leader(1, [0], [0, 1], 11, 2)  # LeaderAndIsr, same epoch, newer partition epoch
+    append(p, 5)  # HW 10: the leader is alone in the ISR
+    new = p.on_follower_fetch(1, 10, 1, 3).isr_change
+    assert new is not None and new.partition_epoch == 11
+    p.on_isr_change_failed(old, ErrorCode.INVALID_UPDATE_VERSION, 4)
+    assert p.pending_change == new and p.metrics.failed_isr_updates == 0
+    assert not append(p, 1) and p.high_watermark == 10  # waits for broker 1 now
+    p.on_isr_change_committed([0, 1], 12, 5)
+    assert p.isr == {0, 1} and p.high_watermark == 10
