@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import mmap
 import os
 import re
 import shutil
@@ -19,7 +18,6 @@ from typing import NamedTuple
 
 from kafkarepl import _core
 from kafkarepl.errors import (
-    CorruptBatchError,
     InvalidRecordError,
     KafkaStorageError,
     MessageTooLargeError,
@@ -28,7 +26,7 @@ from kafkarepl.errors import (
 )
 from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
-from kafkarepl.storage.index import IndexCorruptError
+from kafkarepl.storage.loader import load_segments, rebuild_from_headers, scan_directory
 from kafkarepl.storage.producer_state import SNAPSHOT_NAME, ProducerStateTable
 from kafkarepl.storage.records import NO_TIMESTAMP, set_log_append_time
 from kafkarepl.storage.segment import LogSegment
@@ -37,7 +35,6 @@ log = logging.getLogger("kafkarepl.storage")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 FILE_DELETE_DELAY_S = 60.0  # keep fds of deleted segments open for in-flight sendfile
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -120,46 +117,19 @@ class Log:
                           self.config.segment_index_bytes)
 
     def _load(self, recovery_point: int, log_start_offset: int | None, clean: bool) -> None:
-        bases = self._clean_directory()
-        for base in bases:
-            seg = self._new_segment(base)
-            self._segments.append(seg)
-            self._bases.append(base)
-        if not self._segments:
-            start = log_start_offset or 0
-            self._segments.append(self._new_segment(start))
-            self._bases.append(start)
+        bases, missing_indexes = scan_directory(self.dir)
+        if not bases:
+            bases = [log_start_offset or 0]
+        self._segments = [self._new_segment(base) for base in bases]
         first_recovered = len(self._segments)
         if not clean:
-            first_recovered = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        i = 0
-        recovered_any = False
-        while i < len(self._segments):
-            seg = self._segments[i]
-            needs_recovery = i >= first_recovered or seg.base_offset in self._missing_indexes
-            if not needs_recovery:
-                try:
-                    seg.load()
-                except (IndexCorruptError, CorruptBatchError) as exc:
-                    log.warning("%s: %s; rebuilding the segment's indexes", seg.log_path, exc)
-                    needs_recovery = True
-            if needs_recovery:
-                recovered_any = True
-                _, truncated = seg.recover()
-                if truncated and i + 1 < len(self._segments):
-                    log.warning("%s: dropping %d later segments after the corrupt batch",
-                                self.dir, len(self._segments) - i - 1)
-                    for later in self._segments[i + 1:]:
-                        self._retire(later)
-                    del self._segments[i + 1:]
-                    del self._bases[i + 1:]
-            i += 1
-        for seg in self._segments[:-1]:
-            seg.make_inactive()
-        self._segments[-1].make_active()
+            first_recovered = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+        recovered_any = load_segments(self.dir, self._segments, first_recovered,
+                                      missing_indexes, self._retire)
+        self._bases = [seg.base_offset for seg in self._segments]
         self.log_end_offset = self._segments[-1].next_offset
-        first_base = self._bases[0]
-        self.log_start_offset = min(max(log_start_offset or 0, first_base), self.log_end_offset)
+        self.log_start_offset = min(max(log_start_offset or 0, self._bases[0]),
+                                    self.log_end_offset)
 
         cache, cache_ok = LeaderEpochCache.load(self.dir / CHECKPOINT_NAME)
         self.leader_epoch_cache = cache
@@ -181,50 +151,11 @@ class Log:
             _fsync_dir(self.dir)
         self.recovery_point = self.log_end_offset
 
-    def _clean_directory(self) -> list[int]:
-        """Remove leftovers of interrupted deletes; return the segment base offsets."""
-        bases = []
-        names = set(os.listdir(self.dir))
-        for name in sorted(names):
-            if name.endswith((".deleted", ".tmp")):
-                (self.dir / name).unlink(missing_ok=True)
-                continue
-            m = _SEGMENT_NAME.match(name)
-            if m:
-                bases.append(int(m.group(1)))
-        for name in names:
-            for suffix in (".index", ".timeindex"):
-                if name.endswith(suffix) and name[: -len(suffix)] + ".log" not in names:
-                    log.warning("%s: removing orphan index %s", self.dir, name)
-                    (self.dir / name).unlink(missing_ok=True)
-        bases.sort()
-        self._missing_indexes = {
-            b for b in bases
-            if f"{b:020d}.index" not in names or f"{b:020d}.timeindex" not in names
-        }
-        return bases
-
     def _rebuild_from_headers(self, epochs: bool, producers: bool) -> None:
-        """Rebuild the epoch cache and/or producer state from every batch header."""
-        entries: list[tuple[int, int]] = []
-        latest = -1
         if producers:
             self.producer_state = ProducerStateTable()
-        for seg in self._segments:
-            if not seg.size:
-                continue
-            with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as mm:
-                batches = _core.scan_batches(mm, 0, False)[0]
-            if epochs:
-                for b in batches:
-                    if b.partition_leader_epoch > latest:
-                        latest = b.partition_leader_epoch
-                        entries.append((latest, b.base_offset))
-            if producers:
-                self.producer_state.check_and_update(
-                    [b for b in batches if b.producer_id >= 0], None, validate=False)
-        if epochs:
-            self.leader_epoch_cache.replace(entries)
+        rebuild_from_headers(self._segments, self.leader_epoch_cache if epochs else None,
+                             self.producer_state if producers else None)
 
     # ================================================================ properties
     @property

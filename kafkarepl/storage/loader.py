@@ -1,0 +1,107 @@
+"""Opening a partition directory: find the segments, recover the unflushed ones, and
+rebuild per-log state from batch headers (Kafka's LogLoader).
+
+After an unclean stop every segment from the one holding the recovery point is scanned
+with CRC checks and cut at the first torn or invalid batch; everything after that batch
+is dropped, since offsets past a hole cannot be trusted. Segments below the recovery
+point (or all, after a clean stop) only get index sanity checks and a header walk from
+their last index entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from kafkarepl import _core
+from kafkarepl.errors import CorruptBatchError
+from kafkarepl.storage.epoch_cache import LeaderEpochCache
+from kafkarepl.storage.index import IndexCorruptError
+from kafkarepl.storage.producer_state import ProducerStateTable
+from kafkarepl.storage.segment import LogSegment
+
+log = logging.getLogger("kafkarepl.storage")
+
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+
+
+def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
+    """Remove leftovers (interrupted deletes, temp files, orphan indexes); return the
+    segment base offsets, ascending, and those whose index files are missing."""
+    bases = []
+    names = set(os.listdir(dir))
+    for name in sorted(names):
+        if name.endswith((".deleted", ".tmp")):
+            (dir / name).unlink(missing_ok=True)
+            continue
+        m = _SEGMENT_NAME.match(name)
+        if m:
+            bases.append(int(m.group(1)))
+    for name in names:
+        for suffix in (".index", ".timeindex"):
+            if name.endswith(suffix) and name[: -len(suffix)] + ".log" not in names:
+                log.warning("%s: removing orphan index %s", dir, name)
+                (dir / name).unlink(missing_ok=True)
+    bases.sort()
+    missing = {b for b in bases
+               if f"{b:020d}.index" not in names or f"{b:020d}.timeindex" not in names}
+    return bases, missing
+
+
+def load_segments(dir: Path, segments: list[LogSegment], first_recovered: int,
+                  missing_indexes: set[int], retire: Callable[[LogSegment], None]) -> bool:
+    """Load or recover each segment in place (dropping those after a corrupt batch, via
+    `retire`); returns whether any segment was recovered."""
+    recovered_any = False
+    i = 0
+    while i < len(segments):
+        seg = segments[i]
+        needs_recovery = i >= first_recovered or seg.base_offset in missing_indexes
+        if not needs_recovery:
+            try:
+                seg.load()
+            except (IndexCorruptError, CorruptBatchError) as exc:
+                log.warning("%s: %s; rebuilding the segment's indexes", seg.log_path, exc)
+                needs_recovery = True
+        if needs_recovery:
+            recovered_any = True
+            _, truncated = seg.recover()
+            if truncated and i + 1 < len(segments):
+                log.warning("%s: dropping %d later segments after the corrupt batch",
+                            dir, len(segments) - i - 1)
+                for later in segments[i + 1:]:
+                    retire(later)
+                del segments[i + 1:]
+        i += 1
+    for seg in segments[:-1]:
+        seg.make_inactive()
+    segments[-1].make_active()
+    return recovered_any
+
+
+def rebuild_from_headers(segments: list[LogSegment], cache: LeaderEpochCache | None,
+                         producers: ProducerStateTable | None) -> None:
+    """Rebuild the epoch cache (from partitionLeaderEpoch changes) and/or the producer
+    state (replaying every idempotent batch without validation) from all batch headers.
+    One C header walk per segment over a read-only mapping; no CRC work."""
+    entries: list[tuple[int, int]] = []
+    latest = -1
+    for seg in segments:
+        if not seg.size:
+            continue
+        with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as mm:
+            batches = _core.scan_batches(mm, 0, False)[0]
+        if cache is not None:
+            for b in batches:
+                if b.partition_leader_epoch > latest:
+                    latest = b.partition_leader_epoch
+                    entries.append((latest, b.base_offset))
+        if producers is not None:
+            producers.check_and_update([b for b in batches if b.producer_id >= 0], None,
+                                       validate=False)
+    if cache is not None:
+        cache.replace(entries)
