@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -278,3 +282,37 @@ def test_clean_reopen_reads_no_batch_beyond_the_index_tails(tmp_path):
             mock.patch.object(LogSegment, "recover", autospec=True) as recover:
         Log.open(tmp_path / "t-0", CFG, clean_shutdown=True).close()
     assert rebuild.call_count == 0 and recover.call_count == 0
+
+
+def test_kill_9_mid_append_recovers_a_valid_prefix(tmp_path):
+    """A real process appending in a loop is SIGKILLed; the reopened log holds a prefix
+    of what it wrote (whole, valid batches, consecutive offsets) and accepts appends."""
+    root = Path(__file__).resolve().parents[2]
+    script = (
+        "import sys\n"
+        "from kafkarepl.storage import Log, LogConfig\n"
+        "from tests.batches import build_batch\n"
+        f"log = Log.open({str(tmp_path / 'k-0')!r}, LogConfig(segment_bytes=20000, "
+        "index_interval_bytes=300), clean_shutdown=False)\n"
+        "bufs = [build_batch(n % 5 + 1, compression='lz4', value_size=64) for n in range(50)]\n"
+        "print('ready', flush=True)\n"
+        "i = 0\n"
+        "while True:\n"
+        "    log.append_as_leader(bytearray(bufs[i % 50]), i // 200, 1)\n"
+        "    i += 1\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=str(root)))
+    assert proc.stdout.readline().strip() == b"ready"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    log = Log.open(tmp_path / "k-0", LogConfig(segment_bytes=20000, index_interval_bytes=300),
+                   clean_shutdown=False)
+    assert log.log_end_offset > 0 and len(log.segments) > 1
+    records = decode(all_bytes(log))
+    assert [r[0] for r in records] == list(range(log.log_end_offset))
+    epochs = log.leader_epoch_cache.epochs()
+    assert [e for e, _ in epochs] == list(range(len(epochs)))
+    log.append_as_leader(build_batch(1), 99, T0)
+    log.close()
