@@ -411,7 +411,9 @@ class Log:
     # ================================================================ retention
     def delete_old_segments(self, now_ms: int) -> int:
         """Delete whole leading segments (never the active one) past retention.ms or
-        retention.bytes, or wholly below the log start offset. Returns how many."""
+        retention.bytes, or wholly below the log start offset. Returns how many.
+        Also expires idle producer ids (producer.id.expiration.ms, 1 day)."""
+        self.producer_state.expire(now_ms)
         candidates = self._segments[:-1]
         n = 0
         # Segments entirely below the log start offset (DeleteRecords) always go.

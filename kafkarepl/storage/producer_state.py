@@ -29,6 +29,7 @@ from kafkarepl.storage.records import CONTROL_MASK, NO_SEQUENCE, last_sequence
 log = logging.getLogger("kafkarepl.storage")
 
 NUM_BATCHES_TO_RETAIN = 5
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
 NO_PRODUCER_EPOCH = -1
 SNAPSHOT_NAME = "producer-state-checkpoint"
 
@@ -176,6 +177,15 @@ class ProducerStateTable:
 
     def clear(self) -> None:
         self.producers.clear()
+
+    def expire(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
+        """Forget producers whose newest batch timestamp is older than expiration_ms (so
+        the table does not grow forever); returns how many were removed."""
+        doomed = [pid for pid, e in self.producers.items()
+                  if now_ms - e.last_timestamp > expiration_ms]
+        for pid in doomed:
+            del self.producers[pid]
+        return len(doomed)
 
     # -- snapshot ------------------------------------------------------------------
     def write_snapshot(self, path: Path, offset: int) -> None:

@@ -162,3 +162,12 @@ def test_duplicate_on_log_append_time_topic_reports_original_append_time(tmp_pat
     dup = lg.append_as_leader(pbatch(0), 0, T0 + 50)
     assert dup.duplicate and dup.log_append_time == first.log_append_time == T0 + 1
     lg.close()
+
+
+def test_idle_producers_expire(log):
+    log.append_as_leader(build_batch(1, producer_id=1, producer_epoch=0, base_sequence=0,
+                                     timestamp=T0), 0, T0)
+    log.append_as_leader(build_batch(1, producer_id=2, producer_epoch=0, base_sequence=0,
+                                     timestamp=T0 + 3_600_000), 0, T0)
+    log.delete_old_segments(T0 + 86_400_001)
+    assert log.producer_state.get(1) is None and log.producer_state.get(2) is not None
