@@ -155,6 +155,10 @@ class ChaosProducer:
             "message.timeout.ms": 120000,
             "topic.metadata.refresh.interval.ms": 1000,
             "retry.backoff.ms": 100,
+            # A frozen broker never answers: give up on its in-flight requests (then
+            # retry at the new leader) well before librdkafka's 60 s default.
+            "socket.timeout.ms": 8000,
+            "request.timeout.ms": 5000,
         })
 
         def on_delivery(err, msg):
@@ -270,7 +274,7 @@ def verify_acked(bootstrap: str, topic: str, partitions: int, acked: list[Ack]) 
         f"(partition, acked offset, value, value there, where the value is): {examples}")
     # Production order per partition: acknowledged values (numbered) ascend with offsets.
     for p in range(partitions):
-        nums = [int(v.split(b".")[0]) for _o, v in logs[p]]
+        nums = [int(n) for _o, v in logs[p] if (n := v.split(b".")[0]).isdigit()]
         assert nums == sorted(nums), f"p{p}: records out of production order"
     return logs
 
@@ -364,11 +368,12 @@ def verify_replicas_identical(cluster: TestCluster, topic: str, partitions: int,
 
 
 def produce_raw(port: int, topic: str, partition: int, acks: int = -1, timeout_ms: int = 3000,
-                values: int = 3) -> dict:
+                values: int | list[bytes] = 3, timeout: float | None = None) -> dict:
     """One Produce v7 request with a batch built by kafka-python; the partition response."""
     body = {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": [
         {"name": topic, "partition_data": [{"index": partition, "records": bytes(build_batch(values))}]}]}
-    resp = wire.call("127.0.0.1", port, ApiKey.PRODUCE, 7, body, timeout=timeout_ms / 1000 + 10)
+    resp = wire.call("127.0.0.1", port, ApiKey.PRODUCE, 7, body,
+                     timeout=timeout if timeout is not None else timeout_ms / 1000 + 10)
     return resp["responses"][0]["partition_responses"][0]
 
 
