@@ -178,11 +178,13 @@ class Broker:
         return self.alive and self.paused_until <= self.sim.now
 
     def crash(self, lose_unflushed: bool) -> None:
+        self.sim.dirty = True
         for log in self.logs.values():
             log.crash(lose_unflushed)
         self.alive = False
 
     def restart(self) -> None:
+        self.sim.dirty = True
         self.alive = True
         self.paused_until = 0
         self._start()
@@ -190,6 +192,7 @@ class Broker:
     # -- events ------------------------------------------------------------------------
 
     def handle(self, msg: Msg) -> None:
+        self.sim.dirty = True
         getattr(self, "on_" + msg.kind)(msg.src, *msg.body)
 
     def on_leader_and_isr(self, _src: int, p: int, st: PState, unclean: bool) -> None:
@@ -210,6 +213,7 @@ class Broker:
         part = self.parts.get(p)
         if part is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        self.sim.dirty = True
         err = part.check_produce(acks)
         if err is not ErrorCode.NONE:
             return err
@@ -255,6 +259,7 @@ class Broker:
         self._send_fetch_response(src, p, req, res.error, res.diverging_epoch)
 
     def _answer_fetch(self, op: DelayedFetch) -> None:
+        self.sim.dirty = True
         src, p, req = op.context  # type: ignore[misc]
         part = self.parts[p]
         if not part.is_leader or part.leader_epoch != req.current_leader_epoch:
@@ -375,6 +380,7 @@ class Controller:
                 self.on_broker_failure(b.id)
 
     def on_broker_failure(self, b: int) -> None:
+        self.sim.dirty = True
         self.registered.pop(b, None)
         for p, st in self.state.items():
             if b not in st.replicas:
@@ -396,6 +402,7 @@ class Controller:
                 self.sim.net.send(CONTROLLER, b, "leader_and_isr", p, PState(**vars(st)), False)
 
     def elect(self, p: int, avoid: int | None = None) -> bool:
+        self.sim.dirty = True
         st = self.state[p]
         candidates = [r for r in st.replicas if r in st.isr and self.live(r) and r != avoid]
         unclean = False
@@ -429,6 +436,7 @@ class Controller:
 
     def handle(self, msg: Msg) -> None:
         assert msg.kind == "alter_partition"
+        self.sim.dirty = True
         p, change = msg.body
         st = self.state[p]
         ok = (
@@ -485,6 +493,7 @@ class Simulation:
         self._leaders_checked: set[tuple[int, ...]] = set()
         self.next_value = itertools.count(1)
         self.tracing = False
+        self.dirty = True
         self.events: list[str] = []
         self.controller.start()
 
@@ -500,6 +509,7 @@ class Simulation:
             raise InvariantViolation(f"p{p} epoch {epoch} has two leaders: {other} and {b}")
 
     def on_produce_done(self, broker: Broker, op: DelayedProduce) -> None:
+        self.dirty = True
         p, first, values = op.context  # type: ignore[misc]
         err = op.results[p]
         self.trace("b%d p%d produce %s@%d -> %s", broker.id, p, values, first, op.results[p].name)
@@ -598,6 +608,11 @@ class Simulation:
     # -- invariants -------------------------------------------------------------------------
 
     def check(self) -> None:
+        """Check every invariant, unless nothing that they read changed since the last
+        check (every state change in the simulation sets `dirty`)."""
+        if not self.dirty:
+            return
+        self.dirty = False
         for p in range(self.cfg.partitions):
             self._check_partition(p)
 

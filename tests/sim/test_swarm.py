@@ -1,6 +1,6 @@
 """Random fault schedules against the replication core, bounded in wall time.
 
-SIM_SECONDS (default 12) bounds the random run; SIM_SEED=<n> replays one schedule;
+SIM_SECONDS (default 18) bounds the random run; SIM_SEED=<n> replays one schedule;
 SIM_RANDOM=1 starts from a random base seed instead of the fixed one (the seed of any
 failure is printed either way).
 """
@@ -15,7 +15,7 @@ from tests.sim.mutants import HwTruncatingFetcher
 from tests.sim.simulator import InvariantViolation
 from tests.sim.swarm import run_schedule
 
-SIM_SECONDS = float(os.environ.get("SIM_SECONDS", "12"))
+SIM_SECONDS = float(os.environ.get("SIM_SECONDS", "18"))
 
 
 def _base_seed() -> int:
