@@ -1,0 +1,74 @@
+"""ZooKeeper itself restarted under a running 3-broker cluster (its own ZooKeeper server,
+so the shared one other tests use is left alone): the cluster carries on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from tests.fixtures.cluster import TestCluster
+from tests.integration.chaos import (
+    ChaosProducer,
+    all_logs,
+    verify_acked,
+    verify_replicas_identical,
+    wait_until,
+)
+from tools.zookeeper import LocalZooKeeper
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def own_cluster(tmp_path, zookeeper):  # zookeeper: fails/skips like the shared one when missing
+    zk = LocalZooKeeper(tmp_path / "zk", tick_ms=200)
+    zk.start()
+    client = KazooClient(hosts=zk.connect_string)
+    client.start(timeout=10)
+    client.ensure_path("/kr")
+    client.stop()
+    client.close()
+    c = TestCluster(f"{zk.connect_string}/kr", tmp_path / "cluster", 3, {"min.insync.replicas": "2"})
+    try:
+        yield zk, c.start()
+    finally:
+        c.shutdown()
+        zk.stop()
+
+
+def carries_on(c: TestCluster, topic: str, new_topic: str) -> None:
+    """Every broker registered, a controller, the topic fully in sync, admin works."""
+    wait_until(lambda: len(c.metadata([])["brokers"]) == 3 and c.metadata([])["controller_id"] > 0,
+               30, f"3 brokers registered and a controller:\n{all_logs(c)}")
+    c.wait_for_leaders(topic, 2, isr=3, timeout=30)
+    c.create_topic(new_topic, partitions=2, rf=3, timeout=30)
+
+
+def test_zookeeper_quick_restart_and_long_outage(own_cluster):
+    zk, c = own_cluster
+    c.create_topic("zr", partitions=2, rf=3)
+    with ChaosProducer(c.bootstrap, "zr", 2, rate=300) as prod:
+        prod.wait_acks(100)
+        # Quick restart: sessions survive; produce keeps being acknowledged.
+        zk.restart()
+        prod.wait_acks(200)
+        carries_on(c, "zr", "after-restart")
+        # Outage past the session timeout (3 s): sessions may expire; brokers must come
+        # back by themselves (re-register, a controller re-elected, state re-synced).
+        zk.kill()
+        time.sleep(4.5)
+        zk.start()
+        prod.wait_acks(200, timeout=45)
+        carries_on(c, "zr", "after-outage")
+        prod.wait_acks(100)
+        stats = prod.stop()
+    verify_acked(c.bootstrap, "zr", 2, stats.acked)
+    verify_replicas_identical(c, "zr", 2)
+    # The topics created across the restarts serve too.
+    for t in ("after-restart", "after-outage"):
+        with ChaosProducer(c.bootstrap, t, 2, rate=300) as prod:
+            prod.wait_acks(100)
+            stats = prod.stop()
+        verify_acked(c.bootstrap, t, 2, stats.acked)
