@@ -361,11 +361,12 @@ class PartitionState:
         self.pending_isr = self.pending_change = None
         return self._maybe_advance_hw()
 
-    def on_isr_change_failed(self, change: IsrChange, error: ErrorCode, now_ms: int) -> None:
-        """The controller refused `change` (or it could not be sent). Only the proposal in
-        flight is retired: a late refusal of an older one must not make us forget a newer
-        proposal the controller may still accept (we would advance the HW without it)."""
-        if change != self.pending_change:
+    def on_isr_change_failed(self, error: ErrorCode, now_ms: int, change: IsrChange | None = None) -> None:
+        """The controller refused `change` (the IsrChange sent), or it could not be sent.
+        Only the proposal in flight is retired: a late refusal of an older one must not
+        make us forget a newer proposal the controller may still accept (we would advance
+        the HW without that member). Always pass `change`; None means "the one in flight"."""
+        if change is not None and change != self.pending_change:
             return
         self.pending_isr = self.pending_change = None
         self.metrics.failed_isr_updates += 1

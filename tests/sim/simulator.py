@@ -311,7 +311,7 @@ class Broker:
         if ok:
             part.on_isr_change_committed(st.isr, st.partition_epoch, self.sim.now)
         else:
-            part.on_isr_change_failed(change, ErrorCode.INVALID_UPDATE_VERSION, self.sim.now)
+            part.on_isr_change_failed(ErrorCode.INVALID_UPDATE_VERSION, self.sim.now, change)
         self._complete_produces(p)
 
     # -- timers ------------------------------------------------------------------------

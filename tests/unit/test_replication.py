@@ -208,7 +208,7 @@ def test_one_isr_change_in_flight() -> None:
     append(p, 1)
     first = p.maybe_shrink_isr(LAG + 1)
     assert first is not None and p.maybe_shrink_isr(LAG + 2) is None
-    p.on_isr_change_failed(first, ErrorCode.INVALID_UPDATE_VERSION, LAG + 3)
+    p.on_isr_change_failed(ErrorCode.INVALID_UPDATE_VERSION, LAG + 3, first)
     assert p.metrics.failed_isr_updates == 1 and p.isr == {0, 1, 2}
     again = p.maybe_shrink_isr(LAG + 4)
     assert again is not None
@@ -285,7 +285,7 @@ def test_late_refusal_of_an_older_proposal_is_ignored() -> None:
     append(p, 5)  # HW 10: the leader is alone in the ISR
     new = p.on_follower_fetch(1, 10, 1, 3).isr_change
     assert new is not None and new.partition_epoch == 11
-    p.on_isr_change_failed(old, ErrorCode.INVALID_UPDATE_VERSION, 4)
+    p.on_isr_change_failed(ErrorCode.INVALID_UPDATE_VERSION, 4, old)
     assert p.pending_change == new and p.metrics.failed_isr_updates == 0
     assert not append(p, 1) and p.high_watermark == 10  # waits for broker 1 now
     p.on_isr_change_committed([0, 1], 12, 5)
