@@ -290,3 +290,24 @@ def test_late_refusal_of_an_older_proposal_is_ignored() -> None:
     assert not append(p, 1) and p.high_watermark == 10  # waits for broker 1 now
     p.on_isr_change_committed([0, 1], 12, 5)
     assert p.isr == {0, 1} and p.high_watermark == 10
+
+
+def test_core_imports_no_io() -> None:
+    """The core stays sans-I/O: nothing of sockets, files, asyncio, ZooKeeper, storage,
+    server or protocol may be imported by kafkarepl.replication."""
+    import ast
+    from pathlib import Path
+
+    import kafkarepl.replication as pkg
+
+    banned = ("socket", "asyncio", "kazoo", "os", "io", "selectors", "threading",
+              "kafkarepl.storage", "kafkarepl.server", "kafkarepl.protocol", "kafkarepl._core")
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                assert not any(name == b or name.startswith(b + ".") for b in banned), (path.name, name)
