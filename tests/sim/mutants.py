@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafkarepl.replication import FetcherState, FetchRequest, FollowerFetcher
+from kafkarepl.replication import FetcherState, FetchRequest, FollowerFetcher, PartitionState
 
 
 class HwTruncatingFetcher(FollowerFetcher):
@@ -20,3 +20,16 @@ class HwTruncatingFetcher(FollowerFetcher):
         req = FetchRequest(log.log_end_offset, -1, self.leader_epoch, log.log_start_offset)
         self.in_flight = req
         return req
+
+
+class NonStrictMinIsrPartition(PartitionState):
+    """Before KIP-966: the HW advances whatever the ISR size, so a lone leader commits
+    (makes visible to consumers) data that its own power loss can take away."""
+
+    def _maybe_advance_hw(self) -> bool:
+        min_isr = self.config.min_insync_replicas
+        self.config.min_insync_replicas = 1
+        try:
+            return super()._maybe_advance_hw()
+        finally:
+            self.config.min_insync_replicas = min_isr

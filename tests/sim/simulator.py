@@ -169,7 +169,7 @@ class Broker:
         for p in range(cfg.partitions):
             if self.id in self.sim.assignment[p]:
                 log = self.logs.setdefault(p, SimLog())
-                self.parts[p] = PartitionState(
+                self.parts[p] = self.sim.partition_cls(
                     self.id, log, pcfg, high_watermark=self.hw_checkpoint.get(p, 0), metrics=self.metrics
                 )
 
@@ -464,8 +464,10 @@ class Simulation:
         seed: int,
         cfg: SimConfig | None = None,
         fetcher_factory: Callable[[PartitionState, int, int], FollowerFetcher] | None = None,
+        partition_cls: type[PartitionState] = PartitionState,
     ) -> None:
         self.seed = seed
+        self.partition_cls = partition_cls  # mutants replace it
         self.rng = random.Random(seed)
         self.cfg = cfg or SimConfig()
         self.now = 0

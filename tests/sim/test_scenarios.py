@@ -20,7 +20,7 @@ from kafkarepl.replication import (
     PartitionConfig,
     PartitionState,
 )
-from tests.sim.mutants import HwTruncatingFetcher
+from tests.sim.mutants import HwTruncatingFetcher, NonStrictMinIsrPartition
 from tests.sim.simulator import CONTROLLER, InvariantViolation, Msg, PState, SimConfig, Simulation
 
 FAST_NET = (1, 3)
@@ -260,12 +260,12 @@ def test_jepsen_min_isr_1_with_unclean_election_can_lose_acked_writes() -> None:
 # -- KIP-966 ---------------------------------------------------------------------------------
 
 
-def test_kip966_last_replica_standing_strict_min_isr() -> None:
+def _kip966_last_replica_standing(partition_cls: type[PartitionState] = PartitionState) -> Simulation:
     """ISR {0,1,2}, min ISR 2. Broker 1 then broker 2 drop out; 0 leads alone. With the
     HW frozen below min ISR, nothing 0 takes alone is committed, so its power loss and
     re-election lose no acknowledged (or consumer-visible) record."""
     cfg = SimConfig(brokers=3, min_insync_replicas=2, net_delay_ms=FAST_NET)
-    sim = Simulation(966, cfg)
+    sim = Simulation(966, cfg, partition_cls=partition_cls)
     run_until(sim, lambda: settled(sim))
     produce_acked(sim, n=2)
     leader = sim.brokers[0]
@@ -282,17 +282,31 @@ def test_kip966_last_replica_standing_strict_min_isr() -> None:
     assert sim.produce(0, 1, acks=-1) is ErrorCode.NOT_ENOUGH_REPLICAS
     assert sim.produce(0, 3, acks=1) is ErrorCode.NONE  # acks=1 still appends ...
     run_for(sim, 100)
-    assert leader.parts[0].high_watermark == hw_alone  # ... but is never committed
+    sim.hw_moved_alone = leader.parts[0].high_watermark > hw_alone  # type: ignore[attr-defined]
     assert isinstance(pending, DelayedProduce) and pending.completed
-    assert pending.results[0] is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     sim.crash(0, lose_unflushed=True)  # T2
     sim.net.cut.clear()
     run_for(sim, 2 * cfg.session_timeout_ms)
     assert sim.controller.state[0].leader == -1  # 0 was the last ISR member
     sim.restart(0)  # T3: re-elected with its truncated log; 1 and 2 follow it
     sim.converge()
+    return sim
+
+
+def test_kip966_last_replica_standing_strict_min_isr() -> None:
+    sim = _kip966_last_replica_standing()
+    assert not sim.hw_moved_alone  # type: ignore[attr-defined]  # ... but is never committed
     assert not sim.tainted
     assert {a.value for a in sim.acked[0]} <= set(values(sim, 1))
+    assert sim.produce_errors == [ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
+
+
+def test_kip966_without_strict_min_isr_committed_data_is_lost() -> None:
+    """The same story before KIP-966: the lone leader's HW covered the acks=1 records,
+    consumers could read them, and the power loss took them from the only ISR copy."""
+    sim = _kip966_last_replica_standing(NonStrictMinIsrPartition)
+    assert sim.hw_moved_alone  # type: ignore[attr-defined]
+    assert 0 in sim.tainted  # the checker saw committed data vanish (allowed: power loss)
 
 
 # -- seed 004 --------------------------------------------------------------------------------
