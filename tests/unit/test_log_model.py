@@ -2,7 +2,8 @@
 
 Appends, reads, rolls, truncations, retention, clean reopen and crash (with a torn
 tail) are interleaved at random on a log with tiny segments, and every read must
-return exactly the batches the model holds.
+return exactly the batches the model holds. A follower log replicates the leader
+through read + append_as_follower and must hold the same bytes and epochs.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class LogMachine(RuleBasedStateMachine):
         self.root = Path(tempfile.mkdtemp(prefix="logmodel"))
         self.dir = self.root / "m-0"
         self.log = Log.open(self.dir, CFG, clean_shutdown=False)
+        self.follower = Log.open(self.root / "f-0", CFG, clean_shutdown=False)
         self.batches: list[tuple[int, int, bytes]] = []  # (base, last, bytes)
         self.start = 0
         self.leo = 0
@@ -46,6 +48,7 @@ class LogMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.log.close()
+        self.follower.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
     # -- model helpers -------------------------------------------------------------
@@ -107,6 +110,37 @@ class LogMachine(RuleBasedStateMachine):
     def read_everything(self):
         assert self.read_all(self.start) == b"".join(b[2] for b in self.batches)
 
+    @rule(max_bytes=st.integers(1, 2000))
+    def replicate(self, max_bytes):
+        """The follower fetches from its LEO (as a replica fetcher would) until caught up."""
+        f = self.follower
+        if f.log_end_offset < self.start:  # fell behind retention
+            f.truncate_fully_and_start_at(self.start)
+        while f.log_end_offset < self.leo:
+            s = self.log.read(f.log_end_offset, max_bytes)
+            assert s.size > 0
+            f.append_as_follower(os.pread(s.fd, s.size, s.position))
+        assert f.log_end_offset == self.leo
+        if self.batches:  # both hold the last batch, so the epoch it was written in
+            assert f.latest_epoch() == self.log.latest_epoch()
+        start = max(f.log_start_offset, self.start)
+        assert self.read_all_of(f, start) == self.read_all_of(self.log, start)
+
+    def read_all_of(self, log: Log, offset: int) -> bytes:
+        out = b""
+        while offset < log.log_end_offset:
+            s = log.read(offset, 1 << 20)
+            chunk = os.pread(s.fd, s.size, s.position)
+            out += chunk
+            nxt = [b for b in self.batches if b[0] >= s.first_offset]
+            total = 0
+            for b in nxt:
+                if total == len(chunk):
+                    break
+                total += len(b[2])
+                offset = b[1] + 1
+        return out
+
     @rule()
     def roll(self):
         self.log.roll()
@@ -117,6 +151,8 @@ class LogMachine(RuleBasedStateMachine):
         i = data.draw(st.integers(0, len(self.batches)))
         target = self.batches[i][0] if i < len(self.batches) else self.leo
         self.log.truncate_to(target)
+        if self.follower.log_end_offset > target:
+            self.follower.truncate_to(target)
         del self.batches[i:]
         self.leo = target
 
@@ -147,6 +183,9 @@ class LogMachine(RuleBasedStateMachine):
                 f.truncate(active.size - tear)
             self.batches.pop()
             self.leo = last[0]
+            if self.follower.log_end_offset > self.leo:
+                # what epoch-based truncation makes a follower of a shortened leader do
+                self.follower.truncate_to(self.leo)
         self.log = Log.open(self.dir, CFG, recovery_point=rp, log_start_offset=self.start,
                             clean_shutdown=False)
 
