@@ -82,7 +82,7 @@ class LogSegment:
             h = next(walk_headers(self.fd, 0, self.size), None)
             self.first_batch_timestamp = h.max_timestamp if h else None
 
-    def recover(self, max_batch_bytes: int | None = None) -> tuple[list, int]:
+    def recover(self) -> tuple[list, int]:
         """Validate every batch (CRC included), rebuild both indexes and cut the file at
         the first torn or invalid batch. Returns (batches, bytes truncated)."""
         batches: list = []
@@ -360,11 +360,7 @@ class LogSegment:
         it); returns that fd for the caller to close later."""
         self.offset_index.delete()
         self.time_index.delete()
-        for path in (self.log_path,):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        self.log_path.unlink(missing_ok=True)
         fd, self.fd = self.fd, -1
         return fd
 
