@@ -145,11 +145,11 @@ class Log:
             self._rebuild_from_headers(epochs=not cache_ok, producers=not producers_ok)
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
-        if recovered_any:
-            for seg in self._segments[first_recovered:]:
-                seg.flush()
-            _fsync_dir(self.dir)
-        self.recovery_point = self.log_end_offset
+        # As Kafka: only a flush moves the recovery point, so after an unclean stop it
+        # stays where it was (the recovered tail is not fsynced here: a crash before
+        # the next flush simply recovers it again).
+        self.recovery_point = (self.log_end_offset if clean and not recovered_any
+                               else min(recovery_point, self.log_end_offset))
 
     def _rebuild_from_headers(self, epochs: bool, producers: bool) -> None:
         if producers:

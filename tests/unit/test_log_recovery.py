@@ -75,7 +75,7 @@ def test_unclean_reopen_without_damage_is_identical(crashed, tmp_path):
     assert log.log_end_offset == exp["leo"]
     assert all_bytes(log) == exp["bytes"]
     assert [s.offset_index.entries().tolist() for s in log.segments] == exp["index"]
-    assert log.recovery_point == exp["leo"]
+    assert log.recovery_point == 0  # only a flush moves it (as Kafka)
     log.close()
 
 
