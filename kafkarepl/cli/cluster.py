@@ -113,7 +113,21 @@ def _broker_process(config_path: str, log_path: str) -> None:
 def _spawn_broker(broker: dict[str, Any]) -> int:
     ctx = multiprocessing.get_context("spawn")
     proc = ctx.Process(target=_broker_process, args=(broker["config"], broker["log"]), daemon=False)
-    proc.start()
+    # The child (and multiprocessing's resource tracker, started with the first child)
+    # would inherit our stdout/stderr and keep a caller's pipe open after we exit.
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        proc.start()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
     # Let the broker outlive us: multiprocessing would otherwise join it at exit.
     multiprocessing.process._children.discard(proc)  # type: ignore[attr-defined]
     return proc.pid
