@@ -1,7 +1,8 @@
 """`kafkarepl dump-log PATH...`: show segment files, indexes and checkpoints.
 
 .log files: one line per batch (offsets, position, size, epoch, timestamps, producer
-fields, codec, flags, CRC and whether it matches). .index / .timeindex: their entries.
+fields, codec, flags, CRC and whether it matches). .index / .timeindex: their entries
+(.index entries are checked against the batches of the .log beside it).
 leader-epoch-checkpoint, *-checkpoint, producer-state-checkpoint: their content.
 A directory dumps every such file in it. Exit code 1 when anything is corrupt.
 """
@@ -24,6 +25,7 @@ from kafkarepl.storage.records import (
     CODECS,
     COMPRESSION_MASK,
     CONTROL_MASK,
+    HEADER,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     batch_crc_valid,
@@ -104,7 +106,29 @@ def dump_index_file(path: Path) -> dict:
         entries = [{"timestamp": int(t), "offset": base + int(r)}
                    for t, r in zip(arr["timestamp"], arr["relative_offset"], strict=True)]
         kind = "timeindex"
-    return {"path": str(path), "type": kind, "entries": entries, "error": None}
+    error = _check_index_against_log(path, entries) if kind == "index" else None
+    return {"path": str(path), "type": kind, "entries": entries, "error": error}
+
+
+def _check_index_against_log(path: Path, entries: list[dict]) -> dict | None:
+    """Each .index entry must point at a batch start whose last offset is the entry's
+    offset (Kafka indexes a batch by its last offset)."""
+    log_path = path.with_suffix(".log")
+    if not log_path.exists():
+        return None
+    with open(log_path, "rb") as f:
+        fd = f.fileno()
+        for i, e in enumerate(entries):
+            head = os.pread(fd, HEADER.size, e["position"])
+            if len(head) < HEADER.size:
+                return {"position": e["position"],
+                        "reason": f"index entry {i} (offset {e['offset']}) points past the log end"}
+            base, _len, _ple, magic, _crc, _attr, delta, *_ = HEADER.unpack(head)
+            if magic != 2 or base + delta != e["offset"]:
+                return {"position": e["position"],
+                        "reason": f"index entry {i} says offset {e['offset']} but the batch "
+                                  f"at position {e['position']} ends at {base + delta}"}
+    return None
 
 
 def dump_checkpoint_file(path: Path) -> dict:
@@ -145,6 +169,8 @@ def _describe_error(doc: dict) -> str:
     err = doc["error"]
     if doc["type"] == "log":
         return f"{doc['path']}: corrupt batch at position {err['position']}: {err['reason']}"
+    if doc["type"] == "index":
+        return f"{doc['path']}: corrupt index: {err['reason']}"
     return f"{doc['path']}: {err['reason']}"
 
 

@@ -89,3 +89,14 @@ def test_corrupt_checkpoint_exit_code(partition):
 def test_missing_path(tmp_path):
     r = dump(str(tmp_path / "nope.log"))
     assert r.returncode == 1 and "no such file" in r.stderr
+
+
+def test_index_entries_are_checked_against_the_log(partition):
+    idx = partition / f"{0:020d}.index"
+    assert dump(str(idx)).returncode == 0
+    data = bytearray(idx.read_bytes())
+    data[3] ^= 0x01  # first entry's relative offset
+    idx.write_bytes(bytes(data))
+    r = dump(str(idx))
+    assert r.returncode == 1
+    assert f"{idx}: corrupt index: index entry 0 says offset 2" in r.stderr
