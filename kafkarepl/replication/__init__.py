@@ -32,7 +32,7 @@ from .follower import (
     FetchResponse,
     FollowerFetcher,
 )
-from .log import UNDEFINED, EpochEndOffset, ReplicaLog, epoch_end_offset
+from .log import UNDEFINED, EpochEndOffset, ReplicaLog, SupportsLogStartIncrement, epoch_end_offset
 from .memory_log import MemoryLog
 from .metrics import ReplicationGauges, ReplicationMetrics, gauges
 from .partition import (
@@ -77,6 +77,7 @@ __all__ = [
     "ReplicaLog",
     "ReplicationGauges",
     "ReplicationMetrics",
+    "SupportsLogStartIncrement",
     "Role",
     "epoch_end_offset",
     "gauges",

@@ -134,11 +134,13 @@ class FollowerFetcher:
             return FetcherOutcome(stale=True)
         error = response.error
         if error is ErrorCode.OFFSET_OUT_OF_RANGE:
-            if response.log_start_offset > log.log_end_offset:
-                # The leader deleted what we would need next (retention): start at its start.
-                log.truncate_fully_and_start_at(response.log_start_offset)
-                p.high_watermark = response.log_start_offset
-                return FetcherOutcome(error=error, truncated_to=response.log_start_offset)
+            start = response.log_start_offset
+            if start > log.log_end_offset or (log.latest_epoch() is None and start >= 0):
+                # The leader deleted what we would need next (retention), or we are ahead
+                # of it holding nothing epochs could check: restart at its log start.
+                log.truncate_fully_and_start_at(start)
+                p.high_watermark = start
+                return FetcherOutcome(error=error, truncated_to=start)
             self.state = FetcherState.TRUNCATING  # we may be ahead of it: find out by epoch
             return FetcherOutcome(error=error)
         if error is not ErrorCode.NONE:
@@ -156,6 +158,7 @@ class FollowerFetcher:
                 return FetcherOutcome(error=e.code)
             appended = log.log_end_offset != request.fetch_offset
         hw_changed = p.set_follower_high_watermark(response.high_watermark)
+        self._follow_log_start(response.log_start_offset)
         return FetcherOutcome(appended=appended, hw_changed=hw_changed)
 
     # -- internals --------------------------------------------------------------------------
@@ -165,6 +168,15 @@ class FollowerFetcher:
             return False
         self.in_flight = None
         return True
+
+    def _follow_log_start(self, leader_log_start: int) -> None:
+        """Below the leader's log start, epochs cannot tell whether our records match the
+        ones the leader deleted (KIP-279 answers "up to its first epoch"): drop ours."""
+        p, log = self.partition, self.partition.log
+        target = min(leader_log_start, p.high_watermark)
+        increment = getattr(log, "maybe_increment_log_start_offset", None)
+        if increment is not None and target > log.log_start_offset:
+            increment(target)
 
     def _back_off(self, now_ms: int) -> None:
         self.backoff_until_ms = now_ms + self.partition.config.replica_fetch_backoff_ms

@@ -70,6 +70,15 @@ class ReplicaLog(Protocol):
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
 
 
+class SupportsLogStartIncrement(Protocol):
+    """Optional ReplicaLog capability (Kafka's maybeIncrementLogStartOffset): a follower
+    moves its log start up to the leader's after each fetch, so records below the
+    leader's log start, which epochs can no longer check against the leader, go away
+    instead of being served later if this replica leads."""
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None: ...
+
+
 def epoch_end_offset(
     entries: Sequence[tuple[int, int]], requested_epoch: int, log_end_offset: int
 ) -> EpochEndOffset:

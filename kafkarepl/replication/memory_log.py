@@ -91,6 +91,18 @@ class MemoryLog:
         self.log_start_offset = offset
         self.flushed_offset = offset
 
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """Retention / DeleteRecords / a follower following its leader's log start: the
+        log now starts at `offset` (<= LEO). The epoch covering it is moved to start
+        there, as Kafka's truncateFromStart does."""
+        offset = min(max(offset, self.log_start_offset), self.log_end_offset)
+        del self.records[: offset - self.log_start_offset]
+        self.log_start_offset = offset
+        covering = [e for e in self.epochs if e[1] <= offset]
+        if covering:
+            self.epochs = [(covering[-1][0], offset)] + [e for e in self.epochs if e[1] > offset]
+        self.flushed_offset = max(self.flushed_offset, offset)
+
     def flush(self) -> None:
         self.flushed_offset = self.log_end_offset
 

@@ -493,6 +493,7 @@ class Simulation:
         self.committed: dict[int, list[tuple[int, object]]] = {p: [] for p in range(c.partitions)}
         self._verified: dict[tuple[int, int], list[int]] = {}
         self._leaders_checked: set[tuple[int, ...]] = set()
+        self.retention_floor: dict[int, int] = {}
         self.next_value = itertools.count(1)
         self.tracing = False
         self.dirty = True
@@ -518,7 +519,8 @@ class Simulation:
         if err is ErrorCode.NONE:
             log = broker.logs[p]
             for i, v in enumerate(values):
-                if log.get(first + i) is None or log.get(first + i)[1] != v:  # type: ignore[index]
+                got = log.get(first + i)
+                if first + i >= log.log_start_offset and (got is None or got[1] != v):
                     raise InvariantViolation(f"acked {v}@{first + i} on p{p} not in leader {broker.id}'s log")
                 self.acked[p].append(Acked(first + i, v))
                 self.acked_set[p].add((first + i, v))
@@ -589,8 +591,17 @@ class Simulation:
                 lost.add((offset, value))
 
     def holds(self, b: int, p: int, a: Acked) -> bool:
-        got = self.brokers[b].logs[p].get(a.offset)
-        return got is not None and got[1] == a.value
+        """b has record a (or deleted it by retention, which is no loss)."""
+        log = self.brokers[b].logs[p]
+        got = log.get(a.offset)
+        deleted = max(log.log_start_offset, self.retention_floor.get(p, 0))
+        return a.offset < deleted or (got is not None and got[1] == a.value)
+
+    def delete_records(self, b: int, p: int, offset: int) -> None:
+        self.trace("b%d p%d log start -> %d", b, p, offset)
+        self.dirty = True
+        self.brokers[b].logs[p].maybe_increment_log_start_offset(offset)
+        self.retention_floor[p] = max(self.retention_floor.get(p, 0), offset)
 
     def restart(self, b: int) -> None:
         self.trace("restart b%d", b)
@@ -646,7 +657,8 @@ class Simulation:
                     part.role is Role.FOLLOWER
                     and part.leader_epoch == lpart.leader_epoch
                     and (b.id, b.incarnation, p, part.leader_epoch) in self.fetched_in_epoch
-                    and part.high_watermark > lpart.high_watermark
+                    # (as Kafka, a HW is never below its own log start)
+                    and part.high_watermark > max(lpart.high_watermark, part.log.log_start_offset)
                 ):
                     raise InvariantViolation(
                         f"p{p}: follower {b.id} HW {part.high_watermark} > leader {leader.id} HW {lpart.high_watermark}"
@@ -670,17 +682,19 @@ class Simulation:
         committed = self.committed[p]
         for b in live:
             log, h = b.logs[p], b.parts[p].high_watermark
+            base = log.log_start_offset  # retention may have deleted the head
             st = self._progress(p, b)
-            start = min(st[1], h)
+            start = max(min(st[1], h), base)
             n = min(h, len(committed))
-            if log.records[start:n] != committed[start:n]:
-                bad = next(i for i in range(start, n) if log.records[i] != committed[i])
+            if start < n and log.records[start - base : n - base] != committed[start:n]:
+                bad = next(i for i in range(start, n) if log.records[i - base] != committed[i])
                 raise InvariantViolation(
-                    f"p{p}: broker {b.id} has {log.records[bad]} at offset {bad} below its HW {h}, "
-                    f"but {committed[bad]} was committed there"
+                    f"p{p}: broker {b.id} has {log.records[bad - base]} at offset {bad} below its "
+                    f"HW {h}, but {committed[bad]} was committed there"
                 )
             if h > len(committed):
-                committed.extend(log.records[len(committed) : h])
+                assert base <= len(committed), "retention ran past what was ever committed"
+                committed.extend(log.records[len(committed) - base : h - base])
             st[1] = h
 
     def _check_acked(self, p: int, leader: Broker | None) -> None:
@@ -690,6 +704,9 @@ class Simulation:
         isr = self.controller.state[p].isr
         acked = self.acked[p]
         lost_by_power: list[Acked] = []
+        # Below the highest log start retention set on the partition, records are
+        # deleted, not lost (a replica may briefly hold other ones there, as in Kafka).
+        floor = self.retention_floor.get(p, 0)
         for b in self.brokers:
             if p not in b.logs:
                 continue
@@ -701,7 +718,7 @@ class Simulation:
             for j in range(i, len(acked)):
                 a = acked[j]
                 got = log.get(a.offset)
-                if got is not None and got[1] == a.value:
+                if a.offset < floor or (got is not None and got[1] == a.value):
                     if contiguous:
                         i = j + 1
                     continue
@@ -739,6 +756,8 @@ class Simulation:
         committed = len(self.committed[p])
         for offset, value in lost:
             got = log.get(offset)
+            if offset < max(log.log_start_offset, self.retention_floor.get(p, 0)):
+                continue
             if (got is None or got[1] != value) and (offset < committed or (offset, value) in self.acked_set[p]):
                 return True
         return False
@@ -769,9 +788,13 @@ class Simulation:
             lpart = leader.parts[p]
             if len(lpart.isr) != len(lpart.replicas) or lpart.high_watermark != lpart.log.log_end_offset:
                 return False
+            lead = leader.logs[p]
             for r in lpart.replicas:
-                b = self.brokers[r]
-                if b.logs[p].records != leader.logs[p].records or b.parts[p].high_watermark != lpart.high_watermark:
+                b, log = self.brokers[r], self.brokers[r].logs[p]
+                if log.log_end_offset != lead.log_end_offset or b.parts[p].high_watermark != lpart.high_watermark:
+                    return False
+                start = max(log.log_start_offset, lead.log_start_offset)  # retention differs
+                if log.read(start) != lead.read(start):
                     return False
         return True
 

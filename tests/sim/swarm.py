@@ -93,3 +93,9 @@ def random_event(sim: Simulation, rng: random.Random, power_loss: bool = True) -
     elif r < 0.535:
         p = rng.randrange(cfg.partitions)
         sim.controller.elect(p, avoid=sim.controller.state[p].leader)
+    elif r < 0.54 and alive and (b := rng.choice(alive)).parts:
+        # Retention: a replica deletes a committed head of its log (log start <= HW).
+        p = rng.choice(list(b.parts))
+        limit = min(b.parts[p].high_watermark, len(sim.committed[p]))
+        if limit > b.logs[p].log_start_offset:
+            sim.delete_records(b.id, p, rng.randint(b.logs[p].log_start_offset, limit))
