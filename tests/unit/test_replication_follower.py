@@ -136,3 +136,22 @@ def test_leader_unreachable_epoch_answer_retries() -> None:
     out = f.on_epoch_end_offset(req, ErrorCode.NOT_LEADER_OR_FOLLOWER, EpochEndOffset(-1, -1), 0)  # type: ignore[arg-type]
     assert out.error is ErrorCode.NOT_LEADER_OR_FOLLOWER and f.state is FetcherState.TRUNCATING
     assert isinstance(f.next_request(BACKOFF), EpochRequest)
+
+
+def test_follower_follows_the_leader_log_start() -> None:
+    """Kafka's maybeIncrementLogStartOffset: what the leader deleted goes here too, so
+    records epochs can no longer check against the leader are never served later."""
+    p, f = follower(epochs((1, 0, 6)), hw=6)
+    f.state = FetcherState.FETCHING
+    req = f.next_request(0)
+    f.on_fetch_response(req, FetchResponse(high_watermark=6, log_start_offset=4), 0)  # type: ignore[arg-type]
+    assert p.log.log_start_offset == 4 and p.log.epoch_entries() == [(1, 4)]
+
+
+def test_ahead_of_the_leader_with_no_epoch_restarts_at_its_log_start() -> None:
+    p, f = follower([])
+    p.log.truncate_fully_and_start_at(8)  # retention emptied us at 8; the leader lost 5..8
+    req = f.next_request(0)
+    out = f.on_fetch_response(req, FetchResponse(ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=0), 0)  # type: ignore[arg-type]
+    assert out.truncated_to == 0 and p.log.log_start_offset == p.log.log_end_offset == 0
+    assert isinstance(f.next_request(0), FetchRequest)
