@@ -7,7 +7,8 @@ replication and idempotence need.
 
 from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.epoch_cache import LeaderEpochCache
-from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, AppendInfo, FetchSlice, Log
+from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, AppendInfo, FetchSlice, Log, PendingFlush
+from kafkarepl.storage.manager import LogManager
 from kafkarepl.storage.producer_state import BatchMetadata, ProducerStateTable
 
 __all__ = [
@@ -19,14 +20,6 @@ __all__ = [
     "Log",
     "LogConfig",
     "LogManager",
+    "PendingFlush",
     "ProducerStateTable",
 ]
-
-
-def __getattr__(name: str):
-    # LogManager is imported lazily so `import kafkarepl.storage` stays light.
-    if name == "LogManager":
-        from kafkarepl.storage.manager import LogManager
-
-        return LogManager
-    raise AttributeError(name)
