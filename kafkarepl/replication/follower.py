@@ -199,11 +199,12 @@ class FollowerFetcher:
         p, log = self.partition, self.partition.log
         before = log.log_end_offset
         log.truncate_to(target)  # always: also drops trailing empty epoch entries
-        if target >= before:
+        after = log.log_end_offset  # storage cuts a batch straddling target whole
+        if after >= before:
             return None
-        if target < p.high_watermark:
+        if after < p.high_watermark:
             # Committed data is going away: only an unclean election or lost unflushed
             # data on every in-sync replica can cause this.
             p.metrics.truncations_below_hw += 1
-            p.high_watermark = max(target, log.log_start_offset)
-        return target
+            p.high_watermark = max(after, log.log_start_offset)
+        return after
