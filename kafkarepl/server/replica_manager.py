@@ -298,17 +298,43 @@ class ReplicaManager:
             out["offset"] = p.log.log_start_offset
         elif ts == LATEST_TIMESTAMP:
             out["offset"] = hw
-        else:
-            found = p.log.offset_for_timestamp(ts) if ts >= 0 else None
-            if ts == MAX_TIMESTAMP:
-                found = p.log.offset_for_max_timestamp() if hasattr(p.log, "offset_for_max_timestamp") else None
+        elif ts == MAX_TIMESTAMP:
+            out["offset"], out["timestamp"] = self._max_timestamp_offset(p, hw)
+        elif ts >= 0:
+            found = self._offset_for_timestamp(p, ts)
             if found is not None and found[0] < hw:
                 out["offset"], out["timestamp"] = found
-            else:
-                out["offset"], out["timestamp"] = -1, -1
+        else:
+            out["error_code"] = int(ErrorCode.INVALID_REQUEST)
         out["leader_epoch"] = p.leader_epoch
         out["old_style_offsets"] = [out["offset"]]
         return out
+
+    @staticmethod
+    def _offset_for_timestamp(p: Partition, ts: int) -> tuple[int, int] | None:
+        """Kafka's answer: the first RECORD with timestamp >= ts. The log finds the batch
+        by its headers and time index; the records of that one batch are then walked."""
+        from kafkarepl import _core
+        from kafkarepl.storage.timestamps import first_record_at_or_after
+
+        found = p.log.offset_for_timestamp(ts)
+        if found is None:
+            return None
+        sl = p.log.read(found[0], 1, None, min_one_batch=True)
+        if sl.size:
+            exact = first_record_at_or_after(_core.file_pread(sl.fd, sl.size, sl.position), ts)
+            if exact is not None and exact[0] >= found[0]:
+                return exact
+        return found
+
+    @staticmethod
+    def _max_timestamp_offset(p: Partition, hw: int) -> tuple[int, int]:
+        """ListOffsets v7 MAX_TIMESTAMP: offset and timestamp of the newest-stamped batch."""
+        best = getattr(p.log, "max_timestamp_and_offset", None)
+        if best is None:
+            return -1, -1
+        found = best(hw)
+        return found if found is not None else (-1, -1)
 
     # ------------------------------------------------- offset for leader epoch -----
     async def handle_offset_for_leader_epoch(self, req: Request) -> dict[str, Any]:
