@@ -8,6 +8,7 @@ is removed once the logs are loaded, so a crash from then on is detected.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -38,6 +39,7 @@ log = logging.getLogger("kafkarepl.storage")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 DELETE_SUFFIX = "-delete"
+LOCK_FILE = ".lock"
 
 
 class LogManager:
@@ -52,12 +54,19 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self._lock_fds: list[int] = []
 
     # ------------------------------------------------------------------ startup
     def startup(self) -> None:
         """Load every log of every dir, recovering those of dirs without the marker."""
+        try:
+            for d in self.log_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+                self._lock(d)
+        except BaseException:
+            self.release_locks()
+            raise
         for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             self.had_clean_shutdown[d] = clean
@@ -92,6 +101,22 @@ class LogManager:
             if clean:
                 marker.unlink()
                 _fsync_dir(d)
+
+    def _lock(self, d: Path) -> None:
+        """flock `<dir>/.lock` as Kafka does: two brokers on one log dir would corrupt it.
+        The kernel drops the lock when the process dies, even by kill -9."""
+        fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise KafkaStorageError(f"{d} is in use by another LogManager (locked {LOCK_FILE})") from None
+        self._lock_fds.append(fd)
+
+    def release_locks(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds.clear()
 
     @staticmethod
     def _read_checkpoint(path: Path, fallback: str) -> dict[TopicPartition, int]:
@@ -226,3 +251,4 @@ class LogManager:
             _fsync_dir(d)
         self._logs.clear()
         self._dir_of.clear()
+        self.release_locks()

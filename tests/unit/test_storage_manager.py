@@ -7,7 +7,7 @@ import os
 import pytest
 
 from kafkarepl import _core
-from kafkarepl.errors import KafkaError
+from kafkarepl.errors import KafkaError, KafkaStorageError
 from kafkarepl.storage import LogConfig, LogManager
 from kafkarepl.storage.checkpoints import (
     HIGH_WATERMARK_CHECKPOINT,
@@ -64,6 +64,9 @@ def test_unclean_start_recovers_and_clamps_hw(dirs):
     seg = lg.active_segment
     with open(seg.log_path, "r+b") as f:
         f.truncate(seg.size - 1)  # torn last batch, no marker
+    with pytest.raises(KafkaStorageError, match="in use"):
+        LogManager(dirs, LogConfig()).startup()
+    mgr.release_locks()  # what the kernel does when the crashed process dies
     mgr2 = LogManager(dirs, LogConfig())
     mgr2.startup()
     assert not any(mgr2.had_clean_shutdown.values())
