@@ -42,7 +42,7 @@ LEADER=$($KR topics --bootstrap-server $BS --describe --topic orders | awk '$4==
 echo "== kill -9 broker $LEADER, the leader of orders-0"
 $KR cluster stop-broker "$LEADER" --kill --data-dir "$DATA"
 sleep 8
-ALIVE=$($KR cluster status --data-dir "$DATA" --json | $PY -c 'import json,sys; print(",".join(f"127.0.0.1:{b["port"]}" for b in json.load(sys.stdin)["brokers"] if b["alive"]))')
+ALIVE=$($KR cluster status --data-dir "$DATA" --json | $PY -c 'import json,sys; print(",".join("127.0.0.1:%d" % b["port"] for b in json.load(sys.stdin)["brokers"] if b["alive"]))')
 $KR topics --bootstrap-server "$ALIVE" --describe --topic orders
 echo "== every acknowledged record is still there (reading from the new leaders)"
 $PY - "$ALIVE" <<'PYEOF'

@@ -55,7 +55,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
         if args.create:
             return _create(args)
         if args.list:
-            md = _call(args, ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
+            md = _call(args, ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
             for t in sorted(md["topics"], key=lambda t: t["name"]):
                 print(t["name"])
             return 0
@@ -119,7 +119,7 @@ def _create(args: argparse.Namespace) -> int:
 
 def _describe(args: argparse.Namespace) -> int:
     topics = [{"name": args.topic}] if args.topic else None
-    md = _call(args, ApiKey.METADATA, 9, {"topics": topics, "allow_auto_topic_creation": False})
+    md = _call(args, ApiKey.METADATA, 12, {"topics": topics, "allow_auto_topic_creation": False})
     rc = 0
     for t in sorted(md["topics"], key=lambda t: t["name"]):
         if t["error_code"]:

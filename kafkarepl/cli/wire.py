@@ -34,7 +34,7 @@ def metadata(host: str, port: int, topics: list[str] | None = None, timeout: flo
         "allow_auto_topic_creation": False,
         "include_topic_authorized_operations": False,
     }
-    return call(host, port, ApiKey.METADATA, 9, body, timeout)
+    return call(host, port, ApiKey.METADATA, 12, body, timeout)
 
 
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
