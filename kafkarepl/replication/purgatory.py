@@ -171,8 +171,8 @@ class Purgatory(Generic[Op]):
                 done.append(op)
             else:
                 keep.append(op)
-        if keep:
-            self._watchers[key] = keep
+        if keep:  # merge: an on_complete callback may have watched new ops on key
+            self._watchers.setdefault(key, []).extend(keep)
         if done:
             self._purge_if_sparse()
         return done

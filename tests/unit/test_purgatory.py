@@ -162,3 +162,24 @@ def test_fetch_completes_on_leader_change_or_truncation() -> None:
     q = leader(min_isr=1, isr=(0,))
     beyond = DelayedFetch({"t-0": FetchWait(q, 7, 1, True)}, min_bytes=1, deadline_ms=500, available_bytes=_bytes)
     assert purg.try_complete_else_watch(beyond, 0)  # offset past the end: answer now (error)
+
+
+def test_callback_may_watch_new_operations() -> None:
+    p = leader(min_isr=1, isr=(0,))
+    purg: Purgatory[DelayedProduce] = Purgatory()
+    later: list[DelayedProduce] = []
+
+    def again(op: DelayedProduce) -> None:  # e.g. the next pipelined request of a client
+        if not later:
+            later.append(DelayedProduce({"t-0": ProduceWait(p, 50, 1)}, 1_000))
+            assert not purg.try_complete_else_watch(later[0], 0)
+
+    purg.on_complete = again
+    waiting = DelayedProduce({"t-0": ProduceWait(p, 100, 1)}, 1_000)
+    first = DelayedProduce({"t-0": ProduceWait(p, 1, 1)}, 1_000)
+    purg.try_complete_else_watch(waiting, 0)
+    purg.try_complete_else_watch(first, 0)
+    append(p, 1)
+    assert purg.check("t-0", 1) == [first]
+    p.become_follower(1, 2, [1], [0, 1], 2, 2)
+    assert set(purg.check("t-0", 2)) == {waiting, later[0]}  # both still watched
