@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import time
 from typing import Any
@@ -252,4 +253,10 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
     if ready is not None:
         ready(broker)
     await stop.wait()
-    await broker.stop()
+    try:
+        await asyncio.wait_for(broker.stop(), 60)
+    finally:
+        # Logs, checkpoints and the clean-shutdown marker are written by now. Leave at
+        # once rather than risk asyncio's teardown waiting on a straggling task.
+        logging.shutdown()
+        os._exit(0)
