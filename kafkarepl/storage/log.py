@@ -319,7 +319,14 @@ class Log:
         """Whole batches of one segment from the batch holding `from_offset`, all below
         `max_offset` (exclusive: the HW for consumers; None = LEO), at most `max_bytes`
         unless min_one_batch and the first batch alone is larger (returned whole, as
-        Kafka does so a consumer can always make progress)."""
+        Kafka does so a consumer can always make progress).
+
+        O(log index entries): a C binary search plus one pread of batch headers. When
+        max_bytes cuts the range, the slice ends at the last indexed batch start inside
+        it (up to index.interval.bytes + one batch short of max_bytes) instead of walking
+        further. At a segment's end the read continues in the next segment; at the LEO
+        or max_offset the slice is empty. OffsetOutOfRangeError outside
+        [log_start_offset, LEO]."""
         leo = self.log_end_offset
         if from_offset < self.log_start_offset or from_offset > leo:
             raise OffsetOutOfRangeError(
