@@ -34,6 +34,7 @@ class IndexCorruptError(Exception):
 class _SparseIndex:
     ENTRY: struct.Struct
     DTYPE: np.dtype
+    RESERVED = 0  # slots kept free for the entry written when the segment rolls
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
         self.path = Path(path)
@@ -75,7 +76,7 @@ class _SparseIndex:
     # -- entries -------------------------------------------------------------------
     @property
     def is_full(self) -> bool:
-        return self.n_entries >= self.max_entries
+        return self.n_entries >= self.max_entries - self.RESERVED
 
     def _unpack(self, slot: int) -> tuple[int, int]:
         assert self._mm is not None
@@ -99,7 +100,9 @@ class _SparseIndex:
             return 0
         if self.n_entries + k > self._mapped_entries:
             self.make_appendable()
-        k = min(k, self._mapped_entries - self.n_entries)
+        k = min(k, self.max_entries - self.RESERVED - self.n_entries)
+        if k <= 0:
+            return 0
         pack, size, mm = self.ENTRY.pack_into, self.ENTRY.size, self._mm
         off = self.n_entries * size
         for i in range(0, 2 * k, 2):
@@ -210,6 +213,9 @@ class OffsetIndex(_SparseIndex):
 class TimeIndex(_SparseIndex):
     ENTRY = TIME_ENTRY
     DTYPE = TIME_DTYPE
+    # The final (max timestamp, offset) entry written on roll/close always has room, so
+    # the last entry always holds the segment's largest timestamp.
+    RESERVED = 1
 
     @property
     def last_timestamp(self) -> int:

@@ -345,3 +345,22 @@ def test_flush_off_thread_while_appending(open_log):
     assert log.recovery_point == 5
     log.flush()
     assert log.recovery_point == log.log_end_offset == 7
+
+
+def test_full_indexes_roll_and_keep_the_final_time_entry(tmp_path):
+    cfg = LogConfig(segment_index_bytes=36, index_interval_bytes=0)  # 4 offset, 3 time slots
+    log = Log.open(tmp_path / "t-0", cfg)
+    # one append that wants more entries than either index holds
+    log.append_as_leader(concat([build_batch(1, timestamp=T0 + i) for i in range(8)]), 0, T0)
+    seg = log.active_segment
+    assert seg.offset_index.n_entries == 4 and seg.time_index.n_entries == 2
+    log.append_as_leader(build_batch(1, timestamp=T0 + 100), 0, T0)  # full: rolls first
+    assert [s.base_offset for s in log.segments] == [0, 8]
+    first = log.segments[0]
+    assert first.time_index.entries()[-1].tolist() == (T0 + 7, 7)  # the reserved slot
+    log.close()
+    log = Log.open(tmp_path / "t-0", cfg, clean_shutdown=True)
+    assert log.segments[0].max_timestamp == T0 + 7
+    assert log.offset_for_timestamp(T0 + 5) == (5, T0 + 5)
+    assert log.offset_for_timestamp(T0 + 50) == (8, T0 + 100)
+    log.close()
