@@ -234,7 +234,11 @@ class LogManager:
         return deleted
 
     def shutdown(self, hws: Mapping[TopicPartition, int] | None = None) -> None:
-        """Flush and close every log, write all checkpoints, then the clean marker."""
+        """Flush and close every log, write all checkpoints, then the clean marker.
+        Idempotent: a second call does nothing (it must not overwrite the checkpoints
+        with empty ones)."""
+        if not self._lock_fds and not self._logs:
+            return
         for lg in self._logs.values():
             lg.flush()
         self.checkpoint_recovery_points()

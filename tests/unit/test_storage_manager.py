@@ -170,3 +170,13 @@ def test_config_from_kafka_props():
         LogConfig.from_props({"segment.bytes": "lots"})
     with pytest.raises(KafkaError):
         LogConfig.from_props({"message.timestamp.type": "Whenever"})
+
+
+def test_second_shutdown_keeps_checkpoints(dirs):
+    mgr = LogManager(dirs, LogConfig())
+    mgr.startup()
+    fill(mgr)
+    mgr.shutdown({("orders", 0): 2})
+    before = open(os.path.join(dirs[0], HIGH_WATERMARK_CHECKPOINT), "rb").read()
+    mgr.shutdown()
+    assert open(os.path.join(dirs[0], HIGH_WATERMARK_CHECKPOINT), "rb").read() == before
