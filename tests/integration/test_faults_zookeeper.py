@@ -3,11 +3,15 @@ so the shared one other tests use is left alone): the cluster carries on."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from kazoo.client import KazooClient
 
+from kafkarepl.cli import wire
+from kafkarepl.errors import ErrorCode
+from kafkarepl.protocol import ApiKey
 from tests.fixtures.cluster import TestCluster
 from tests.integration.chaos import (
     ChaosProducer,
@@ -38,10 +42,22 @@ def own_cluster(tmp_path, zookeeper):  # zookeeper: fails/skips like the shared 
         zk.stop()
 
 
+def zk_registered(c: TestCluster) -> tuple[list[str], bool]:
+    zk = KazooClient(hosts=c.zk_connect)
+    zk.start(timeout=10)
+    try:
+        return sorted(zk.get_children("/brokers/ids")), zk.exists("/controller") is not None
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def carries_on(c: TestCluster, topic: str, new_topic: str) -> None:
-    """Every broker registered, a controller, the topic fully in sync, admin works."""
+    """Every broker registered in ZooKeeper, a controller, the topic fully in sync, admin works."""
+    wait_until(lambda: zk_registered(c) == (["1", "2", "3"], True), 30,
+               f"3 brokers registered and a controller:\n{all_logs(c)}")
     wait_until(lambda: len(c.metadata([])["brokers"]) == 3 and c.metadata([])["controller_id"] > 0,
-               30, f"3 brokers registered and a controller:\n{all_logs(c)}")
+               30, f"brokers and controller in Metadata:\n{all_logs(c)}")
     c.wait_for_leaders(topic, 2, isr=3, timeout=30)
     c.create_topic(new_topic, partitions=2, rf=3, timeout=30)
 
@@ -72,3 +88,37 @@ def test_zookeeper_quick_restart_and_long_outage(own_cluster):
             prod.wait_acks(100)
             stats = prod.stop()
         verify_acked(c.bootstrap, t, 2, stats.acked)
+
+
+def test_admin_request_across_a_zookeeper_outage_is_answered(own_cluster):
+    """A CreateTopics that reaches a broker while ZooKeeper is down, and whose session
+    then expires, gets an answer with a Kafka error code (or succeeds): never a dropped
+    connection."""
+    zk, c = own_cluster
+    zk.kill()
+    time.sleep(0.5)
+    result: list = []
+
+    def create():
+        body = {"topics": [{"name": "during", "num_partitions": 1, "replication_factor": 3, "assignments": [],
+                            "configs": []}], "timeout_ms": 10000, "validate_only": False}
+        try:
+            result.append(wire.call("127.0.0.1", c.brokers[1].port, ApiKey.CREATE_TOPICS, 5, body, timeout=60))
+        except (OSError, ConnectionError) as exc:
+            result.append(exc)
+
+    t = threading.Thread(target=create, daemon=True)
+    t.start()
+    time.sleep(4.0)  # past the 3 s session timeout: the sessions expire on reconnect
+    zk.start()
+    t.join(70)
+    assert result, "CreateTopics never answered"
+    r = result[0]
+    print("CreateTopics during the outage:", r)
+    assert isinstance(r, dict), f"broker 1 dropped the connection instead of answering: {r!r}\n{all_logs(c)}"
+    code = r["topics"][0]["error_code"]
+    assert code in (0, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER, ErrorCode.TOPIC_ALREADY_EXISTS,
+                    ErrorCode.UNKNOWN_SERVER_ERROR), r
+    # And the cluster carries on.
+    wait_until(lambda: zk_registered(c) == (["1", "2", "3"], True), 30, "brokers registered again")
+    c.create_topic("after", partitions=2, rf=3, timeout=30)
