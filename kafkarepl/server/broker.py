@@ -170,9 +170,7 @@ class Broker:
             self.log_manager.checkpoint_high_watermarks(hws)
 
     def _retention(self) -> None:
-        t = now_ms()
-        for p in list(self.partitions.values()):
-            p.log.delete_old_segments(t)
+        self.log_manager.delete_old_segments(now_ms())
 
     # ------------------------------------------------------- controller orders ----
     async def become_leader_or_follower(self, body: dict[str, Any]) -> dict[str, Any]:
