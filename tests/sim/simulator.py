@@ -756,7 +756,7 @@ class Simulation:
         committed = len(self.committed[p])
         for offset, value in lost:
             got = log.get(offset)
-            if offset < max(log.log_start_offset, self.retention_floor.get(p, 0)):
+            if offset < log.log_start_offset:  # it deleted it (retention): not a loss
                 continue
             if (got is None or got[1] != value) and (offset < committed or (offset, value) in self.acked_set[p]):
                 return True
