@@ -101,11 +101,12 @@ def cmd_produce(args) -> None:
     t0 = time.monotonic()
     produce, poll, topic = p.produce, p.poll, args.topic
     for i in range(args.records):
-        try:
-            produce(topic, value, on_delivery=on_delivery)
-        except BufferError:
-            poll(0.005)
-            produce(topic, value, on_delivery=on_delivery)
+        while True:
+            try:
+                produce(topic, value, on_delivery=on_delivery)
+                break
+            except BufferError:  # queue.buffering.max.messages in flight: wait for acks
+                poll(0.005)
         if i & 1023 == 0:
             poll(0)
     remaining = p.flush(300)
@@ -257,19 +258,32 @@ def leader_of(client, topic: str, partition: int) -> int:
     return client.list_topics(topic, timeout=10).topics[topic].partitions[partition].leader
 
 
-def consume_ids(bootstrap: str, topic: str) -> list[int]:
-    """Every record id (first 8 bytes of each value) in the topic up to the HW."""
+def consume_ids(bootstrap: str, topic: str, nonce: bytes) -> list[int]:
+    """Record ids (first 8 bytes of a value) of this run's records (bytes 8-16 = nonce)."""
     c = Consumer(consumer_config(bootstrap))
     expected = assign_all(c, topic)
     ids: list[int] = []
+    seen = 0
     idle_deadline = time.monotonic() + 30
-    while len(ids) < expected and time.monotonic() < idle_deadline:
+    while seen < expected and time.monotonic() < idle_deadline:
         msgs = c.consume(10000, 1.0)
         if msgs:
             idle_deadline = time.monotonic() + 30
-        ids.extend(STAMP.unpack_from(m.value())[0] for m in msgs if m.error() is None)
+        for m in msgs:
+            v = m.value()
+            if m.error() is None:
+                seen += 1
+                if v[8:16] == nonce:
+                    ids.append(STAMP.unpack_from(v)[0])
     c.close()
     return ids
+
+
+def wait_exit(pid: int, out: list[float]) -> None:
+    """Record the moment a process is gone (the CLI's own start-up is not the kill time)."""
+    while os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.001)
+    out.append(time.monotonic())
 
 
 def cmd_failover(args) -> None:
@@ -280,6 +294,7 @@ def cmd_failover(args) -> None:
         "batch.size": 65536, "queue.buffering.max.messages": 100000,
     })
     victim = leader_of(p, args.topic, 0)
+    victim_pid = next(b["pid"] for b in st["brokers"] if b["broker_id"] == victim)
     session_ms = int(ec.broker_property(args.data_dir, victim, "zookeeper.session.timeout.ms",
                                         "18000"))
     acks: list[tuple[float, int, int]] = []  # (ack time, partition, id)
@@ -291,55 +306,54 @@ def cmd_failover(args) -> None:
         else:
             acks.append((time.monotonic(), msg.partition(), STAMP.unpack_from(msg.value())[0]))
 
-    pad = os.urandom(92)
-    total_s = args.before + session_ms / 1000 * 2 + args.after
-    total = int(args.rate * total_s)
+    nonce = os.urandom(8)
+    pad = nonce + os.urandom(84)
+    total = int(args.rate * (args.before + session_ms / 1000 * 2 + args.after))
     t0 = time.monotonic()
     kill_at = t0 + args.before
-    t_kill = None
-    stopper = None
+    died: list[float] = []
+    threads: list[threading.Thread] = []
     for i in range(total):
         due = t0 + i / args.rate
         while True:
             now = time.monotonic()
-            if t_kill is None and now >= kill_at:
-                t_kill = now
+            if not threads and now >= kill_at:
                 # stop-broker runs in a thread so the producer keeps its offered rate
                 cmd = ["stop-broker", str(victim)] + ([] if args.clean else ["--kill"])
-                stopper = threading.Thread(target=ec.cluster_cmd, args=(args.data_dir, *cmd))
-                stopper.start()
+                threads = [threading.Thread(target=ec.cluster_cmd, args=(args.data_dir, *cmd)),
+                           threading.Thread(target=wait_exit, args=(victim_pid, died))]
+                for th in threads:
+                    th.start()
             if now >= due:
                 break
             p.poll(min(due - now, 0.01))
         p.produce(args.topic, STAMP.pack(i) + pad, on_delivery=on_delivery)
         p.poll(0)
     unflushed = p.flush(120)
-    stopper.join()
+    for th in threads:
+        th.join()
+    t_dead = died[0]
     times = np.array([a[0] for a in acks])
     gaps = np.diff(times)
     gi = int(np.argmax(gaps))
-    p0_times = np.array([a[0] for a in acks if a[1] == 0])
-    p0_after = p0_times[p0_times > t_kill]
-    p0_before = p0_times[p0_times <= t_kill]
-    # partition 0: kill -> first ack on it after the kill (new leader accepting writes)
-    p0_resume = float(p0_after[0] - t_kill) if len(p0_after) else None
-    p0_gap = float(np.diff(np.concatenate([p0_before[-1:], p0_after[:1]]))[0]) \
-        if len(p0_before) and len(p0_after) else None
+    p0 = np.array([a[0] for a in acks if a[1] == 0])
+    p0_after = p0[p0 > t_dead]
     restart_s = ec.timed_cluster_cmd(args.data_dir, "start-broker", str(victim))
     acked_ids = {a[2] for a in acks}
-    present = consume_ids(bootstrap, args.topic)
+    present = consume_ids(bootstrap, args.topic, nonce)
     present_set = set(present)
-    lost = len(acked_ids - present_set)
     longest = float(gaps[gi])
     emit({
         "bench": "failover-clean" if args.clean else "failover-kill9", "topic": args.topic,
         "rate": args.rate, "victim": victim, "sent": total, "acked": len(acks),
-        "errors": errors[0], "unflushed": unflushed, "lost": lost,
+        "errors": errors[0], "unflushed": unflushed, "lost": len(acked_ids - present_set),
         "duplicates": len(present) - len(present_set),
         "longest_ack_gap_s": round(longest, 3),
-        "gap_starts_after_kill_s": round(float(times[gi] - t_kill), 3),
-        "p0_kill_to_first_ack_s": None if p0_resume is None else round(p0_resume, 3),
-        "p0_longest_gap_s": None if p0_gap is None else round(p0_gap, 3),
+        "gap_start_minus_exit_s": round(float(times[gi] - t_dead), 3),
+        # partition 0 (led by the victim): process exit -> first ack from its new leader
+        "p0_exit_to_first_ack_s": round(float(p0_after[0] - t_dead), 3) if len(p0_after)
+        else None,
+        "p0_longest_gap_s": round(float(np.diff(p0).max()), 3) if len(p0) > 1 else None,
         "session_timeout_ms": session_ms,
         "gap_vs_session_timeout": round(longest * 1000 / session_ms, 3),
         "victim_restart_s": round(restart_s, 2),

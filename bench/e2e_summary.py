@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Medians of the JSON lines bench/run_e2e.sh wrote, with the ratios the issues ask for.
+
+    python bench/e2e_summary.py /tmp/e2e-*.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+
+def load(paths: list[str]) -> list[dict]:
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows.extend(json.loads(line) for line in f if line.startswith("{"))
+    return rows
+
+
+def med(rows: list[dict], key: str):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def span(rows: list[dict], key: str) -> str:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return f"{med(rows, key)} (min {min(vals)}, max {max(vals)}, n={len(vals)})" if vals else "-"
+
+
+def main(paths: list[str]) -> None:
+    rows = load(paths)
+    prod1 = [r for r in rows if r["bench"] == "produce" and r["acks"] == "1" and r["size"] == 100]
+    prod3 = [r for r in rows if r["bench"] == "produce" and r["acks"] == "all"]
+    cons = [r for r in rows if r["bench"] == "consume" and r["topic"].startswith("r1-")]
+    gib = [r for r in rows if r["bench"] == "consume" and r["topic"] == "gib"]
+    lat = [r for r in rows if r["bench"] == "latency"]
+    for name, rs in [("produce RF=1 acks=1", prod1), ("produce RF=3 acks=all", prod3)]:
+        print(f"{name}: rec/s {span(rs, 'rec_per_s')}; p50 {med(rs, 'p50_ms')} ms, "
+              f"p99 {med(rs, 'p99_ms')} ms; client CPU {span(rs, 'client_cpu_s')}; "
+              f"broker CPU {span(rs, 'broker_cpu_s')}; ratio {span(rs, 'broker_vs_client_cpu')}")
+    # RF3 acks=all vs RF1 acks=1, paired within each run
+    pairs = [round(b["rec_per_s"] / a["rec_per_s"], 3) for a, b in zip(prod1, prod3, strict=False)]
+    if pairs:
+        print(f"RF3 acks=all / RF1 acks=1 per run: {pairs}, median {statistics.median(pairs)}")
+    print(f"consume 1M: rec/s {span(cons, 'rec_per_s')}; MB/s {span(cons, 'mb_per_s')}")
+    print(f"latency: p50 {span(lat, 'p50_ms')}; p99 {span(lat, 'p99_ms')}; "
+          f"p99.9 {span(lat, 'p99.9_ms')}")
+    for r in rows:
+        if r["bench"] in ("failover-kill9", "failover-clean", "controller-failover", "idle",
+                          "cluster-up", "bare-sendfile"):
+            print(json.dumps(r))
+    sf = [r for r in rows if r["bench"] == "bare-sendfile"]
+    if gib and sf:
+        c = med(gib, "mb_per_s")
+        print(f"1 GiB consume {span(gib, 'mb_per_s')} MB/s vs bare sendfile "
+              f"{sf[-1]['mb_per_s']} MB/s: {round(c / sf[-1]['mb_per_s'], 3)}x")
+    print("load1 during runs:", [r["load1"] for r in rows])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
