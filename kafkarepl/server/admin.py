@@ -515,14 +515,14 @@ class AdminManager:
                     conn.close()
         except Exception as exc:  # noqa: BLE001 - retried at the next ISR check
             log.info("AlterPartition for %s-%d failed: %s", p.topic, p.partition, exc)
-            p.state.on_isr_change_failed(ErrorCode.NETWORK_EXCEPTION, t)
+            p.state.on_isr_change_failed(ErrorCode.NETWORK_EXCEPTION, t, change)
             return
         code = resp.get("error_code", 0)
         part = resp["topics"][0]["partitions"][0] if resp.get("topics") else {"error_code": code}
         if code or part["error_code"]:
             log.info("AlterPartition for %s-%d rejected: %s", p.topic, p.partition,
                      ErrorCode(code or part["error_code"]).name)
-            p.state.on_isr_change_failed(ErrorCode(code or part["error_code"]), t)
+            p.state.on_isr_change_failed(ErrorCode(code or part["error_code"]), t, change)
             return
         log.info("%s-%d: ISR %s -> %s", p.topic, p.partition, sorted(p.isr), sorted(part["isr"]))
         p.state.on_isr_change_committed(list(part["isr"]), part["partition_epoch"], t)
