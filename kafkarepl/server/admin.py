@@ -11,7 +11,10 @@ import asyncio
 import logging
 import re
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import KazooException
 
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import ApiKey, Request
@@ -62,7 +65,7 @@ class AdminManager:
 
     @property
     def store(self) -> Any:
-        return self.broker.store
+        return _StoreGuard(self.broker.store)
 
     # ---------------------------------------------------------------- metadata -----
     async def metadata(self, req: Request) -> dict[str, Any]:
@@ -163,9 +166,9 @@ class AdminManager:
             self.broker.log_config(configs)
         except (ValueError, KafkaError) as exc:
             return int(ErrorCode.INVALID_CONFIG), str(exc), None
-        brokers = await self.store.get_brokers()
-        racks = {bid: b.rack for bid, b in brokers.items()}
         try:
+            brokers = await self.store.get_brokers()
+            racks = {bid: b.rack for bid, b in brokers.items()}
             if assignments:
                 validate_assignment(assignments, set(brokers))
                 assignment = assignments
@@ -233,13 +236,13 @@ class AdminManager:
         names = list(body.get("topic_names") or [])
         for t in body.get("topics") or []:
             name = t.get("name")
-            if name is None and t.get("topic_id") is not None:
+            if name is None and t.get("topic_id") not in (None, ZERO_UUID):
                 info = self.broker.metadata.topic_by_id(t["topic_id"])
                 name = info.name if info else None
             names.append(name)
         out = []
         for name in names:
-            res = {"name": name, "topic_id": None, "error_code": 0, "error_message": None}
+            res = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None}
             if name is None:
                 res["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_ID)
             elif not self.broker.config.delete_topic_enable:
@@ -250,7 +253,7 @@ class AdminManager:
                 except KafkaError as exc:
                     res["error_code"], res["error_message"] = int(exc.code), str(exc)
             info = self.broker.metadata.topics.get(name) if name else None
-            res["topic_id"] = info.topic_id if info else None
+            res["topic_id"] = info.topic_id if info else ZERO_UUID
             out.append(res)
         await self._wait_for_metadata([o["name"] for o in out if not o["error_code"]], body.get("timeout_ms", 0), present=False)
         return {"throttle_time_ms": 0, "responses": out}
@@ -392,7 +395,10 @@ class AdminManager:
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "producer_id": -1, "producer_epoch": -1}
         async with self._pid_lock:
             if self._pid_block is None or self._pid_block[0] > self._pid_block[1]:
-                start, end = await self.store.allocate_producer_id_block(self.broker.broker_id)
+                try:
+                    start, end = await self.store.allocate_producer_id_block(self.broker.broker_id)
+                except KafkaError as exc:
+                    return {"throttle_time_ms": 0, "error_code": int(exc.code), "producer_id": -1, "producer_epoch": -1}
                 self._pid_block = (start, end)
             pid = self._pid_block[0]
             self._pid_block = (pid + 1, self._pid_block[1])
@@ -488,7 +494,7 @@ class AdminManager:
             "topics": [
                 {
                     "topic_name": p.topic,
-                    "topic_id": info.topic_id if info else None,
+                    "topic_id": info.topic_id if info else ZERO_UUID,
                     "partitions": [
                         {
                             "partition_index": p.partition,
@@ -546,13 +552,37 @@ class AdminManager:
             await asyncio.sleep(0.2)
 
 
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class _StoreGuard:
+    """The ZooKeeper store, with ZooKeeper trouble (connection loss, session expiry)
+    turned into a retriable Kafka error the handlers answer with, not a closed socket."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await attr(*args, **kwargs)
+            except (KazooException, ConnectionError) as exc:
+                raise KafkaError(f"ZooKeeper unavailable: {exc!r}", ErrorCode.REQUEST_TIMED_OUT) from None
+
+        return call
+
+
 def _topic_error(name: str | None, code: ErrorCode) -> dict[str, Any]:
-    return {"error_code": int(code), "name": name, "topic_id": None, "is_internal": False, "partitions": [], "topic_authorized_operations": -2147483648}
+    return {"error_code": int(code), "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": [], "topic_authorized_operations": -2147483648}
 
 
 def _uuid(tid: Any) -> Any:
     if tid is None:
-        return None
+        return ZERO_UUID
     from kafkarepl.zk.store import topic_id_to_uuid
 
     return topic_id_to_uuid(tid) if isinstance(tid, str) else tid

@@ -134,6 +134,7 @@ class ReplicaManager:
         for (_p, _r, _e, res), code in zip(waits, codes, strict=True):
             if code:
                 res["error_code"] = int(code)
+                res["base_offset"] = -1  # as Kafka: no offset with an error
 
     # ------------------------------------------------------------------ fetch ------
     async def handle_fetch(self, req: Request) -> dict[str, Any]:

@@ -123,7 +123,10 @@ def test_round_trip_every_field(broker: TestCluster, codec: str, idempotent: boo
 
     stored = dump_segments(broker, topic)
     assert sum(b["count"] for b in stored) == len(recs)
-    assert {b["compression"] for b in stored} == {codec}
+    codecs = {b["compression"] for b in stored}
+    # librdkafka sends a batch uncompressed when compressing would not shrink it
+    # (tiny batches), so "none" may appear beside the codec; the codec must appear.
+    assert codec in codecs and codecs <= {codec, "none"}, codecs
     assert all(b["timestampType"] == "CreateTime" for b in stored)
     if idempotent:
         assert all(b["producerId"] >= 0 for b in stored), stored
