@@ -69,6 +69,9 @@ class StorageReplicaLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
 
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        self.log.maybe_increment_log_start_offset(offset)
+
 
 def partition_config(cfg: LogConfig, broker_cfg: Any) -> PartitionConfig:
     return PartitionConfig(

@@ -452,6 +452,17 @@ class Log:
         self._close_retired()
         return n
 
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start forward (a follower following its leader's retention, or
+        DeleteRecords). Whole segments below it go at the next retention pass."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.recovery_point = max(self.recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return True
+
     # ================================================================ ReplicaLog helpers
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch

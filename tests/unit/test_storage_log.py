@@ -364,3 +364,21 @@ def test_full_indexes_roll_and_keep_the_final_time_entry(tmp_path):
     assert log.offset_for_timestamp(T0 + 5) == (5, T0 + 5)
     assert log.offset_for_timestamp(T0 + 50) == (8, T0 + 100)
     log.close()
+
+
+def test_log_start_offset_moves_forward_only_and_trims_epochs(tmp_path):
+    from kafkarepl.storage import Log, LogConfig
+    from tests.batches import build_batch
+
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=200))
+    for epoch in (1, 2):
+        for _ in range(3):
+            log.append_as_leader(bytearray(build_batch([b"v" * 50])), epoch, 0)
+    assert log.log_end_offset == 6
+    assert log.maybe_increment_log_start_offset(4) is True
+    assert log.log_start_offset == 4
+    assert log.leader_epoch_cache.epochs() == [(2, 4)]
+    assert log.maybe_increment_log_start_offset(2) is False  # never backwards
+    assert log.maybe_increment_log_start_offset(99) is True  # capped at the LEO
+    assert log.log_start_offset == 6
+    log.close()
