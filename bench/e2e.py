@@ -279,9 +279,18 @@ def consume_ids(bootstrap: str, topic: str, nonce: bytes) -> list[int]:
     return ids
 
 
+def proc_gone(pid: int) -> bool:
+    """True once the process has exited: missing, or a zombie its reaper has not collected."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except FileNotFoundError:
+        return True
+
+
 def wait_exit(pid: int, out: list[float]) -> None:
     """Record the moment a process is gone (the CLI's own start-up is not the kill time)."""
-    while os.path.exists(f"/proc/{pid}"):
+    while not proc_gone(pid):
         time.sleep(0.001)
     out.append(time.monotonic())
 
