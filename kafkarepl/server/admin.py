@@ -430,21 +430,15 @@ class AdminManager:
         return c if c is not None and c.is_active else None
 
     async def elect_leaders(self, req: Request) -> dict[str, Any]:
-        c = self._active_controller()
-        if c is None:
-            return await self._forward_to_controller(req)
-        return await c.handle_elect_leaders(req.body)
+        return await self._to_controller(req.api_key, req.api_version, req.body)
 
     async def alter_partition_reassignments(self, req: Request) -> dict[str, Any]:
-        c = self._active_controller()
-        if c is None:
-            return await self._forward_to_controller(req)
-        return await c.handle_alter_partition_reassignments(req.body)
+        return await self._to_controller(req.api_key, req.api_version, req.body)
 
     async def list_partition_reassignments(self, req: Request) -> dict[str, Any]:
         c = self._active_controller()
         if c is None:
-            return await self._forward_to_controller(req)
+            return await self._to_controller(req.api_key, req.api_version, req.body)
         wanted = req.body.get("topics")
         found = c.list_partition_reassignments()
         topics: dict[str, list[dict]] = {}
@@ -468,11 +462,24 @@ class AdminManager:
             return {"error_code": int(ErrorCode.NOT_CONTROLLER), "remaining_partitions": []}
         return await c.handle_controlled_shutdown(req.body)
 
-    async def _forward_to_controller(self, req: Request) -> dict[str, Any]:
-        """Admin APIs that only the controller can do: relay to it (Kafka's clients
-        send these to the controller themselves; kcat and simple tools may not)."""
+    async def _to_controller(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Run a controller API on the active controller: in this process when it is us,
+        else relayed to it (Kafka's clients find the controller themselves; kcat, simple
+        tools and our own brokers may ask any broker)."""
+        c = self._active_controller()
+        if c is not None:
+            local = {
+                ApiKey.ALTER_PARTITION: c.handle_alter_partition,
+                ApiKey.CONTROLLED_SHUTDOWN: c.handle_controlled_shutdown,
+                ApiKey.ELECT_LEADERS: c.handle_elect_leaders,
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS: c.handle_alter_partition_reassignments,
+            }[api_key]
+            return await local(body)
         conn = await self._controller_connection()
-        return await conn.send(req.api_key, req.api_version, req.body)
+        try:
+            return await conn.send(api_key, version, body)
+        finally:
+            conn.close()
 
     async def _controller_connection(self) -> Any:
         from kafkarepl.client import BrokerConnection
@@ -510,15 +517,7 @@ class AdminManager:
         }
         t = int(time.time() * 1000)
         try:
-            c = self._active_controller()
-            if c is not None:
-                resp = await c.handle_alter_partition(body)
-            else:
-                conn = await self._controller_connection()
-                try:
-                    resp = await conn.send(ApiKey.ALTER_PARTITION, 1, body)
-                finally:
-                    conn.close()
+            resp = await self._to_controller(ApiKey.ALTER_PARTITION, 1, body)
         except Exception as exc:  # noqa: BLE001 - retried at the next ISR check
             log.info("AlterPartition for %s-%d failed: %s", p.topic, p.partition, exc)
             p.state.on_isr_change_failed(ErrorCode.NETWORK_EXCEPTION, t, change)
@@ -538,15 +537,7 @@ class AdminManager:
         """SIGTERM path: ask the controller to move leadership off this broker first."""
         body = {"broker_id": self.broker.broker_id, "broker_epoch": -1}
         for _ in range(max(1, self.broker.config.controlled_shutdown_max_retries)):
-            c = self._active_controller()
-            if c is not None:
-                resp = await c.handle_controlled_shutdown(body)
-            else:
-                conn = await self._controller_connection()
-                try:
-                    resp = await conn.send(ApiKey.CONTROLLED_SHUTDOWN, 3, body)
-                finally:
-                    conn.close()
+            resp = await self._to_controller(ApiKey.CONTROLLED_SHUTDOWN, 3, body)
             if not resp["error_code"] and not resp["remaining_partitions"]:
                 return
             await asyncio.sleep(0.2)

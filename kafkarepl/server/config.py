@@ -21,105 +21,60 @@ def _bool(v: str) -> bool:
     raise ValueError(f"not a boolean: {v!r}")
 
 
-# property name -> (attribute, type, default)
-_PROPS: dict[str, tuple[str, Any, Any]] = {
-    "broker.id": ("broker_id", int, 0),
-    "listeners": ("listeners", str, "PLAINTEXT://127.0.0.1:9092"),
-    "advertised.listeners": ("advertised_listeners", str, ""),
-    "log.dirs": ("log_dirs", str, "/tmp/kafkarepl-logs"),
-    "zookeeper.connect": ("zookeeper_connect", str, "127.0.0.1:2181"),
-    "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", int, 18000),
-    "zookeeper.connection.timeout.ms": ("zookeeper_connection_timeout_ms", int, 18000),
-    "broker.rack": ("broker_rack", str, ""),
-    "num.partitions": ("num_partitions", int, 1),
-    "default.replication.factor": ("default_replication_factor", int, 1),
-    "auto.create.topics.enable": ("auto_create_topics_enable", _bool, True),
-    "delete.topic.enable": ("delete_topic_enable", _bool, True),
-    "message.max.bytes": ("message_max_bytes", int, 1048588),
-    "socket.request.max.bytes": ("socket_request_max_bytes", int, 104857600),
-    "max.connections": ("max_connections", int, 10000),
-    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int, 30000),
-    "min.insync.replicas": ("min_insync_replicas", int, 1),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, False),
-    "num.replica.fetchers": ("num_replica_fetchers", int, 1),
-    "replica.fetch.min.bytes": ("replica_fetch_min_bytes", int, 1),
-    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", int, 1048576),
-    "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", int, 10485760),
-    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int, 500),
-    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", int, 1000),
-    "replica.high.watermark.checkpoint.interval.ms": ("hw_checkpoint_interval_ms", int, 5000),
-    "replica.selector.class": ("replica_selector_class", str, ""),
-    "log.segment.bytes": ("log_segment_bytes", int, 1073741824),
-    "log.roll.ms": ("log_roll_ms", int, 7 * 24 * 3600 * 1000),
-    "log.retention.ms": ("log_retention_ms", int, 7 * 24 * 3600 * 1000),
-    "log.retention.bytes": ("log_retention_bytes", int, -1),
-    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int, 300000),
-    "log.index.interval.bytes": ("log_index_interval_bytes", int, 4096),
-    "log.index.size.max.bytes": ("log_index_size_max_bytes", int, 10485760),
-    "log.flush.interval.messages": ("log_flush_interval_messages", int, 2**63 - 1),
-    "log.flush.interval.ms": ("log_flush_interval_ms", int, 2**63 - 1),
-    "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int, 60000),
-    "log.message.timestamp.type": ("log_message_timestamp_type", str, "CreateTime"),
-    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool, True),
-    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int, 300),
-    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int, 10),
-    "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool, True),
-    "controlled.shutdown.max.retries": ("controlled_shutdown_max_retries", int, 3),
-    "controlled.shutdown.retry.backoff.ms": ("controlled_shutdown_retry_backoff_ms", int, 5000),
-    "request.timeout.ms": ("request_timeout_ms", int, 30000),
-    "metrics.port": ("metrics_port", int, -1),
-    "cluster.name": ("cluster_name", str, "kafkarepl"),
-}
+def prop(name: str, default: Any) -> Any:
+    """A broker property: its Kafka name, default, and parser (from the default's type)."""
+    conv = _bool if isinstance(default, bool) else type(default)
+    return field(default=default, metadata={"prop": name, "conv": conv})
 
 
 @dataclass
 class BrokerConfig:
-    broker_id: int = 0
-    listeners: str = "PLAINTEXT://127.0.0.1:9092"
-    advertised_listeners: str = ""
-    log_dirs: str = "/tmp/kafkarepl-logs"
-    zookeeper_connect: str = "127.0.0.1:2181"
-    zookeeper_session_timeout_ms: int = 18000
-    zookeeper_connection_timeout_ms: int = 18000
-    broker_rack: str = ""
-    num_partitions: int = 1
-    default_replication_factor: int = 1
-    auto_create_topics_enable: bool = True
-    delete_topic_enable: bool = True
-    message_max_bytes: int = 1048588
-    socket_request_max_bytes: int = 104857600
-    max_connections: int = 10000
-    replica_lag_time_max_ms: int = 30000
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
-    num_replica_fetchers: int = 1
-    replica_fetch_min_bytes: int = 1
-    replica_fetch_max_bytes: int = 1048576
-    replica_fetch_response_max_bytes: int = 10485760
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_backoff_ms: int = 1000
-    hw_checkpoint_interval_ms: int = 5000
-    replica_selector_class: str = ""
-    log_segment_bytes: int = 1073741824
-    log_roll_ms: int = 7 * 24 * 3600 * 1000
-    log_retention_ms: int = 7 * 24 * 3600 * 1000
-    log_retention_bytes: int = -1
-    log_retention_check_interval_ms: int = 300000
-    log_index_interval_bytes: int = 4096
-    log_index_size_max_bytes: int = 10485760
-    log_flush_interval_messages: int = 2**63 - 1
-    log_flush_interval_ms: int = 2**63 - 1
-    log_flush_offset_checkpoint_interval_ms: int = 60000
-    log_message_timestamp_type: str = "CreateTime"
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_check_interval_seconds: int = 300
-    leader_imbalance_per_broker_percentage: int = 10
-    controlled_shutdown_enable: bool = True
-    controlled_shutdown_max_retries: int = 3
-    controlled_shutdown_retry_backoff_ms: int = 5000
-    request_timeout_ms: int = 30000
-    metrics_port: int = -1
-    cluster_name: str = "kafkarepl"
+    broker_id: int = prop("broker.id", 0)
+    listeners: str = prop("listeners", "PLAINTEXT://127.0.0.1:9092")
+    advertised_listeners: str = prop("advertised.listeners", "")
+    log_dirs: str = prop("log.dirs", "/tmp/kafkarepl-logs")
+    zookeeper_connect: str = prop("zookeeper.connect", "127.0.0.1:2181")
+    zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", 18000)
+    zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", 18000)
+    broker_rack: str = prop("broker.rack", "")
+    num_partitions: int = prop("num.partitions", 1)
+    default_replication_factor: int = prop("default.replication.factor", 1)
+    auto_create_topics_enable: bool = prop("auto.create.topics.enable", True)
+    delete_topic_enable: bool = prop("delete.topic.enable", True)
+    message_max_bytes: int = prop("message.max.bytes", 1048588)
+    socket_request_max_bytes: int = prop("socket.request.max.bytes", 104857600)
+    max_connections: int = prop("max.connections", 10000)
+    replica_lag_time_max_ms: int = prop("replica.lag.time.max.ms", 30000)
+    min_insync_replicas: int = prop("min.insync.replicas", 1)
+    unclean_leader_election_enable: bool = prop("unclean.leader.election.enable", False)
+    num_replica_fetchers: int = prop("num.replica.fetchers", 1)
+    replica_fetch_min_bytes: int = prop("replica.fetch.min.bytes", 1)
+    replica_fetch_max_bytes: int = prop("replica.fetch.max.bytes", 1048576)
+    replica_fetch_response_max_bytes: int = prop("replica.fetch.response.max.bytes", 10485760)
+    replica_fetch_wait_max_ms: int = prop("replica.fetch.wait.max.ms", 500)
+    replica_fetch_backoff_ms: int = prop("replica.fetch.backoff.ms", 1000)
+    hw_checkpoint_interval_ms: int = prop("replica.high.watermark.checkpoint.interval.ms", 5000)
+    replica_selector_class: str = prop("replica.selector.class", "")
+    log_segment_bytes: int = prop("log.segment.bytes", 1073741824)
+    log_roll_ms: int = prop("log.roll.ms", 7 * 24 * 3600 * 1000)
+    log_retention_ms: int = prop("log.retention.ms", 7 * 24 * 3600 * 1000)
+    log_retention_bytes: int = prop("log.retention.bytes", -1)
+    log_retention_check_interval_ms: int = prop("log.retention.check.interval.ms", 300000)
+    log_index_interval_bytes: int = prop("log.index.interval.bytes", 4096)
+    log_index_size_max_bytes: int = prop("log.index.size.max.bytes", 10485760)
+    log_flush_interval_messages: int = prop("log.flush.interval.messages", 2**63 - 1)
+    log_flush_interval_ms: int = prop("log.flush.interval.ms", 2**63 - 1)
+    log_flush_offset_checkpoint_interval_ms: int = prop("log.flush.offset.checkpoint.interval.ms", 60000)
+    log_message_timestamp_type: str = prop("log.message.timestamp.type", "CreateTime")
+    auto_leader_rebalance_enable: bool = prop("auto.leader.rebalance.enable", True)
+    leader_imbalance_check_interval_seconds: int = prop("leader.imbalance.check.interval.seconds", 300)
+    leader_imbalance_per_broker_percentage: int = prop("leader.imbalance.per.broker.percentage", 10)
+    controlled_shutdown_enable: bool = prop("controlled.shutdown.enable", True)
+    controlled_shutdown_max_retries: int = prop("controlled.shutdown.max.retries", 3)
+    controlled_shutdown_retry_backoff_ms: int = prop("controlled.shutdown.retry.backoff.ms", 5000)
+    request_timeout_ms: int = prop("request.timeout.ms", 30000)
+    metrics_port: int = prop("metrics.port", -1)
+    cluster_name: str = prop("cluster.name", "kafkarepl")
     # Properties we do not interpret are kept, so topic-level defaults can be derived.
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -127,12 +82,13 @@ class BrokerConfig:
     def from_props(cls, props: dict[str, str]) -> BrokerConfig:
         kwargs: dict[str, Any] = {}
         extra: dict[str, str] = {}
+        known = _properties()
         for key, raw in props.items():
-            spec = _PROPS.get(key)
+            spec = known.get(key)
             if spec is None:
                 extra[key] = raw
                 continue
-            attr, conv, _default = spec
+            attr, conv = spec
             try:
                 kwargs[attr] = conv(raw)
             except ValueError as exc:
@@ -177,7 +133,7 @@ class BrokerConfig:
 
     def as_props(self) -> dict[str, str]:
         out = {}
-        for key, (attr, _conv, _d) in _PROPS.items():
+        for key, (attr, _conv) in _properties().items():
             v = getattr(self, attr)
             out[key] = str(v).lower() if isinstance(v, bool) else str(v)
         out.update(self.extra)
@@ -232,5 +188,6 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-def config_field_names() -> list[str]:
-    return [f.name for f in fields(BrokerConfig)]
+def _properties() -> dict[str, tuple[str, Any]]:
+    """Kafka property name -> (attribute, parser), from the field declarations."""
+    return {f.metadata["prop"]: (f.name, f.metadata["conv"]) for f in fields(BrokerConfig) if "prop" in f.metadata}
