@@ -35,7 +35,8 @@ def main(paths: list[str]) -> None:
     prod3 = [r for r in rows if r["bench"] == "produce" and r["acks"] == "all"]
     cons = [r for r in rows if r["bench"] == "consume" and r["topic"].startswith("r1-")]
     gib = [r for r in rows if r["bench"] == "consume" and r["topic"] == "gib"]
-    lat = [r for r in rows if r["bench"] == "latency"]
+    lat = [r for r in rows if r["bench"] == "latency" and r["topic"] == "lat"]
+    fresh = [r for r in rows if r["bench"] == "latency" and r["topic"] == "lat-fresh"]
     for name, rs in [("produce RF=1 acks=1", prod1), ("produce RF=3 acks=all", prod3)]:
         print(f"{name}: rec/s {span(rs, 'rec_per_s')}; p50 {med(rs, 'p50_ms')} ms, "
               f"p99 {med(rs, 'p99_ms')} ms; client CPU {span(rs, 'client_cpu_s')}; "
@@ -47,6 +48,14 @@ def main(paths: list[str]) -> None:
     print(f"consume 1M: rec/s {span(cons, 'rec_per_s')}; MB/s {span(cons, 'mb_per_s')}")
     print(f"latency: p50 {span(lat, 'p50_ms')}; p99 {span(lat, 'p99_ms')}; "
           f"p99.9 {span(lat, 'p99.9_ms')}")
+    print(f"latency, fresh cluster: p50 {span(fresh, 'p50_ms')}; p99 {span(fresh, 'p99_ms')}; "
+          f"p99.9 {span(fresh, 'p99.9_ms')}")
+    for name in ("failover-kill9", "failover-clean"):
+        rs = [r for r in rows if r["bench"] == name]
+        print(f"{name}: gap s {span(rs, 'longest_ack_gap_s')}; x session "
+              f"{span(rs, 'gap_vs_session_timeout')}; p0 exit->first ack "
+              f"{span(rs, 'p0_exit_to_first_ack_s')}; lost {[r['lost'] for r in rs]}; "
+              f"errors {[r['errors'] for r in rs]}; dups {[r['duplicates'] for r in rs]}")
     for r in rows:
         if r["bench"] in ("failover-kill9", "failover-clean", "controller-failover", "idle",
                           "cluster-up", "bare-sendfile"):
