@@ -137,11 +137,16 @@ def test_round_trip_every_field(broker: TestCluster, codec: str, idempotent: boo
 
 def _produce_stamps(broker: TestCluster, topic: str) -> list[int]:
     """12 records, timestamps 1000 ms apart, in 3 batches (4 + 5 + 3 records)."""
+    from tests.batches import build_batch
+    from tests.integration.test_recovery import produce as produce_batch
+
     broker.create_topic(topic, 1, 1)
     stamps = [BASE_TS + 1000 * i for i in range(12)]
+    # Batches built exactly (a client under load may split them differently).
+    port = next(iter(broker.brokers.values())).port
     for chunk in (stamps[:4], stamps[4:9], stamps[9:]):
-        produce(broker.bootstrap, topic, [{"key": None, "value": b"v", "headers": [], "timestamp": t}
-                                          for t in chunk], acks=1, **{"linger.ms": 100})
+        r = produce_batch(port, topic, bytes(build_batch([b"v"] * len(chunk), timestamp=chunk)))
+        assert r["error_code"] == 0, r
     assert [b["count"] for b in dump_segments(broker, topic)] == [4, 5, 3]
     return stamps
 
