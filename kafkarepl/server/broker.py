@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import signal
@@ -55,6 +56,9 @@ class Broker:
         self.controller = None
         self.cluster_id = ""
         self._tasks: list[asyncio.Task] = []
+        # One thread for checkpoint and flush fsyncs: they never run concurrently with
+        # each other, and never on the event loop.
+        self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
         self._stopping = asyncio.Event()
         self.started_at = 0.0
 
@@ -103,7 +107,7 @@ class Broker:
             asyncio.ensure_future(
                 self._every(self.config.log_retention_check_interval_ms / 1000, self._retention)
             ),
-            asyncio.ensure_future(self._every(1.0, self.log_manager.flush_dirty)),
+            asyncio.ensure_future(self._every(1.0, self._flush_dirty)),
         ]
         if self.config.metrics_port >= 0:
             await self.metrics.serve(self.server.host, self.config.metrics_port)
@@ -147,6 +151,7 @@ class Broker:
                 log.warning("controlled shutdown did not complete: %s", exc)
         for t in self._tasks:
             t.cancel()
+        self._io_executor.shutdown(wait=True)  # no checkpoint write in flight past here
         await self.fetchers.shutdown()
         await self.server.stop()
         if self.controller is not None:
@@ -164,10 +169,19 @@ class Broker:
                 if change is not None:
                     asyncio.ensure_future(self.admin.send_alter_partition(p, change))
 
-    def _checkpoint_hw(self) -> None:
+    async def _checkpoint_hw(self) -> None:
+        """replication-offset-checkpoint, written off the event loop: its fsyncs can take
+        hundreds of ms on a busy file system (ext4 flushes the journal), which on the loop
+        would stall every request of the broker (seen as acks=all p99 spikes)."""
         hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
         if hws:
-            self.log_manager.checkpoint_high_watermarks(hws)
+            await asyncio.get_running_loop().run_in_executor(
+                self._io_executor, self.log_manager.checkpoint_high_watermarks, hws
+            )
+
+    async def _flush_dirty(self) -> None:
+        # flush.ms / flush.messages fsyncs (none by default): off the loop as well.
+        await asyncio.get_running_loop().run_in_executor(self._io_executor, self.log_manager.flush_dirty)
 
     def _retention(self) -> None:
         self.log_manager.delete_old_segments(now_ms())

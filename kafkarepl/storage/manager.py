@@ -189,7 +189,8 @@ class LogManager:
 
     def checkpoint_high_watermarks(self, hws: Mapping[TopicPartition, int]) -> None:
         self.high_watermarks.update({tp: hw for tp, hw in hws.items() if tp in self._logs})
-        for d, offsets in self._by_dir(self.high_watermarks).items():
+        # A snapshot: the broker calls this from an I/O thread while the loop may add logs.
+        for d, offsets in self._by_dir(dict(self.high_watermarks)).items():
             write_offsets(d / HIGH_WATERMARK_CHECKPOINT, offsets)
 
     def checkpoint_recovery_points(self) -> None:
