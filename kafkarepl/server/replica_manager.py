@@ -152,10 +152,10 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return resp
+            # DelayedFetch: wait on the partitions' shared change futures directly (one
+            # per partition, replaced once resolved): no task per waiter to leak.
             done, _ = await asyncio.wait(
-                [asyncio.ensure_future(_shield(p.changed())) for p in waitable],
-                timeout=remaining,
-                return_when=asyncio.FIRST_COMPLETED,
+                {p.changed() for p in waitable}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
             )
             if not done:
                 return self._read_fetch(body, replica_id, req.api_version)[0]
@@ -366,10 +366,6 @@ class ReplicaManager:
 
     async def handle_stop_replica(self, req: Request) -> dict[str, Any]:
         return await self.broker.stop_replicas(req.body)
-
-
-async def _shield(fut: asyncio.Future) -> None:
-    await asyncio.shield(fut)
 
 
 def _group(results: dict[tuple[str, int], dict[str, Any]], name_key: str, parts_key: str) -> list[dict]:
