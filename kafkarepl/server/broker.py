@@ -224,8 +224,7 @@ class Broker:
         isr = list(ps["isr"])
         if ps["leader"] == self.broker_id:
             self.fetchers.remove_partition(p)
-            if p.become_leader(ps["leader_epoch"], isr, replicas, ps["partition_epoch"], t):
-                self.metrics.on_become_leader(p)
+            p.become_leader(ps["leader_epoch"], isr, replicas, ps["partition_epoch"], t)
         elif ps["leader"] >= 0:
             if p.become_follower(ps["leader"], ps["leader_epoch"], isr, replicas, ps["partition_epoch"], t):
                 self.fetchers.add_partition(p, ps["leader"])

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kafkarepl.server.broker import Broker
-    from kafkarepl.server.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -20,11 +19,7 @@ log = logging.getLogger(__name__)
 class BrokerMetrics:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.leader_elections_seen = 0
         self._server: asyncio.base_events.Server | None = None
-
-    def on_become_leader(self, p: Partition) -> None:
-        self.leader_elections_seen += 1
 
     def snapshot(self) -> dict[str, float]:
         from kafkarepl.replication import gauges

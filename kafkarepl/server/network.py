@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkarepl import _core
-from kafkarepl.errors import ErrorCode, InvalidRequestError, KafkaError, UnsupportedVersionError
+from kafkarepl.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from kafkarepl.protocol import FileRange, Request, decode_request, encode_response
 
 log = logging.getLogger(__name__)
@@ -275,10 +275,4 @@ class SocketServer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def error_code_of(exc: BaseException) -> int:
-    if isinstance(exc, KafkaError):
-        return int(exc.code)
-    return int(ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
-__all__ = ["Connection", "SocketServer", "FrameError", "InvalidRequestError", "error_code_of"]
+__all__ = ["Connection", "SocketServer", "FrameError", "InvalidRequestError"]

@@ -300,7 +300,7 @@ class ReplicaManager:
         elif ts == LATEST_TIMESTAMP:
             out["offset"] = hw
         elif ts == MAX_TIMESTAMP:
-            out["offset"], out["timestamp"] = self._max_timestamp_offset(p, hw)
+            pass  # ListOffsets v7 MAX_TIMESTAMP is not tracked: answer "none" (-1, -1)
         elif ts >= 0:
             found = self._offset_for_timestamp(p, ts)
             if found is not None and found[0] < hw:
@@ -327,15 +327,6 @@ class ReplicaManager:
             if exact is not None and exact[0] >= found[0]:
                 return exact
         return found
-
-    @staticmethod
-    def _max_timestamp_offset(p: Partition, hw: int) -> tuple[int, int]:
-        """ListOffsets v7 MAX_TIMESTAMP: offset and timestamp of the newest-stamped batch."""
-        best = getattr(p.log, "max_timestamp_and_offset", None)
-        if best is None:
-            return -1, -1
-        found = best(hw)
-        return found if found is not None else (-1, -1)
 
     # ------------------------------------------------- offset for leader epoch -----
     async def handle_offset_for_leader_epoch(self, req: Request) -> dict[str, Any]:
