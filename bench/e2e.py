@@ -6,6 +6,7 @@ JSON line so runs (kafkarepl vs Kafka, or over time) can be compared mechanicall
 
     e2e.py produce --bootstrap B --topic T --records N --size 100 --acks all
     e2e.py consume --bootstrap B --topic T
+    e2e.py consume-kcat --bootstrap B --topic T
     e2e.py latency --bootstrap B --topic T --rate 5000 --seconds 20 --warmup 2
     e2e.py failover --data-dir D --topic T --rate 2000 [--clean]
     e2e.py controller-failover --data-dir D --topic T
@@ -18,14 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
+import statistics
 import struct
 import subprocess
 import sys
 import threading
 import time
+from itertools import pairwise
 
-import numpy as np
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -44,8 +47,20 @@ def pct(values, *ps: float) -> dict[str, float]:
     """Percentiles in ms of values given in seconds."""
     if len(values) == 0:
         return {f"p{p:g}_ms": None for p in ps}
-    arr = np.asarray(values, dtype=np.float64) * 1e3
-    return {f"p{p:g}_ms": round(float(np.percentile(arr, p)), 3) for p in ps}
+    ms = sorted(v * 1e3 for v in values)
+    return {f"p{p:g}_ms": round(percentile(ms, p), 3) for p in ps}
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    """Linear-interpolated percentile of a sorted list (numpy's default method).
+
+    Pure Python on purpose: importing numpy in the client process starts an OpenBLAS
+    thread that spins for a while and takes CPU from the client being measured.
+    """
+    k = (len(ordered) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def producer_config(args, acks: str) -> dict:
@@ -167,6 +182,39 @@ def cmd_consume(args) -> None:
         "bench": "consume", "topic": args.topic, "expected": expected, "records": count,
         "errors": errors, "seconds": round(wall, 3), "rec_per_s": round(count / wall),
         "mb_per_s": round(nbytes / wall / 1e6, 2), "client_cpu_s": round(client_cpu, 2),
+    }
+    if pids:
+        result["broker_cpu_s"] = round(ec.cpu_delta(broker_cpu0), 2)
+    emit(result)
+
+
+def cmd_consume_kcat(args) -> None:
+    """The same consume with kcat (librdkafka without Python on top).
+
+    kcat stops after exactly the records up to the HW (-c), not at partition EOF: with
+    -e it would wait out a fetch.wait.max.ms long poll per partition at the end, which
+    measures the protocol's EOF detection rather than throughput. The wall time is the
+    kcat process's whole life (start-up, metadata and connections included).
+    """
+    c = Consumer(consumer_config(args.bootstrap))
+    expected = assign_all(c, args.topic)
+    c.close()
+    pids = list(ec.broker_pids(args.data_dir).values()) if args.data_dir else []
+    broker_cpu0 = ec.cpu_snapshot(pids)
+    cmd = ["kcat", "-C", "-b", args.bootstrap, "-t", args.topic, "-o", "beginning",
+           "-c", str(expected), "-q", "-f", "%S\n", "-X", "queued.min.messages=1000000"]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    out = subprocess.run(cmd, check=True, capture_output=True, timeout=args.timeout).stdout
+    wall = time.monotonic() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sizes = out.split()  # %S: value size of every record, so the count and bytes are checked
+    result = {
+        "bench": "consume-kcat", "topic": args.topic, "expected": expected,
+        "records": len(sizes), "seconds": round(wall, 3),
+        "rec_per_s": round(len(sizes) / wall),
+        "mb_per_s": round(sum(map(int, sizes)) / wall / 1e6, 2),
+        "client_cpu_s": round(ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime, 2),
     }
     if pids:
         result["broker_cpu_s"] = round(ec.cpu_delta(broker_cpu0), 2)
@@ -342,11 +390,11 @@ def cmd_failover(args) -> None:
     for th in threads:
         th.join()
     t_dead = died[0]
-    times = np.array([a[0] for a in acks])
-    gaps = np.diff(times)
-    gi = int(np.argmax(gaps))
-    p0 = np.array([a[0] for a in acks if a[1] == 0])
-    p0_after = p0[p0 > t_dead]
+    times = [a[0] for a in acks]
+    gaps = [b - a for a, b in pairwise(times)]
+    gi = max(range(len(gaps)), key=gaps.__getitem__)
+    p0 = [a[0] for a in acks if a[1] == 0]
+    p0_after = [t for t in p0 if t > t_dead]
     restart_s = ec.timed_cluster_cmd(args.data_dir, "start-broker", str(victim))
     acked_ids = {a[2] for a in acks}
     present = consume_ids(bootstrap, args.topic, nonce)
@@ -362,7 +410,8 @@ def cmd_failover(args) -> None:
         # partition 0 (led by the victim): process exit -> first ack from its new leader
         "p0_exit_to_first_ack_s": round(float(p0_after[0] - t_dead), 3) if len(p0_after)
         else None,
-        "p0_longest_gap_s": round(float(np.diff(p0).max()), 3) if len(p0) > 1 else None,
+        "p0_longest_gap_s": round(max(b - a for a, b in pairwise(p0)), 3) if len(p0) > 1
+        else None,
         "session_timeout_ms": session_ms,
         "gap_vs_session_timeout": round(longest * 1000 / session_ms, 3),
         "victim_restart_s": round(restart_s, 2),
@@ -466,7 +515,7 @@ def cmd_sendfile_compare(args) -> None:
         ceilings.append(nbytes / wall / 1e6)
     emit({"bench": "bare-sendfile", "topic": args.topic, "files": len(files),
           "bytes": nbytes, "mb_per_s_rounds": [round(x, 1) for x in ceilings],
-          "mb_per_s": round(float(np.median(ceilings)), 1)})
+          "mb_per_s": round(statistics.median(ceilings), 1)})
 
 
 # ---------------------------------------------------------------- CLI
@@ -499,6 +548,13 @@ def main(argv=None) -> None:
     sp.add_argument("--timeout", type=float, default=300)
     sp.add_argument("--data-dir", help="kafkarepl cluster dir: also measure broker CPU")
     sp.set_defaults(fn=cmd_consume)
+
+    sp = sub.add_parser("consume-kcat")
+    sp.add_argument("--bootstrap", required=True)
+    sp.add_argument("--topic", required=True)
+    sp.add_argument("--timeout", type=float, default=300)
+    sp.add_argument("--data-dir", help="kafkarepl cluster dir: also measure broker CPU")
+    sp.set_defaults(fn=cmd_consume_kcat)
 
     sp = sub.add_parser("latency")
     client_args(sp)

@@ -34,7 +34,10 @@ def main(paths: list[str]) -> None:
     prod1 = [r for r in rows if r["bench"] == "produce" and r["acks"] == "1" and r["size"] == 100]
     prod3 = [r for r in rows if r["bench"] == "produce" and r["acks"] == "all"]
     cons = [r for r in rows if r["bench"] == "consume" and r["topic"].startswith("r1-")]
+    cons_kcat = [r for r in rows
+                 if r["bench"] == "consume-kcat" and r["topic"].startswith("r1-")]
     gib = [r for r in rows if r["bench"] == "consume" and r["topic"] == "gib"]
+    gib_kcat = [r for r in rows if r["bench"] == "consume-kcat" and r["topic"] == "gib"]
     lat = [r for r in rows if r["bench"] == "latency" and r["topic"] == "lat"]
     fresh = [r for r in rows if r["bench"] == "latency" and r["topic"] == "lat-fresh"]
     for name, rs in [("produce RF=1 acks=1", prod1), ("produce RF=3 acks=all", prod3)]:
@@ -45,7 +48,9 @@ def main(paths: list[str]) -> None:
     pairs = [round(b["rec_per_s"] / a["rec_per_s"], 3) for a, b in zip(prod1, prod3, strict=False)]
     if pairs:
         print(f"RF3 acks=all / RF1 acks=1 per run: {pairs}, median {statistics.median(pairs)}")
-    print(f"consume 1M: rec/s {span(cons, 'rec_per_s')}; MB/s {span(cons, 'mb_per_s')}")
+    print(f"consume 1M: rec/s {span(cons, 'rec_per_s')}; MB/s {span(cons, 'mb_per_s')}; "
+          f"client CPU {span(cons, 'client_cpu_s')}; broker CPU {span(cons, 'broker_cpu_s')}")
+    print(f"consume 1M with kcat: rec/s {span(cons_kcat, 'rec_per_s')}")
     print(f"latency: p50 {span(lat, 'p50_ms')}; p99 {span(lat, 'p99_ms')}; "
           f"p99.9 {span(lat, 'p99.9_ms')}")
     print(f"latency, fresh cluster: p50 {span(fresh, 'p50_ms')}; p99 {span(fresh, 'p99_ms')}; "
@@ -61,10 +66,15 @@ def main(paths: list[str]) -> None:
                           "cluster-up", "bare-sendfile"):
             print(json.dumps(r))
     sf = [r for r in rows if r["bench"] == "bare-sendfile"]
-    if gib and sf:
-        c = med(gib, "mb_per_s")
-        print(f"1 GiB consume {span(gib, 'mb_per_s')} MB/s vs bare sendfile "
-              f"{sf[-1]['mb_per_s']} MB/s: {round(c / sf[-1]['mb_per_s'], 3)}x")
+    if sf:
+        print(f"bare sendfile of the 1 GiB topic: MB/s {span(sf, 'mb_per_s')}")
+    for name, rs in [("confluent-kafka", gib), ("kcat", gib_kcat)]:
+        if not (rs and sf):
+            continue
+        # run_e2e.sh interleaves consume, consume-kcat and one bare round: pair them in order
+        ratios = [round(c["mb_per_s"] / s["mb_per_s"], 3) for c, s in zip(rs, sf, strict=False)]
+        print(f"1 GiB consume, {name}: MB/s {span(rs, 'mb_per_s')}; vs bare sendfile per run "
+              f"{ratios}, median {statistics.median(ratios)}x")
     print("load1 during runs:", [r["load1"] for r in rows])
 
 

@@ -57,6 +57,7 @@ for i in $(seq 1 "$RUNS"); do
     "${E2E[@]}" produce --bootstrap "$B" --topic "r3-$i" --records "$RECORDS" --acks all \
         --data-dir "$DATA" | record
     "${E2E[@]}" consume --bootstrap "$B" --topic "r1-$i" --data-dir "$DATA" | record
+    "${E2E[@]}" consume-kcat --bootstrap "$B" --topic "r1-$i" --data-dir "$DATA" | record
 done
 
 topic lat 6 3 min.insync.replicas=2
@@ -86,9 +87,10 @@ if [[ -z "${SKIP_GIB:-}" ]]; then
     topic gib 6 1
     "${E2E[@]}" produce --bootstrap "$B" --topic gib --records 107374 --size 10000 --acks 1 \
         | record
-    for i in $(seq 1 "$RUNS"); do
+    for i in $(seq 1 "$RUNS"); do  # interleaved, so each ratio pairs figures taken together
         "${E2E[@]}" consume --bootstrap "$B" --topic gib --data-dir "$DATA" | record
+        "${E2E[@]}" consume-kcat --bootstrap "$B" --topic gib --data-dir "$DATA" | record
+        "${E2E[@]}" sendfile-compare --data-dir "$DATA" --topic gib --rounds 1 | record
     done
-    "${E2E[@]}" sendfile-compare --data-dir "$DATA" --topic gib --rounds "$RUNS" | record
 fi
 log "done: $OUT"

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+# The broker uses numpy only for mmap'd index arrays, never BLAS; without this numpy's
+# OpenBLAS starts a worker per core that spins after import and takes CPU from the event
+# loop (and from clients on the same host). Set before any sub-command imports numpy; a
+# value in the environment wins. Brokers spawned by `cluster up` inherit it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 SUBCOMMANDS = ("dump_log", "broker", "cluster", "topics", "leader_election", "reassign", "produce_consume")
 
