@@ -74,3 +74,15 @@ def test_consume(benchmark, cluster):
         rounds=3, iterations=1)
     assert res["records"] == RECORDS
     benchmark.extra_info.update(res)
+
+
+def test_consume_kcat(benchmark, cluster):
+    """The same read with librdkafka alone: the broker's side without Python's per-record cost."""
+    create_topic("bench-consume-kcat", 1)
+    e2e("produce", "--bootstrap", BOOTSTRAP, "--topic", "bench-consume-kcat", "--records",
+        str(RECORDS), "--acks", "1")
+    res = benchmark.pedantic(
+        lambda: e2e("consume-kcat", "--bootstrap", BOOTSTRAP, "--topic", "bench-consume-kcat"),
+        rounds=3, iterations=1)
+    assert res["records"] == RECORDS
+    benchmark.extra_info.update(res)
