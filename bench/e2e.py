@@ -542,19 +542,13 @@ def main(argv=None) -> None:
     sp.add_argument("--data-dir", help="kafkarepl cluster dir: also measure broker CPU")
     sp.set_defaults(fn=cmd_produce)
 
-    sp = sub.add_parser("consume")
-    sp.add_argument("--bootstrap", required=True)
-    sp.add_argument("--topic", required=True)
-    sp.add_argument("--timeout", type=float, default=300)
-    sp.add_argument("--data-dir", help="kafkarepl cluster dir: also measure broker CPU")
-    sp.set_defaults(fn=cmd_consume)
-
-    sp = sub.add_parser("consume-kcat")
-    sp.add_argument("--bootstrap", required=True)
-    sp.add_argument("--topic", required=True)
-    sp.add_argument("--timeout", type=float, default=300)
-    sp.add_argument("--data-dir", help="kafkarepl cluster dir: also measure broker CPU")
-    sp.set_defaults(fn=cmd_consume_kcat)
+    for name, fn in (("consume", cmd_consume), ("consume-kcat", cmd_consume_kcat)):
+        sp = sub.add_parser(name)
+        sp.add_argument("--bootstrap", required=True)
+        sp.add_argument("--topic", required=True)
+        sp.add_argument("--timeout", type=float, default=300)
+        sp.add_argument("--data-dir", help="kafkarepl cluster dir: also measure broker CPU")
+        sp.set_defaults(fn=fn)
 
     sp = sub.add_parser("latency")
     client_args(sp)

@@ -65,24 +65,15 @@ def test_produce(benchmark, cluster, rf, acks):
     benchmark.extra_info.update(res)
 
 
-def test_consume(benchmark, cluster):
-    create_topic("bench-consume", 1)
-    e2e("produce", "--bootstrap", BOOTSTRAP, "--topic", "bench-consume", "--records",
-        str(RECORDS), "--acks", "1")
+@pytest.mark.parametrize("command", ["consume", "consume-kcat"])
+def test_consume(benchmark, cluster, command):
+    """consume: confluent-kafka from Python; consume-kcat: librdkafka alone (the broker's
+    side without Python's per-record cost)."""
+    topic = f"bench-{command}"
+    create_topic(topic, 1)
+    e2e("produce", "--bootstrap", BOOTSTRAP, "--topic", topic, "--records", str(RECORDS),
+        "--acks", "1")
     res = benchmark.pedantic(
-        lambda: e2e("consume", "--bootstrap", BOOTSTRAP, "--topic", "bench-consume"),
-        rounds=3, iterations=1)
-    assert res["records"] == RECORDS
-    benchmark.extra_info.update(res)
-
-
-def test_consume_kcat(benchmark, cluster):
-    """The same read with librdkafka alone: the broker's side without Python's per-record cost."""
-    create_topic("bench-consume-kcat", 1)
-    e2e("produce", "--bootstrap", BOOTSTRAP, "--topic", "bench-consume-kcat", "--records",
-        str(RECORDS), "--acks", "1")
-    res = benchmark.pedantic(
-        lambda: e2e("consume-kcat", "--bootstrap", BOOTSTRAP, "--topic", "bench-consume-kcat"),
-        rounds=3, iterations=1)
+        lambda: e2e(command, "--bootstrap", BOOTSTRAP, "--topic", topic), rounds=3, iterations=1)
     assert res["records"] == RECORDS
     benchmark.extra_info.update(res)
