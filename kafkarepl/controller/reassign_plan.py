@@ -4,8 +4,9 @@ Kafka's tool proposes a fresh random assignment and so moves nearly every replic
 plan starts from the current assignment instead and moves only what it must:
 
 1. Each broker gets a replica quota for the topic: total replicas // brokers, and one
-   more for (total % brokers) brokers, given to those that already hold more than the
-   base (no move needed), then to the least loaded over the topics planned so far.
+   more for (total % brokers) brokers, given to the least loaded over the topics planned
+   so far (so the totals stay even too), among those to the ones that already hold more
+   than the base (no move needed).
 2. Replicas on brokers outside the list, replicas over a rack's fair share of the
    partition (rack-aware mode), and replicas over a broker's quota (followers first) are
    dropped; all other replicas stay where they are, in their position.
@@ -118,7 +119,7 @@ class _TopicPlan:
         total = sum(len(r) for r in parts.values())
         base, extra = divmod(total, n)
         held = Counter(b for slots in self.result.values() for b in slots if b is not None)
-        order = sorted(racks, key=lambda b: (held[b] <= base, load[b], b))
+        order = sorted(racks, key=lambda b: (load[b], held[b] <= base, b))
         self.quota = {b: base + (1 if i < extra else 0) for i, b in enumerate(order)}
 
     # --- counts -------------------------------------------------------------------------
