@@ -1,0 +1,422 @@
+"""`kafkarepl reassign-partitions`: move partition replicas between brokers, as Kafka's
+kafka-reassign-partitions.sh does (--generate, --execute, --verify, --cancel, --list).
+
+The plan file is Kafka's reassignment JSON:
+{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}
+--generate proposes one that spreads the given topics evenly over --broker-list while
+moving as few replicas as possible (kafkarepl.controller.reassign_plan); the controller
+then copies to the new replicas first and drops the old ones once they are in sync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kafkarepl.client.cluster import ClusterClient
+from kafkarepl.controller.reassign_plan import (
+    PlanError,
+    broker_racks,
+    is_rack_aware,
+    propose_reassignment,
+)
+from kafkarepl.errors import ErrorCode, KafkaError
+
+TopicPartition = tuple[str, int]
+Assignment = dict[TopicPartition, list[int]]
+Action = Callable[[ClusterClient, argparse.Namespace], Awaitable[int]]
+# Metadata can trail a just-finished reassignment on the broker that answers it.
+VERIFY_SETTLE_TRIES = 6
+VERIFY_SETTLE_S = 0.5
+
+
+class CliError(Exception):
+    """A one-line error for the operator (exit code 1)."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "reassign-partitions",
+        help="move partition replicas between brokers (add or remove brokers)",
+        description="Generate, execute, verify, cancel or list partition reassignments.",
+    )
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--generate", action="store_true",
+                      help="propose a plan moving --topics-to-move-json-file onto --broker-list")
+    mode.add_argument("--execute", action="store_true",
+                      help="start the reassignment of --reassignment-json-file")
+    mode.add_argument("--verify", action="store_true",
+                      help="report whether the reassignment of --reassignment-json-file is done")
+    mode.add_argument("--cancel", action="store_true",
+                      help="cancel the reassignments of --reassignment-json-file in progress")
+    mode.add_argument("--list", action="store_true", help="list the reassignments in progress")
+    p.add_argument("--topics-to-move-json-file", metavar="FILE",
+                   help='{"topics":[{"topic":"t"}],"version":1}')
+    p.add_argument("--broker-list", metavar="1,2,3", help="brokers to place the topics on")
+    p.add_argument("--reassignment-json-file", metavar="FILE")
+    p.add_argument("--disable-rack-aware", action="store_true",
+                   help="ignore broker racks when generating a plan")
+    p.add_argument("--additional", action="store_true",
+                   help="execute even though other reassignments are in progress")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="not supported: replication is not throttled (accepted, ignored)")
+    p.add_argument("--preserve-throttles", action="store_true", help="accepted, no effect")
+    p.add_argument("--timeout-ms", type=int, default=30000)
+    p.set_defaults(func=cmd_reassign)
+
+
+def cmd_reassign(args: argparse.Namespace) -> int:
+    # Files and options are checked before connecting: a bad one fails fast, offline.
+    try:
+        if args.generate:
+            path = args.topics_to_move_json_file
+            topics = parse_topics_to_move(read_json(path, "--topics-to-move-json-file"), path)
+            brokers = parse_broker_list(args.broker_list)
+            action: Action = functools.partial(_generate, topics=topics, broker_ids=brokers)
+        elif args.list:
+            action = _list
+        else:
+            path = args.reassignment_json_file
+            plan = parse_reassignment(read_json(path, "--reassignment-json-file"), path)
+            mode = _execute if args.execute else _verify if args.verify else _cancel
+            action = functools.partial(mode, plan=plan)
+    except CliError as exc:
+        return fail("reassign-partitions", str(exc))
+    return run_admin("reassign-partitions", args, action)
+
+
+def run_admin(name: str, args: argparse.Namespace, action: Action) -> int:
+    """Run ``action`` with a connected ClusterClient; every expected failure becomes a
+    one-line message on stderr and exit code 1."""
+
+    async def main() -> int:
+        client = ClusterClient(args.bootstrap_server, f"kafkarepl-{name}",
+                               request_timeout=args.timeout_ms / 1000 + 5)
+        try:
+            await client.start()
+            return await action(client, args)
+        finally:
+            client.close()
+
+    try:
+        return asyncio.run(main())
+    except (CliError, PlanError, ValueError) as exc:
+        return fail(name, str(exc))
+    except KafkaError as exc:
+        return fail(name, f"{exc.code.name}: {exc}" if str(exc) != exc.code.name else str(exc))
+    except (OSError, asyncio.TimeoutError) as exc:
+        return fail(name, f"{type(exc).__name__}: {exc}")
+
+
+def fail(name: str, msg: str) -> int:
+    print(f"kafkarepl {name}: {msg}", file=sys.stderr)
+    return 1
+
+
+def code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def tp_str(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+# --- JSON files ---------------------------------------------------------------------------
+
+
+def read_json(path: str | None, option: str) -> Any:
+    if not path:
+        raise CliError(f"this mode needs {option}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+
+
+def _check_version(data: dict, path: str) -> None:
+    if "version" in data and data["version"] != 1:
+        raise CliError(f"{path}: unsupported version {data['version']!r} (only 1)")
+
+
+def parse_reassignment(data: Any, path: str) -> Assignment:
+    """Kafka's reassignment JSON -> {(topic, partition): replicas}, checked strictly."""
+    if not isinstance(data, dict) or not isinstance(data.get("partitions"), list):
+        raise CliError(f'{path}: expected {{"version":1,"partitions":[...]}}')
+    _check_version(data, path)
+    if not data["partitions"]:
+        raise CliError(f"{path}: the partition list is empty")
+    out: Assignment = {}
+    for i, entry in enumerate(data["partitions"]):
+        where = f"{path}: partitions[{i}]"
+        if not isinstance(entry, dict):
+            raise CliError(f"{where} is not an object")
+        topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
+        if not isinstance(topic, str) or not topic:
+            raise CliError(f'{where} needs a "topic" name')
+        if not _is_int(partition) or partition < 0:
+            raise CliError(f'{where} ({topic}) needs a "partition" number >= 0')
+        tp = (topic, partition)
+        where = f"{path}: {tp_str(tp)}"
+        if not isinstance(replicas, list) or not all(_is_int(b) and b >= 0 for b in replicas):
+            raise CliError(f'{where}: "replicas" must be a list of broker ids')
+        if not replicas:
+            raise CliError(f"{where}: the replica list is empty")
+        dups = sorted({b for b in replicas if replicas.count(b) > 1})
+        if dups:
+            raise CliError(f"{where}: duplicate broker(s) {_ids(dups)} in replicas {replicas}")
+        log_dirs = entry.get("log_dirs")
+        if log_dirs is not None:
+            if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
+                raise CliError(f'{where}: "log_dirs" must have one entry per replica')
+            if any(d != "any" for d in log_dirs):
+                raise CliError(f'{where}: only "any" log dirs are supported')
+        if tp in out:
+            raise CliError(f"{path}: partition {tp_str(tp)} is listed twice")
+        out[tp] = list(replicas)
+    return out
+
+
+def parse_topics_to_move(data: Any, path: str) -> list[str]:
+    if not isinstance(data, dict) or not isinstance(data.get("topics"), list):
+        raise CliError(f'{path}: expected {{"topics":[{{"topic":"name"}}],"version":1}}')
+    _check_version(data, path)
+    topics: list[str] = []
+    for i, entry in enumerate(data["topics"]):
+        name = entry.get("topic") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name:
+            raise CliError(f'{path}: topics[{i}] needs a "topic" name')
+        if name in topics:
+            raise CliError(f"{path}: topic {name} is listed twice")
+        topics.append(name)
+    if not topics:
+        raise CliError(f"{path}: the topic list is empty")
+    return topics
+
+
+def parse_broker_list(text: str | None) -> list[int]:
+    if not text:
+        raise CliError("--generate needs --broker-list (e.g. 1,2,3)")
+    ids: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.lstrip("-").isdigit() or int(item) < 0:
+            raise CliError(f"--broker-list: {item!r} is not a broker id")
+        if int(item) in ids:
+            raise CliError(f"--broker-list: broker {item} is listed twice")
+        ids.append(int(item))
+    return ids
+
+
+def format_reassignment(assignment: Assignment) -> str:
+    """Kafka's reassignment JSON, one line, partitions sorted."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+        for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _ids(ids: list[int]) -> str:
+    return ",".join(map(str, ids))
+
+
+# --- cluster state --------------------------------------------------------------------------
+
+
+async def current_assignment(client: ClusterClient, topics: list[str]) -> Assignment:
+    """Replicas of every partition of ``topics``; CliError naming the unknown ones."""
+    md = await client.metadata(topics)
+    missing = [t["name"] for t in md["topics"] if t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    if missing:
+        raise CliError(f"unknown topic(s): {', '.join(sorted(missing))}")
+    for t in md["topics"]:
+        if t["error_code"]:
+            raise CliError(f"topic {t['name']}: {code_name(t['error_code'])}")
+    return {(t["name"], p["partition_index"]): list(p["replica_nodes"])
+            for t in md["topics"] for p in t["partitions"]}
+
+
+async def ongoing(client: ClusterClient, partitions: dict[str, list[int]] | None = None
+                  ) -> dict[TopicPartition, dict]:
+    """{tp: {replicas, adding_replicas, removing_replicas}} of reassignments in progress."""
+    resp = await client.list_partition_reassignments(partitions)
+    if resp.get("error_code"):
+        raise CliError(f"listing reassignments failed: {code_name(resp['error_code'])} "
+                       f"{resp.get('error_message') or ''}".rstrip())
+    return {(t["name"], p["partition_index"]): p for t in resp["topics"] for p in t["partitions"]}
+
+
+def by_topic(tps: Any) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t, p in sorted(tps):
+        out.setdefault(t, []).append(p)
+    return out
+
+
+async def check_partitions_exist(client: ClusterClient, plan: Assignment) -> Assignment:
+    """The current replicas of the plan's partitions; CliError if one does not exist."""
+    current = await current_assignment(client, sorted({t for t, _ in plan}))
+    unknown = [tp_str(tp) for tp in sorted(plan) if tp not in current]
+    if unknown:
+        raise CliError(f"unknown partition(s): {', '.join(unknown)}")
+    return current
+
+
+# --- modes ----------------------------------------------------------------------------------
+
+
+async def _generate(client: ClusterClient, args: argparse.Namespace, *, topics: list[str],
+                    broker_ids: list[int]) -> int:
+    md = await client.metadata(topics)
+    known = {b["node_id"]: b.get("rack") for b in md["brokers"]}
+    unknown = [b for b in broker_ids if b not in known]
+    if unknown:
+        raise CliError(f"--broker-list: unknown broker(s) {_ids(unknown)} (live brokers: {_ids(sorted(known))})")
+    current = await current_assignment(client, topics)
+    moving = await ongoing(client, by_topic(current))
+    if moving:
+        raise CliError("cannot plan while partitions are being reassigned: "
+                       f"{', '.join(tp_str(tp) for tp in sorted(moving))} (--verify or --cancel first)")
+    racks = {b: known[b] for b in broker_ids}
+    if args.disable_rack_aware:
+        racks = broker_racks(broker_ids)
+    elif any(r is not None for r in racks.values()) and not all(r is not None for r in racks.values()):
+        raise CliError("not all brokers have rack information; add --disable-rack-aware "
+                       "to make the plan without racks")
+    proposed = propose_reassignment(current, racks if is_rack_aware(racks) else broker_ids)
+    print("Current partition replica assignment")
+    print(format_reassignment(current))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(format_reassignment(proposed))
+    return 0
+
+
+async def _execute(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment) -> int:
+    current = await check_partitions_exist(client, plan)
+    live = set(client.brokers)
+    for tp, replicas in sorted(plan.items()):
+        unknown = [b for b in replicas if b not in live]
+        if unknown:
+            raise CliError(f"{tp_str(tp)}: unknown broker(s) {_ids(unknown)} in replicas {replicas} "
+                           f"(live brokers: {_ids(sorted(live))})")
+    moving = await ongoing(client)
+    if moving and not args.additional:
+        raise CliError("cannot execute while reassignments are in progress "
+                       f"({', '.join(tp_str(tp) for tp in sorted(moving))}); "
+                       "use --additional to start this one as well")
+    if args.throttle >= 0:
+        print("Warning: --throttle is not supported: kafkarepl brokers do not throttle "
+              "replication, so this reassignment runs unthrottled.", file=sys.stderr)
+    # Roll back to where a reassignment in progress came from, not to its union.
+    rollback = {}
+    for tp in plan:
+        m = moving.get(tp)
+        adding = set(m["adding_replicas"]) if m else set()
+        rollback[tp] = [b for b in current[tp] if b not in adding]
+    print("Current partition replica assignment")
+    print()
+    print(format_reassignment(rollback))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    resp = await client.alter_partition_reassignments(dict(plan), timeout_ms=args.timeout_ms)
+    failed = _partition_errors(resp)
+    started = [tp for tp in sorted(plan) if tp not in failed]
+    if started:
+        print(f"Successfully started partition reassignment{'s' if len(started) > 1 else ''} "
+              f"for {','.join(tp_str(tp) for tp in started)}")
+    if failed:
+        print("Error reassigning partition(s):", file=sys.stderr)
+        for tp, msg in sorted(failed.items()):
+            print(f"{tp_str(tp)}: {msg}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _partition_errors(resp: dict) -> dict[TopicPartition, str]:
+    """Per-partition failures of an AlterPartitionReassignments response."""
+    if resp.get("error_code"):
+        raise CliError(f"{code_name(resp['error_code'])} {resp.get('error_message') or ''}".rstrip())
+    out = {}
+    for t in resp["responses"]:
+        for p in t["partitions"]:
+            if p["error_code"]:
+                out[(t["name"], p["partition_index"])] = (
+                    f"{code_name(p['error_code'])}: {p.get('error_message') or ''}".rstrip(": "))
+    return out
+
+
+async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment) -> int:
+    pending = dict(plan)
+    status: dict[TopicPartition, str] = {}
+    for attempt in range(VERIFY_SETTLE_TRIES):
+        current = await check_partitions_exist(client, pending)
+        moving = await ongoing(client, by_topic(pending))
+        for tp, target in list(pending.items()):
+            if tp in moving:
+                status[tp] = "in progress"
+            elif current[tp] == target:
+                status[tp] = "completed"
+            else:
+                status[tp] = "failed"
+                continue
+            del pending[tp]
+        if not pending:
+            break
+        if attempt + 1 < VERIFY_SETTLE_TRIES:
+            await asyncio.sleep(VERIFY_SETTLE_S)  # a finished move may not show yet
+    print("Status of partition reassignment:")
+    for tp in sorted(plan):
+        if status[tp] == "completed":
+            print(f"Reassignment of partition {tp_str(tp)} is completed.")
+        elif status[tp] == "in progress":
+            print(f"Reassignment of partition {tp_str(tp)} is still in progress.")
+        else:
+            print(f"There is no active reassignment of partition {tp_str(tp)}, but replica set is "
+                  f"{_ids(current[tp])} rather than {_ids(plan[tp])}.")
+    return 0 if all(s == "completed" for s in status.values()) else 1
+
+
+async def _cancel(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment) -> int:
+    await check_partitions_exist(client, plan)
+    resp = await client.alter_partition_reassignments(dict.fromkeys(plan), timeout_ms=args.timeout_ms)
+    failed = _partition_errors(resp)
+    inactive = [tp for tp, msg in failed.items() if msg.startswith(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS.name)]
+    errors = {tp: msg for tp, msg in failed.items() if tp not in inactive}
+    cancelled = [tp for tp in sorted(plan) if tp not in failed]
+    if cancelled:
+        print(f"Successfully cancelled partition reassignments for: {','.join(tp_str(tp) for tp in cancelled)}")
+    if inactive:
+        print(f"None of the specified partition moves are active for: "
+              f"{','.join(tp_str(tp) for tp in sorted(inactive))}")
+    for tp, msg in sorted(errors.items()):
+        print(f"Error cancelling the reassignment of {tp_str(tp)}: {msg}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+async def _list(client: ClusterClient, args: argparse.Namespace) -> int:
+    moving = await ongoing(client)
+    if not moving:
+        print("No partition reassignments found.")
+        return 0
+    print("Current partition reassignments:")
+    for tp, p in sorted(moving.items()):
+        print(f"{tp_str(tp)}: replicas: {_ids(p['replicas'])}. adding: {_ids(p['adding_replicas'])}. "
+              f"removing: {_ids(p['removing_replicas'])}.")
+    return 0
