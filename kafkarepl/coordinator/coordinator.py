@@ -1,0 +1,241 @@
+"""The group coordinator of one broker, sans-I/O: the groups of the `__consumer_offsets`
+partitions this broker leads, their committed offsets, and the timers of all of them.
+
+The broker drives it (kafkarepl/server/group_coordinator.py): partition leadership
+(begin_loading -> load(records) -> finish_loading; unload on losing it), the group
+APIs, `poll(now_ms)` at `next_deadline()`, and `drain()` for parked JoinGroup/SyncGroup
+responses completed by any of those calls. Offsets are committed in two steps:
+`validate_commit` before the broker writes them to the log, `apply_commit` once the
+write is replicated (acks=all), so the cache never holds an offset the log could lose.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kafkarepl.coordinator.group import (
+    Group,
+    GroupConfig,
+    GroupState,
+    JoinRequest,
+    JoinResponse,
+    Outbox,
+    Parked,
+    SyncResponse,
+)
+from kafkarepl.coordinator.offsets import OffsetAndMetadata, decode_key, decode_value, partition_for
+from kafkarepl.errors import ErrorCode
+
+TopicPartition = tuple[str, int]
+
+
+def random_member_id(client_id: str) -> str:
+    return f"{client_id}-{uuid.uuid4()}"
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, num_partitions: int,
+                 new_member_id: Callable[[str], str] = random_member_id) -> None:
+        self.config = config
+        self.num_partitions = num_partitions
+        self.outbox = Outbox()
+        self.groups: dict[str, Group] = {}
+        self._new_member_id = new_member_id
+        self._owned: dict[int, bool] = {}  # __consumer_offsets partition -> loaded
+
+    # ---------------------------------------------------------------- ownership -----
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        loaded = self._owned.get(self.partition_for(group_id))
+        if loaded is None:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE if loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+    def owns(self, partition: int) -> bool:
+        return partition in self._owned
+
+    def is_loading(self, partition: int) -> bool:
+        return self._owned.get(partition) is False
+
+    def begin_loading(self, partition: int) -> None:
+        self.unload(partition)
+        self._owned[partition] = False
+
+    def load(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+        """Replay (key, value) records of the partition's log, oldest first; records of
+        other kinds are skipped. Returns how many offset records were applied."""
+        applied = 0
+        for key, value in records:
+            if key is None:
+                continue
+            try:
+                k = decode_key(key)
+                if k is None:
+                    continue
+                v = decode_value(value)
+            except (ValueError, UnicodeDecodeError):
+                continue  # not ours to understand; Kafka skips unknown record kinds too
+            group = self._group(k.group_id, create=True)
+            if v is None:
+                group.offsets.pop((k.topic, k.partition), None)
+            else:
+                group.offsets[(k.topic, k.partition)] = v
+            applied += 1
+        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
+            self._gc(gid)
+        return applied
+
+    def finish_loading(self, partition: int) -> None:
+        if partition in self._owned:
+            self._owned[partition] = True
+
+    def unload(self, partition: int) -> None:
+        """Leadership of the partition is gone: its groups go, parked requests learn
+        NOT_COORDINATOR and look the coordinator up again."""
+        self._owned.pop(partition, None)
+        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
+            self.groups.pop(gid).shut_down(ErrorCode.NOT_COORDINATOR)
+
+    def _group(self, group_id: str, create: bool = False) -> Group | None:
+        g = self.groups.get(group_id)
+        if g is None and create:
+            g = Group(group_id, self.outbox, self.config, self._new_member_id)
+            self.groups[group_id] = g
+        return g
+
+    def _gc(self, group_id: str) -> None:
+        """An Empty group with no members and no offsets is forgotten (Kafka: Dead)."""
+        g = self.groups.get(group_id)
+        if g is not None and g.state is GroupState.EMPTY and g.is_empty and not g.offsets:
+            g.state = GroupState.DEAD
+            del self.groups[group_id]
+
+    # ------------------------------------------------------------------ groups -----
+    def join(self, group_id: str, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if err:
+            return JoinResponse(err, r.member_id)
+        if not self.config.min_session_timeout_ms <= r.session_timeout_ms <= self.config.max_session_timeout_ms:
+            return JoinResponse(ErrorCode.INVALID_SESSION_TIMEOUT, r.member_id)
+        group = self._group(group_id, create=not r.member_id)
+        if group is None:
+            return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
+        out = group.join(r, now_ms)
+        self._gc(group_id)
+        return out
+
+    def sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+             protocol_type: str | None, protocol_name: str | None,
+             assignments: dict[str, bytes], now_ms: int) -> SyncResponse | Parked:
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if err:
+            return SyncResponse(err)
+        group = self._group(group_id)
+        if group is None:
+            return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+        return group.sync(member_id, instance_id, generation_id, protocol_type, protocol_name, assignments, now_ms)
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                  now_ms: int) -> ErrorCode:
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if err:
+            return err
+        group = self._group(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return group.heartbeat(member_id, instance_id, generation_id, now_ms)
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]],
+              now_ms: int) -> tuple[ErrorCode, list[ErrorCode]]:
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if err:
+            return err, []
+        group = self._group(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in members]
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        codes = group.leave(members, now_ms)
+        self._gc(group_id)
+        return ErrorCode.NONE, codes
+
+    # ----------------------------------------------------------------- offsets -----
+    def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                        offsets: dict[TopicPartition, OffsetAndMetadata], now_ms: int,
+                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Whether the commit may be written: a group-wide error, else per-partition
+        codes (NONE = write it)."""
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if err:
+            return err, {}
+        group = self._group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return ErrorCode.ILLEGAL_GENERATION, {}
+            err = ErrorCode.NONE
+        else:
+            err = group.validate_commit(member_id, instance_id, generation_id, now_ms)
+        if err:
+            return err, {}
+        return ErrorCode.NONE, {
+            tp: ErrorCode.OFFSET_METADATA_TOO_LARGE
+            if len((o.metadata or "").encode()) > self.config.max_metadata_bytes else ErrorCode.NONE
+            for tp, o in offsets.items()
+        }
+
+    def apply_commit(self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
+        """The commit's records are replicated: make the offsets visible."""
+        if self.coordinator_error(group_id) is not ErrorCode.NONE:
+            return ErrorCode.NOT_COORDINATOR  # lost the partition while writing
+        group = self._group(group_id, create=True)
+        group.offsets.update(offsets)
+        return ErrorCode.NONE
+
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets (None = none committed) of the requested partitions, or of
+        every partition with an offset when topics is None."""
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if err:
+            return err, {}
+        group = self._group(group_id)
+        stored = group.offsets if group is not None else {}
+        if topics is None:
+            return ErrorCode.NONE, dict(sorted(stored.items()))
+        return ErrorCode.NONE, {(t, p): stored.get((t, p)) for t, parts in topics for p in parts}
+
+    # ---------------------------------------------------------------- describe -----
+    def describe(self, group_id: str) -> tuple[ErrorCode, dict[str, Any]]:
+        err = self.coordinator_error(group_id)
+        group = self._group(group_id) if not err else None
+        if group is None:
+            return err, {"group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
+        return ErrorCode.NONE, group.describe()
+
+    def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
+        """(group_id, protocol_type, state) of the loaded groups; a partition still
+        loading makes the list incomplete, which Kafka reports as LOAD_IN_PROGRESS."""
+        if any(loaded is False for loaded in self._owned.values()):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        wanted = {s.lower() for s in states}
+        return ErrorCode.NONE, [
+            (gid, g.protocol_type or "", g.state.value)
+            for gid, g in sorted(self.groups.items())
+            if not wanted or g.state.value.lower() in wanted
+        ]
+
+    # ------------------------------------------------------------------ timers -----
+    def poll(self, now_ms: int) -> None:
+        for gid in list(self.groups):
+            self.groups[gid].expire(now_ms)
+            self._gc(gid)
+
+    def next_deadline(self) -> int | None:
+        return min((d for g in self.groups.values() if (d := g.next_deadline()) is not None), default=None)
+
+    def drain(self) -> list[tuple[int, JoinResponse | SyncResponse]]:
+        return self.outbox.drain()

@@ -1,0 +1,515 @@
+"""One consumer group of Kafka's classic group protocol, as a sans-I/O state machine.
+
+States (Kafka's names): Empty -> PreparingRebalance -> CompletingRebalance -> Stable,
+and Dead once the coordinator drops the group. A rebalance starts when a member joins,
+leaves, changes its protocols, or misses its session timeout; it completes when every
+known member has rejoined or the rebalance timeout expires (members that did not rejoin
+are removed). The new generation's leader gets the member list in its JoinGroup
+response and hands the assignments back in SyncGroup; the coordinator then answers
+every member's SyncGroup with its own assignment.
+
+JoinGroup and SyncGroup responses that must wait are *parked*: the call returns
+`Parked(token)` and the response appears later in the shared `Outbox` as
+(token, response). Time is the caller's `now_ms`; nothing here sleeps or does I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkarepl.coordinator.offsets import OffsetAndMetadata
+from kafkarepl.errors import ErrorCode
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass
+class JoinResponse:
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    # (member_id, group_instance_id, metadata): the leader's copy only, others get []
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+
+
+@dataclass
+class SyncResponse:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class Parked:
+    """The response will come through the Outbox under this token."""
+
+    token: int
+
+
+@dataclass
+class JoinRequest:
+    member_id: str
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    group_instance_id: str | None = None
+    client_host: str = ""
+    require_known_member_id: bool = True  # JoinGroup v4+: MEMBER_ID_REQUIRED first
+
+
+class Outbox:
+    """Tokens for parked responses, and the responses completed since the last drain."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._done: list[tuple[int, Any]] = []
+
+    def park(self) -> int:
+        self._next += 1
+        return self._next
+
+    def complete(self, token: int, response: Any) -> None:
+        self._done.append((token, response))
+
+    def drain(self) -> list[tuple[int, Any]]:
+        done, self._done = self._done, []
+        return done
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_token: int | None = None
+    sync_token: int | None = None
+    heartbeat_deadline_ms: int = 0
+    is_new: bool = True
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_token is not None
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata(self, protocol: str | None) -> bytes:
+        return next((m for n, m in self.protocols if n == protocol), b"")
+
+    def keep_alive(self, now_ms: int) -> None:
+        self.heartbeat_deadline_ms = now_ms + self.session_timeout_ms
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 3000
+    max_metadata_bytes: int = 4096  # offset.metadata.max.bytes
+
+
+class Group:
+    def __init__(self, group_id: str, outbox: Outbox, config: GroupConfig,
+                 new_member_id: Callable[[str], str]) -> None:
+        self.group_id = group_id
+        self.outbox = outbox
+        self.config = config
+        self._new_member_id = new_member_id
+        self.state = GroupState.EMPTY
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}
+        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
+        self.pending_members: dict[str, int] = {}  # MEMBER_ID_REQUIRED ids -> expiry
+        self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        self.rebalance_deadline_ms: int | None = None
+        # Kafka's InitialDelayedJoin: a rebalance of an Empty group waits
+        # group.initial.rebalance.delay.ms, again while members keep arriving, up to
+        # the rebalance timeout, so a starting fleet lands in one generation.
+        self._initial_delay_left_ms: int | None = None
+        self._new_member_added = False
+
+    # -------------------------------------------------------------------- views -----
+    @property
+    def is_empty(self) -> bool:
+        return not self.members and not self.pending_members
+
+    def _rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def _all_joined(self) -> bool:
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        names = {n for n, _ in protocols}
+        if not self.members:
+            return bool(protocol_type) and bool(names)
+        return protocol_type == self.protocol_type and bool(names & self._common_protocols())
+
+    def _common_protocols(self) -> set[str]:
+        sets = [set(m.protocol_names()) for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred protocol among those every member
+        supports; the most votes wins (ties: the first member's preference order)."""
+        common = self._common_protocols()
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            choice = next(n for n in m.protocol_names() if n in common)
+            votes[choice] = votes.get(choice, 0) + 1
+        order = [n for n in next(iter(self.members.values())).protocol_names() if n in common]
+        return max(order, key=lambda n: (votes.get(n, 0), -order.index(n)))
+
+    def _fenced(self, member_id: str, instance_id: str | None) -> bool:
+        """A static member's id superseded by a newer join of the same instance."""
+        return instance_id is not None and self.static_members.get(instance_id, member_id) != member_id
+
+    def _current_join_response(self, m: Member) -> JoinResponse:
+        members = self._member_list() if m.member_id == self.leader_id else []
+        return JoinResponse(ErrorCode.NONE, m.member_id, self.generation_id, self.protocol_type,
+                            self.protocol_name, self.leader_id or "", members)
+
+    def _member_list(self) -> list[tuple[str, str | None, bytes]]:
+        return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()]
+
+    # ---------------------------------------------------------------- JoinGroup -----
+    def join(self, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
+        if self.state is GroupState.DEAD:
+            return JoinResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE, r.member_id)
+        if not self.supports(r.protocol_type, r.protocols):
+            return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
+        if not r.member_id:
+            return self._join_new(r, now_ms)
+        return self._join_known(r, now_ms)
+
+    def _join_new(self, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
+        member_id = self._new_member_id(r.client_id)
+        if r.group_instance_id is not None:
+            # Static member (re)joining: the newest join of an instance id wins, the
+            # old member id is fenced. (Kafka can skip the rebalance when nothing
+            # changed; this takes the simple path and rebalances.)
+            old = self.static_members.get(r.group_instance_id)
+            if old is not None and old in self.members:
+                self._remove_member(self.members[old], ErrorCode.FENCED_INSTANCE_ID)
+            return self._add_member_and_rebalance(r, member_id, now_ms)
+        if r.require_known_member_id:
+            self.pending_members[member_id] = now_ms + r.session_timeout_ms
+            return JoinResponse(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        return self._add_member_and_rebalance(r, member_id, now_ms)
+
+    def _join_known(self, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
+        m = self.members.get(r.member_id)
+        if m is None:
+            if r.member_id in self.pending_members and r.group_instance_id is None:
+                return self._add_member_and_rebalance(r, r.member_id, now_ms)
+            return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
+        if self._fenced(r.member_id, r.group_instance_id):
+            return JoinResponse(ErrorCode.FENCED_INSTANCE_ID, r.member_id)
+        same = m.protocols == r.protocols and m.protocol_type == r.protocol_type
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return self._update_member_and_park(m, r, now_ms)
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            if same:  # the member lost our JoinGroup response: send it again
+                return self._current_join_response(m)
+            self._prepare_rebalance(now_ms)
+            return self._update_member_and_park(m, r, now_ms)
+        if self.state is GroupState.STABLE:
+            if same and m.member_id != self.leader_id:
+                return self._current_join_response(m)
+            # The leader rejoins to reassign (e.g. subscribed topics changed): rebalance.
+            self._prepare_rebalance(now_ms)
+            return self._update_member_and_park(m, r, now_ms)
+        return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
+
+    def _update_member_and_park(self, m: Member, r: JoinRequest, now_ms: int) -> Parked:
+        m.protocols, m.protocol_type = list(r.protocols), r.protocol_type
+        m.session_timeout_ms, m.rebalance_timeout_ms = r.session_timeout_ms, r.rebalance_timeout_ms
+        if m.join_token is not None:  # an older JoinGroup of this member still parked
+            self.outbox.complete(m.join_token, JoinResponse(ErrorCode.REBALANCE_IN_PROGRESS, m.member_id))
+        m.join_token = self.outbox.park()
+        token = Parked(m.join_token)
+        self.maybe_complete_join(now_ms)
+        return token
+
+    def _add_member_and_rebalance(self, r: JoinRequest, member_id: str, now_ms: int) -> Parked:
+        self.pending_members.pop(member_id, None)
+        m = Member(member_id, r.group_instance_id, r.client_id, r.client_host, r.session_timeout_ms,
+                   r.rebalance_timeout_ms, r.protocol_type, list(r.protocols))
+        m.join_token = self.outbox.park()
+        parked = Parked(m.join_token)
+        self.members[member_id] = m
+        if r.group_instance_id is not None:
+            self.static_members[r.group_instance_id] = member_id
+        if self.leader_id is None:
+            self.leader_id = member_id
+        if self.protocol_type is None:
+            self.protocol_type = r.protocol_type
+        if self.state is GroupState.PREPARING_REBALANCE and self._initial_delay_left_ms is not None:
+            self._new_member_added = True
+        self._prepare_rebalance(now_ms)
+        self.maybe_complete_join(now_ms)
+        return parked
+
+    def _prepare_rebalance(self, now_ms: int) -> None:
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            # Assignments of the aborted generation are void; waiting followers retry.
+            for m in self.members.values():
+                m.assignment = b""
+                if m.sync_token is not None:
+                    self.outbox.complete(m.sync_token, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS))
+                    m.sync_token = None
+        if self.state is GroupState.EMPTY:
+            delay = self.config.initial_rebalance_delay_ms
+            self._initial_delay_left_ms = max(self._rebalance_timeout_ms() - delay, 0)
+            self._new_member_added = False
+            self.rebalance_deadline_ms = now_ms + delay
+        else:
+            self.rebalance_deadline_ms = now_ms + self._rebalance_timeout_ms()
+        self.state = GroupState.PREPARING_REBALANCE
+
+    def maybe_complete_join(self, now_ms: int) -> None:
+        """Finish the rebalance when everyone rejoined (or, in the initial delay, when
+        the delay ran out with no newcomers)."""
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            return
+        if self._initial_delay_left_ms is not None:
+            if self.rebalance_deadline_ms is not None and now_ms >= self.rebalance_deadline_ms:
+                if self._new_member_added and self._initial_delay_left_ms > 0:
+                    step = min(self.config.initial_rebalance_delay_ms, self._initial_delay_left_ms)
+                    self._initial_delay_left_ms -= step
+                    self._new_member_added = False
+                    self.rebalance_deadline_ms = now_ms + step
+                else:
+                    self._complete_join(now_ms)
+            return
+        if self._all_joined() or (self.rebalance_deadline_ms is not None and now_ms >= self.rebalance_deadline_ms):
+            self._complete_join(now_ms)
+
+    def _complete_join(self, now_ms: int) -> None:
+        for m in [m for m in self.members.values() if not m.awaiting_join]:
+            self._remove_member(m, ErrorCode.UNKNOWN_MEMBER_ID)
+        self._initial_delay_left_ms = None
+        self._new_member_added = False
+        self.rebalance_deadline_ms = None
+        self.generation_id += 1
+        if not self.members:
+            self.state = GroupState.EMPTY
+            self.protocol_name = None
+            self.protocol_type = None
+            self.leader_id = None
+            return
+        self.protocol_name = self.select_protocol()
+        self.protocol_type = next(iter(self.members.values())).protocol_type
+        if self.leader_id not in self.members:
+            self.leader_id = next(iter(self.members))
+        self.state = GroupState.COMPLETING_REBALANCE
+        for m in self.members.values():
+            token, m.join_token = m.join_token, None
+            m.is_new = False
+            m.keep_alive(now_ms)
+            if token is not None:
+                self.outbox.complete(token, self._current_join_response(m))
+
+    # ---------------------------------------------------------------- SyncGroup -----
+    def sync(self, member_id: str, instance_id: str | None, generation_id: int,
+             protocol_type: str | None, protocol_name: str | None,
+             assignments: dict[str, bytes], now_ms: int) -> SyncResponse | Parked:
+        if self.state is GroupState.DEAD:
+            return SyncResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        m = self.members.get(member_id)
+        if m is None:
+            return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+        if self._fenced(member_id, instance_id):
+            return SyncResponse(ErrorCode.FENCED_INSTANCE_ID)
+        if generation_id != self.generation_id:
+            return SyncResponse(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != self.protocol_type) or (
+            protocol_name is not None and protocol_name != self.protocol_name
+        ):
+            return SyncResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS)
+        if self.state is GroupState.STABLE:
+            m.keep_alive(now_ms)
+            return SyncResponse(ErrorCode.NONE, self.protocol_type, self.protocol_name, m.assignment)
+        if self.state is not GroupState.COMPLETING_REBALANCE:
+            return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+        m.keep_alive(now_ms)
+        if m.sync_token is not None:
+            self.outbox.complete(m.sync_token, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS))
+        m.sync_token = self.outbox.park()
+        parked = Parked(m.sync_token)
+        if member_id == self.leader_id:
+            for other in self.members.values():
+                other.assignment = assignments.get(other.member_id, b"")
+            self.state = GroupState.STABLE
+            for other in self.members.values():
+                if other.sync_token is not None:
+                    self.outbox.complete(other.sync_token, SyncResponse(
+                        ErrorCode.NONE, self.protocol_type, self.protocol_name, other.assignment))
+                    other.sync_token = None
+        return parked
+
+    # ---------------------------------------------------------------- Heartbeat -----
+    def heartbeat(self, member_id: str, instance_id: str | None, generation_id: int, now_ms: int) -> ErrorCode:
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        m = self.members.get(member_id)
+        if m is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if self._fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        m.keep_alive(now_ms)
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    # --------------------------------------------------------------- LeaveGroup -----
+    def leave(self, members: list[tuple[str, str | None]], now_ms: int) -> list[ErrorCode]:
+        """Per (member_id, group_instance_id): NONE or why it could not leave."""
+        out = []
+        removed = False
+        for member_id, instance_id in members:
+            if instance_id is not None:
+                known = self.static_members.get(instance_id)
+                if known is None:
+                    out.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != known:
+                    out.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member_id = known
+            if member_id in self.pending_members:
+                del self.pending_members[member_id]
+                out.append(ErrorCode.NONE)
+            elif member_id in self.members:
+                self._remove_member(self.members[member_id], ErrorCode.UNKNOWN_MEMBER_ID)
+                removed = True
+                out.append(ErrorCode.NONE)
+            else:
+                out.append(ErrorCode.UNKNOWN_MEMBER_ID)
+        self._after_removal(now_ms, removed)
+        return out
+
+    def _remove_member(self, m: Member, error: ErrorCode) -> None:
+        if m.join_token is not None:
+            self.outbox.complete(m.join_token, JoinResponse(error, m.member_id))
+        if m.sync_token is not None:
+            self.outbox.complete(m.sync_token, SyncResponse(error))
+        del self.members[m.member_id]
+        if m.group_instance_id is not None and self.static_members.get(m.group_instance_id) == m.member_id:
+            del self.static_members[m.group_instance_id]
+        if self.leader_id == m.member_id:
+            waiting = [x.member_id for x in self.members.values() if x.awaiting_join]
+            self.leader_id = (waiting or list(self.members) or [None])[0]
+
+    def _after_removal(self, now_ms: int, member_removed: bool) -> None:
+        # A pending member id never was part of a generation: dropping it only matters
+        # to a rebalance waiting for it.
+        if member_removed and self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(now_ms)
+        self.maybe_complete_join(now_ms)
+
+    # ------------------------------------------------------------ OffsetCommit -----
+    def validate_commit(self, member_id: str, instance_id: str | None, generation_id: int,
+                        now_ms: int) -> ErrorCode:
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and not member_id and instance_id is None:
+            # A "simple" consumer (assign() with a group.id) stores offsets only in a
+            # group nobody is a member of.
+            return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
+        m = self.members.get(member_id)
+        if m is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if self._fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        m.keep_alive(now_ms)  # a commit proves the member alive, as a heartbeat does
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ timers -----
+    def expire(self, now_ms: int) -> None:
+        """Session expiry of members and pending member ids; rebalance timeout."""
+        for mid, deadline in list(self.pending_members.items()):
+            if now_ms >= deadline:
+                del self.pending_members[mid]
+        removed = False
+        for m in list(self.members.values()):
+            # A member whose JoinGroup/SyncGroup is parked is waiting on us, not dead:
+            # the rebalance timeout bounds that wait instead.
+            if m.join_token is None and m.sync_token is None and now_ms >= m.heartbeat_deadline_ms:
+                self._remove_member(m, ErrorCode.UNKNOWN_MEMBER_ID)
+                removed = True
+        self._after_removal(now_ms, removed)
+
+    def next_deadline(self) -> int | None:
+        times = list(self.pending_members.values())
+        times += [m.heartbeat_deadline_ms for m in self.members.values()
+                  if m.join_token is None and m.sync_token is None]
+        if self.state is GroupState.PREPARING_REBALANCE and self.rebalance_deadline_ms is not None:
+            times.append(self.rebalance_deadline_ms)
+        return min(times, default=None)
+
+    # ------------------------------------------------------------------ unload -----
+    def shut_down(self, error: ErrorCode) -> None:
+        """The coordinator gave the group up: answer every parked request, become Dead."""
+        for m in list(self.members.values()):
+            if m.join_token is not None:
+                self.outbox.complete(m.join_token, JoinResponse(error, m.member_id))
+                m.join_token = None
+            if m.sync_token is not None:
+                self.outbox.complete(m.sync_token, SyncResponse(error))
+                m.sync_token = None
+        self.state = GroupState.DEAD
+
+    # ----------------------------------------------------------------- describe -----
+    def describe(self) -> dict[str, Any]:
+        stable = self.state is GroupState.STABLE
+        return {
+            "group_state": self.state.value,
+            "protocol_type": self.protocol_type or "",
+            "protocol_data": (self.protocol_name or "") if stable else "",
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata(self.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment if stable else b"",
+                }
+                for m in self.members.values()
+            ],
+        }

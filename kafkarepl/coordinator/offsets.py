@@ -1,0 +1,118 @@
+"""Committed offsets as `__consumer_offsets` records, in Kafka's own schemas.
+
+Key (OffsetCommitKey v1): int16 version=1, string group, string topic, int32 partition.
+Value (OffsetCommitValue v3): int16 version=3, int64 offset, int32 leader_epoch,
+string metadata, int64 commit_timestamp. A null value (tombstone) deletes the offset.
+Strings are int16 length + UTF-8. Values v0-v2 (older Kafka) are read too; keys of
+version 2 (group metadata) are recognised and skipped: membership is not persisted.
+
+Group -> partition is Kafka's: abs(java String.hashCode(group_id)) % partitions.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def java_string_hash(s: str) -> int:
+    """java.lang.String.hashCode: over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode) % partitions (Utils.abs maps MIN_VALUE to 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+
+
+@dataclass(frozen=True)
+class OffsetKey:
+    group_id: str
+    topic: str
+    partition: int
+
+
+def _str(s: str) -> bytes:
+    b = s.encode()
+    return _I16.pack(len(b)) + b
+
+
+def encode_key(group_id: str, topic: str, partition: int) -> bytes:
+    return _I16.pack(1) + _str(group_id) + _str(topic) + _I32.pack(partition)
+
+
+def encode_value(o: OffsetAndMetadata) -> bytes:
+    return (_I16.pack(3) + _I64.pack(o.offset) + _I32.pack(o.leader_epoch) + _str(o.metadata or "")
+            + _I64.pack(o.commit_timestamp_ms))
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def _unpack(self, s: struct.Struct) -> int:
+        if self.pos + s.size > len(self.data):
+            raise ValueError("record shorter than its schema")
+        (v,) = s.unpack_from(self.data, self.pos)
+        self.pos += s.size
+        return v
+
+    def i16(self) -> int:
+        return self._unpack(_I16)
+
+    def i32(self) -> int:
+        return self._unpack(_I32)
+
+    def i64(self) -> int:
+        return self._unpack(_I64)
+
+    def string(self) -> str:
+        n = self.i16()
+        if n < 0:
+            return ""
+        if self.pos + n > len(self.data):
+            raise ValueError("string runs past the record")
+        s = self.data[self.pos : self.pos + n].decode()
+        self.pos += n
+        return s
+
+
+def decode_key(key: bytes) -> OffsetKey | None:
+    """The offset key, or None for another record kind (group metadata, unknown)."""
+    r = _Reader(key)
+    if r.i16() not in (0, 1):
+        return None
+    return OffsetKey(r.string(), r.string(), r.i32())
+
+
+def decode_value(value: bytes | None) -> OffsetAndMetadata | None:
+    """None for a tombstone."""
+    if value is None:
+        return None
+    r = _Reader(value)
+    version = r.i16()
+    if version < 0 or version > 3:
+        raise ValueError(f"unknown offset value version {version}")
+    offset = r.i64()
+    epoch = r.i32() if version >= 3 else -1
+    metadata = r.string()
+    ts = r.i64()
+    return OffsetAndMetadata(offset, epoch, metadata, ts)

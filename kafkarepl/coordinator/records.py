@@ -1,0 +1,97 @@
+"""Record batch v2 building and record walking, for the coordinator's own log records.
+
+The coordinator writes small uncompressed batches of (key, value) records to its
+`__consumer_offsets` partition and reads them back when it takes a partition over.
+Only that needs record-level access; the produce/fetch data path never decodes records.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+
+from kafkarepl import _core
+from kafkarepl.errors import CorruptRecordError
+from kafkarepl.storage.timestamps import records_section
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_START = 21  # attributes onwards are covered by the CRC
+_CONTROL_BIT = 0x20
+
+
+def _zigzag(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _bytes_field(b: bytes | None) -> bytes:
+    return _zigzag(-1) if b is None else _zigzag(len(b)) + b
+
+
+def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytearray:
+    """One uncompressed v2 batch (offsets from 0, no producer id); the log assigns the
+    real base offset and leader epoch in place on append."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    body = bytearray()
+    for delta, (key, value) in enumerate(records):
+        rec = b"\x00" + _zigzag(0) + _zigzag(delta) + _bytes_field(key) + _bytes_field(value) + _zigzag(0)
+        body += _zigzag(len(rec)) + rec
+    header = bytearray(_HEADER.pack(
+        0, _HEADER.size - 12 + len(body), -1, 2, 0, 0, len(records) - 1,
+        timestamp_ms, timestamp_ms, -1, -1, -1, len(records),
+    ))
+    batch = header + body
+    struct.pack_into(">I", batch, 17, _core.crc32c(memoryview(batch)[_CRC_START:]))
+    return batch
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise CorruptRecordError("record varint runs past the batch")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def _take(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    n, pos = _varint(buf, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise CorruptRecordError("record field runs past the batch")
+    return bytes(buf[pos : pos + n]), pos + n
+
+
+def iter_records(batch: bytes) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of each record of one whole v2 batch; control batches
+    (transaction markers) yield nothing."""
+    base_offset = _HEADER.unpack_from(batch, 0)[0]
+    attributes = _HEADER.unpack_from(batch, 0)[5]
+    if attributes & _CONTROL_BIT:
+        return
+    count = _HEADER.unpack_from(batch, 0)[12]
+    data = records_section(bytes(batch))
+    pos = 0
+    for _ in range(count):
+        length, pos = _varint(data, pos)
+        end = pos + length
+        pos += 1  # record attributes
+        _ts_delta, pos = _varint(data, pos)
+        offset_delta, pos = _varint(data, pos)
+        key, pos = _take(data, pos)
+        value, pos = _take(data, pos)
+        pos = end  # headers are not used by the coordinator
+        yield base_offset + offset_delta, key, value

@@ -1,0 +1,324 @@
+"""The sans-I/O group coordinator on a fake clock: join/sync rounds, MEMBER_ID_REQUIRED,
+heartbeat expiry, rebalance timeout, leave, generations and the error codes."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from kafkarepl.coordinator import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupState,
+    JoinRequest,
+    JoinResponse,
+    OffsetAndMetadata,
+    Parked,
+    SyncResponse,
+    encode_key,
+    encode_value,
+)
+from kafkarepl.errors import ErrorCode as E
+
+G = "group-a"
+SESSION = 6000
+REBALANCE = 10000
+
+
+class Harness:
+    """A coordinator owning every partition, a clock, and the parked responses."""
+
+    def __init__(self, initial_delay: int = 0) -> None:
+        ids = itertools.count(1)
+        self.now = 1_000_000
+        self.c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=initial_delay), 1,
+                                  new_member_id=lambda client: f"{client}-{next(ids)}")
+        self.c.begin_loading(0)
+        self.c.finish_loading(0)
+        self.done: dict[int, JoinResponse | SyncResponse] = {}
+
+    def _collect(self) -> None:
+        self.done.update(self.c.drain())
+
+    def tick(self, ms: int) -> None:
+        self.now += ms
+        self.c.poll(self.now)
+        self._collect()
+
+    def join(self, member_id: str = "", client: str = "c", protocols=(("range", b"m"),), v4: bool = True,
+             session: int = SESSION, instance: str | None = None) -> JoinResponse | Parked:
+        r = JoinRequest(member_id, client, session, REBALANCE, "consumer", list(protocols), instance,
+                        require_known_member_id=v4)
+        out = self.c.join(G, r, self.now)
+        self._collect()
+        return out
+
+    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None):
+        out = self.c.sync(G, member_id, None, generation, None, None, assignments or {}, self.now)
+        self._collect()
+        return out
+
+    def result(self, parked) -> JoinResponse | SyncResponse | None:
+        assert isinstance(parked, Parked), parked
+        return self.done.get(parked.token)
+
+    def state(self) -> GroupState:
+        return self.c.groups[G].state
+
+    def new_member(self, client: str = "c") -> str:
+        first = self.join(client=client)
+        assert isinstance(first, JoinResponse) and first.error is E.MEMBER_ID_REQUIRED
+        assert first.member_id.startswith(f"{client}-")
+        return first.member_id
+
+
+def stable_pair(h: Harness) -> tuple[str, str, int]:
+    """Two members in a Stable generation; returns (leader, follower, generation)."""
+    a = h.new_member("a")
+    pa = h.join(a, client="a")
+    resp = h.result(pa)
+    assert resp.error is E.NONE and resp.leader_id == a and resp.generation_id == 1
+    b = h.new_member("b")
+    pb = h.join(b, client="b")
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.result(pb) is None  # waits for a to rejoin
+    assert h.c.heartbeat(G, a, None, 1, h.now) is E.REBALANCE_IN_PROGRESS
+    pa = h.join(a, client="a")
+    ra, rb = h.result(pa), h.result(pb)
+    assert ra.generation_id == rb.generation_id == 2
+    assert ra.leader_id == rb.leader_id == a
+    assert sorted(m[0] for m in ra.members) == sorted([a, b]) and rb.members == []
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    sb = h.sync(b, 2)
+    assert h.result(sb) is None  # the follower waits for the leader's assignment
+    sa = h.sync(a, 2, {a: b"A", b: b"B"})
+    assert h.result(sa).assignment == b"A" and h.result(sb).assignment == b"B"
+    assert h.state() is GroupState.STABLE
+    return a, b, 2
+
+
+def test_first_join_requires_member_id_then_completes() -> None:
+    h = Harness()
+    member = h.new_member("client-1")
+    assert h.c.groups[G].members == {}
+    parked = h.join(member, client="client-1")
+    resp = h.result(parked)
+    assert resp.error is E.NONE
+    assert (resp.member_id, resp.leader_id, resp.generation_id, resp.protocol_name) == (member, member, 1, "range")
+    assert resp.members == [(member, None, b"m")]
+    sync = h.sync(member, 1, {member: b"all"})
+    assert h.result(sync) == SyncResponse(E.NONE, "consumer", "range", b"all")
+    assert h.state() is GroupState.STABLE
+    assert h.c.heartbeat(G, member, None, 1, h.now) is E.NONE
+    # Stable: a later SyncGroup of the same generation gets the assignment at once.
+    assert h.sync(member, 1) == SyncResponse(E.NONE, "consumer", "range", b"all")
+
+
+def test_v3_join_gets_member_id_without_a_round_trip() -> None:
+    h = Harness()
+    resp = h.result(h.join(v4=False, client="old"))
+    assert resp.error is E.NONE and resp.member_id.startswith("old-")
+
+
+def test_unknown_member_and_bad_session_timeout() -> None:
+    h = Harness()
+    assert h.join("nobody").error is E.UNKNOWN_MEMBER_ID
+    assert h.join(session=1000).error is E.INVALID_SESSION_TIMEOUT
+    assert h.join(session=2_000_000).error is E.INVALID_SESSION_TIMEOUT
+    assert h.c.heartbeat(G, "nobody", None, 0, h.now) is E.UNKNOWN_MEMBER_ID
+    assert h.c.sync(G, "nobody", None, 0, None, None, {}, h.now).error is E.UNKNOWN_MEMBER_ID
+    r = JoinRequest("", "c", SESSION, REBALANCE, "consumer", [("range", b"")])
+    assert h.c.join("", r, h.now).error is E.INVALID_GROUP_ID
+
+
+def test_two_members_split_and_illegal_generation() -> None:
+    h = Harness()
+    a, b, gen = stable_pair(h)
+    assert h.c.heartbeat(G, b, None, gen - 1, h.now) is E.ILLEGAL_GENERATION
+    assert h.sync(b, gen + 1).error is E.ILLEGAL_GENERATION
+    offs = {("t", 0): OffsetAndMetadata(5)}
+    assert h.c.validate_commit(G, b, None, gen - 1, offs, h.now)[0] is E.ILLEGAL_GENERATION
+    assert h.c.validate_commit(G, b, None, gen, offs, h.now) == (E.NONE, {("t", 0): E.NONE})
+    # A simple (generation -1) commit into a group with members is refused.
+    assert h.c.validate_commit(G, "", None, -1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
+
+
+def test_inconsistent_protocols_are_refused() -> None:
+    h = Harness()
+    stable_pair(h)
+    other = h.join(client="x", protocols=[("roundrobin", b"")])
+    assert other.error is E.INCONSISTENT_GROUP_PROTOCOL
+    r = JoinRequest("", "x", SESSION, REBALANCE, "connect", [("range", b"")])
+    assert h.c.join(G, r, h.now).error is E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_protocol_chosen_by_votes() -> None:
+    h = Harness()
+    pa = [("roundrobin", b"1"), ("range", b"2")]
+    a = h.result(h.join(client="a", v4=False, protocols=pa)).member_id  # generation 1, alone
+    pb = h.join(client="b", v4=False, protocols=[("range", b"3"), ("roundrobin", b"4"), ("sticky", b"")])
+    pc = h.join(client="c", v4=False, protocols=[("range", b"5"), ("roundrobin", b"6")])
+    lead = h.result(h.join(a, client="a", protocols=pa))
+    # Votes: a -> roundrobin, b -> range, c -> range ("sticky" is not common to all).
+    assert lead.protocol_name == h.result(pb).protocol_name == h.result(pc).protocol_name == "range"
+    assert sorted(md for _, _, md in lead.members) == [b"2", b"3", b"5"]
+
+
+def test_heartbeat_expiry_removes_member_and_rebalances() -> None:
+    h = Harness()
+    a, b, gen = stable_pair(h)
+    for _ in range(2):  # a keeps heartbeating, b goes silent
+        h.tick(SESSION // 3)
+        assert h.c.heartbeat(G, a, None, gen, h.now) is E.NONE
+        assert b in h.c.groups[G].members
+    h.tick(SESSION // 3)
+    assert b not in h.c.groups[G].members
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.c.heartbeat(G, a, None, gen, h.now) is E.REBALANCE_IN_PROGRESS
+    resp = h.result(h.join(a, client="a"))  # the only member left: completes at once
+    assert (resp.generation_id, resp.leader_id, [m[0] for m in resp.members]) == (gen + 1, a, [a])
+    assert h.c.heartbeat(G, b, None, gen, h.now) is E.UNKNOWN_MEMBER_ID
+
+
+def test_rebalance_timeout_removes_members_that_did_not_rejoin() -> None:
+    h = Harness()
+    a, b, gen = stable_pair(h)
+    c = h.new_member("c")
+    pc = h.join(c, client="c")
+    pa = h.join(a, client="a")
+    assert h.result(pc) is None  # b has not rejoined yet
+    # b heartbeats (it is alive) but never rejoins: the rebalance timeout decides.
+    for _ in range(REBALANCE // 2000 - 1):
+        h.tick(2000)
+        assert h.c.heartbeat(G, b, None, gen, h.now) is E.REBALANCE_IN_PROGRESS
+    assert h.result(pc) is None
+    h.tick(2000)
+    ra, rc = h.result(pa), h.result(pc)
+    assert ra.error is E.NONE and rc.error is E.NONE and ra.generation_id == gen + 1
+    assert sorted(m[0] for m in ra.members) == sorted([a, c])
+    assert h.c.heartbeat(G, b, None, gen, h.now) is E.UNKNOWN_MEMBER_ID
+
+
+def test_leave_rebalances_and_last_leave_empties_group() -> None:
+    h = Harness()
+    a, b, gen = stable_pair(h)
+    assert h.c.leave(G, [(b, None), ("ghost", None)], h.now) == (E.NONE, [E.NONE, E.UNKNOWN_MEMBER_ID])
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    resp = h.result(h.join(a, client="a"))
+    assert resp.generation_id == gen + 1 and [m[0] for m in resp.members] == [a]
+    h.sync(a, gen + 1, {a: b"everything"})
+    # Commit something so the group outlives its members (offsets keep it, as in Kafka).
+    offs = {("t", 0): OffsetAndMetadata(7)}
+    assert h.c.validate_commit(G, a, None, gen + 1, offs, h.now)[0] is E.NONE
+    h.c.apply_commit(G, offs)
+    assert h.c.leave(G, [(a, None)], h.now) == (E.NONE, [E.NONE])
+    assert h.state() is GroupState.EMPTY
+    assert h.c.groups[G].generation_id == gen + 2
+    assert h.c.fetch_offsets(G, [("t", [0, 1])]) == (E.NONE, {("t", 0): OffsetAndMetadata(7), ("t", 1): None})
+    # Simple commits are accepted by an Empty group.
+    assert h.c.validate_commit(G, "", None, -1, offs, h.now)[0] is E.NONE
+
+
+def test_rebalance_during_completing_voids_pending_syncs() -> None:
+    h = Harness()
+    a = h.new_member("a")
+    h.join(a, client="a")
+    b = h.new_member("b")
+    pb = h.join(b, client="b")
+    pa = h.join(a, client="a")
+    gen = h.result(pa).generation_id
+    sb = h.sync(b, gen)
+    assert h.result(sb) is None
+    c = h.new_member("c")
+    h.join(c, client="c")  # a newcomer during CompletingRebalance
+    assert h.result(sb).error is E.REBALANCE_IN_PROGRESS
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.result(pb).generation_id == gen
+
+
+def test_pending_member_id_expires_after_session_timeout() -> None:
+    h = Harness()
+    a, b, gen = stable_pair(h)
+    h.new_member("slow")
+    assert len(h.c.groups[G].pending_members) == 1
+    for _ in range(3):
+        h.tick(SESSION // 2)
+        h.c.heartbeat(G, a, None, gen, h.now)
+        h.c.heartbeat(G, b, None, gen, h.now)
+    assert h.c.groups[G].pending_members == {}
+    assert h.state() is GroupState.STABLE
+
+
+def test_initial_rebalance_delay_gathers_members() -> None:
+    h = Harness(initial_delay=3000)
+    a = h.new_member("a")
+    pa = h.join(a, client="a")
+    h.tick(1000)
+    b = h.new_member("b")
+    pb = h.join(b, client="b")
+    h.tick(2000)  # the first delay ran out, but b arrived during it: wait once more
+    assert h.result(pa) is None
+    h.tick(3000)
+    ra, rb = h.result(pa), h.result(pb)
+    assert ra.generation_id == rb.generation_id == 1
+    assert sorted(m[0] for m in ra.members) == sorted([a, b])
+
+
+def test_static_member_rejoin_fences_old_id() -> None:
+    h = Harness()
+    p1 = h.join(client="s", instance="inst-1")
+    old = h.result(p1).member_id
+    h.sync(old, 1, {old: b"x"})
+    p2 = h.join(client="s", instance="inst-1")
+    new = h.result(p2).member_id
+    assert new != old
+    assert h.c.heartbeat(G, old, "inst-1", 1, h.now) in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID)
+    assert h.c.leave(G, [("", "inst-1")], h.now) == (E.NONE, [E.NONE])
+
+
+def test_coordinator_errors_and_unload() -> None:
+    h = Harness()
+    a = h.new_member("a")
+    pa = h.join(a, client="a")
+    gen = h.result(pa).generation_id
+    b = h.new_member("b")
+    pb = h.join(b, client="b")
+    h.c.unload(0)
+    h._collect()
+    assert h.result(pb).error is E.NOT_COORDINATOR
+    assert h.c.heartbeat(G, a, None, gen, h.now) is E.NOT_COORDINATOR
+    h.c.begin_loading(0)
+    assert h.c.heartbeat(G, a, None, gen, h.now) is E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.c.list_groups()[0] is E.COORDINATOR_LOAD_IN_PROGRESS
+
+
+def test_load_replays_offsets_and_tombstones() -> None:
+    c = GroupCoordinator(GroupConfig(), 1)
+    c.begin_loading(0)
+    recs = [
+        (encode_key("g1", "t", 0), encode_value(OffsetAndMetadata(10, 3, "m", 111))),
+        (encode_key("g1", "t", 1), encode_value(OffsetAndMetadata(20))),
+        (encode_key("g1", "t", 0), encode_value(OffsetAndMetadata(12, 4, "", 222))),
+        (encode_key("g2", "t", 0), encode_value(OffsetAndMetadata(1))),
+        (encode_key("g2", "t", 0), None),
+        (b"\x00\x02\x00\x02g3", b"group metadata: skipped"),
+    ]
+    assert c.load(0, recs) == 5
+    c.finish_loading(0)
+    err, offs = c.fetch_offsets("g1", None)
+    assert err is E.NONE
+    assert offs == {("t", 0): OffsetAndMetadata(12, 4, "", 222), ("t", 1): OffsetAndMetadata(20)}
+    assert "g2" not in c.groups  # its only offset was deleted
+    assert c.list_groups() == (E.NONE, [("g1", "", "Empty")])
+    assert c.describe("nope") == (E.NONE, {"group_state": "Dead", "protocol_type": "", "protocol_data": "",
+                                           "members": []})
+
+
+@pytest.mark.parametrize("metadata,code", [("x" * 4096, E.NONE), ("x" * 4097, E.OFFSET_METADATA_TOO_LARGE)])
+def test_commit_metadata_limit(metadata: str, code: E) -> None:
+    c = GroupCoordinator(GroupConfig(), 1)
+    c.begin_loading(0)
+    c.finish_loading(0)
+    offs = {("t", 0): OffsetAndMetadata(1, metadata=metadata)}
+    assert c.validate_commit("g", "", None, -1, offs, 0) == (E.NONE, {("t", 0): code})
