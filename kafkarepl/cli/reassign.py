@@ -111,7 +111,7 @@ def run_admin(name: str, args: argparse.Namespace, action: Action) -> int:
     except KafkaError as exc:
         return fail(name, f"{exc.code.name}: {exc}" if str(exc) != exc.code.name else str(exc))
     except (OSError, asyncio.TimeoutError) as exc:
-        return fail(name, f"{type(exc).__name__}: {exc}")
+        return fail(name, f"{type(exc).__name__}: {exc or 'timed out'}")
 
 
 def fail(name: str, msg: str) -> int:
