@@ -414,15 +414,8 @@ class AdminManager:
         }
 
     async def find_coordinator(self, req: Request) -> dict[str, Any]:
-        # Consumer groups are not implemented yet: say so with Kafka's code so clients
-        # using assign() (no group) work and group users get a clear error.
-        code = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        keys = req.body.get("coordinator_keys") or [req.body.get("key", "")]
-        return {
-            "throttle_time_ms": 0, "error_code": code, "error_message": "consumer groups are not supported",
-            "node_id": -1, "host": "", "port": -1,
-            "coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": "consumer groups are not supported"} for k in keys],
-        }
+        # Groups live in __consumer_offsets; the group coordinator knows the placement.
+        return await self.broker.group_coordinator.find_coordinator(req)
 
     # ------------------------------------------------- controller-routed APIs -----
     def _active_controller(self) -> Any:

@@ -16,6 +16,7 @@ from kafkarepl.replication import ReplicationMetrics
 from kafkarepl.server.admin import AdminManager
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.fetcher import ReplicaFetcherManager
+from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.metrics import BrokerMetrics
@@ -42,6 +43,7 @@ class Broker:
         self.replica_manager = ReplicaManager(self)
         self.fetchers = ReplicaFetcherManager(self)
         self.admin = AdminManager(self)
+        self.group_coordinator = GroupCoordinatorService(self)
         self.handlers = RequestHandlers(self)
         host, port = config.listener()
         self.server = SocketServer(
@@ -152,6 +154,7 @@ class Broker:
                 log.warning("controlled shutdown did not complete: %s", exc)
         for t in self._tasks:
             t.cancel()
+        self.group_coordinator.shutdown()
         self._io_executor.shutdown(wait=True)  # no checkpoint write in flight past here
         await self.fetchers.shutdown()
         await self.server.stop()

@@ -73,6 +73,14 @@ class BrokerConfig:
     controlled_shutdown_max_retries: int = prop("controlled.shutdown.max.retries", 3)
     controlled_shutdown_retry_backoff_ms: int = prop("controlled.shutdown.retry.backoff.ms", 5000)
     request_timeout_ms: int = prop("request.timeout.ms", 30000)
+    # Group coordinator (Kafka's names and defaults).
+    offsets_topic_num_partitions: int = prop("offsets.topic.num.partitions", 50)
+    offsets_topic_replication_factor: int = prop("offsets.topic.replication.factor", 3)
+    offsets_commit_timeout_ms: int = prop("offsets.commit.timeout.ms", 5000)
+    offset_metadata_max_bytes: int = prop("offset.metadata.max.bytes", 4096)
+    group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", 3000)
+    group_min_session_timeout_ms: int = prop("group.min.session.timeout.ms", 6000)
+    group_max_session_timeout_ms: int = prop("group.max.session.timeout.ms", 1800000)
     metrics_port: int = prop("metrics.port", -1)
     cluster_name: str = prop("cluster.name", "kafkarepl")
     # Properties we do not interpret are kept, so topic-level defaults can be derived.
@@ -116,6 +124,8 @@ class BrokerConfig:
             raise ConfigError("min.insync.replicas must be >= 1")
         if self.message_max_bytes <= 0 or self.socket_request_max_bytes <= 0:
             raise ConfigError("message.max.bytes and socket.request.max.bytes must be > 0")
+        if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
+            raise ConfigError("offsets.topic.num.partitions and offsets.topic.replication.factor must be >= 1")
         self.listener()  # raises on a malformed listener
 
     def listener(self) -> tuple[str, int]:

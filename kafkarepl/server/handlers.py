@@ -29,7 +29,15 @@ SERVED = (
     ApiKey.STOP_REPLICA,
     ApiKey.UPDATE_METADATA,
     ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
     ApiKey.FIND_COORDINATOR,
+    ApiKey.JOIN_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.LEAVE_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.DESCRIBE_GROUPS,
+    ApiKey.LIST_GROUPS,
     ApiKey.API_VERSIONS,
     ApiKey.CREATE_TOPICS,
     ApiKey.DELETE_TOPICS,
@@ -83,9 +91,18 @@ class RequestHandlers:
             ApiKey.LIST_PARTITION_REASSIGNMENTS: b.admin.list_partition_reassignments,
             ApiKey.ALTER_PARTITION: b.admin.alter_partition,
             ApiKey.CONTROLLED_SHUTDOWN: b.admin.controlled_shutdown,
+            ApiKey.SYNC_GROUP: b.group_coordinator.sync_group,
+            ApiKey.HEARTBEAT: b.group_coordinator.heartbeat,
+            ApiKey.LEAVE_GROUP: b.group_coordinator.leave_group,
+            ApiKey.OFFSET_COMMIT: b.group_coordinator.offset_commit,
+            ApiKey.OFFSET_FETCH: b.group_coordinator.offset_fetch,
+            ApiKey.DESCRIBE_GROUPS: b.group_coordinator.describe_groups,
+            ApiKey.LIST_GROUPS: b.group_coordinator.list_groups,
         }
 
     async def handle(self, req: Request, conn: Connection) -> dict[str, Any] | None:
+        if req.api_key == ApiKey.JOIN_GROUP:  # the member's host is shown by DescribeGroups
+            return await self.broker.group_coordinator.join_group(req, f"/{conn.peer[0]}" if conn.peer else "")
         fn = self._table.get(req.api_key)
         if fn is None:
             # Declared by the codec but not served: the client ignored ApiVersions.

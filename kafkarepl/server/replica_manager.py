@@ -14,6 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from kafkarepl.coordinator import OFFSETS_TOPIC
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import FileRange, Request
 from kafkarepl.server.partition import Partition
@@ -124,6 +125,9 @@ class ReplicaManager:
         """LEO, HW, ISR or role moved: re-check parked produces and wake parked fetches."""
         self.broker.purgatory.on_partition_update(p)
         p.notify_changed()
+        if p.topic == OFFSETS_TOPIC:
+            # The group coordinator loads/drops the groups of partitions it starts/stops leading.
+            self.broker.group_coordinator.on_offsets_partition_changed(p)
 
     async def _await_commit(self, waits: list[tuple[Partition, int, int, dict]], timeout_ms: int) -> None:
         """DelayedProduce: park until every partition's HW passes its batch."""

@@ -1,0 +1,414 @@
+"""The asyncio side of the group coordinator: wire bodies in and out of the sans-I/O
+`kafkarepl.coordinator.GroupCoordinator`, one timer for its deadlines, futures for the
+JoinGroup/SyncGroup responses it parks, and the `__consumer_offsets` log.
+
+- FindCoordinator: group -> partition of `__consumer_offsets` (created on first use
+  through the same ZooKeeper path as topic auto-creation); its leader is the coordinator.
+- Leadership of a `__consumer_offsets` partition (ReplicaManager.partition_changed):
+  becoming leader loads the partition's committed offsets from its log (requests for its
+  groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile); losing it drops its groups
+  (NOT_COORDINATOR). Membership is not persisted: after a failover members rejoin.
+- OffsetCommit: validated by the core, written as records through the leader append
+  path, answered once the HW passes them (acks=all), then applied to the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from kafkarepl import _core
+from kafkarepl.coordinator import (
+    OFFSETS_TOPIC,
+    GroupConfig,
+    GroupCoordinator,
+    JoinRequest,
+    OffsetAndMetadata,
+    Parked,
+    build_batch,
+    encode_key,
+    encode_value,
+    iter_records,
+    partition_for,
+)
+from kafkarepl.errors import ErrorCode, KafkaError
+from kafkarepl.protocol import Request
+
+if TYPE_CHECKING:
+    from kafkarepl.server.broker import Broker
+    from kafkarepl.server.partition import Partition
+
+log = logging.getLogger(__name__)
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+LOAD_CHUNK_BYTES = 1 << 20
+LOAD_RETRY_S = 1.0
+METADATA_WAIT_S = 5.0
+
+# How a failed append of offset records is reported to the committer (Kafka's mapping).
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def _mono_ms() -> int:
+    # Group timers measure durations only: a monotonic clock, immune to clock steps.
+    return int(time.monotonic() * 1000)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinatorService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        cfg = broker.config
+        self.core = GroupCoordinator(
+            GroupConfig(
+                min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+                max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+                max_metadata_bytes=cfg.offset_metadata_max_bytes,
+            ),
+            cfg.offsets_topic_num_partitions,
+        )
+        self._waiters: dict[int, asyncio.Future] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._loads: dict[int, asyncio.Task] = {}
+        self._create_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------- plumbing -----
+    def _after(self) -> None:
+        """Deliver what the core completed; re-arm the timer for its next deadline."""
+        for token, response in self.core.drain():
+            fut = self._waiters.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(response)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.core.next_deadline()
+        if deadline is not None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(max(0, deadline - _mono_ms()) / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.core.poll(_mono_ms())
+        self._after()
+
+    async def _outcome(self, result: Any) -> Any:
+        if isinstance(result, Parked):
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters[result.token] = fut
+            self._after()  # may complete it at once
+            return await fut
+        self._after()
+        return result
+
+    def _sync_partition_count(self) -> None:
+        # Kafka uses the topic's real partition count once it exists.
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if info is not None and info.partitions:
+            self.core.num_partitions = len(info.partitions)
+
+    def shutdown(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in self._loads.values():
+            task.cancel()
+        for idx in list(self._loads):
+            self.core.unload(idx)
+        self._loads.clear()
+
+    # ----------------------------------------------------------- leadership -----
+    def on_offsets_partition_changed(self, p: Partition) -> None:
+        """Called on every change of a __consumer_offsets partition (role, HW, LEO)."""
+        idx = p.partition
+        if p.is_leader and not self.core.owns(idx):
+            self._sync_partition_count()
+            self.core.begin_loading(idx)
+            self._loads[idx] = asyncio.ensure_future(self._load(p))
+        elif not p.is_leader and self.core.owns(idx):
+            task = self._loads.pop(idx, None)
+            if task is not None:
+                task.cancel()
+            self.core.unload(idx)
+            self._after()
+            log.info("group coordinator: resigned %s-%d", OFFSETS_TOPIC, idx)
+
+    async def _load(self, p: Partition) -> None:
+        idx = p.partition
+        while True:
+            try:
+                records = await self._read_offsets_log(p)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("loading %s-%d failed; retrying", OFFSETS_TOPIC, idx)
+                await asyncio.sleep(LOAD_RETRY_S)
+        if self._loads.get(idx) is not asyncio.current_task():
+            return
+        n = self.core.load(idx, records)
+        self.core.finish_loading(idx)
+        self._loads.pop(idx, None)
+        self._after()
+        log.info("group coordinator: loaded %s-%d (%d offset records)", OFFSETS_TOPIC, idx, n)
+
+    @staticmethod
+    async def _read_offsets_log(p: Partition) -> list[tuple[bytes | None, bytes | None]]:
+        """Every (key, value) of the log up to its end as of now; nothing else appends to
+        it while loading (commits are refused until the load finishes)."""
+        out: list[tuple[bytes | None, bytes | None]] = []
+        offset, end = p.log.log_start_offset, p.log.log_end_offset
+        while offset < end:
+            sl = p.log.read(offset, LOAD_CHUNK_BYTES, end, min_one_batch=True)
+            if sl.size == 0:
+                break
+            buf = _core.file_pread(sl.fd, sl.size, sl.position)
+            batches, _valid, _err, _pos = _core.scan_batches(buf)
+            if not batches:
+                break
+            for b in batches:
+                for rec_offset, key, value in iter_records(buf[b.position : b.position + b.size]):
+                    if rec_offset >= offset:
+                        out.append((key, value))
+                offset = b.base_offset + b.last_offset_delta + 1
+            await asyncio.sleep(0)  # other requests run between chunks
+        return out
+
+    # ------------------------------------------------------- FindCoordinator -----
+    async def find_coordinator(self, req: Request) -> dict[str, Any]:
+        body = req.body
+        key_type = body.get("key_type", KEY_TYPE_GROUP)
+        keys = (body.get("coordinator_keys") or []) if req.api_version >= 4 else [body.get("key") or ""]
+        found = [await self._find(key, key_type) for key in keys]
+        if req.api_version >= 4:
+            return {"throttle_time_ms": 0, "coordinators": [
+                {"key": key, "node_id": n, "host": h, "port": p, "error_code": int(e), "error_message": m}
+                for key, (e, m, n, h, p) in zip(keys, found, strict=True)
+            ]}
+        e, m, n, h, p = found[0]
+        return {"throttle_time_ms": 0, "error_code": int(e), "error_message": m, "node_id": n, "host": h, "port": p}
+
+    async def _find(self, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+        def error(code: ErrorCode, message: str) -> tuple[ErrorCode, str | None, int, str, int]:
+            return code, message, -1, "", -1
+
+        if key_type == KEY_TYPE_TRANSACTION:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
+        if key_type != KEY_TYPE_GROUP:
+            return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+        cache = self.broker.metadata
+        if OFFSETS_TOPIC not in cache.topics:
+            await self._create_offsets_topic()
+        info = cache.topics.get(OFFSETS_TOPIC)
+        if info is None or not info.partitions:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
+        part = info.partitions.get(partition_for(key, len(info.partitions)))
+        broker = cache.broker(part.leader) if part is not None and part.leader >= 0 else None
+        if broker is None:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's coordinator has no leader yet")
+        return ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port
+
+    async def _create_offsets_topic(self) -> None:
+        """Create __consumer_offsets as Kafka does on first use, then wait briefly for
+        its leaders so the asking client need not retry."""
+        cfg = self.broker.config
+        async with self._create_lock:
+            if OFFSETS_TOPIC not in self.broker.metadata.topics:
+                try:
+                    live = len(await self.broker.admin.store.get_brokers())
+                except KafkaError as exc:
+                    log.info("cannot create %s yet: %s", OFFSETS_TOPIC, exc)
+                    return
+                # Kafka refuses to create the topic while fewer brokers than
+                # offsets.topic.replication.factor are alive; capping instead lets a
+                # small (test) cluster have consumer groups.
+                rf = max(1, min(cfg.offsets_topic_replication_factor, live))
+                code, msg, _ = await self.broker.admin._create_topic(
+                    OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, None,
+                    {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+                )
+                if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    log.warning("creating %s failed: %s %s", OFFSETS_TOPIC, ErrorCode(code).name, msg)
+                    return
+                log.info("creating %s: %d partitions, replication factor %d", OFFSETS_TOPIC,
+                         cfg.offsets_topic_num_partitions, rf)
+        deadline = time.monotonic() + METADATA_WAIT_S
+        while time.monotonic() < deadline:
+            info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+            if info is not None and info.partitions and all(p.leader >= 0 for p in info.partitions.values()):
+                return
+            await asyncio.sleep(0.05)
+
+    # ------------------------------------------------------------ membership -----
+    async def join_group(self, req: Request, client_host: str = "") -> dict[str, Any]:
+        b, v = req.body, req.api_version
+        session = b["session_timeout_ms"]
+        rebalance = b.get("rebalance_timeout_ms", -1)
+        r = JoinRequest(
+            member_id=b["member_id"] or "",
+            client_id=req.client_id or "",
+            session_timeout_ms=session,
+            rebalance_timeout_ms=session if rebalance is None or rebalance < 0 else rebalance,
+            protocol_type=b["protocol_type"] or "",
+            protocols=[(p["name"], bytes(p["metadata"] or b"")) for p in b["protocols"] or []],
+            group_instance_id=b.get("group_instance_id"),
+            client_host=client_host,
+            require_known_member_id=v >= 4,
+        )
+        res = await self._outcome(self.core.join(b["group_id"], r, _mono_ms()))
+        self._sync_partition_count()
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(res.error),
+            "generation_id": res.generation_id,
+            "protocol_type": res.protocol_type,
+            "protocol_name": res.protocol_name if res.protocol_name is not None or v >= 7 else "",
+            "leader": res.leader_id,
+            "member_id": res.member_id,
+            "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in res.members],
+        }
+
+    async def sync_group(self, req: Request) -> dict[str, Any]:
+        b = req.body
+        assignments = {a["member_id"]: bytes(a["assignment"] or b"") for a in b.get("assignments") or []}
+        res = await self._outcome(self.core.sync(
+            b["group_id"], b["member_id"], b.get("group_instance_id"), b["generation_id"],
+            b.get("protocol_type"), b.get("protocol_name"), assignments, _mono_ms(),
+        ))
+        return {"throttle_time_ms": 0, "error_code": int(res.error), "protocol_type": res.protocol_type,
+                "protocol_name": res.protocol_name, "assignment": res.assignment}
+
+    async def heartbeat(self, req: Request) -> dict[str, Any]:
+        b = req.body
+        code = self.core.heartbeat(b["group_id"], b["member_id"], b.get("group_instance_id"),
+                                   b["generation_id"], _mono_ms())
+        self._after()
+        return {"throttle_time_ms": 0, "error_code": int(code)}
+
+    async def leave_group(self, req: Request) -> dict[str, Any]:
+        b, v = req.body, req.api_version
+        if v >= 3:
+            members = [(m["member_id"] or "", m.get("group_instance_id")) for m in b.get("members") or []]
+        else:
+            members = [(b["member_id"] or "", None)]
+        top, codes = self.core.leave(b["group_id"], members, _mono_ms())
+        self._after()
+        if v < 3 and not top and codes:
+            top = codes[0]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(top),
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": int(c)}
+                        for (m, i), c in zip(members, codes, strict=True)],
+        }
+
+    # --------------------------------------------------------------- offsets -----
+    async def offset_commit(self, req: Request) -> dict[str, Any]:
+        b, v = req.body, req.api_version
+        group_id = b["group_id"]
+        now = _wall_ms()
+        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        codes: dict[tuple[str, int], ErrorCode] = {}  # in request order
+        for t in b["topics"] or []:
+            info = self.broker.metadata.topics.get(t["name"])
+            for p in t["partitions"] or []:
+                tp = (t["name"], p["partition_index"])
+                codes[tp] = ErrorCode.NONE
+                if info is None or tp[1] not in info.partitions:
+                    codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                ts = p.get("commit_timestamp", -1) if v == 1 else -1
+                offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1),
+                                                p["committed_metadata"] or "", ts if ts >= 0 else now)
+        err, valid = self.core.validate_commit(
+            group_id, b.get("member_id") or "", b.get("group_instance_id"),
+            b.get("generation_id_or_member_epoch", -1), offsets, _mono_ms(),
+        )
+        self._after()
+        if err:
+            codes.update({tp: err for tp in offsets})
+        else:
+            codes.update(valid)
+            to_write = {tp: o for tp, o in offsets.items() if valid[tp] is ErrorCode.NONE}
+            if to_write:
+                code = await self._append_offsets(group_id, to_write)
+                if code is ErrorCode.NONE:
+                    code = self.core.apply_commit(group_id, to_write)
+                codes.update({tp: code for tp in to_write})
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), code in codes.items():
+            by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": int(code)})
+        return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    async def _append_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> ErrorCode:
+        """Write the commit to the group's __consumer_offsets partition as its leader and
+        wait until every ISR member has it (HW past the batch)."""
+        p = self.broker.partitions.get((OFFSETS_TOPIC, self.core.partition_for(group_id)))
+        if p is None or not p.is_leader:
+            return ErrorCode.NOT_COORDINATOR
+        now = _wall_ms()
+        err = p.state.check_produce(-1, now)
+        if err:
+            return _APPEND_ERRORS.get(err, ErrorCode.UNKNOWN_SERVER_ERROR)
+        records = [(encode_key(group_id, t, i), encode_value(o)) for (t, i), o in offsets.items()]
+        epoch = p.leader_epoch
+        try:
+            info = p.log.append_as_leader(memoryview(build_batch(records, now)), epoch, now)
+        except KafkaError as exc:
+            return _APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)
+        p.on_leader_append(now)
+        self.broker.replica_manager.partition_changed(p)
+        deadline = time.monotonic() + self.broker.config.offsets_commit_timeout_ms / 1000
+        code = await self.broker.purgatory.wait_for_commit(p, info.last_offset + 1, epoch, deadline)
+        return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR) if code else ErrorCode.NONE
+
+    async def offset_fetch(self, req: Request) -> dict[str, Any]:
+        b, v = req.body, req.api_version
+        topics = b.get("topics")
+        wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
+        err, found = self.core.fetch_offsets(b["group_id"], wanted)
+        if err and wanted is not None:
+            found = {(t, p): None for t, parts in wanted for p in parts}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), o in found.items():
+            by_topic.setdefault(topic, []).append({
+                "partition_index": index,
+                "committed_offset": -1 if o is None else o.offset,
+                "committed_leader_epoch": -1 if o is None else o.leader_epoch,
+                "metadata": "" if o is None else o.metadata,
+                # Before v2 there is no top-level code: the group error goes per partition.
+                "error_code": int(err) if v < 2 else 0,
+            })
+        return {"throttle_time_ms": 0, "error_code": int(err),
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    # ----------------------------------------------------------- describing -----
+    async def describe_groups(self, req: Request) -> dict[str, Any]:
+        out = []
+        for gid in req.body["groups"] or []:
+            err, d = self.core.describe(gid)
+            out.append({"error_code": int(err), "group_id": gid, **d, "authorized_operations": -2147483648})
+        return {"throttle_time_ms": 0, "groups": out}
+
+    async def list_groups(self, req: Request) -> dict[str, Any]:
+        err, groups = self.core.list_groups(req.body.get("states_filter") or ())
+        return {"throttle_time_ms": 0, "error_code": int(err), "groups": [
+            {"group_id": g, "protocol_type": pt, "group_state": st} for g, pt, st in groups
+        ]}

@@ -1,0 +1,369 @@
+"""Consumer groups against real broker processes: the classic group protocol on the wire
+at every advertised version, confluent-kafka / kafka-python / aiokafka / kcat consumers
+with subscribe(), committed offsets surviving a restart of the consumer and a kill -9 of
+the coordinator broker."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from kafkarepl.cli import wire
+from kafkarepl.coordinator import OFFSETS_TOPIC, partition_for
+from kafkarepl.errors import ErrorCode as E
+from kafkarepl.protocol import API, ApiKey
+from tests.fixtures.cluster import TestCluster
+
+pytestmark = pytest.mark.integration
+
+KCAT = shutil.which("kcat") or "/usr/bin/kcat"
+FAST = {"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 5}
+SESSION_MS = 6000
+
+
+def wait_until(cond, timeout: float, what: str, step: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str = "") -> set[bytes]:
+    """per_partition records to each partition; returns the values sent."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    values = set()
+    for part in range(partitions):
+        for i in range(per_partition):
+            v = f"{tag}p{part}-{i}".encode()
+            values.add(v)
+            p.produce(topic, value=v, partition=part)
+    assert p.flush(20) == 0
+    return values
+
+
+def find_coordinator(c: TestCluster, group: str, timeout: float = 20) -> int:
+    def ask():
+        for b in c.brokers.values():
+            if b.alive:
+                try:
+                    r = wire.call("127.0.0.1", b.port, ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+                except (OSError, ConnectionError):
+                    continue
+                if r["error_code"] == 0 and c.brokers[r["node_id"]].alive:
+                    return r["node_id"]
+        return None
+
+    return wait_until(ask, timeout, f"a coordinator for {group}")
+
+
+def group_call(c: TestCluster, group: str, api: ApiKey, version: int, body: dict, timeout: float = 20) -> dict:
+    """Call a group API at the group's coordinator, retrying while it moves or loads."""
+    retriable = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS}
+    last: dict = {}
+
+    def attempt():
+        nonlocal last
+        node = find_coordinator(c, group, timeout)
+        last = wire.call("127.0.0.1", c.brokers[node].port, api, version, body, timeout=timeout)
+        return None if last.get("error_code", 0) in retriable else last
+
+    return wait_until(attempt, timeout, f"{api.name} of {group} (last answer {last})", 0.2)
+
+
+def confluent_consumer(c: TestCluster, group: str, **conf) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": c.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000, **conf,
+    })
+
+
+def assigned(consumer: Consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+def found(resp: dict) -> dict | None:
+    """A FindCoordinator answer without errors (v0-3 top-level, v4 per key), else None."""
+    ok = resp.get("error_code", 0) == 0 and all(x["error_code"] == 0 for x in resp.get("coordinators") or [])
+    return resp if ok else None
+
+
+# ------------------------------------------------------------------- the wire ----
+def test_every_advertised_version_of_the_group_apis(cluster_factory) -> None:
+    c = cluster_factory(1, **FAST)
+    c.create_topic("wire", 2, 1)
+    port = c.brokers[1].port
+    versions = {k["api_key"]: (k["min_version"], k["max_version"])
+                for k in wire.call("127.0.0.1", port, ApiKey.API_VERSIONS, 3, {})["api_keys"]}
+    group_apis = [ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
+                  ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS,
+                  ApiKey.LIST_GROUPS]
+    for api in group_apis:
+        assert versions[api] == (API[api].min_version, API[api].max_version), api
+    # FindCoordinator creates __consumer_offsets and names the leader of the group's partition.
+    for v in range(versions[ApiKey.FIND_COORDINATOR][1] + 1):
+        body = {"key": "g", "key_type": 0, "coordinator_keys": ["g", "h"]}
+        r = wait_until(lambda v=v, body=body: found(wire.call("127.0.0.1", port, ApiKey.FIND_COORDINATOR, v, body)),
+                       20, f"FindCoordinator v{v}")
+        if v >= 4:
+            assert [(x["key"], x["node_id"], x["port"]) for x in r["coordinators"]] == [("g", 1, port), ("h", 1, port)]
+        else:
+            assert (r["node_id"], r["port"]) == (1, port)
+    md = c.metadata([OFFSETS_TOPIC])["topics"][0]
+    assert md["is_internal"] and len(md["partitions"]) == 5
+    # A whole membership cycle at each version of JoinGroup (others at min(v, their max)).
+    for v in range(versions[ApiKey.JOIN_GROUP][1] + 1):
+        group = f"wire-{v}"
+
+        def ver(api: ApiKey, v: int = v) -> int:
+            return min(v, versions[api][1])
+
+        join = {"group_id": group, "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": 10000,
+                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b"meta"}]}
+        r = group_call(c, group, ApiKey.JOIN_GROUP, v, join)
+        if v >= 4:
+            assert r["error_code"] == E.MEMBER_ID_REQUIRED and r["member_id"].startswith("kafkarepl-cli-"), r
+            r = group_call(c, group, ApiKey.JOIN_GROUP, v, dict(join, member_id=r["member_id"]))
+        assert r["error_code"] == 0, r
+        member, gen = r["member_id"], r["generation_id"]
+        assert (r["leader"], r["protocol_name"], gen) == (member, "range", 1)
+        assert [(m["member_id"], bytes(m["metadata"])) for m in r["members"]] == [(member, b"meta")]
+        sync = {"group_id": group, "generation_id": gen, "member_id": member, "protocol_type": "consumer",
+                "protocol_name": "range", "assignments": [{"member_id": member, "assignment": b"mine"}]}
+        r = group_call(c, group, ApiKey.SYNC_GROUP, ver(ApiKey.SYNC_GROUP), sync)
+        assert (r["error_code"], bytes(r["assignment"])) == (0, b"mine")
+        hb = {"group_id": group, "generation_id": gen, "member_id": member}
+        assert group_call(c, group, ApiKey.HEARTBEAT, ver(ApiKey.HEARTBEAT), hb)["error_code"] == 0
+        assert group_call(c, group, ApiKey.HEARTBEAT, ver(ApiKey.HEARTBEAT),
+                          dict(hb, generation_id=gen + 1))["error_code"] == E.ILLEGAL_GENERATION
+        commit = {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": member,
+                  "topics": [{"name": "wire", "partitions": [
+                      {"partition_index": 0, "committed_offset": 10 + v, "committed_leader_epoch": 0,
+                       "committed_metadata": f"m{v}"},
+                      {"partition_index": 7, "committed_offset": 1, "committed_metadata": None}]}]}
+        if ver(ApiKey.OFFSET_COMMIT) == 0:  # v0 commits carry no member: only Empty groups take them
+            commit = dict(commit, generation_id_or_member_epoch=-1, member_id="")
+        else:
+            r = group_call(c, group, ApiKey.OFFSET_COMMIT, ver(ApiKey.OFFSET_COMMIT), commit)
+            codes = {p["partition_index"]: p["error_code"] for p in r["topics"][0]["partitions"]}
+            assert codes == {0: 0, 7: E.UNKNOWN_TOPIC_OR_PARTITION}, r
+        d = group_call(c, group, ApiKey.DESCRIBE_GROUPS, ver(ApiKey.DESCRIBE_GROUPS), {"groups": [group]})
+        [g] = d["groups"]
+        assert (g["error_code"], g["group_state"], g["protocol_data"]) == (0, "Stable", "range")
+        assert [(m["member_id"], m["client_host"], bytes(m["member_assignment"])) for m in g["members"]] == [
+            (member, "/127.0.0.1", b"mine")]
+        leave = {"group_id": group, "member_id": member, "members": [{"member_id": member}]}
+        r = group_call(c, group, ApiKey.LEAVE_GROUP, ver(ApiKey.LEAVE_GROUP), leave)
+        assert r["error_code"] == 0 and all(m["error_code"] == 0 for m in r.get("members") or []), r
+        if ver(ApiKey.OFFSET_COMMIT) == 0:
+            r = group_call(c, group, ApiKey.OFFSET_COMMIT, 0, commit)
+            codes = {p["partition_index"]: p["error_code"] for p in r["topics"][0]["partitions"]}
+            assert codes == {0: 0, 7: E.UNKNOWN_TOPIC_OR_PARTITION}, r
+        fv = ver(ApiKey.OFFSET_FETCH)
+        r = group_call(c, group, ApiKey.OFFSET_FETCH, fv, {"group_id": group, "topics": [
+            {"name": "wire", "partition_indexes": [0, 1]}]})
+        got = {p["partition_index"]: (p["committed_offset"], p["metadata"]) for p in r["topics"][0]["partitions"]}
+        assert got == {0: (10 + v, f"m{v}"), 1: (-1, "")}, (fv, r)
+    lg = wire.call("127.0.0.1", port, ApiKey.LIST_GROUPS, versions[ApiKey.LIST_GROUPS][1], {"states_filter": []})
+    listed = {g["group_id"]: g["group_state"] for g in lg["groups"]}
+    assert lg["error_code"] == 0 and {f"wire-{v}" for v in range(8)} <= set(listed)
+    assert set(listed.values()) == {"Empty"}
+
+
+def test_coordinator_is_the_leader_of_the_groups_partition(cluster_factory) -> None:
+    c = cluster_factory(3, group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=6)
+    for group in ("alpha", "beta", "gamma", "delta", "a-much-longer-consumer-group-name-ü"):
+        node = find_coordinator(c, group)
+        md = c.metadata([OFFSETS_TOPIC])["topics"][0]
+        assert len(md["partitions"]) == 6
+        assert all(len(p["replica_nodes"]) == 3 for p in md["partitions"])  # capped at live brokers
+        leader = next(p["leader_id"] for p in md["partitions"] if p["partition_index"] == partition_for(group, 6))
+        assert node == leader, group
+
+
+# ------------------------------------------------------------- confluent-kafka ----
+def test_two_consumers_split_partitions_then_one_takes_all(cluster_factory) -> None:
+    c = cluster_factory(1, **FAST)
+    topic, group = "split", "split-group"
+    c.create_topic(topic, 6, 1)
+    c1, c2 = confluent_consumer(c, group), confluent_consumer(c, group)
+    try:
+        c1.subscribe([topic])
+        c2.subscribe([topic])
+        seen: dict[int, list[tuple[int, int, bytes]]] = {1: [], 2: []}
+
+        def poll_both(rounds: int = 1) -> None:
+            for _ in range(rounds):
+                for i, cons in ((1, c1), (2, c2)):
+                    m = cons.poll(0.05)
+                    if m is not None and not m.error():
+                        seen[i].append((m.partition(), m.offset(), m.value()))
+
+        def split() -> bool:
+            poll_both()
+            a, b = assigned(c1), assigned(c2)
+            return bool(a) and bool(b) and not (a & b) and (a | b) == set(range(6))
+
+        wait_until(split, 25, "the two consumers to split the 6 partitions")
+        sent = produce(c.bootstrap, topic, 6, 20)
+        wait_until(lambda: (poll_both(5), len(seen[1]) + len(seen[2]) >= len(sent))[1], 20, "all records")
+        poll_both(10)
+        all_seen = seen[1] + seen[2]
+        assert sorted(v for _, _, v in all_seen) == sorted(sent)  # each exactly once
+        for i, cons in ((1, c1), (2, c2)):  # each consumer read only its own partitions
+            assert {p for p, _, _ in seen[i]} == assigned(cons)
+        c2.close()
+        wait_until(lambda: (poll_both_one(c1, seen[1]), assigned(c1) == set(range(6)))[1], 20,
+                   "the remaining consumer to get every partition")
+        more = produce(c.bootstrap, topic, 6, 5, tag="more-")
+        wait_until(lambda: (poll_both_one(c1, seen[1]), more <= {v for _, _, v in seen[1]})[1], 20,
+                   "the new records on the remaining consumer")
+    finally:
+        c1.close()
+
+
+def poll_both_one(cons: Consumer, into: list) -> None:
+    m = cons.poll(0.1)
+    if m is not None and not m.error():
+        into.append((m.partition(), m.offset(), m.value()))
+
+
+def test_committed_offsets_resume_after_restart(cluster_factory) -> None:
+    c = cluster_factory(1, **FAST)
+    topic, group = "resume", "resume-group"
+    c.create_topic(topic, 3, 1)
+    first = produce(c.bootstrap, topic, 3, 10, tag="a-")
+    cons = confluent_consumer(c, group)
+    got: list = []
+    try:
+        cons.subscribe([topic])
+        wait_until(lambda: (poll_both_one(cons, got), len(got) >= len(first))[1], 25, "the first records")
+        cons.commit(asynchronous=False)
+        committed = cons.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+        assert sorted((tp.partition, tp.offset) for tp in committed) == [(0, 10), (1, 10), (2, 10)]
+    finally:
+        cons.close()
+    assert {v for _, _, v in got} == first
+    second = produce(c.bootstrap, topic, 3, 4, tag="b-")
+    cons = confluent_consumer(c, group)
+    got2: list = []
+    try:
+        cons.subscribe([topic])
+        wait_until(lambda: (poll_both_one(cons, got2), len(got2) >= len(second))[1], 25, "the new records")
+        for _ in range(10):
+            poll_both_one(cons, got2)
+    finally:
+        cons.close()
+    assert {v for _, _, v in got2} == second  # nothing committed was read again
+    assert min(off for _, off, _ in got2) == 10
+
+
+# ------------------------------------------------------ kafka-python / aiokafka ----
+def test_kafka_python_group_round_trip(cluster_factory) -> None:
+    c = cluster_factory(1, **FAST)
+    topic, group = "kp", "kp-group"
+    c.create_topic(topic, 2, 1)
+    sent = produce(c.bootstrap, topic, 2, 15)
+    kc = KafkaConsumer(topic, bootstrap_servers=c.bootstrap, group_id=group, auto_offset_reset="earliest",
+                       enable_auto_commit=False, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
+                       consumer_timeout_ms=500)
+    got: set[bytes] = set()
+    try:
+        wait_until(lambda: (got.update(m.value for m in kc), len(got) >= len(sent))[1], 25, "kafka-python records")
+        kc.commit()
+        assert {kc.committed(KpTopicPartition(topic, p)) for p in range(2)} == {15}
+        assert kc.assignment() == {KpTopicPartition(topic, 0), KpTopicPartition(topic, 1)}
+    finally:
+        kc.close()
+    assert got == sent
+    r = group_call(c, group, ApiKey.OFFSET_FETCH, 7, {"group_id": group, "topics": None})
+    assert sorted((p["partition_index"], p["committed_offset"]) for p in r["topics"][0]["partitions"]) == [
+        (0, 15), (1, 15)]
+
+
+def test_aiokafka_group_round_trip(cluster_factory) -> None:
+    c = cluster_factory(1, **FAST)
+    topic, group = "aio", "aio-group"
+    c.create_topic(topic, 2, 1)
+    sent = produce(c.bootstrap, topic, 2, 12)
+
+    async def run() -> tuple[set[bytes], dict[int, int]]:
+        cons = AIOKafkaConsumer(topic, bootstrap_servers=c.bootstrap, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500)
+        await cons.start()
+        got: set[bytes] = set()
+        try:
+            deadline = time.monotonic() + 25
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                batch = await cons.getmany(timeout_ms=500)
+                for msgs in batch.values():
+                    got.update(m.value for m in msgs)
+            await cons.commit()
+            committed = {p.partition: await cons.committed(p) for p in cons.assignment()}
+        finally:
+            await cons.stop()
+        return got, committed
+
+    got, committed = asyncio.run(run())
+    assert got == sent
+    assert committed == {0: 12, 1: 12}
+
+
+# ------------------------------------------------------------------------ kcat ----
+def test_kcat_balanced_consumer(cluster_factory) -> None:
+    c = cluster_factory(1, **FAST)
+    topic = "kcat-g"
+    c.create_topic(topic, 3, 1)
+    sent = produce(c.bootstrap, topic, 3, 7)
+    r = subprocess.run([KCAT, "-b", c.bootstrap, "-G", f"kcat-{uuid.uuid4().hex[:6]}", topic, "-c", str(len(sent)),
+                        "-X", "auto.offset.reset=earliest", "-f", "%p %o %s\n", "-q"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    lines = r.stdout.decode().split("\n")
+    got = {ln.split(" ", 2)[2].encode() for ln in lines if ln.strip()}
+    assert got == sent
+
+
+# ------------------------------------------------------------------- failover ----
+def test_committed_offsets_survive_coordinator_kill(cluster_factory) -> None:
+    c = cluster_factory(3, group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=3)
+    topic, group = "durable", "durable-group"
+    c.create_topic(topic, 3, 3)
+    cons = confluent_consumer(c, group)
+    try:
+        cons.subscribe([topic])
+        wait_until(lambda: (cons.poll(0.1), len(assigned(cons)) == 3)[1], 25, "an assignment")
+        offsets = [TopicPartition(topic, p, 100 + p) for p in range(3)]
+        assert all(tp.error is None for tp in cons.commit(offsets=offsets, asynchronous=False))
+    finally:
+        cons.close()
+    coordinator = find_coordinator(c, group)
+    c.kill(coordinator)
+    r = group_call(c, group, ApiKey.OFFSET_FETCH, 7, {"group_id": group, "topics": [
+        {"name": topic, "partition_indexes": [0, 1, 2]}]}, timeout=25)
+    assert find_coordinator(c, group) != coordinator
+    assert sorted((p["partition_index"], p["committed_offset"], p["error_code"])
+                  for p in r["topics"][0]["partitions"]) == [(0, 100, 0), (1, 101, 0), (2, 102, 0)]
+    # The new coordinator takes new members and commits, too.
+    cons = confluent_consumer(c, group, **{"bootstrap.servers": c.alive_bootstrap()})
+    try:
+        cons.subscribe([topic])
+        wait_until(lambda: (cons.poll(0.1), len(assigned(cons)) == 3)[1], 25, "an assignment after failover")
+        positions = cons.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+        assert sorted((tp.partition, tp.offset) for tp in positions) == [(0, 100), (1, 101), (2, 102)]
+    finally:
+        cons.close()
