@@ -194,6 +194,32 @@ def test_coordinator_is_the_leader_of_the_groups_partition(cluster_factory) -> N
         assert node == leader, group
 
 
+def test_silent_member_expires_after_its_session_timeout(cluster_factory) -> None:
+    """The broker's timer, not a request, removes a member that stops heartbeating."""
+    c = cluster_factory(1, **FAST)
+    group = "silent"
+
+    def join(member_id: str = "") -> dict:
+        return group_call(c, group, ApiKey.JOIN_GROUP, 5, {
+            "group_id": group, "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": 8000,
+            "member_id": member_id, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+
+    def describe() -> dict:
+        return group_call(c, group, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"][0]
+
+    r = join(join()["member_id"])
+    member, gen = r["member_id"], r["generation_id"]
+    r = group_call(c, group, ApiKey.SYNC_GROUP, 3, {"group_id": group, "generation_id": gen, "member_id": member,
+                                                    "assignments": [{"member_id": member, "assignment": b"a"}]})
+    assert r["error_code"] == 0
+    assert [m["member_id"] for m in describe()["members"]] == [member]
+    wait_until(lambda: describe()["members"] == [], SESSION_MS / 1000 + 10, "the silent member to expire", 0.5)
+    # No member and no committed offset left: the group is forgotten (Kafka's Dead).
+    assert describe()["group_state"] == "Dead"
+    hb = group_call(c, group, ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": gen, "member_id": member})
+    assert hb["error_code"] == E.UNKNOWN_MEMBER_ID
+
+
 # ------------------------------------------------------------- confluent-kafka ----
 def test_two_consumers_split_partitions_then_one_takes_all(cluster_factory) -> None:
     c = cluster_factory(1, **FAST)
@@ -207,10 +233,8 @@ def test_two_consumers_split_partitions_then_one_takes_all(cluster_factory) -> N
 
         def poll_both(rounds: int = 1) -> None:
             for _ in range(rounds):
-                for i, cons in ((1, c1), (2, c2)):
-                    m = cons.poll(0.05)
-                    if m is not None and not m.error():
-                        seen[i].append((m.partition(), m.offset(), m.value()))
+                drain(c1, seen[1])
+                drain(c2, seen[2])
 
         def split() -> bool:
             poll_both()
@@ -219,26 +243,27 @@ def test_two_consumers_split_partitions_then_one_takes_all(cluster_factory) -> N
 
         wait_until(split, 25, "the two consumers to split the 6 partitions")
         sent = produce(c.bootstrap, topic, 6, 20)
-        wait_until(lambda: (poll_both(5), len(seen[1]) + len(seen[2]) >= len(sent))[1], 20, "all records")
-        poll_both(10)
+        wait_until(lambda: (poll_both(), len(seen[1]) + len(seen[2]) >= len(sent))[1], 20, "all records")
+        poll_both(3)
         all_seen = seen[1] + seen[2]
         assert sorted(v for _, _, v in all_seen) == sorted(sent)  # each exactly once
         for i, cons in ((1, c1), (2, c2)):  # each consumer read only its own partitions
             assert {p for p, _, _ in seen[i]} == assigned(cons)
         c2.close()
-        wait_until(lambda: (poll_both_one(c1, seen[1]), assigned(c1) == set(range(6)))[1], 20,
+        wait_until(lambda: (drain(c1, seen[1]), assigned(c1) == set(range(6)))[1], 20,
                    "the remaining consumer to get every partition")
         more = produce(c.bootstrap, topic, 6, 5, tag="more-")
-        wait_until(lambda: (poll_both_one(c1, seen[1]), more <= {v for _, _, v in seen[1]})[1], 20,
+        wait_until(lambda: (drain(c1, seen[1]), more <= {v for _, _, v in seen[1]})[1], 20,
                    "the new records on the remaining consumer")
     finally:
         c1.close()
 
 
-def poll_both_one(cons: Consumer, into: list) -> None:
-    m = cons.poll(0.1)
-    if m is not None and not m.error():
-        into.append((m.partition(), m.offset(), m.value()))
+def drain(cons: Consumer, into: list) -> None:
+    """Poll until a poll comes back empty; (partition, offset, value) go to `into`."""
+    while (m := cons.poll(0.1)) is not None:
+        if not m.error():
+            into.append((m.partition(), m.offset(), m.value()))
 
 
 def test_committed_offsets_resume_after_restart(cluster_factory) -> None:
@@ -250,7 +275,7 @@ def test_committed_offsets_resume_after_restart(cluster_factory) -> None:
     got: list = []
     try:
         cons.subscribe([topic])
-        wait_until(lambda: (poll_both_one(cons, got), len(got) >= len(first))[1], 25, "the first records")
+        wait_until(lambda: (drain(cons, got), len(got) >= len(first))[1], 25, "the first records")
         cons.commit(asynchronous=False)
         committed = cons.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
         assert sorted((tp.partition, tp.offset) for tp in committed) == [(0, 10), (1, 10), (2, 10)]
@@ -262,9 +287,8 @@ def test_committed_offsets_resume_after_restart(cluster_factory) -> None:
     got2: list = []
     try:
         cons.subscribe([topic])
-        wait_until(lambda: (poll_both_one(cons, got2), len(got2) >= len(second))[1], 25, "the new records")
-        for _ in range(10):
-            poll_both_one(cons, got2)
+        wait_until(lambda: (drain(cons, got2), len(got2) >= len(second))[1], 25, "the new records")
+        drain(cons, got2)
     finally:
         cons.close()
     assert {v for _, _, v in got2} == second  # nothing committed was read again
