@@ -89,7 +89,8 @@ def produce_all(kafka: Mapping[str, str], topic_option: str | None, items: Itera
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
-            failures.append(f"{msg.topic()}-{msg.partition()}: {err.str()}")
+            where = msg.topic() if msg.partition() in (None, -1) else f"{msg.topic()}-{msg.partition()}"
+            failures.append(f"{where}: {err.str()}")
         else:
             acked[msg.topic()] = acked.get(msg.topic(), 0) + 1
 
