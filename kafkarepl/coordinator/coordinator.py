@@ -55,6 +55,9 @@ class GroupCoordinator:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE if loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
+    def owned_partitions(self) -> list[int]:
+        return sorted(self._owned)
+
     def owns(self, partition: int) -> bool:
         return partition in self._owned
 

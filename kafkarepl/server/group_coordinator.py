@@ -126,13 +126,17 @@ class GroupCoordinatorService:
             self.core.num_partitions = len(info.partitions)
 
     def shutdown(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        """Broker stopping: parked JoinGroup/SyncGroup learn NOT_COORDINATOR now, so
+        their clients look for the next coordinator instead of timing out."""
         for task in self._loads.values():
             task.cancel()
-        for idx in list(self._loads):
-            self.core.unload(idx)
         self._loads.clear()
+        for idx in self.core.owned_partitions():
+            self.core.unload(idx)
+        self._after()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     # ----------------------------------------------------------- leadership -----
     def on_offsets_partition_changed(self, p: Partition) -> None:
