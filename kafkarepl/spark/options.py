@@ -191,14 +191,15 @@ def parse_subscription(opts: Mapping[str, str]) -> Subscription:
     return Subscription("assign", assignment=tuple(dict.fromkeys(tps)))
 
 
-def parse_offsets(display: str, raw: str | None, default: OffsetSpec, allowed: tuple[str, ...]) -> OffsetSpec:
+def parse_offsets(display: str, raw: str | None, default: OffsetSpec, allowed: tuple[str, ...],
+                  where: str = "here") -> OffsetSpec:
     """"earliest" / "latest" / JSON {"t": {"0": 23, "1": -1}} (-2 earliest, -1 latest)."""
     if raw is None:
         return default
     word = raw.strip().lower()
     if word in ("earliest", "latest"):
         if word not in allowed:
-            raise OptionError(display, f"{word!r} is not allowed here (allowed: {', '.join(allowed)} or JSON)")
+            raise OptionError(display, f"{word!r} is not allowed {where} (allowed: {', '.join(allowed)} or JSON)")
         return word  # type: ignore[return-value]
     if not raw.strip().startswith("{"):
         raise OptionError(display, f"expected 'earliest', 'latest' or JSON like {{\"t\":{{\"0\":23}}}}, got {raw!r}")
@@ -210,9 +211,9 @@ def parse_offsets(display: str, raw: str | None, default: OffsetSpec, allowed: t
             if not isinstance(off, int) or isinstance(off, bool) or off < EARLIEST:
                 raise OptionError(display, f"{topic}-{p}: bad offset {off!r} (>= 0, -2 earliest, -1 latest)")
             if off == EARLIEST and "earliest" not in allowed:
-                raise OptionError(display, f"{topic}-{p}: -2 (earliest) is not allowed here")
+                raise OptionError(display, f"{topic}-{p}: -2 (earliest) is not allowed {where}")
             if off == LATEST and "latest" not in allowed:
-                raise OptionError(display, f"{topic}-{p}: -1 (latest) is not allowed here")
+                raise OptionError(display, f"{topic}-{p}: -1 (latest) is not allowed {where}")
             out[(topic, _partition(display, topic, p))] = off
     return out
 
@@ -234,8 +235,9 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
         starting = parse_offsets("startingOffsets", opts.get("startingoffsets"), "latest", ("earliest", "latest"))
     else:
         # As in Spark: a batch must start at a fixed point, so "latest" is refused there.
-        starting = parse_offsets("startingOffsets", opts.get("startingoffsets"), "earliest", ("earliest",))
-    ending = parse_offsets("endingOffsets", opts.get("endingoffsets"), "latest", ("latest",))
+        starting = parse_offsets("startingOffsets", opts.get("startingoffsets"), "earliest", ("earliest",),
+                                 "in a batch query")
+    ending = parse_offsets("endingOffsets", opts.get("endingoffsets"), "latest", ("latest",), "as an end")
     return SourceOptions(
         kafka=kafka,
         subscription=parse_subscription(opts),

@@ -171,6 +171,16 @@ def test_confluent_produced_records_read_back_exactly(spark, cluster):
     assert len(reader(spark, cluster, subscribe=topic).columns) == 7
 
 
+def test_log_append_time_topic_reports_timestamp_type_1(spark, cluster):
+    topic = topic_name("lat")
+    cluster.create_topic(topic, partitions=1, rf=2, configs={"message.timestamp.type": "LogAppendTime"})
+    produce(cluster, topic, sample(20, 1))  # their CreateTimes are replaced by the broker
+    got = spark_records(reader(spark, cluster, subscribe=topic, includeHeaders="true"))
+    assert got == confluent_records(cluster, topic, 1)
+    assert {r[5] for r in got} == {1}
+    assert all(r[6] != BASE_TS + i * 10 - (i % 3) * 7 for i, r in enumerate(got))
+
+
 def test_spark_write_then_batch_read_every_field(spark, cluster):
     from pyspark.sql import functions as F
 
