@@ -72,7 +72,7 @@ def cluster(zookeeper, tmp_path_factory):
         zk.stop()
         zk.close()
     c = TestCluster(f"{zookeeper.connect_string}{chroot}", tmp_path_factory.mktemp("spark"), 3,
-                    {"auto.create.topics.enable": "false"})
+                    {"auto.create.topics.enable": "false", "log.retention.check.interval.ms": "200"})
     try:
         yield c.start()
     finally:
@@ -317,6 +317,53 @@ def test_streaming_write_copies_a_stream(spark, cluster, tmp_path):
     copied = [(p, o, k, v, h) for p, o, k, v, h, _, _ in confluent_records(cluster, dst, 2)]
     # Same partition, same records; order within a partition is kept by one task each.
     assert sorted(copied) == sorted(strip)
+
+
+def log_start(cluster, topic: str) -> int:
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    return admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})[TopicPartition(topic, 0)].result().offset
+
+
+def test_deleted_offsets_fail_the_read_unless_data_loss_is_accepted(spark, cluster):
+    topic = topic_name("ret")
+    cluster.create_topic(topic, partitions=1, rf=2, configs={"segment.bytes": 2000, "retention.bytes": 2000})
+    for _ in range(5):  # five produce rounds: five batches, each rolling a segment
+        produce(cluster, topic, sample(40, 1))
+    deadline = time.monotonic() + 20
+    while log_start(cluster, topic) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    start = log_start(cluster, topic)
+    assert 0 < start < 200
+    from_zero = f'{{"{topic}": {{"0": 0}}}}'
+    with pytest.raises(Exception, match="failOnDataLoss") as ei:
+        reader(spark, cluster, subscribe=topic, startingOffsets=from_zero).count()
+    assert f"{topic}-0: offset 0 is no longer available" in str(ei.value)
+    # Retention may still be deleting: the read starts at the log start of its planning.
+    lossy = reader(spark, cluster, subscribe=topic, startingOffsets=from_zero, failOnDataLoss="false")
+    offsets = sorted(r["offset"] for r in lossy.select("offset").collect())
+    assert offsets == list(range(offsets[0], 200)) and start <= offsets[0] <= log_start(cluster, topic)
+    earliest = [r["offset"] for r in reader(spark, cluster, subscribe=topic).select("offset").collect()]
+    assert sorted(earliest) == list(range(200 - len(earliest), 200)) and len(earliest) <= 200 - start
+
+
+def test_stream_picks_up_a_topic_created_after_it_started(spark, cluster, tmp_path):
+    topic = topic_name("late")
+    table = "late_" + uuid.uuid4().hex[:6]
+    q = (stream(spark, cluster, topic).writeStream.format("memory").queryName(table)
+         .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    try:
+        q.processAllAvailable()
+        assert spark.table(table).count() == 0
+        cluster.create_topic(topic, partitions=2, rf=2)
+        produce(cluster, topic, sample(40, 2))
+        deadline = time.monotonic() + 30
+        while spark.table(table).count() < 40 and time.monotonic() < deadline:
+            q.processAllAvailable()
+        assert spark_records(spark.table(table)) == confluent_records(cluster, topic, 2)
+    finally:
+        q.stop()
 
 
 def test_failed_delivery_fails_the_job(spark, cluster):
