@@ -210,7 +210,9 @@ class ReplicaManager:
             "log_start_offset": -1,
             "aborted_transactions": None,
             "preferred_read_replica": -1,
-            "records": None,
+            # empty, never null, also with an error: librdkafka rejects a null record set in
+            # the flexible versions (MessageSetSize -1) and refetches in a tight loop
+            "records": b"",
         }
         p = self.partitions.get((topic, index))
         if p is None:

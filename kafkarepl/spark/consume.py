@@ -30,9 +30,11 @@ def consumer_config(kafka: Mapping[str, str], group_id: str | None) -> dict[str,
         "auto.offset.reset": "error",
         # Spark's Kafka source reads up to the high watermark (the Java consumer's default).
         "isolation.level": "read_uncommitted",
-        # A task reads one partition start to end: fetch several batches per round trip
-        # (librdkafka's 1 MiB default made reads ~6x slower against kafkarepl).
-        "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        # A task reads one bounded range as fast as it can: librdkafka's defaults stop
+        # fetching for fetch.queue.backoff.ms (1 s) whenever its queue holds
+        # queued.min.messages (100k), which made a 500k-record read 7x slower (2.5 s vs 0.33 s).
+        "fetch.queue.backoff.ms": 0,
+        "queued.min.messages": 1000000,
     }
     conf.update(kafka)
     return conf

@@ -234,3 +234,29 @@ def test_fetch_long_poll_wakes_on_produce(broker: TestCluster) -> None:
         assert waited < 10, f"record arrived {waited:.1f}s after produce: the long poll did not wake"
     finally:
         c.close()
+
+
+def test_fetch_error_partition_reaches_librdkafka(broker: TestCluster) -> None:
+    """A Fetch answered with an error carries an empty record set, not a null one: librdkafka
+    rejects null in the flexible versions (v12 here) as a parse failure and refetches in a
+    loop, so the consumer would never see OFFSET_OUT_OF_RANGE."""
+    from confluent_kafka import KafkaError
+
+    topic = "fetch-error"
+    broker.create_topic(topic, 1, 1)
+    produce(broker.bootstrap, topic, records(1), acks=1)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "fe", "enable.auto.commit": False,
+                  "auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(topic, 0, 1000)])  # past the log end
+        err = None
+        deadline = time.monotonic() + 20
+        while err is None and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is not None:
+                err = m.error()
+        assert err is not None, "no error reached the consumer"
+        assert err.code() == KafkaError._AUTO_OFFSET_RESET, err
+        assert "out of range" in err.str().lower(), err
+    finally:
+        c.close()
