@@ -2,7 +2,7 @@
 # Quickstart: set up, start a local 3-broker replicated cluster, and show it working.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
+EXTRAS=test,fast bash tools/setup.sh
 KR=.venv/bin/kafkarepl
 PY=.venv/bin/python
 DATA=${KAFKAREPL_DATA_DIR:-$PWD/.kafkarepl/quickstart}

@@ -25,6 +25,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-echo "setup: installing kafkarepl (builds the C core) with test extras"
-.venv/bin/python -m pip install -q -e '.[test,fast]'
+# EXTRAS: the quickstart leaves out spark (pyspark is a ~300 MB download it does not use)
+EXTRAS=${EXTRAS:-test,fast,spark}
+echo "setup: installing kafkarepl (builds the C core) with extras: $EXTRAS"
+.venv/bin/python -m pip install -q -e ".[$EXTRAS]"
 .venv/bin/python -c "import kafkarepl._core as c; print('setup: C core ok, crc32c backend:', c.crc32c_backend())"
