@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from kafkarepl.zk.local import LocalZooKeeper
 from tests.integration.test_controller import Harness, run, settle, wait_for
@@ -46,7 +47,17 @@ def test_cluster_carries_on_after_zookeeper_restarts(own_zookeeper):
             await loop.run_in_executor(None, zk_server.kill)
             await asyncio.sleep(2.0)
             await loop.run_in_executor(None, zk_server.start)
-            await h.admin.create_topic("c", {0: [1, 2]})
+            # The test's own admin session may have expired too: kazoo opens a new one by
+            # itself, and calls made before it is up fail, as they would for any ZK client.
+            deadline = loop.time() + 20
+            while True:
+                try:
+                    await h.admin.create_topic("c", {0: [1, 2]})
+                    break
+                except (SessionExpiredError, ConnectionLoss):
+                    if loop.time() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
 
             async def serving():
                 for x, _, _ in h.controllers.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 import uuid
 
@@ -48,6 +49,10 @@ def spark():
 
     from kafkarepl.spark import KafkareplDataSource
 
+    # Spark's Python workers (the data source planner included) run `python3` from PATH
+    # unless PYSPARK_PYTHON says otherwise; under CI the venv is not activated, so point
+    # them at this interpreter, which has kafkarepl and pyarrow.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (SparkSession.builder.master("local[2]").appName("kafkarepl-test")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
