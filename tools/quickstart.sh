@@ -60,6 +60,36 @@ echo "== restarting broker $LEADER: it truncates by leader epoch, catches up and
 $KR cluster start-broker "$LEADER" --data-dir "$DATA"
 sleep 3
 $KR topics --bootstrap-server $BS --describe --topic orders
+echo "== preferred leader election: leadership of orders-0 goes back to broker $LEADER"
+$KR leader-election --bootstrap-server $BS --election-type PREFERRED --topic orders --partition 0
+sleep 1
+$KR topics --bootstrap-server $BS --describe --topic orders
+echo "== a consumer group: subscribe() reads every record, commits, and a restart resumes"
+$PY - "$BS" <<'PYEOF'
+import sys
+import time
+from confluent_kafka import Consumer
+def consume():
+    """Join the group, read until 1 s passes with nothing new after the assignment."""
+    assigned = []
+    c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "quickstart-group",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe(["orders"], on_assign=lambda consumer, parts: assigned.extend(parts))
+    n, last, deadline = 0, None, time.monotonic() + 30
+    while time.monotonic() < deadline and (last is None or time.monotonic() - last < 1):
+        batch = c.consume(10000, 0.1)
+        n += len(batch)
+        if assigned and (batch or last is None):
+            last = time.monotonic()
+    if n:
+        c.commit(asynchronous=False)
+    c.close()
+    return n, len(assigned)
+n, parts = consume()
+print(f"first member of the group: {parts} partitions assigned, read {n} records, committed")
+n, parts = consume()
+print(f"after a restart: {parts} partitions assigned, read {n} records (resumed after the commit)")
+PYEOF
 echo
 echo "The cluster is still running: '$KR cluster status --data-dir $DATA';"
 echo "stop it with '$KR cluster down --data-dir $DATA'."
