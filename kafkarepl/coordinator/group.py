@@ -188,6 +188,18 @@ class Group:
         """A static member's id superseded by a newer join of the same instance."""
         return instance_id is not None and self.static_members.get(instance_id, member_id) != member_id
 
+    def _check_generation(self, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        """The checks SyncGroup, Heartbeat and OffsetCommit share, in Kafka's order."""
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if self._fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
     def _current_join_response(self, m: Member) -> JoinResponse:
         members = self._member_list() if m.member_id == self.leader_id else []
         return JoinResponse(ErrorCode.NONE, m.member_id, self.generation_id, self.protocol_type,
@@ -340,15 +352,10 @@ class Group:
     def sync(self, member_id: str, instance_id: str | None, generation_id: int,
              protocol_type: str | None, protocol_name: str | None,
              assignments: dict[str, bytes], now_ms: int) -> SyncResponse | Parked:
-        if self.state is GroupState.DEAD:
-            return SyncResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        m = self.members.get(member_id)
-        if m is None:
-            return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID)
-        if self._fenced(member_id, instance_id):
-            return SyncResponse(ErrorCode.FENCED_INSTANCE_ID)
-        if generation_id != self.generation_id:
-            return SyncResponse(ErrorCode.ILLEGAL_GENERATION)
+        err = self._check_generation(member_id, instance_id, generation_id)
+        if err:
+            return SyncResponse(err)
+        m = self.members[member_id]
         if (protocol_type is not None and protocol_type != self.protocol_type) or (
             protocol_name is not None and protocol_name != self.protocol_name
         ):
@@ -378,15 +385,10 @@ class Group:
 
     # ---------------------------------------------------------------- Heartbeat -----
     def heartbeat(self, member_id: str, instance_id: str | None, generation_id: int, now_ms: int) -> ErrorCode:
-        if self.state is GroupState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        m = self.members.get(member_id)
-        if m is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if self._fenced(member_id, instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        if generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        err = self._check_generation(member_id, instance_id, generation_id)
+        if err:
+            return err
+        m = self.members[member_id]
         m.keep_alive(now_ms)
         if self.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
@@ -447,13 +449,10 @@ class Group:
             # A "simple" consumer (assign() with a group.id) stores offsets only in a
             # group nobody is a member of.
             return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
-        m = self.members.get(member_id)
-        if m is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if self._fenced(member_id, instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        if generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        err = self._check_generation(member_id, instance_id, generation_id)
+        if err:
+            return err
+        m = self.members[member_id]
         if self.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         m.keep_alive(now_ms)  # a commit proves the member alive, as a heartbeat does

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 
 from kafkarepl import _core
 from kafkarepl.errors import CorruptRecordError
-from kafkarepl.storage.timestamps import records_section
+from kafkarepl.storage.timestamps import read_varint, records_section
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -53,21 +53,8 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp_
     return batch
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise CorruptRecordError("record varint runs past the batch")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def _take(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    n, pos = _varint(buf, pos)
+    n, pos = read_varint(buf, pos)
     if n < 0:
         return None, pos
     if pos + n > len(buf):
@@ -86,11 +73,11 @@ def iter_records(batch: bytes) -> Iterator[tuple[int, bytes | None, bytes | None
     data = records_section(bytes(batch))
     pos = 0
     for _ in range(count):
-        length, pos = _varint(data, pos)
+        length, pos = read_varint(data, pos)
         end = pos + length
         pos += 1  # record attributes
-        _ts_delta, pos = _varint(data, pos)
-        offset_delta, pos = _varint(data, pos)
+        _ts_delta, pos = read_varint(data, pos)
+        offset_delta, pos = read_varint(data, pos)
         key, pos = _take(data, pos)
         value, pos = _take(data, pos)
         pos = end  # headers are not used by the coordinator

@@ -19,7 +19,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")  # record batch v2 header, 61 bytes
 _XERIAL = b"\x82SNAPPY\x00"
 
 
-def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Zigzag varint/varlong at pos -> (value, next pos)."""
     shift = result = 0
     while True:
@@ -87,12 +87,12 @@ def first_record_at_or_after(batch: bytes, target_ms: int) -> tuple[int, int] | 
     recs = records_section(batch)
     pos = 0
     for _ in range(count):
-        length, body = _varint(recs, pos)
+        length, body = read_varint(recs, pos)
         if length < 0 or body + length > len(recs):
             raise CorruptRecordError("record length runs past the batch")
         p = body + 1  # attributes
-        ts_delta, p = _varint(recs, p)
-        off_delta, p = _varint(recs, p)
+        ts_delta, p = read_varint(recs, p)
+        off_delta, p = read_varint(recs, p)
         if base_ts + ts_delta >= target_ms:
             return base_offset + off_delta, base_ts + ts_delta
         pos = body + length

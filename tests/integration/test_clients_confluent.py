@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Producer, TopicPartition
-from kazoo.client import KazooClient
 
 from tests.fixtures.cluster import TestCluster
+from tests.fixtures.zookeeper import new_chroot
 
 pytestmark = pytest.mark.integration
 
@@ -27,15 +27,7 @@ BASE_TS = 1_700_000_000_000
 @pytest.fixture(scope="module")
 def broker(zookeeper, tmp_path_factory):
     """One broker shared by the tests of this module (each test uses its own topics)."""
-    chroot = f"/test-{uuid.uuid4().hex[:12]}"
-    zk = KazooClient(hosts=zookeeper.connect_string)
-    zk.start(timeout=10)
-    try:
-        zk.ensure_path(chroot)
-    finally:
-        zk.stop()
-        zk.close()
-    c = TestCluster(f"{zookeeper.connect_string}{chroot}", tmp_path_factory.mktemp("confluent"), 1, {})
+    c = TestCluster(new_chroot(zookeeper), tmp_path_factory.mktemp("confluent"), 1, {})
     try:
         yield c.start()
     finally:

@@ -18,9 +18,9 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
-from kazoo.client import KazooClient
 
 from tests.fixtures.cluster import TestCluster
+from tests.fixtures.zookeeper import new_chroot
 
 pytestmark = pytest.mark.integration
 
@@ -68,15 +68,7 @@ def spark():
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    chroot = f"/test-{uuid.uuid4().hex[:12]}"
-    zk = KazooClient(hosts=zookeeper.connect_string)
-    zk.start(timeout=10)
-    try:
-        zk.ensure_path(chroot)
-    finally:
-        zk.stop()
-        zk.close()
-    c = TestCluster(f"{zookeeper.connect_string}{chroot}", tmp_path_factory.mktemp("spark"), 3,
+    c = TestCluster(new_chroot(zookeeper), tmp_path_factory.mktemp("spark"), 3,
                     {"auto.create.topics.enable": "false", "log.retention.check.interval.ms": "200"})
     try:
         yield c.start()
