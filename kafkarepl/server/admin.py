@@ -18,6 +18,7 @@ from kazoo.exceptions import KazooException
 
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import ApiKey, Request
+from kafkarepl.server.partition import partition_config
 
 if TYPE_CHECKING:
     from kafkarepl.replication import IsrChange
@@ -349,9 +350,11 @@ class AdminManager:
             raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
         if not validate_only:
             await self.store.set_topic_config(name, new)
+            log_cfg = self.broker.log_config(new)
+            pcfg = partition_config(log_cfg, self.broker.config)
             for p in self.broker.partitions.values():
                 if p.topic == name:
-                    p.reconfigure(self.broker.log_config(new))
+                    p.reconfigure(pcfg, log_cfg)
 
     async def alter_configs(self, req: Request) -> dict[str, Any]:
         out = []

@@ -175,7 +175,7 @@ class Partition:
 
     def reconfigure(self, config: PartitionConfig, log_config: LogConfig | None = None) -> None:
         self.state.config = config
-        if log_config is not None and hasattr(self.log, "reconfigure"):
+        if log_config is not None:
             self.log.reconfigure(log_config)
 
     # -- leader events -------------------------------------------------------------------

@@ -88,6 +88,11 @@ class Log:
         self.last_flush_ms = _now_ms()
         self._closed = False
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """A topic config change (AlterConfigs): segment, retention and flush settings are
+        read from self.config at each use, so swapping it applies them from now on."""
+        self.config = config
+
     # ================================================================ opening / recovery
     @classmethod
     def open(cls, dir: Path | str, config: LogConfig, recovery_point: int = 0,
