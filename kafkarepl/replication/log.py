@@ -8,25 +8,17 @@ and the ability to append what a leader sent and to truncate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
+from kafkarepl.epochs import (
+    UNDEFINED,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEndOffset,
+    end_offset_for,
+)
 
-
-class EpochEndOffset(NamedTuple):
-    """Answer to "where does epoch E end?" (OffsetForLeaderEpoch, Fetch DivergingEpoch).
-    A plain (epoch, end_offset) tuple, so storage.Log can return one as is."""
-
-    epoch: int
-    end_offset: int
-
-    @property
-    def undefined(self) -> bool:
-        return self.epoch == UNDEFINED_EPOCH or self.end_offset == UNDEFINED_EPOCH_OFFSET
-
-
-UNDEFINED = EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+__all__ = ["UNDEFINED", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "EpochEndOffset", "ReplicaLog", "epoch_end_offset"]
 
 
 class ReplicaLog(Protocol):
@@ -82,22 +74,5 @@ class SupportsLogStartIncrement(Protocol):
 def epoch_end_offset(
     entries: Sequence[tuple[int, int]], requested_epoch: int, log_end_offset: int
 ) -> EpochEndOffset:
-    """Kafka's LeaderEpochFileCache.endOffsetFor (KIP-279).
-
-    - requested == latest epoch: (requested, LEO)
-    - otherwise the largest known epoch <= requested, ended by the start offset of the
-      first epoch above it; if requested is older than every entry: (requested, first start)
-    - requested above every known epoch, or no entries: UNDEFINED
-    """
-    if requested_epoch == UNDEFINED_EPOCH or not entries:
-        return UNDEFINED
-    if entries[-1][0] == requested_epoch:
-        return EpochEndOffset(requested_epoch, log_end_offset)
-    floor: tuple[int, int] | None = None
-    for epoch, start in entries:
-        if epoch > requested_epoch:
-            if floor is None:
-                return EpochEndOffset(requested_epoch, start)
-            return EpochEndOffset(floor[0], start)
-        floor = (epoch, start)
-    return UNDEFINED
+    """Kafka's endOffsetFor (KIP-279) over (epoch, start_offset) pairs: see kafkarepl.epochs."""
+    return end_offset_for([e for e, _ in entries], [s for _, s in entries], requested_epoch, log_end_offset)

@@ -30,12 +30,11 @@ import logging
 from pathlib import Path
 
 from kafkarepl import _core
+from kafkarepl.epochs import EpochEndOffset, end_offset_for
 from kafkarepl.errors import CheckpointCorruptError
 
 log = logging.getLogger("kafkarepl.storage")
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 CHECKPOINT_NAME = "leader-epoch-checkpoint"
 
 
@@ -92,18 +91,9 @@ class LeaderEpochCache:
     def epochs(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts, strict=True))
 
-    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> EpochEndOffset:
         """Kafka's endOffsetFor (see the module docstring for each case)."""
-        if requested_epoch == UNDEFINED_EPOCH:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if self._epochs and self._epochs[-1] == requested_epoch:
-            return requested_epoch, log_end_offset
-        higher = bisect.bisect_right(self._epochs, requested_epoch)
-        if higher == len(self._epochs):
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if higher == 0:
-            return requested_epoch, self._starts[0]
-        return self._epochs[higher - 1], self._starts[higher]
+        return end_offset_for(self._epochs, self._starts, requested_epoch, log_end_offset)
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch whose range holds `offset` (None before the first entry)."""
