@@ -9,12 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from kafkarepl.errors import KafkaStorageError
+from kafkarepl.errors import KafkaStorageError, OffsetOutOfRangeError
 
 from .log import EpochEndOffset, epoch_end_offset
 
 Record = tuple[int, int, object]  # (offset, epoch, value)
+
+
+class MemoryAppend(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+
+
+class MemorySlice(list[Record]):
+    """Records read for a fetch; `size` counts records (one "byte" each)."""
+
+    @property
+    def size(self) -> int:
+        return len(self)
 
 
 @dataclass
@@ -46,12 +61,12 @@ class MemoryLog:
 
     # -- appends -------------------------------------------------------------------------
 
-    def append_as_leader(self, values: Sequence[object], epoch: int) -> tuple[int, int]:
-        """Append values at LEO with `epoch`; returns (first_offset, next_offset)."""
+    def append_as_leader(self, values: Sequence[object], epoch: int, now_ms: int = -1) -> MemoryAppend:
+        """Append values at LEO with `epoch` (the leader's append; records are values)."""
         first = self.log_end_offset
         self.assign_epoch(epoch, first)
         self.records.extend((epoch, v) for v in values)
-        return first, self.log_end_offset
+        return MemoryAppend(first, self.log_end_offset - 1, -1)
 
     def append_as_follower(self, records: Sequence[Record]) -> None:
         if not records:
@@ -65,11 +80,22 @@ class MemoryLog:
                 self.assign_epoch(epoch, offset)
             self.records.append((epoch, value))
 
-    def read(self, from_offset: int, max_offset: int | None = None, max_records: int = 1 << 30) -> list[Record]:
+    def records_from(self, from_offset: int, max_offset: int | None = None, max_records: int = 1 << 30) -> list[Record]:
         end = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         end = min(end, from_offset + max_records)
         base = self.log_start_offset
         return [(o, *self.records[o - base]) for o in range(max(from_offset, base), end)]
+
+    def read(
+        self, from_offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> MemorySlice:
+        """A fetch read: each record counts as one byte (and is its own batch)."""
+        if from_offset < self.log_start_offset or from_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {from_offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        n = max(max_bytes, 1 if min_one_batch else 0)
+        return MemorySlice(self.records_from(from_offset, max_offset, n))
 
     def get(self, offset: int) -> tuple[int, object] | None:
         i = offset - self.log_start_offset

@@ -17,24 +17,27 @@ from dataclasses import dataclass, field
 
 from kafkarepl.errors import ErrorCode
 from kafkarepl.replication import (
-    DelayedFetch,
-    DelayedProduce,
     EpochRequest,
+    FetchParams,
+    FetchPartitionData,
     FetchRequest,
     FetchResponse,
-    FetchWait,
     FollowerFetcher,
     IsrChange,
     MemoryLog,
     PartitionConfig,
+    PartitionFetch,
+    PartitionOrder,
+    PartitionResponse,
     PartitionState,
-    ProduceWait,
-    Purgatory,
+    ReplicaManager,
     ReplicationMetrics,
     Role,
+    TopicPartition,
 )
 
 CONTROLLER = -1
+TOPIC = "t"
 
 
 class InvariantViolation(AssertionError):
@@ -139,7 +142,68 @@ class Network:
         return self.drop_if is not None and self.drop_if(msg)
 
 
+class SimClock:
+    """Both clocks are the simulated one."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def monotonic_ms(self) -> int:
+        return self.sim.now
+
+    def wall_ms(self) -> int:
+        return self.sim.now
+
+
+class SimStorage:
+    """ReplicaStorage over the broker's MemoryLogs, which survive its crashes (the disk)."""
+
+    def __init__(self, broker: Broker, config: PartitionConfig) -> None:
+        self.broker = broker
+        self.config = config
+
+    def open_log(self, tp: TopicPartition, overrides: object) -> SimLog:
+        return self.broker.logs.setdefault(tp.partition, SimLog())
+
+    def reconfigure_log(self, log: object, overrides: object) -> None:
+        pass
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        self.broker.logs.pop(tp.partition, None)
+
+    def partition_config(self, overrides: object) -> PartitionConfig:
+        return self.config
+
+    def checkpointed_high_watermark(self, tp: TopicPartition) -> int:
+        return self.broker.hw_checkpoint.get(tp.partition, 0)
+
+
+@dataclass(eq=False)
+class ProduceTicket:
+    """A produce sent to a broker; `results` fills in when the ReplicaManager answers."""
+
+    p: int
+    values: list[object]
+    acks: int
+    broker: Broker
+    completed: bool = False
+    results: dict[int, ErrorCode] = field(default_factory=dict)
+    first: int = -1
+    sending: bool = True  # inside append_records: the caller reports a synchronous answer
+
+    def complete(self, responses: dict[TopicPartition, PartitionResponse]) -> None:
+        res = responses[TopicPartition(TOPIC, self.p)]
+        self.completed = True
+        self.results[self.p] = res.error
+        self.first = res.base_offset
+        if self.acks == -1 and not self.sending:
+            self.broker.sim.on_produce_done(self.broker, self)
+
+
 class Broker:
+    """One simulated broker: the production ReplicaManager over MemoryLogs, with the
+    simulated network standing in for its replica fetchers and controller channel."""
+
     def __init__(self, sim: Simulation, broker_id: int) -> None:
         self.sim = sim
         self.id = broker_id
@@ -155,10 +219,6 @@ class Broker:
 
     def _start(self) -> None:
         self.incarnation += 1
-        self.parts: dict[int, PartitionState] = {}
-        self.sent_at: dict[int, int] = {}
-        self.produces: Purgatory[DelayedProduce] = Purgatory(lambda op: self.sim.on_produce_done(self, op))
-        self.fetches: Purgatory[DelayedFetch] = Purgatory(self._answer_fetch)
         cfg = self.sim.cfg
         pcfg = PartitionConfig(
             min_insync_replicas=cfg.min_insync_replicas,
@@ -166,12 +226,24 @@ class Broker:
             unclean_leader_election_enable=cfg.unclean,
             replica_fetch_backoff_ms=cfg.fetch_backoff_ms,
         )
-        for p in range(cfg.partitions):
-            if self.id in self.sim.assignment[p]:
-                log = self.logs.setdefault(p, SimLog())
-                self.parts[p] = self.sim.partition_cls(
-                    self.id, log, pcfg, high_watermark=self.hw_checkpoint.get(p, 0), metrics=self.metrics
-                )
+        self.sent_at: dict[int, int] = {}
+        self.in_flight: dict[int, tuple[FollowerFetcher, EpochRequest | FetchRequest]] = {}
+        self.rm = ReplicaManager(
+            self.id,
+            SimStorage(self, pcfg),
+            isr_sender=self,
+            fetchers=self,
+            clock=self.sim.clock,
+            metrics=self.metrics,
+            known_partition=lambda tp: True,
+            partition_factory=self.sim.partition_cls,
+            fetcher_factory=self.sim.fetcher_factory,
+        )
+        self.rm.broker_epoch = self.incarnation
+
+    @property
+    def parts(self) -> dict[int, PartitionState]:
+        return {tp.partition: p for tp, p in self.rm.partitions.items()}
 
     @property
     def running(self) -> bool:
@@ -189,151 +261,119 @@ class Broker:
         self.paused_until = 0
         self._start()
 
+    # -- the ReplicaManager's outlets ----------------------------------------------------
+
+    def submit(self, tp: TopicPartition, change: IsrChange) -> None:  # IsrChangeSender
+        self.sim.net.send(self.id, CONTROLLER, "alter_partition", tp.partition, change)
+
+    def add_partition(self, tp: TopicPartition, leader_id: int) -> None:  # FetcherControl
+        self.in_flight.pop(tp.partition, None)
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        self.in_flight.pop(tp.partition, None)
+
     # -- events ------------------------------------------------------------------------
 
     def handle(self, msg: Msg) -> None:
         self.sim.dirty = True
+        if msg.kind == "leader_and_isr":
+            self.on_leader_and_isr(msg.dst_incarnation, *msg.body)
+            return
         getattr(self, "on_" + msg.kind)(msg.src, *msg.body)
 
-    def on_leader_and_isr(self, _src: int, p: int, st: PState, unclean: bool) -> None:
-        part = self.parts[p]
-        now = self.sim.now
-        self.sim.trace("b%d p%d LeaderAndIsr %s (was %s e%d)", self.id, p, st, part.role.value, part.leader_epoch)
-        if st.leader == self.id:
-            if part.become_leader(st.leader_epoch, st.isr, st.replicas, st.partition_epoch, now, unclean=unclean):
-                self.sim.record_leader(p, st.leader_epoch, self.id)
-            self._complete_produces(p)
-        else:  # leader -1: offline, stop fetching
-            fetcher = part.become_follower(st.leader, st.leader_epoch, st.isr, st.replicas, st.partition_epoch, now)
-            if fetcher is not None and self.sim.fetcher_factory is not None:
-                part.fetcher = self.sim.fetcher_factory(part, st.leader, st.leader_epoch)
-            self._complete_produces(p)
-
-    def produce(self, p: int, values: list[object], acks: int) -> DelayedProduce | ErrorCode:
+    def on_leader_and_isr(self, broker_epoch: int, p: int, st: PState, unclean: bool) -> None:
         part = self.parts.get(p)
-        if part is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        self.sim.dirty = True
-        err = part.check_produce(acks)
-        if err is not ErrorCode.NONE:
-            return err
-        first, nxt = part.log.append_as_leader(values, part.leader_epoch)  # type: ignore[attr-defined]
-        hw_moved = part.on_leader_append(self.sim.now)
-        self.fetches.check(p, self.sim.now)  # followers long-polling for new data
-        if hw_moved:
-            self._complete_produces(p)
-        if acks != -1:
-            return ErrorCode.NONE
-        op = DelayedProduce(
-            {p: ProduceWait(part, nxt, part.leader_epoch)},
-            self.sim.now + self.sim.cfg.produce_timeout_ms,
-            context=(p, first, list(values)),
+        before = None if part is None else (part.role, part.leader_epoch)
+        self.sim.trace("b%d p%d LeaderAndIsr %s (was %s)", self.id, p, st, before)
+        order = PartitionOrder(
+            TopicPartition(TOPIC, p), st.leader, st.leader_epoch, st.isr, st.replicas, st.partition_epoch, unclean
         )
-        if self.produces.try_complete_else_watch(op, self.sim.now):
-            self.sim.on_produce_done(self, op)
-        return op
+        self.rm.become_leader_or_follower(0, broker_epoch, [order], {})
+        part = self.parts[p]
+        if part.is_leader and before != (Role.LEADER, part.leader_epoch):
+            self.sim.record_leader(p, part.leader_epoch, self.id)
 
-    def _complete_produces(self, p: int) -> None:
-        self.produces.check(p, self.sim.now)  # completions go through on_complete
+    def produce(self, p: int, values: list[object], acks: int) -> ProduceTicket | ErrorCode:
+        self.sim.dirty = True
+        log = self.logs.get(p)
+        leo = None if log is None else log.log_end_offset
+        ticket = ProduceTicket(p, values, acks, self)
+        self.rm.append_records(
+            self.sim.cfg.produce_timeout_ms, acks, {TopicPartition(TOPIC, p): values}, ticket.complete
+        )
+        ticket.sending = False
+        appended = log is not None and log.log_end_offset != leo
+        if acks != -1 or (ticket.completed and not appended):
+            return ticket.results[p]  # refused before any append
+        if ticket.completed:
+            self.sim.on_produce_done(self, ticket)
+        return ticket
 
     def on_fetch(self, src: int, p: int, req: FetchRequest) -> None:
-        part, now = self.parts[p], self.sim.now
-        err = part.validate_leader_epoch(req.current_leader_epoch) if part.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if err is not ErrorCode.NONE:
-            self.sim.net.send(self.id, src, "fetch_response", p, req, FetchResponse(err))
-            return
-        res = part.on_follower_fetch(src, req.fetch_offset, req.last_fetched_epoch, now)
-        self._after_leader_event(p, res.hw_changed, res.isr_change)
-        if res.error is ErrorCode.NONE and res.diverging_epoch is None and req.fetch_offset == res.log_end_offset:
-            op = DelayedFetch(
-                {p: FetchWait(part, req.fetch_offset, part.leader_epoch, True)},
-                min_bytes=1,
-                deadline_ms=now + self.sim.cfg.fetch_max_wait_ms,
-                available_bytes=lambda _k, w: w.partition.log.log_end_offset - w.fetch_offset,
-                context=(src, p, req),
-            )
-            if not self.fetches.try_complete_else_watch(op, now):
-                return
-            self._answer_fetch(op)
-            return
-        self._send_fetch_response(src, p, req, res.error, res.diverging_epoch)
+        n = self.sim.rng.randint(1, self.sim.cfg.fetch_max_records)
+        params = FetchParams(replica_id=src, max_wait_ms=self.sim.cfg.fetch_max_wait_ms, min_bytes=1, max_bytes=n)
+        fetch = PartitionFetch(
+            TopicPartition(TOPIC, p), req.fetch_offset, n, req.current_leader_epoch, req.last_fetched_epoch
+        )
 
-    def _answer_fetch(self, op: DelayedFetch) -> None:
-        self.sim.dirty = True
-        src, p, req = op.context  # type: ignore[misc]
-        part = self.parts[p]
-        if not part.is_leader or part.leader_epoch != req.current_leader_epoch:
-            self.sim.net.send(self.id, src, "fetch_response", p, req, FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-            return
-        # As Kafka: the completing read updates the follower's fetch state again.
-        res = part.on_follower_fetch(src, req.fetch_offset, req.last_fetched_epoch, self.sim.now)
-        self._after_leader_event(p, res.hw_changed, res.isr_change)
-        self._send_fetch_response(src, p, req, res.error, res.diverging_epoch)
+        def answer(data: list[FetchPartitionData]) -> None:
+            self.sim.dirty = True
+            d = data[0]
+            resp = FetchResponse(d.error, d.high_watermark, d.log_start_offset, d.records, d.diverging_epoch)
+            self.sim.net.send(self.id, src, "fetch_response", p, req, resp)
 
-    def _send_fetch_response(self, src: int, p: int, req: FetchRequest, error: ErrorCode, diverging) -> None:
-        part = self.parts[p]
-        records = None
-        if error is ErrorCode.NONE and diverging is None:
-            n = self.sim.rng.randint(1, self.sim.cfg.fetch_max_records)
-            records = part.log.read(req.fetch_offset, max_records=n)  # type: ignore[attr-defined]
-        resp = FetchResponse(error, part.high_watermark, part.log.log_start_offset, records, diverging)
-        self.sim.net.send(self.id, src, "fetch_response", p, req, resp)
-
-    def _after_leader_event(self, p: int, hw_changed: bool, change: IsrChange | None) -> None:
-        if hw_changed:
-            self._complete_produces(p)
-        if change is not None:
-            self.sim.net.send(self.id, CONTROLLER, "alter_partition", p, change)
+        self.rm.fetch_messages(params, [fetch], answer)
 
     def on_fetch_response(self, _src: int, p: int, req: FetchRequest, resp: FetchResponse) -> None:
-        part = self.parts[p]
-        fetcher = part.fetcher
-        if fetcher is None:
-            return
-        out = fetcher.on_fetch_response(req, resp, self.sim.now)
+        sent = self.in_flight.get(p)
+        if sent is None or sent[1] is not req:
+            return  # for a fetcher that is gone (new epoch, stopped replica)
+        del self.in_flight[p]
+        fetcher = sent[0]
+        out = self.rm.on_fetch_response(TopicPartition(TOPIC, p), fetcher, req, resp)
         if out.truncated_to is not None or out.error is not ErrorCode.NONE:
             self.sim.trace("b%d p%d fetch %s -> %s: %s", self.id, p, req, resp, out)
         if not out.stale and out.error is ErrorCode.NONE and resp.diverging_epoch is None:
             self.sim.fetched_in_epoch.add((self.id, self.incarnation, p, fetcher.leader_epoch))
 
     def on_epoch(self, src: int, p: int, req: EpochRequest) -> None:
-        err, eo = self.parts[p].end_offset_for_epoch(req.leader_epoch, req.current_leader_epoch)
+        err, eo = self.rm.last_offset_for_leader_epoch(TopicPartition(TOPIC, p), req.leader_epoch, req.current_leader_epoch)
         self.sim.net.send(self.id, src, "epoch_response", p, req, err, eo)
 
     def on_epoch_response(self, _src: int, p: int, req: EpochRequest, err: ErrorCode, eo) -> None:
-        fetcher = self.parts[p].fetcher
-        if fetcher is not None:
-            out = fetcher.on_epoch_end_offset(req, err, eo, self.sim.now)
-            self.sim.trace("b%d p%d epoch %s -> %s %s: %s", self.id, p, req, err, eo, out)
+        sent = self.in_flight.get(p)
+        if sent is None or sent[1] is not req:
+            return
+        del self.in_flight[p]
+        out = self.rm.on_epoch_response(TopicPartition(TOPIC, p), sent[0], req, err, eo)
+        self.sim.trace("b%d p%d epoch %s -> %s %s: %s", self.id, p, req, err, eo, out)
 
     def on_alter_partition_response(self, _src: int, p: int, change: IsrChange, ok: bool, st: PState) -> None:
-        part = self.parts[p]
+        tp = TopicPartition(TOPIC, p)
         if ok:
-            part.on_isr_change_committed(st.isr, st.partition_epoch, self.sim.now)
+            self.rm.on_isr_change_committed(tp, st.isr, st.partition_epoch)
         else:
-            part.on_isr_change_failed(ErrorCode.INVALID_UPDATE_VERSION, self.sim.now, change)
-        self._complete_produces(p)
+            self.rm.on_isr_change_failed(tp, change, ErrorCode.INVALID_UPDATE_VERSION)
 
     # -- timers ------------------------------------------------------------------------
 
     def tick(self) -> None:
         now, net = self.sim.now, self.sim.net
-        for p, part in self.parts.items():
-            if part.is_leader:
-                change = part.maybe_shrink_isr(now)
-                if change is not None:
-                    net.send(self.id, CONTROLLER, "alter_partition", p, change)
-            fetcher = part.fetcher
-            if fetcher is not None:
-                if fetcher.in_flight is not None and now - self.sent_at.get(p, now) > self.sim.cfg.fetch_timeout_ms:
-                    fetcher.on_request_failed(fetcher.in_flight, now)
-                req = fetcher.next_request(now)
-                if req is not None:
-                    self.sent_at[p] = now
-                    kind = "epoch" if isinstance(req, EpochRequest) else "fetch"
-                    net.send(self.id, fetcher.leader_id, kind, p, req)
-        self.produces.poll(now)
-        self.fetches.poll(now)
+        self.rm.maybe_shrink_isrs()
+        for tp in list(self.rm.partitions):
+            p = tp.partition
+            sent = self.in_flight.get(p)
+            if sent is not None and now - self.sent_at.get(p, now) > self.sim.cfg.fetch_timeout_ms:
+                del self.in_flight[p]
+                self.rm.on_follower_request_failed(*sent)
+            nxt = self.rm.follower_request(tp)
+            if nxt is not None:
+                fetcher, req = nxt
+                self.in_flight[p] = nxt
+                self.sent_at[p] = now
+                kind = "epoch" if isinstance(req, EpochRequest) else "fetch"
+                net.send(self.id, fetcher.leader_id, kind, p, req)
+        self.rm.poll()
         if now >= self.next_checkpoint:
             self.checkpoint_hw()
             self.next_checkpoint = now + self.sim.cfg.hw_checkpoint_interval_ms
@@ -477,6 +517,7 @@ class Simulation:
             tuple((p + i) % c.brokers for i in range(c.replication_factor)) for p in range(c.partitions)
         ]
         self.net = Network(self)
+        self.clock = SimClock(self)
         self.brokers: list[Broker] = []
         for b in range(c.brokers):
             self.brokers.append(Broker(self, b))
@@ -511,11 +552,11 @@ class Simulation:
         if other != b:
             raise InvariantViolation(f"p{p} epoch {epoch} has two leaders: {other} and {b}")
 
-    def on_produce_done(self, broker: Broker, op: DelayedProduce) -> None:
+    def on_produce_done(self, broker: Broker, op: ProduceTicket) -> None:
         self.dirty = True
-        p, first, values = op.context  # type: ignore[misc]
+        p, first, values = op.p, op.first, op.values
         err = op.results[p]
-        self.trace("b%d p%d produce %s@%d -> %s", broker.id, p, values, first, op.results[p].name)
+        self.trace("b%d p%d produce %s@%d -> %s", broker.id, p, values, first, err.name)
         if err is ErrorCode.NONE:
             log = broker.logs[p]
             for i, v in enumerate(values):
@@ -566,7 +607,7 @@ class Simulation:
             if check:
                 self.check()
 
-    def produce(self, p: int, n: int = 1, acks: int = -1, broker: int | None = None) -> DelayedProduce | ErrorCode:
+    def produce(self, p: int, n: int = 1, acks: int = -1, broker: int | None = None) -> ProduceTicket | ErrorCode:
         target = self.controller.state[p].leader if broker is None else broker
         if target < 0 or not self.brokers[target].running:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -587,7 +628,7 @@ class Simulation:
         they are lost for real only if no other ISR member has them."""
         for p, log in broker.logs.items():
             lost = self.excused.setdefault((p, broker.id), set())
-            for offset, _epoch, value in log.read(log.flushed_offset):
+            for offset, _epoch, value in log.records_from(log.flushed_offset):
                 lost.add((offset, value))
 
     def holds(self, b: int, p: int, a: Acked) -> bool:
@@ -712,7 +753,13 @@ class Simulation:
                 continue
             log = b.logs[p]
             st = self._progress(p, b)
-            hw = b.parts[p].high_watermark if b.alive else -1
+            part = b.parts.get(p)
+            if not b.alive:
+                hw = -1
+            elif part is not None:
+                hw = part.high_watermark
+            else:  # restarted, no LeaderAndIsr yet: it will start from its checkpoint
+                hw = min(b.hw_checkpoint.get(p, 0), log.log_end_offset)
             must_hold_all = b.id in isr or b is leader
             i, contiguous = st[2], True
             for j in range(i, len(acked)):
@@ -791,10 +838,11 @@ class Simulation:
             lead = leader.logs[p]
             for r in lpart.replicas:
                 b, log = self.brokers[r], self.brokers[r].logs[p]
-                if log.log_end_offset != lead.log_end_offset or b.parts[p].high_watermark != lpart.high_watermark:
+                part = b.parts.get(p)
+                if part is None or log.log_end_offset != lead.log_end_offset or part.high_watermark != lpart.high_watermark:
                     return False
                 start = max(log.log_start_offset, lead.log_start_offset)  # retention differs
-                if log.read(start) != lead.read(start):
+                if log.records_from(start) != lead.records_from(start):
                     return False
         return True
 

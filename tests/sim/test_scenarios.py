@@ -13,7 +13,6 @@ import pytest
 
 from kafkarepl.errors import ErrorCode
 from kafkarepl.replication import (
-    DelayedProduce,
     EpochRequest,
     FetcherState,
     MemoryLog,
@@ -21,7 +20,15 @@ from kafkarepl.replication import (
     PartitionState,
 )
 from tests.sim.mutants import HwTruncatingFetcher, NonStrictMinIsrPartition
-from tests.sim.simulator import CONTROLLER, InvariantViolation, Msg, PState, SimConfig, Simulation
+from tests.sim.simulator import (
+    CONTROLLER,
+    InvariantViolation,
+    Msg,
+    ProduceTicket,
+    PState,
+    SimConfig,
+    Simulation,
+)
 
 FAST_NET = (1, 3)
 
@@ -44,10 +51,10 @@ def run_for(sim: Simulation, ms: int) -> None:
 
 def produce_acked(sim: Simulation, p: int = 0, n: int = 1, broker: int | None = None) -> list[object]:
     op = sim.produce(p, n, acks=-1, broker=broker)
-    assert isinstance(op, DelayedProduce), op
+    assert isinstance(op, ProduceTicket), op
     run_until(sim, lambda: op.completed)
     assert op.results[p] is ErrorCode.NONE, op.results
-    return op.context[2]  # type: ignore[index]
+    return op.values
 
 
 def values(sim: Simulation, b: int, p: int = 0) -> list[object]:
@@ -93,7 +100,7 @@ def _kip101_scenario1(fetcher_factory=None) -> Simulation:
     bounce_unnoticed(sim, 1)
     # A finishes its truncation step, but fetches nothing more before B dies.
     sim.net.drop_if = lambda m: m.kind == "fetch" and m.src == 1
-    run_until(sim, lambda: a.parts[0].fetcher is not None and a.parts[0].fetcher.state is FetcherState.FETCHING)
+    run_until(sim, lambda: 0 in a.parts and a.parts[0].fetcher is not None and a.parts[0].fetcher.state is FetcherState.FETCHING)
     run_for(sim, 20)
     sim.crash(0)
     run_until(sim, lambda: sim.leader_of(0) is a)
@@ -283,7 +290,7 @@ def _kip966_last_replica_standing(partition_cls: type[PartitionState] = Partitio
     assert sim.produce(0, 3, acks=1) is ErrorCode.NONE  # acks=1 still appends ...
     run_for(sim, 100)
     sim.hw_moved_alone = leader.parts[0].high_watermark > hw_alone  # type: ignore[attr-defined]
-    assert isinstance(pending, DelayedProduce) and pending.completed
+    assert isinstance(pending, ProduceTicket) and pending.completed
     sim.crash(0, lose_unflushed=True)  # T2
     sim.net.cut.clear()
     run_for(sim, 2 * cfg.session_timeout_ms)
@@ -360,6 +367,6 @@ def test_leader_cut_off_cannot_ack_a_write_that_is_later_lost(min_isr: int) -> N
     assert old.parts[0].is_leader and old.parts[0].isr == {0, 1, 2}
     sim.converge()
     for op in stale:
-        assert isinstance(op, DelayedProduce) and op.completed
+        assert isinstance(op, ProduceTicket) and op.completed
         assert op.results[0] is not ErrorCode.NONE
     assert set(fresh) <= set(values(sim, 0)) and not sim.tainted

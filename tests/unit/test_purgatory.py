@@ -22,7 +22,7 @@ def leader(min_isr: int = 2, isr=(0, 1), replicas=(0, 1)) -> PartitionState:
 
 
 def append(p: PartitionState, n: int) -> int:
-    _, nxt = p.log.append_as_leader(list(range(n)), p.leader_epoch)  # type: ignore[attr-defined]
+    nxt = p.log.append_as_leader(list(range(n)), p.leader_epoch).last_offset + 1  # type: ignore[attr-defined]
     p.on_leader_append(0)
     return nxt
 

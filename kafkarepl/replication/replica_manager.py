@@ -1,0 +1,655 @@
+"""ReplicaManager: the one owner of this broker's local replicas (sans-I/O).
+
+Everything that changes a local replica goes through here, and the same code runs in
+the broker (over storage.Log, asyncio and sockets) and in the deterministic simulator
+(over MemoryLog, a simulated clock and network):
+
+- controller orders: LeaderAndIsr (become leader / follower / offline), StopReplica,
+  fenced in one place by controller epoch, broker epoch and leader epoch;
+- the leader's data path: append (acks 0/1/all, the commit queue is the produce
+  purgatory), fetch by consumers and followers (the fetch purgatory is min.bytes /
+  max.wait), OffsetForLeaderEpoch;
+- the follower's data path: answers of the replica fetcher handed to the partition's
+  FollowerFetcher state machine;
+- the ISR: expiry tick, proposals handed to an IsrChangeSender, the controller's answers.
+
+Nothing here does I/O. The caller supplies the storage (ReplicaStorage), where ISR
+proposals go (IsrChangeSender), who fetches from leaders (FetcherControl) and a clock;
+answers come back through callbacks, possibly later (from the purgatories, when a
+partition changes or at `poll(now)` for deadlines).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from kafkarepl.errors import ErrorCode, KafkaError
+
+from .follower import EpochRequest, FetcherOutcome, FetchRequest, FetchResponse, FollowerFetcher
+from .log import UNDEFINED, EpochEndOffset, ReplicaLog
+from .metrics import ReplicationMetrics
+from .partition import IsrChange, PartitionConfig, PartitionState
+from .purgatory import DelayedFetch, DelayedProduce, FetchWait, ProduceWait, Purgatory
+
+log = logging.getLogger(__name__)
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+# -- what the ReplicaManager needs from its host ------------------------------------------
+
+
+class Clock(Protocol):
+    def monotonic_ms(self) -> int:
+        """For durations: ISR lag, deadlines (immune to wall-clock steps)."""
+        ...
+
+    def wall_ms(self) -> int:
+        """For record timestamps (LogAppendTime)."""
+        ...
+
+
+class AppendedRange(Protocol):
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+    @property
+    def log_append_time(self) -> int: ...
+
+
+class ReadSlice(Protocol):
+    @property
+    def size(self) -> int: ...
+
+
+class LeaderLog(ReplicaLog, Protocol):
+    """ReplicaLog plus what a leader needs: append client batches, read for fetches."""
+
+    def append_as_leader(self, records: Any, leader_epoch: int, now_ms: int) -> AppendedRange: ...
+
+    def read(
+        self, from_offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = False
+    ) -> ReadSlice: ...
+
+
+class ReplicaStorage(Protocol):
+    """Logs and per-topic settings (topic config overrides: Kafka's property names)."""
+
+    def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> LeaderLog: ...
+
+    def reconfigure_log(self, log: LeaderLog, overrides: Mapping[str, str]) -> None: ...
+
+    def delete_log(self, tp: TopicPartition) -> None: ...
+
+    def partition_config(self, overrides: Mapping[str, str]) -> PartitionConfig: ...
+
+    def checkpointed_high_watermark(self, tp: TopicPartition) -> int: ...
+
+
+class IsrChangeSender(Protocol):
+    """Sends AlterPartition to the controller; its answer comes back through
+    ReplicaManager.on_isr_change_response (or on_isr_change_failed)."""
+
+    def submit(self, tp: TopicPartition, change: IsrChange) -> None: ...
+
+
+class FetcherControl(Protocol):
+    """The replica fetchers: which partitions to pull, from which leader."""
+
+    def add_partition(self, tp: TopicPartition, leader_id: int) -> None: ...
+
+    def remove_partition(self, tp: TopicPartition) -> None: ...
+
+
+# -- controller orders, as domain values -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionOrder:
+    """One partition of a LeaderAndIsr request."""
+
+    tp: TopicPartition
+    leader: int  # -1: offline (no eligible leader)
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int
+    # Chosen by an unclean election (KIP-704's RECOVERING); also inferred when this
+    # broker leads without being in the ISR.
+    unclean: bool = False
+
+
+@dataclass(frozen=True)
+class StopOrder:
+    """One partition of a StopReplica request."""
+
+    tp: TopicPartition
+    leader_epoch: int  # -1: no epoch given; -2: the topic is being deleted (Kafka's sentinel)
+    delete: bool
+
+
+DELETE_SENTINEL_EPOCH = -2
+
+
+# -- produce and fetch, as domain values ------------------------------------------------------
+
+
+@dataclass
+class PartitionResponse:
+    """One partition's produce answer."""
+
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+
+
+ProduceCallback = Callable[[dict[TopicPartition, PartitionResponse]], None]
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    replica_id: int  # >= 0: a follower broker; -1: a consumer
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    client_rack: str = ""
+    follower_reads: bool = True  # the client knows KIP-392 (Fetch v11+)
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(frozen=True)
+class PartitionFetch:
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+@dataclass
+class FetchPartitionData:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None  # the log's read slice (storage: a file range), or None
+    size: int = 0
+    diverging_epoch: EpochEndOffset | None = None
+    preferred_read_replica: int = -1
+
+
+FetchCallback = Callable[[list[FetchPartitionData]], None]
+ChangeListener = Callable[[TopicPartition, PartitionState], None]
+
+
+@dataclass
+class _ProduceContext:
+    results: dict[TopicPartition, PartitionResponse]
+    callback: ProduceCallback
+
+
+@dataclass
+class _FetchContext:
+    params: FetchParams
+    fetches: list[PartitionFetch]
+    callback: FetchCallback
+    racks: Mapping[int, str | None] = field(default_factory=dict)
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        storage: ReplicaStorage,
+        isr_sender: IsrChangeSender,
+        fetchers: FetcherControl,
+        clock: Clock,
+        metrics: ReplicationMetrics | None = None,
+        *,
+        known_partition: Callable[[TopicPartition], bool] = lambda _tp: False,
+        internal_topics: frozenset[str] = frozenset(),
+        wakeup_at: Callable[[int], None] | None = None,
+        partition_factory: Callable[..., PartitionState] = PartitionState,
+        fetcher_factory: Callable[[PartitionState, int, int], FollowerFetcher] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.storage = storage
+        self.isr_sender = isr_sender
+        self.fetchers = fetchers
+        self.clock = clock
+        self.metrics = metrics or ReplicationMetrics()
+        self.known_partition = known_partition  # in the metadata: not ours vs. unknown
+        self.internal_topics = internal_topics  # clients may not produce to these
+        self.wakeup_at = wakeup_at  # "call poll() at this monotonic ms"
+        # Mutation tests swap these for deliberately broken variants (tests/sim/mutants.py).
+        self.partition_factory = partition_factory
+        self.fetcher_factory = fetcher_factory
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+        self.controller_epoch = -1
+        self.broker_epoch = -1  # set when this broker's registration is created
+        self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory(self._produce_done)
+        self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory(self._fetch_done)
+        self._listeners: list[ChangeListener] = []
+
+    # ------------------------------------------------------------------ views -----
+    def get(self, tp: TopicPartition) -> PartitionState | None:
+        return self.partitions.get(tp)
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    def add_listener(self, listener: ChangeListener) -> None:
+        """Called after every LEO, HW, ISR or role change of a local partition."""
+        self._listeners.append(listener)
+
+    def partition_changed(self, tp: TopicPartition) -> None:
+        """Something about tp moved: complete what waits on it, tell the listeners."""
+        now = self.clock.monotonic_ms()
+        self.produce_purgatory.check(tp, now)
+        self.fetch_purgatory.check(tp, now)
+        p = self.partitions.get(tp)
+        if p is not None:
+            for listener in self._listeners:
+                listener(tp, p)
+
+    # ------------------------------------------------------- controller orders -----
+    def accept_controller_order(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """Fencing of every controller->broker request (LeaderAndIsr, StopReplica,
+        UpdateMetadata): an older controller epoch, or a broker epoch of an earlier
+        registration of this broker (KIP-380; -1: the request carries none)."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        self.controller_epoch = controller_epoch
+        return ErrorCode.NONE
+
+    def become_leader_or_follower(
+        self,
+        controller_epoch: int,
+        broker_epoch: int,
+        orders: Sequence[PartitionOrder],
+        topic_configs: Mapping[str, Mapping[str, str]],
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Apply a LeaderAndIsr request. Returns the request error and per-partition errors."""
+        err = self.accept_controller_order(controller_epoch, broker_epoch)
+        if err is not ErrorCode.NONE:
+            return err, {}
+        out: dict[TopicPartition, ErrorCode] = {}
+        for order in orders:
+            out[order.tp] = self._apply(order, topic_configs.get(order.tp.topic, {}))
+        return ErrorCode.NONE, out
+
+    def _apply(self, order: PartitionOrder, overrides: Mapping[str, str]) -> ErrorCode:
+        tp = order.tp
+        if self.broker_id not in order.replicas:
+            return ErrorCode.NONE
+        p = self.partitions.get(tp)
+        if p is not None and order.leader_epoch < p.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        config = self.storage.partition_config(overrides)
+        now = self.clock.monotonic_ms()
+        if p is None:
+            lg = self.storage.open_log(tp, overrides)
+            p = self.partition_factory(
+                self.broker_id, lg, config,
+                high_watermark=self.storage.checkpointed_high_watermark(tp), metrics=self.metrics,
+            )
+            self.partitions[tp] = p
+        else:
+            p.config = config
+        isr, replicas = list(order.isr), list(order.replicas)
+        if order.leader == self.broker_id:
+            self.fetchers.remove_partition(tp)
+            unclean = order.unclean or self.broker_id not in isr
+            if p.become_leader(order.leader_epoch, isr, replicas, order.partition_epoch, now, unclean=unclean):
+                if unclean:
+                    log.warning(
+                        "%s-%d: UNCLEAN leader election of broker %d (ISR %s): "
+                        "records acknowledged by the old leader may be lost",
+                        tp.topic, tp.partition, self.broker_id, isr,
+                    )
+                log.info("%s-%d: leader in epoch %d, LEO %d, HW %d, ISR %s", tp.topic, tp.partition,
+                         order.leader_epoch, p.log.log_end_offset, p.high_watermark, sorted(isr))
+        elif order.leader >= 0:
+            fetcher = p.become_follower(order.leader, order.leader_epoch, isr, replicas, order.partition_epoch, now)
+            if fetcher is not None:
+                if self.fetcher_factory is not None:
+                    p.fetcher = self.fetcher_factory(p, order.leader, order.leader_epoch)
+                log.info("%s-%d: follower of %d in epoch %d, LEO %d", tp.topic, tp.partition,
+                         order.leader, order.leader_epoch, p.log.log_end_offset)
+                self.fetchers.add_partition(tp, order.leader)
+        else:
+            # Offline (no eligible leader): stop serving it, keep the data.
+            self.fetchers.remove_partition(tp)
+            p.become_follower(-1, order.leader_epoch, isr, replicas, order.partition_epoch, now)
+        self.partition_changed(tp)
+        return ErrorCode.NONE
+
+    def stop_replicas(
+        self, controller_epoch: int, broker_epoch: int, orders: Sequence[StopOrder]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Apply a StopReplica request: stop serving (and maybe delete) partitions."""
+        err = self.accept_controller_order(controller_epoch, broker_epoch)
+        if err is not ErrorCode.NONE:
+            return err, {}
+        out: dict[TopicPartition, ErrorCode] = {}
+        for order in orders:
+            p = self.partitions.get(order.tp)
+            if (
+                p is not None
+                and order.leader_epoch not in (-1, DELETE_SENTINEL_EPOCH)
+                and order.leader_epoch < p.leader_epoch
+            ):
+                out[order.tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            if p is not None:
+                self.fetchers.remove_partition(order.tp)
+                p.stop_replica()
+                self.partition_changed(order.tp)
+                del self.partitions[order.tp]
+            if order.delete:
+                self.storage.delete_log(order.tp)
+            out[order.tp] = ErrorCode.NONE
+        return ErrorCode.NONE, out
+
+    def resign_all(self) -> None:
+        """This broker lost its ZooKeeper session: the controller elects others; stop
+        acting as leader so no acks=all write is acknowledged alone meanwhile."""
+        for tp, p in list(self.partitions.items()):
+            if p.is_leader:
+                p.stop_replica()
+                self.partition_changed(tp)
+
+    def reconfigure_topic(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """A topic config change: new settings for its local partitions and their logs."""
+        config = self.storage.partition_config(overrides)
+        for tp, p in self.partitions.items():
+            if tp.topic == topic:
+                p.config = config
+                self.storage.reconfigure_log(p.log, overrides)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ produce -----
+    def append_records(
+        self,
+        timeout_ms: int,
+        acks: int,
+        entries: Mapping[TopicPartition, Any],
+        callback: ProduceCallback,
+        *,
+        internal_topics_allowed: bool = False,
+    ) -> None:
+        """Append to the leaders of `entries`; `callback` gets every partition's answer,
+        at once for acks 0/1 and errors, or once acks=all is committed (the HW passed
+        the batch), refused or timed out (the produce purgatory: the commit queue)."""
+        now, wall = self.clock.monotonic_ms(), self.clock.wall_ms()
+        results: dict[TopicPartition, PartitionResponse] = {}
+        waits: dict[TopicPartition, ProduceWait] = {}
+        for tp, records in entries.items():
+            res = results[tp] = PartitionResponse()
+            if tp.topic in self.internal_topics and not internal_topics_allowed:
+                res.error = ErrorCode.INVALID_TOPIC_EXCEPTION  # Kafka: no client writes here
+                continue
+            p, res.error = self._leader(tp)
+            if p is None:
+                continue
+            if records is None or len(records) == 0:
+                res.error = ErrorCode.CORRUPT_MESSAGE
+                continue
+            res.error = p.check_produce(acks, now)
+            if res.error is not ErrorCode.NONE:
+                continue
+            epoch = p.leader_epoch
+            try:
+                info = p.log.append_as_leader(records, epoch, wall)  # type: ignore[attr-defined]
+            except KafkaError as exc:
+                res.error = exc.code
+                continue
+            except Exception:  # noqa: BLE001 - a bug must answer an error, not kill the request
+                log.exception("%s-%d: append failed", tp.topic, tp.partition)
+                res.error = ErrorCode.UNKNOWN_SERVER_ERROR
+                continue
+            res.base_offset, res.log_append_time = info.first_offset, info.log_append_time
+            res.log_start_offset = p.log.log_start_offset
+            p.on_leader_append(now)
+            self.partition_changed(tp)
+            if acks == -1:
+                waits[tp] = ProduceWait(p, info.last_offset + 1, epoch)
+        if not waits:
+            callback(results)
+            return
+        op = DelayedProduce(waits, now + max(0, timeout_ms), context=_ProduceContext(results, callback))
+        if self.produce_purgatory.try_complete_else_watch(op, now):
+            self._produce_done(op)
+        else:
+            self._deadline(op.deadline_ms)
+
+    def _produce_done(self, op: DelayedProduce) -> None:
+        ctx: _ProduceContext = op.context  # type: ignore[assignment]
+        for tp, code in op.results.items():
+            if code is not ErrorCode.NONE:
+                res = ctx.results[tp]  # type: ignore[index]
+                res.error, res.base_offset = code, -1  # as Kafka: no offset with an error
+        ctx.callback(ctx.results)
+
+    def _leader(self, tp: TopicPartition) -> tuple[PartitionState | None, ErrorCode]:
+        p = self.partitions.get(tp)
+        if p is None:
+            known = self.known_partition(tp)
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not p.is_leader:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return p, ErrorCode.NONE
+
+    def leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> tuple[PartitionState | None, ErrorCode]:
+        """The local leader of tp, for reads that only a leader answers (ListOffsets)."""
+        p, err = self._leader(tp)
+        if p is not None:
+            err = p.validate_leader_epoch(current_leader_epoch)
+            if err is not ErrorCode.NONE:
+                return None, err
+        return p, err
+
+    # -------------------------------------------------------------------- fetch -----
+    def fetch_messages(
+        self,
+        params: FetchParams,
+        fetches: Sequence[PartitionFetch],
+        callback: FetchCallback,
+        racks: Mapping[int, str | None] | None = None,
+    ) -> None:
+        """Serve a Fetch from a consumer (up to the HW) or a follower (up to the LEO,
+        recording its progress for the HW and the ISR). `callback` gets the partitions'
+        data at once when min_bytes is there, on an error, or with max_wait 0; else when
+        enough arrives or max_wait passes (the fetch purgatory)."""
+        ctx = _FetchContext(params, list(fetches), callback, racks or {})
+        data, total, has_error, waits = self._read(ctx, record_progress=True)
+        now = self.clock.monotonic_ms()
+        if total >= params.min_bytes or has_error or params.max_wait_ms <= 0 or not waits:
+            callback(data)
+            return
+        op = DelayedFetch(
+            waits, params.min_bytes, now + params.max_wait_ms, self._available_bytes, context=ctx
+        )
+        if self.fetch_purgatory.try_complete_else_watch(op, now):
+            self._fetch_done(op)
+        else:
+            self._deadline(op.deadline_ms)
+
+    def _fetch_done(self, op: DelayedFetch) -> None:
+        ctx: _FetchContext = op.context  # type: ignore[assignment]
+        # As Kafka: the completing read records the follower's fetch state again.
+        ctx.callback(self._read(ctx, record_progress=True)[0])
+
+    def _available_bytes(self, tp: Any, w: FetchWait) -> int:
+        end = w.partition.fetch_upper_bound(w.from_follower)
+        log_: Any = w.partition.log
+        return int(log_.read(w.fetch_offset, 1 << 30, end).size)
+
+    def _read(
+        self, ctx: _FetchContext, record_progress: bool
+    ) -> tuple[list[FetchPartitionData], int, bool, dict[TopicPartition, FetchWait]]:
+        params = ctx.params
+        budget = params.max_bytes
+        total = 0
+        has_error = False
+        waits: dict[TopicPartition, FetchWait] = {}
+        out: list[FetchPartitionData] = []
+        for f in ctx.fetches:
+            data = self._read_partition(params, f, min(f.max_bytes, budget), total == 0, ctx.racks)
+            out.append(data)
+            if data.error is not ErrorCode.NONE:
+                has_error = True
+            elif data.diverging_epoch is None and data.preferred_read_replica < 0:
+                p = self.partitions[f.tp]
+                waits[f.tp] = FetchWait(p, f.fetch_offset, p.leader_epoch, params.from_follower)
+            total += data.size
+            budget = max(0, budget - data.size)
+        return out, total, has_error, waits
+
+    def _read_partition(
+        self, params: FetchParams, f: PartitionFetch, max_bytes: int, first: bool,
+        racks: Mapping[int, str | None],
+    ) -> FetchPartitionData:
+        out = FetchPartitionData()
+        tp = f.tp
+        p = self.partitions.get(tp)
+        if p is None:
+            out.error = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.known_partition(tp) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return out
+        out.error = p.validate_leader_epoch(f.current_leader_epoch)
+        if out.error is not ErrorCode.NONE:
+            return out
+        lg: Any = p.log
+        if params.from_follower:
+            r = p.on_follower_fetch(params.replica_id, f.fetch_offset, f.last_fetched_epoch, self.clock.monotonic_ms())
+            if r.isr_change is not None:
+                self.isr_sender.submit(tp, r.isr_change)
+            if r.hw_changed:
+                self.partition_changed(tp)
+            out.high_watermark, out.log_start_offset = r.high_watermark, r.log_start_offset
+            if r.error is not ErrorCode.NONE:
+                out.error = r.error
+                return out
+            if r.diverging_epoch is not None:
+                out.diverging_epoch = r.diverging_epoch
+                return out
+        else:
+            if not p.is_leader and (not params.follower_reads or p.leader_id is None):
+                out.error = ErrorCode.NOT_LEADER_OR_FOLLOWER  # before KIP-392: leaders only
+                return out
+            if params.client_rack and p.is_leader:
+                preferred = p.preferred_read_replica(params.client_rack, racks, f.fetch_offset)
+                if preferred is not None:
+                    out.preferred_read_replica = preferred
+                    out.high_watermark, out.log_start_offset = p.high_watermark, lg.log_start_offset
+                    return out
+        upto = p.fetch_upper_bound(params.from_follower)
+        out.high_watermark = out.last_stable_offset = p.high_watermark
+        out.log_start_offset = lg.log_start_offset
+        try:
+            sl = lg.read(f.fetch_offset, max_bytes, upto, min_one_batch=first)
+        except KafkaError as exc:
+            out.error = exc.code
+            return out
+        except Exception:  # noqa: BLE001
+            log.exception("%s-%d: read failed", tp.topic, tp.partition)
+            out.error = ErrorCode.UNKNOWN_SERVER_ERROR
+            return out
+        out.records, out.size = (sl, sl.size) if sl.size else (None, 0)
+        return out
+
+    # ----------------------------------------------------- OffsetForLeaderEpoch -----
+    def last_offset_for_leader_epoch(
+        self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[ErrorCode, EpochEndOffset]:
+        p, err = self._leader(tp)
+        if p is None:
+            return err, UNDEFINED
+        return p.end_offset_for_epoch(leader_epoch, current_leader_epoch)
+
+    # --------------------------------------------------------- follower side -----
+    def follower_request(self, tp: TopicPartition) -> tuple[FollowerFetcher, EpochRequest | FetchRequest] | None:
+        """The next request the replica fetcher should send for tp, if any."""
+        p = self.partitions.get(tp)
+        f = p.fetcher if p is not None else None
+        if f is None:
+            return None
+        req = f.next_request(self.clock.monotonic_ms())
+        return None if req is None else (f, req)
+
+    def on_epoch_response(
+        self, tp: TopicPartition, fetcher: FollowerFetcher, req: EpochRequest, error: ErrorCode, leader: EpochEndOffset
+    ) -> FetcherOutcome:
+        out = fetcher.on_epoch_end_offset(req, error, leader, self.clock.monotonic_ms())
+        if out.truncated_to is not None:
+            log.info("%s-%d: truncated to %d by leader epoch", tp.topic, tp.partition, out.truncated_to)
+        self.partition_changed(tp)
+        return out
+
+    def on_fetch_response(
+        self, tp: TopicPartition, fetcher: FollowerFetcher, req: FetchRequest, resp: FetchResponse
+    ) -> FetcherOutcome:
+        out = fetcher.on_fetch_response(req, resp, self.clock.monotonic_ms())
+        if out.truncated_to is not None and resp.error is ErrorCode.NONE:
+            log.info("%s-%d: truncated to %d by leader epoch", tp.topic, tp.partition, out.truncated_to)
+        if out.appended or out.hw_changed or out.truncated_to is not None:
+            self.partition_changed(tp)
+        return out
+
+    def on_follower_request_failed(self, fetcher: FollowerFetcher, req: EpochRequest | FetchRequest) -> None:
+        fetcher.on_request_failed(req, self.clock.monotonic_ms())
+
+    # ----------------------------------------------------------------------- ISR -----
+    def maybe_shrink_isrs(self) -> None:
+        """Timer (every replica.lag.time.max.ms / 2): drop followers that lag in time."""
+        now = self.clock.monotonic_ms()
+        for tp, p in list(self.partitions.items()):
+            if p.is_leader:
+                change = p.maybe_shrink_isr(now)
+                if change is not None:
+                    self.isr_sender.submit(tp, change)
+
+    def on_isr_change_committed(self, tp: TopicPartition, isr: Iterable[int], partition_epoch: int) -> None:
+        p = self.partitions.get(tp)
+        if p is None:
+            return
+        before = sorted(p.isr)
+        p.on_isr_change_committed(list(isr), partition_epoch, self.clock.monotonic_ms())
+        if sorted(p.isr) != before:
+            log.info("%s-%d: ISR %s -> %s", tp.topic, tp.partition, before, sorted(p.isr))
+        self.partition_changed(tp)
+
+    def on_isr_change_failed(self, tp: TopicPartition, change: IsrChange, error: ErrorCode) -> None:
+        p = self.partitions.get(tp)
+        if p is not None:
+            p.on_isr_change_failed(error, self.clock.monotonic_ms(), change)
+            self.partition_changed(tp)
+
+    # ------------------------------------------------------------------ timers -----
+    def poll(self) -> None:
+        """Expire purgatory deadlines (call at next_deadline())."""
+        now = self.clock.monotonic_ms()
+        self.produce_purgatory.poll(now)
+        self.fetch_purgatory.poll(now)
+
+    def next_deadline(self) -> int | None:
+        ds = [d for d in (self.produce_purgatory.next_deadline(), self.fetch_purgatory.next_deadline()) if d is not None]
+        return min(ds) if ds else None
+
+    def _deadline(self, at_ms: int) -> None:
+        if self.wakeup_at is not None:
+            self.wakeup_at(at_ms)
