@@ -22,7 +22,7 @@ partition changes or at `poll(now)` for deadlines).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -95,11 +95,22 @@ class ReplicaStorage(Protocol):
     def checkpointed_high_watermark(self, tp: TopicPartition) -> int: ...
 
 
-class IsrChangeSender(Protocol):
-    """Sends AlterPartition to the controller; its answer comes back through
-    ReplicaManager.on_isr_change_response (or on_isr_change_failed)."""
+@dataclass(frozen=True)
+class IsrChangeResult:
+    """The controller's answer to an AlterPartition item (or why none came)."""
 
-    def submit(self, tp: TopicPartition, change: IsrChange) -> None: ...
+    error: ErrorCode
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
+class IsrChangeSender(Protocol):
+    """Sends AlterPartition to the controller and calls `callback` with its answer
+    (NETWORK_EXCEPTION and the like when it could not be sent)."""
+
+    def submit(
+        self, tp: TopicPartition, change: IsrChange, callback: Callable[[IsrChangeResult], None]
+    ) -> None: ...
 
 
 class FetcherControl(Protocol):
@@ -266,7 +277,7 @@ class ReplicaManager:
                 listener(tp, p)
 
     # ------------------------------------------------------- controller orders -----
-    def accept_controller_order(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+    def check_controller_order(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         """Fencing of every controller->broker request (LeaderAndIsr, StopReplica,
         UpdateMetadata): an older controller epoch, or a broker epoch of an earlier
         registration of this broker (KIP-380; -1: the request carries none)."""
@@ -274,8 +285,14 @@ class ReplicaManager:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if broker_epoch != -1 and broker_epoch < self.broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH
-        self.controller_epoch = controller_epoch
         return ErrorCode.NONE
+
+    def accept_controller_order(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """check_controller_order, and on success remember the controller epoch."""
+        err = self.check_controller_order(controller_epoch, broker_epoch)
+        if err is ErrorCode.NONE:
+            self.controller_epoch = controller_epoch
+        return err
 
     def become_leader_or_follower(
         self,
@@ -537,7 +554,7 @@ class ReplicaManager:
         if params.from_follower:
             r = p.on_follower_fetch(params.replica_id, f.fetch_offset, f.last_fetched_epoch, self.clock.monotonic_ms())
             if r.isr_change is not None:
-                self.isr_sender.submit(tp, r.isr_change)
+                self._submit(tp, r.isr_change)
             if r.hw_changed:
                 self.partition_changed(tp)
             out.high_watermark, out.log_start_offset = r.high_watermark, r.log_start_offset
@@ -621,23 +638,28 @@ class ReplicaManager:
             if p.is_leader:
                 change = p.maybe_shrink_isr(now)
                 if change is not None:
-                    self.isr_sender.submit(tp, change)
+                    self._submit(tp, change)
 
-    def on_isr_change_committed(self, tp: TopicPartition, isr: Iterable[int], partition_epoch: int) -> None:
+    def _submit(self, tp: TopicPartition, change: IsrChange) -> None:
+        self.isr_sender.submit(tp, change, lambda result: self.on_isr_change_result(tp, change, result))
+
+    def on_isr_change_result(self, tp: TopicPartition, change: IsrChange, result: IsrChangeResult) -> None:
+        """The controller's answer to `change`: apply the committed ISR, or retire the
+        proposal so the next expiry tick or follower fetch proposes again."""
         p = self.partitions.get(tp)
         if p is None:
             return
-        before = sorted(p.isr)
-        p.on_isr_change_committed(list(isr), partition_epoch, self.clock.monotonic_ms())
-        if sorted(p.isr) != before:
-            log.info("%s-%d: ISR %s -> %s", tp.topic, tp.partition, before, sorted(p.isr))
+        now = self.clock.monotonic_ms()
+        if result.error is ErrorCode.NONE:
+            before = sorted(p.isr)
+            p.on_isr_change_committed(list(result.isr), result.partition_epoch, now)
+            if sorted(p.isr) != before:
+                log.info("%s-%d: ISR %s -> %s", tp.topic, tp.partition, before, sorted(p.isr))
+        else:
+            log.info("%s-%d: AlterPartition %s failed: %s", tp.topic, tp.partition, list(change.new_isr),
+                     result.error.name)
+            p.on_isr_change_failed(result.error, now, change)
         self.partition_changed(tp)
-
-    def on_isr_change_failed(self, tp: TopicPartition, change: IsrChange, error: ErrorCode) -> None:
-        p = self.partitions.get(tp)
-        if p is not None:
-            p.on_isr_change_failed(error, self.clock.monotonic_ms(), change)
-            self.partition_changed(tp)
 
     # ------------------------------------------------------------------ timers -----
     def poll(self) -> None:

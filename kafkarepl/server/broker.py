@@ -1,4 +1,17 @@
-"""Broker lifecycle: storage, ZooKeeper registration, controller, network, background tasks."""
+"""The broker's composition root: every service is built here, given what it uses through
+its constructor, and started and stopped here in order. Nothing else holds a Broker.
+
+    ZooKeeper store ─┬─ Controller ── ControllerChannel ── AlterPartitionManager
+                     ├─ TopicService, ConfigService, ProducerIdManager
+    LogManager ── LogStorage ── ReplicaManager (sans-I/O) ─┬─ ReplicaFetcherManager
+                                                           └─ GroupCoordinatorService
+    request layer (ReplicaApis, MetadataApis, TopicApis, ConfigApis, ControllerApis,
+    groups) ── RequestHandlers ── SocketServer
+
+Where a LeaderAndIsr is applied: ReplicaApis.leader_and_isr -> ReplicaManager.
+become_leader_or_follower (kafkarepl/replication/replica_manager.py), the only code
+that changes a local replica's role; only the controller sends LeaderAndIsr.
+"""
 
 from __future__ import annotations
 
@@ -9,116 +22,160 @@ import logging
 import os
 import signal
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
-from kafkarepl.errors import ErrorCode
-from kafkarepl.replication import ReplicationMetrics
-from kafkarepl.server.admin import AdminManager
+from kafkarepl.controller.channel import NetworkBrokerChannel
+from kafkarepl.controller.controller import Controller
+from kafkarepl.coordinator import OFFSETS_TOPIC
+from kafkarepl.replication import ReplicaManager, ReplicationMetrics, TopicPartition
+from kafkarepl.server.alter_partition import AlterPartitionManager
+from kafkarepl.server.clock import SystemClock
 from kafkarepl.server.config import BrokerConfig
-from kafkarepl.server.fetcher import ReplicaFetcherManager
+from kafkarepl.server.configs import ConfigApis, ConfigService
+from kafkarepl.server.controller_apis import ControllerApis, request_controlled_shutdown
+from kafkarepl.server.controller_channel import ControllerChannel
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
+from kafkarepl.server.metadata_apis import MetadataApis
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.metrics import BrokerMetrics
 from kafkarepl.server.network import SocketServer
-from kafkarepl.server.partition import Partition, partition_config
-from kafkarepl.server.purgatory import ProducePurgatory
-from kafkarepl.server.replica_manager import ReplicaManager, now_ms
-from kafkarepl.storage.config import LogConfig
+from kafkarepl.server.producer_ids import ProducerIdManager
+from kafkarepl.server.replica_apis import ReplicaApis
+from kafkarepl.server.replica_fetcher import ReplicaFetcherManager
+from kafkarepl.server.replica_storage import LogStorage, log_config
+from kafkarepl.server.topics import TopicApis, TopicService
+from kafkarepl.server.zk_guard import GuardedStore
 from kafkarepl.storage.manager import LogManager
+from kafkarepl.zk.client import AsyncZk
+from kafkarepl.zk.store import KafkaZkStore
 
 log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, zk: AsyncZk, store: KafkaZkStore, cluster_id: str) -> None:
+        """Build every service; nothing runs until start(). Use Broker.connect()."""
         self.config = config
-        self.broker_id = config.broker_id
-        self.metadata = MetadataCache()
-        self.purgatory = ProducePurgatory()
-        self.replication_metrics = ReplicationMetrics()
-        self.metrics = BrokerMetrics(self)
-        self.log_manager = LogManager(config.log_dir_list(), self.log_config({}))
-        self.broker_epoch = -1
-        self.replica_manager = ReplicaManager(self)
-        self.fetchers = ReplicaFetcherManager(self)
-        self.admin = AdminManager(self)
-        self.group_coordinator = GroupCoordinatorService(self)
-        self.handlers = RequestHandlers(self)
+        self.broker_id = bid = config.broker_id
+        self.zk, self.store, self.cluster_id = zk, store, cluster_id
+        self.clock = clock = SystemClock()
+        guarded = GuardedStore(store)
+        self.metadata = metadata = MetadataCache()
+        self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
+        storage = LogStorage(self.log_manager, config)
+        self.controller = Controller(
+            bid, zk, NetworkBrokerChannel(client_id=f"controller-{bid}"), config=config.as_props(), store=store
+        )
+        self.controller_channel = channel = ControllerChannel(bid, metadata, self.controller)
+        self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of)
+        alter_partition = AlterPartitionManager(bid, lambda: self.replicas.broker_epoch, channel, self._topic_id)
+        self.replicas = replicas = ReplicaManager(
+            bid,
+            storage,
+            alter_partition,
+            self.fetchers,
+            clock,
+            ReplicationMetrics(),
+            known_partition=lambda tp: metadata.partition(tp.topic, tp.partition) is not None,
+            internal_topics=frozenset({OFFSETS_TOPIC}),
+            wakeup_at=self._arm_purgatory,
+        )
+        self.fetchers.replicas = replicas
+        topics = TopicService(guarded, config, storage, metadata)
+        configs = ConfigService(bid, guarded, config, storage, replicas)
+        self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock)
+        replicas.add_listener(self.groups.on_partition_changed)
+        handlers = RequestHandlers(
+            ReplicaApis(replicas, metadata, configs.topic_overrides),
+            MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
+            TopicApis(topics, metadata),
+            ConfigApis(configs),
+            ControllerApis(channel),
+            self.groups,
+            ProducerIdManager(bid, guarded),
+        )
         host, port = config.listener()
         self.server = SocketServer(
-            host,
-            port,
-            self.handlers.handle,
-            self.handlers.on_unsupported_version,
-            config.socket_request_max_bytes,
-            config.max_connections,
+            host, port, handlers.handle, handlers.on_unsupported_version,
+            config.socket_request_max_bytes, config.max_connections,
         )
-        self.zk = None
-        self.store = None
-        self.controller = None
-        self.cluster_id = ""
-        self._tasks: list[asyncio.Task] = []
+        self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller)
+        self._tasks: list[asyncio.Future] = []
+        self._purgatory_timer: asyncio.TimerHandle | None = None
+        self._purgatory_at = -1
         # One thread for checkpoint and flush fsyncs: they never run concurrently with
         # each other, and never on the event loop.
         self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
-        self._stopping = asyncio.Event()
         self.started_at = 0.0
 
-    # ------------------------------------------------------------------ config -----
-    def log_config(self, topic_overrides: dict[str, str]) -> LogConfig:
-        props = self.config.topic_defaults()
-        props.update(topic_overrides)
-        return LogConfig.from_props(props)
+    @classmethod
+    async def connect(cls, config: BrokerConfig) -> Broker:
+        """Open the ZooKeeper session and the cluster layout, then build the broker."""
+        zk = AsyncZk(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms)
+        await zk.start(timeout=config.zookeeper_connection_timeout_ms / 1000)
+        store = KafkaZkStore(zk)
+        await store.ensure_layout()
+        return cls(config, zk, store, await store.get_cluster_id())
 
-    @property
-    def partitions(self) -> dict[tuple[str, int], Partition]:
-        return self.replica_manager.partitions
+    # ------------------------------------------------------------- wiring helpers -----
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.metadata.broker(broker_id)
+        return None if info is None else (info.host, info.port)
+
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
+        info = self.metadata.topics.get(topic)
+        return None if info is None else info.topic_id
+
+    def _self_endpoint(self) -> dict[str, Any]:
+        host, port = self.config.advertised()
+        return {"node_id": self.broker_id, "host": host, "port": port or self.server.port,
+                "rack": self.config.broker_rack or None}
+
+    def _arm_purgatory(self, at_ms: int) -> None:
+        """The replica manager has a new purgatory deadline: make sure poll() runs by then."""
+        if self._purgatory_timer is not None and self._purgatory_at <= at_ms:
+            return
+        if self._purgatory_timer is not None:
+            self._purgatory_timer.cancel()
+        self._purgatory_at = at_ms
+        delay = max(0, at_ms - self.clock.monotonic_ms()) / 1000
+        self._purgatory_timer = asyncio.get_running_loop().call_later(delay, self._poll_purgatory)
+
+    def _poll_purgatory(self) -> None:
+        self._purgatory_timer = None
+        try:
+            self.replicas.poll()
+        finally:
+            nxt = self.replicas.next_deadline()
+            if nxt is not None:
+                self._arm_purgatory(nxt)
 
     # --------------------------------------------------------------- lifecycle -----
     async def start(self) -> None:
-        from kafkarepl.controller.channel import NetworkBrokerChannel
-        from kafkarepl.controller.controller import Controller
-        from kafkarepl.zk.client import AsyncZk
-        from kafkarepl.zk.store import KafkaZkStore
-
         self.started_at = time.monotonic()
         self.log_manager.startup()
-        self.zk = AsyncZk(
-            self.config.zookeeper_connect,
-            session_timeout_ms=self.config.zookeeper_session_timeout_ms,
-        )
-        await self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
-        self.store = KafkaZkStore(self.zk)
-        await self.store.ensure_layout()
-        self.cluster_id = await self.store.get_cluster_id()
         await self.server.start()
         await self._register()
         self.zk.on_session_reestablished(self._on_session_reestablished)
         self.zk.on_session_lost(self._on_session_lost)
-        self.controller = Controller(
-            self.broker_id,
-            self.zk,
-            NetworkBrokerChannel(client_id=f"controller-{self.broker_id}"),
-            config=self.config.as_props(),
-            store=self.store,
-        )
         await self.controller.start()
+        cfg = self.config
         self._tasks = [
-            asyncio.ensure_future(self._every(self.config.replica_lag_time_max_ms / 2000, self._isr_expiry)),
-            asyncio.ensure_future(self._every(self.config.hw_checkpoint_interval_ms / 1000, self._checkpoint_hw)),
-            asyncio.ensure_future(
-                self._every(self.config.log_retention_check_interval_ms / 1000, self._retention)
-            ),
-            asyncio.ensure_future(self._every(1.0, self._flush_dirty)),
+            self._every(cfg.replica_lag_time_max_ms / 2000, self.replicas.maybe_shrink_isrs),
+            self._every(cfg.hw_checkpoint_interval_ms / 1000, self._checkpoint_hw),
+            self._every(cfg.log_retention_check_interval_ms / 1000, self._retention),
+            self._every(1.0, self._flush_dirty),
         ]
-        if self.config.metrics_port >= 0:
-            await self.metrics.serve(self.server.host, self.config.metrics_port)
+        if cfg.metrics_port >= 0:
+            await self.metrics.serve(self.server.host, cfg.metrics_port)
         log.info("broker %d serving on %s:%d", self.broker_id, self.server.host, self.server.port)
 
     async def _register(self) -> None:
         host, port = self.config.advertised()
-        self.broker_epoch = await self.store.register_broker(
+        self.replicas.broker_epoch = await self.store.register_broker(
             self.broker_id, host, self.server.port if port == 0 else port, self.config.broker_rack or None
         )
 
@@ -130,54 +187,54 @@ class Broker:
         # Our registration is gone: the controller treats us as dead and elects other
         # leaders. Stop acting as leader so no acks=all write is acknowledged alone.
         log.warning("broker %d: ZooKeeper session lost; giving up leadership locally", self.broker_id)
-        for p in list(self.partitions.values()):
-            if p.is_leader:
-                p.resign()
-                self.replica_manager.partition_changed(p)
+        self.replicas.resign_all()
 
-    async def _every(self, seconds: float, fn: Any) -> None:
-        while True:
-            await asyncio.sleep(max(0.05, seconds))
-            try:
-                r = fn()
-                if asyncio.iscoroutine(r):
-                    await r
-            except Exception:
-                log.exception("background task %s failed", getattr(fn, "__name__", fn))
+    def _every(self, seconds: float, fn: Callable[[], Any]) -> asyncio.Future:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(max(0.05, seconds))
+                try:
+                    r = fn()
+                    if asyncio.iscoroutine(r):
+                        await r
+                except Exception:
+                    log.exception("background task %s failed", getattr(fn, "__name__", fn))
+
+        return asyncio.ensure_future(loop())
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
-        if self.config.controlled_shutdown_enable and self.controller is not None:
+        if self.config.controlled_shutdown_enable:
             try:
-                await asyncio.wait_for(self.admin.request_controlled_shutdown(), 10)
+                await asyncio.wait_for(
+                    request_controlled_shutdown(self.controller_channel, self.broker_id, self.replicas.broker_epoch,
+                                                self.config.controlled_shutdown_max_retries),
+                    10,
+                )
             except Exception as exc:  # noqa: BLE001 - shutdown goes on regardless
                 log.warning("controlled shutdown did not complete: %s", exc)
         for t in self._tasks:
             t.cancel()
-        self.group_coordinator.shutdown()
+        if self._purgatory_timer is not None:
+            self._purgatory_timer.cancel()
+        self.groups.shutdown()
         self._io_executor.shutdown(wait=True)  # no checkpoint write in flight past here
         await self.fetchers.shutdown()
         await self.server.stop()
-        if self.controller is not None:
-            await self.controller.stop()
-        self.log_manager.shutdown({tp: p.high_watermark for tp, p in self.partitions.items()})
-        if self.zk is not None:
-            await self.zk.stop()
+        await self.controller.stop()
+        self.controller_channel.close()
+        self.log_manager.shutdown(dict(self._high_watermarks()))
+        await self.zk.stop()
 
     # ---------------------------------------------------------- periodic work -----
-    def _isr_expiry(self) -> None:
-        t = now_ms()
-        for p in list(self.partitions.values()):
-            if p.is_leader:
-                change = p.maybe_shrink_isr(t)
-                if change is not None:
-                    asyncio.ensure_future(self.admin.send_alter_partition(p, change))
+    def _high_watermarks(self) -> dict[tuple[str, int], int]:
+        return {(tp.topic, tp.partition): hw for tp, hw in self.replicas.high_watermarks().items()}
 
     async def _checkpoint_hw(self) -> None:
         """replication-offset-checkpoint, written off the event loop: its fsyncs can take
         hundreds of ms on a busy file system (ext4 flushes the journal), which on the loop
         would stall every request of the broker (seen as acks=all p99 spikes)."""
-        hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
+        hws = self._high_watermarks()
         if hws:
             await asyncio.get_running_loop().run_in_executor(
                 self._io_executor, self.log_manager.checkpoint_high_watermarks, hws
@@ -188,82 +245,16 @@ class Broker:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, self.log_manager.flush_dirty)
 
     def _retention(self) -> None:
-        self.log_manager.delete_old_segments(now_ms())
+        self.log_manager.delete_old_segments(self.clock.wall_ms())
 
-    # ------------------------------------------------------- controller orders ----
-    async def become_leader_or_follower(self, body: dict[str, Any]) -> dict[str, Any]:
-        if body["controller_epoch"] < self.replica_manager.controller_epoch:
-            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
-        self.replica_manager.controller_epoch = body["controller_epoch"]
-        t = now_ms()
-        out_topics = []
-        for ts in body.get("topic_states") or []:
-            name = ts["topic_name"]
-            configs = await self.admin.topic_configs(name)
-            errors = []
-            for ps in ts["partition_states"]:
-                code = self._apply_partition_state(name, ps, configs, t)
-                errors.append({"topic_name": name, "partition_index": ps["partition_index"], "error_code": int(code)})
-            out_topics.append({"topic_id": ts.get("topic_id"), "partition_errors": errors})
-        return {"error_code": 0, "topics": out_topics}
-
-    def _apply_partition_state(self, topic: str, ps: dict, configs: dict[str, str], t: int) -> ErrorCode:
-        index = ps["partition_index"]
-        replicas = list(ps["replicas"])
-        if self.broker_id not in replicas:
-            return ErrorCode.NONE
-        p = self.partitions.get((topic, index))
-        if p is not None and ps["leader_epoch"] < p.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
-        log_cfg = self.log_config(configs)
-        pcfg = partition_config(log_cfg, self.config)
-        if p is None:
-            lg = self.log_manager.get_or_create_log(topic, index, log_cfg)
-            hw = self.log_manager.high_watermarks.get((topic, index), 0)
-            p = Partition(topic, index, self.broker_id, lg, pcfg, self.replication_metrics, initial_hw=hw)
-            self.partitions[(topic, index)] = p
-        else:
-            p.reconfigure(pcfg)
-        isr = list(ps["isr"])
-        if ps["leader"] == self.broker_id:
-            self.fetchers.remove_partition(p)
-            p.become_leader(ps["leader_epoch"], isr, replicas, ps["partition_epoch"], t)
-        elif ps["leader"] >= 0:
-            if p.become_follower(ps["leader"], ps["leader_epoch"], isr, replicas, ps["partition_epoch"], t):
-                self.fetchers.add_partition(p, ps["leader"])
-        else:
-            # Offline partition (no eligible leader): stop serving it, keep the data.
-            self.fetchers.remove_partition(p)
-            p.resign()
-        self.replica_manager.partition_changed(p)
-        return ErrorCode.NONE
-
-    async def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
-        if body["controller_epoch"] < self.replica_manager.controller_epoch:
-            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
-        self.replica_manager.controller_epoch = body["controller_epoch"]
-        errors = []
-        for ts in body.get("topic_states") or []:
-            name = ts["topic_name"]
-            for ps in ts["partition_states"]:
-                index = ps["partition_index"]
-                p = self.partitions.pop((name, index), None)
-                if p is not None:
-                    self.fetchers.remove_partition(p)
-                    p.resign()
-                    self.replica_manager.partition_changed(p)
-                if ps.get("delete_partition"):
-                    self.log_manager.delete_log(name, index)
-                errors.append({"topic_name": name, "partition_index": index, "error_code": 0})
-        return {"error_code": 0, "partition_errors": errors}
 
 async def run(config: BrokerConfig, ready: Any = None) -> None:
     """Run a broker until SIGTERM/SIGINT, then shut down cleanly."""
-    broker = Broker(config)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    broker = await Broker.connect(config)
     await broker.start()
     # Start-up objects (schemas, compiled codecs, config) live forever: keep them out of
     # the collector's generations so full collections stay short.
@@ -278,3 +269,6 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
         # once rather than risk asyncio's teardown waiting on a straggling task.
         logging.shutdown()
         os._exit(0)
+
+
+__all__ = ["Broker", "TopicPartition", "run"]

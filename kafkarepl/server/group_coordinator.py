@@ -35,10 +35,13 @@ from kafkarepl.coordinator import (
 )
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
+from kafkarepl.replication import PartitionResponse, TopicPartition
 
 if TYPE_CHECKING:
-    from kafkarepl.server.broker import Broker
-    from kafkarepl.server.partition import Partition
+    from kafkarepl.replication import Clock, PartitionState, ReplicaManager
+    from kafkarepl.server.config import BrokerConfig
+    from kafkarepl.server.metadata_cache import MetadataCache
+    from kafkarepl.server.topics import TopicService
 
 log = logging.getLogger(__name__)
 
@@ -63,19 +66,20 @@ _APPEND_ERRORS = {
 }
 
 
-def _mono_ms() -> int:
-    # Group timers measure durations only: a monotonic clock, immune to clock steps.
-    return int(time.monotonic() * 1000)
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class GroupCoordinatorService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        cfg = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        topics: TopicService,
+        clock: Clock,
+    ) -> None:
+        self.config = cfg = config
+        self.clock = clock  # group timers: monotonic; commit timestamps: wall
+        self.metadata = metadata
+        self.replicas = replicas
+        self.topics = topics
         self.core = GroupCoordinator(
             GroupConfig(
                 min_session_timeout_ms=cfg.group_min_session_timeout_ms,
@@ -103,11 +107,11 @@ class GroupCoordinatorService:
         deadline = self.core.next_deadline()
         if deadline is not None:
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(max(0, deadline - _mono_ms()) / 1000, self._on_timer)
+            self._timer = loop.call_later(max(0, deadline - self.clock.monotonic_ms()) / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.core.poll(_mono_ms())
+        self.core.poll(self.clock.monotonic_ms())
         self._after()
 
     async def _outcome(self, result: Any) -> Any:
@@ -121,7 +125,7 @@ class GroupCoordinatorService:
 
     def _sync_partition_count(self) -> None:
         # Kafka uses the topic's real partition count once it exists.
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        info = self.metadata.topics.get(OFFSETS_TOPIC)
         if info is not None and info.partitions:
             self.core.num_partitions = len(info.partitions)
 
@@ -139,13 +143,16 @@ class GroupCoordinatorService:
             self._timer = None
 
     # ----------------------------------------------------------- leadership -----
-    def on_offsets_partition_changed(self, p: Partition) -> None:
-        """Called on every change of a __consumer_offsets partition (role, HW, LEO)."""
-        idx = p.partition
+    def on_partition_changed(self, tp: TopicPartition, p: PartitionState) -> None:
+        """ReplicaManager listener: every change of a local partition (role, HW, LEO);
+        leading a __consumer_offsets partition loads its groups, losing it drops them."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        idx = tp.partition
         if p.is_leader and not self.core.owns(idx):
             self._sync_partition_count()
             self.core.begin_loading(idx)
-            self._loads[idx] = asyncio.ensure_future(self._load(p))
+            self._loads[idx] = asyncio.ensure_future(self._load(idx, p))
         elif not p.is_leader and self.core.owns(idx):
             task = self._loads.pop(idx, None)
             if task is not None:
@@ -154,8 +161,7 @@ class GroupCoordinatorService:
             self._after()
             log.info("group coordinator: resigned %s-%d", OFFSETS_TOPIC, idx)
 
-    async def _load(self, p: Partition) -> None:
-        idx = p.partition
+    async def _load(self, idx: int, p: PartitionState) -> None:
         while True:
             try:
                 records = await self._read_offsets_log(p)
@@ -174,13 +180,14 @@ class GroupCoordinatorService:
         log.info("group coordinator: loaded %s-%d (%d offset records)", OFFSETS_TOPIC, idx, n)
 
     @staticmethod
-    async def _read_offsets_log(p: Partition) -> list[tuple[bytes | None, bytes | None]]:
+    async def _read_offsets_log(p: PartitionState) -> list[tuple[bytes | None, bytes | None]]:
         """Every (key, value) of the log up to its end as of now; nothing else appends to
         it while loading (commits are refused until the load finishes)."""
         out: list[tuple[bytes | None, bytes | None]] = []
-        offset, end = p.log.log_start_offset, p.log.log_end_offset
+        lg: Any = p.log
+        offset, end = lg.log_start_offset, lg.log_end_offset
         while offset < end:
-            sl = p.log.read(offset, LOAD_CHUNK_BYTES, end, min_one_batch=True)
+            sl = lg.read(offset, LOAD_CHUNK_BYTES, end, min_one_batch=True)
             if sl.size == 0:
                 break
             buf = _core.file_pread(sl.fd, sl.size, sl.position)
@@ -217,7 +224,7 @@ class GroupCoordinatorService:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
         if key_type != KEY_TYPE_GROUP:
             return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
-        cache = self.broker.metadata
+        cache = self.metadata
         if OFFSETS_TOPIC not in cache.topics:
             await self._create_offsets_topic()
         info = cache.topics.get(OFFSETS_TOPIC)
@@ -232,11 +239,11 @@ class GroupCoordinatorService:
     async def _create_offsets_topic(self) -> None:
         """Create __consumer_offsets as Kafka does on first use, then wait briefly for
         its leaders so the asking client need not retry."""
-        cfg = self.broker.config
+        cfg = self.config
         async with self._create_lock:
-            if OFFSETS_TOPIC not in self.broker.metadata.topics:
+            if OFFSETS_TOPIC not in self.metadata.topics:
                 try:
-                    live = len(await self.broker.admin.store.get_brokers())
+                    live = await self.topics.live_broker_count()
                 except KafkaError as exc:
                     log.info("cannot create %s yet: %s", OFFSETS_TOPIC, exc)
                     return
@@ -244,18 +251,20 @@ class GroupCoordinatorService:
                 # offsets.topic.replication.factor are alive; capping instead lets a
                 # small (test) cluster have consumer groups.
                 rf = max(1, min(cfg.offsets_topic_replication_factor, live))
-                code, msg, _ = await self.broker.admin._create_topic(
-                    OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, None,
-                    {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
-                )
-                if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                    log.warning("creating %s failed: %s %s", OFFSETS_TOPIC, ErrorCode(code).name, msg)
-                    return
+                try:
+                    await self.topics.create(
+                        OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, None,
+                        {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+                    )
+                except KafkaError as exc:
+                    if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                        log.warning("creating %s failed: %s %s", OFFSETS_TOPIC, exc.code.name, exc)
+                        return
                 log.info("creating %s: %d partitions, replication factor %d", OFFSETS_TOPIC,
                          cfg.offsets_topic_num_partitions, rf)
         deadline = time.monotonic() + METADATA_WAIT_S
         while time.monotonic() < deadline:
-            info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+            info = self.metadata.topics.get(OFFSETS_TOPIC)
             if info is not None and info.partitions and all(p.leader >= 0 for p in info.partitions.values()):
                 return
             await asyncio.sleep(0.05)
@@ -276,7 +285,7 @@ class GroupCoordinatorService:
             client_host=client_host,
             require_known_member_id=v >= 4,
         )
-        res = await self._outcome(self.core.join(b["group_id"], r, _mono_ms()))
+        res = await self._outcome(self.core.join(b["group_id"], r, self.clock.monotonic_ms()))
         self._sync_partition_count()
         return {
             "throttle_time_ms": 0,
@@ -294,7 +303,7 @@ class GroupCoordinatorService:
         assignments = {a["member_id"]: bytes(a["assignment"] or b"") for a in b.get("assignments") or []}
         res = await self._outcome(self.core.sync(
             b["group_id"], b["member_id"], b.get("group_instance_id"), b["generation_id"],
-            b.get("protocol_type"), b.get("protocol_name"), assignments, _mono_ms(),
+            b.get("protocol_type"), b.get("protocol_name"), assignments, self.clock.monotonic_ms(),
         ))
         return {"throttle_time_ms": 0, "error_code": int(res.error), "protocol_type": res.protocol_type,
                 "protocol_name": res.protocol_name, "assignment": res.assignment}
@@ -302,7 +311,7 @@ class GroupCoordinatorService:
     async def heartbeat(self, req: Request) -> dict[str, Any]:
         b = req.body
         code = self.core.heartbeat(b["group_id"], b["member_id"], b.get("group_instance_id"),
-                                   b["generation_id"], _mono_ms())
+                                   b["generation_id"], self.clock.monotonic_ms())
         self._after()
         return {"throttle_time_ms": 0, "error_code": int(code)}
 
@@ -312,7 +321,7 @@ class GroupCoordinatorService:
             members = [(m["member_id"] or "", m.get("group_instance_id")) for m in b.get("members") or []]
         else:
             members = [(b["member_id"] or "", None)]
-        top, codes = self.core.leave(b["group_id"], members, _mono_ms())
+        top, codes = self.core.leave(b["group_id"], members, self.clock.monotonic_ms())
         self._after()
         if v < 3 and not top and codes:
             top = codes[0]
@@ -327,11 +336,11 @@ class GroupCoordinatorService:
     async def offset_commit(self, req: Request) -> dict[str, Any]:
         b, v = req.body, req.api_version
         group_id = b["group_id"]
-        now = _wall_ms()
+        now = self.clock.wall_ms()
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         codes: dict[tuple[str, int], ErrorCode] = {}  # in request order
         for t in b["topics"] or []:
-            info = self.broker.metadata.topics.get(t["name"])
+            info = self.metadata.topics.get(t["name"])
             for p in t["partitions"] or []:
                 tp = (t["name"], p["partition_index"])
                 codes[tp] = ErrorCode.NONE
@@ -343,7 +352,7 @@ class GroupCoordinatorService:
                                                 p["committed_metadata"] or "", ts if ts >= 0 else now)
         err, valid = self.core.validate_commit(
             group_id, b.get("member_id") or "", b.get("group_instance_id"),
-            b.get("generation_id_or_member_epoch", -1), offsets, _mono_ms(),
+            b.get("generation_id_or_member_epoch", -1), offsets, self.clock.monotonic_ms(),
         )
         self._after()
         if err:
@@ -363,24 +372,23 @@ class GroupCoordinatorService:
 
     async def _append_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> ErrorCode:
         """Write the commit to the group's __consumer_offsets partition as its leader and
-        wait until every ISR member has it (HW past the batch)."""
-        p = self.broker.partitions.get((OFFSETS_TOPIC, self.core.partition_for(group_id)))
+        wait until every ISR member has it (acks=all: HW past the batch)."""
+        tp = TopicPartition(OFFSETS_TOPIC, self.core.partition_for(group_id))
+        p = self.replicas.get(tp)
         if p is None or not p.is_leader:
             return ErrorCode.NOT_COORDINATOR
-        now = _wall_ms()
-        err = p.state.check_produce(-1, now)
-        if err:
-            return _APPEND_ERRORS.get(err, ErrorCode.UNKNOWN_SERVER_ERROR)
         records = [(encode_key(group_id, t, i), encode_value(o)) for (t, i), o in offsets.items()]
-        epoch = p.leader_epoch
-        try:
-            info = p.log.append_as_leader(memoryview(build_batch(records, now)), epoch, now)
-        except KafkaError as exc:
-            return _APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)
-        p.on_leader_append(now)
-        self.broker.replica_manager.partition_changed(p)
-        deadline = time.monotonic() + self.broker.config.offsets_commit_timeout_ms / 1000
-        code = await self.broker.purgatory.wait_for_commit(p, info.last_offset + 1, epoch, deadline)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def done(results: dict[TopicPartition, PartitionResponse]) -> None:
+            if not fut.done():
+                fut.set_result(results[tp].error)
+
+        batch = memoryview(build_batch(records, self.clock.wall_ms()))
+        self.replicas.append_records(
+            self.config.offsets_commit_timeout_ms, -1, {tp: batch}, done, internal_topics_allowed=True
+        )
+        code: ErrorCode = await fut
         return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR) if code else ErrorCode.NONE
 
     async def offset_fetch(self, req: Request) -> dict[str, Any]:

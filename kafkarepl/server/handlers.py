@@ -1,20 +1,28 @@
-"""Request dispatch: one small handler per API key; the work lives in the managers.
+"""Request dispatch: API key -> the request-layer method that serves it.
 
-Handlers translate between wire bodies (dicts, see kafkarepl.protocol) and the
-broker's managers (ReplicaManager, admin, controller); they hold no state themselves.
+The request layer (replica_apis, metadata_apis, topics, configs, controller_apis,
+group_coordinator, producer_ids) translates wire bodies (dicts, see kafkarepl.protocol)
+into calls on the services and back; it holds no replication state itself.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkarepl.errors import ErrorCode, UnsupportedVersionError
 from kafkarepl.protocol import API, ApiKey, Request
 
 if TYPE_CHECKING:
-    from kafkarepl.server.broker import Broker
+    from kafkarepl.server.configs import ConfigApis
+    from kafkarepl.server.controller_apis import ControllerApis
+    from kafkarepl.server.group_coordinator import GroupCoordinatorService
+    from kafkarepl.server.metadata_apis import MetadataApis
     from kafkarepl.server.network import Connection
+    from kafkarepl.server.producer_ids import ProducerIdManager
+    from kafkarepl.server.replica_apis import ReplicaApis
+    from kafkarepl.server.topics import TopicApis
 
 log = logging.getLogger(__name__)
 
@@ -63,51 +71,65 @@ def api_versions_list() -> list[dict[str, int]]:
     ]
 
 
+Handler = Callable[[Request], Awaitable[Any]]
+
+
 class RequestHandlers:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        b = broker
-        self._table = {
+    """The dispatch table: API key -> the request-layer method that serves it."""
+
+    def __init__(
+        self,
+        replica: ReplicaApis,
+        metadata: MetadataApis,
+        topics: TopicApis,
+        configs: ConfigApis,
+        controller: ControllerApis,
+        groups: GroupCoordinatorService,
+        producer_ids: ProducerIdManager,
+    ) -> None:
+        self.groups = groups
+        self._table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
-            ApiKey.METADATA: b.admin.metadata,
-            ApiKey.PRODUCE: b.replica_manager.handle_produce,
-            ApiKey.FETCH: b.replica_manager.handle_fetch,
-            ApiKey.LIST_OFFSETS: b.replica_manager.handle_list_offsets,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: b.replica_manager.handle_offset_for_leader_epoch,
-            ApiKey.LEADER_AND_ISR: b.replica_manager.handle_leader_and_isr,
-            ApiKey.STOP_REPLICA: b.replica_manager.handle_stop_replica,
-            ApiKey.UPDATE_METADATA: b.replica_manager.handle_update_metadata,
-            ApiKey.CREATE_TOPICS: b.admin.create_topics,
-            ApiKey.DELETE_TOPICS: b.admin.delete_topics,
-            ApiKey.CREATE_PARTITIONS: b.admin.create_partitions,
-            ApiKey.DESCRIBE_CONFIGS: b.admin.describe_configs,
-            ApiKey.ALTER_CONFIGS: b.admin.alter_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: b.admin.incremental_alter_configs,
-            ApiKey.INIT_PRODUCER_ID: b.admin.init_producer_id,
-            ApiKey.DESCRIBE_CLUSTER: b.admin.describe_cluster,
-            ApiKey.FIND_COORDINATOR: b.admin.find_coordinator,
-            ApiKey.ELECT_LEADERS: b.admin.elect_leaders,
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS: b.admin.alter_partition_reassignments,
-            ApiKey.LIST_PARTITION_REASSIGNMENTS: b.admin.list_partition_reassignments,
-            ApiKey.ALTER_PARTITION: b.admin.alter_partition,
-            ApiKey.CONTROLLED_SHUTDOWN: b.admin.controlled_shutdown,
-            ApiKey.SYNC_GROUP: b.group_coordinator.sync_group,
-            ApiKey.HEARTBEAT: b.group_coordinator.heartbeat,
-            ApiKey.LEAVE_GROUP: b.group_coordinator.leave_group,
-            ApiKey.OFFSET_COMMIT: b.group_coordinator.offset_commit,
-            ApiKey.OFFSET_FETCH: b.group_coordinator.offset_fetch,
-            ApiKey.DESCRIBE_GROUPS: b.group_coordinator.describe_groups,
-            ApiKey.LIST_GROUPS: b.group_coordinator.list_groups,
+            ApiKey.METADATA: metadata.metadata_request,
+            ApiKey.DESCRIBE_CLUSTER: metadata.describe_cluster,
+            ApiKey.PRODUCE: replica.produce,
+            ApiKey.FETCH: replica.fetch,
+            ApiKey.LIST_OFFSETS: replica.list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: replica.offset_for_leader_epoch,
+            ApiKey.LEADER_AND_ISR: replica.leader_and_isr,
+            ApiKey.STOP_REPLICA: replica.stop_replica,
+            ApiKey.UPDATE_METADATA: replica.update_metadata,
+            ApiKey.CREATE_TOPICS: topics.create_topics,
+            ApiKey.DELETE_TOPICS: topics.delete_topics,
+            ApiKey.CREATE_PARTITIONS: topics.create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
+            ApiKey.ALTER_CONFIGS: configs.alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+            ApiKey.INIT_PRODUCER_ID: producer_ids.init_producer_id,
+            ApiKey.ELECT_LEADERS: controller.elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: controller.alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: controller.list_partition_reassignments,
+            ApiKey.ALTER_PARTITION: controller.alter_partition,
+            ApiKey.CONTROLLED_SHUTDOWN: controller.controlled_shutdown,
+            ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+            ApiKey.SYNC_GROUP: groups.sync_group,
+            ApiKey.HEARTBEAT: groups.heartbeat,
+            ApiKey.LEAVE_GROUP: groups.leave_group,
+            ApiKey.OFFSET_COMMIT: groups.offset_commit,
+            ApiKey.OFFSET_FETCH: groups.offset_fetch,
+            ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
+            ApiKey.LIST_GROUPS: groups.list_groups,
         }
 
     async def handle(self, req: Request, conn: Connection) -> dict[str, Any] | None:
         if req.api_key == ApiKey.JOIN_GROUP:  # the member's host is shown by DescribeGroups
-            return await self.broker.group_coordinator.join_group(req, f"/{conn.peer[0]}" if conn.peer else "")
+            return await self.groups.join_group(req, f"/{conn.peer[0]}" if conn.peer else "")
         fn = self._table.get(req.api_key)
         if fn is None:
             # Declared by the codec but not served: the client ignored ApiVersions.
             raise UnsupportedVersionError(f"API {req.api_key} is not served by this broker")
-        return await fn(req)
+        result: dict[str, Any] | None = await fn(req)
+        return result
 
     async def api_versions(self, req: Request) -> dict[str, Any]:
         return {"error_code": 0, "api_keys": api_versions_list(), "throttle_time_ms": 0}

@@ -11,24 +11,31 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kafkarepl.server.broker import Broker
+    from kafkarepl.controller.controller import Controller
+    from kafkarepl.replication import ReplicaManager
+    from kafkarepl.server.network import SocketServer
 
 log = logging.getLogger(__name__)
 
 
 class BrokerMetrics:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self, broker_id: int, replicas: ReplicaManager, server: SocketServer, controller: Controller
+    ) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self.server = server
+        self.controller = controller
         self._server: asyncio.base_events.Server | None = None
 
     def snapshot(self) -> dict[str, float]:
         from kafkarepl.replication import gauges
 
-        b = self.broker
-        g = gauges(p.state for p in b.partitions.values())
-        m = b.replication_metrics
+        rm = self.replicas
+        g = gauges(rm.partitions.values())
+        m = rm.metrics
         out = {
-            "kafka_server_replicamanager_partitioncount": len(b.partitions),
+            "kafka_server_replicamanager_partitioncount": len(rm.partitions),
             "kafka_server_replicamanager_leadercount": g.leader_count,
             "kafka_server_replicamanager_underreplicatedpartitions": g.under_replicated,
             "kafka_server_replicamanager_underminisrpartitioncount": g.under_min_isr,
@@ -38,17 +45,16 @@ class BrokerMetrics:
             "kafka_server_replicamanager_failedisrupdates_total": m.failed_isr_updates,
             "kafka_server_replicamanager_uncleanleaderelections_total": m.unclean_elections,
             "kafka_server_replicafetchermanager_maxlag": g.max_follower_lag,
-            "kafka_server_delayedoperationpurgatory_produce_waiting": b.purgatory.waiting(),
-            "kafka_network_socketserver_connections": len(b.server.connections),
+            "kafka_server_delayedoperationpurgatory_produce_waiting": len(rm.produce_purgatory),
+            "kafka_server_delayedoperationpurgatory_fetch_waiting": len(rm.fetch_purgatory),
+            "kafka_network_socketserver_connections": len(self.server.connections),
         }
-        ctrl = b.controller
-        if ctrl is not None:
-            for k, v in ctrl.metrics.as_dict().items():
-                out[f"kafka_controller_{k}"] = v
+        for k, v in self.controller.metrics.as_dict().items():
+            out[f"kafka_controller_{k}"] = v
         return out
 
     def prometheus_text(self) -> str:
-        bid = self.broker.broker_id
+        bid = self.broker_id
         lines = [f'{k}{{broker="{bid}"}} {v}' for k, v in sorted(self.snapshot().items())]
         return "\n".join(lines) + "\n"
 

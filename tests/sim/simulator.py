@@ -24,6 +24,7 @@ from kafkarepl.replication import (
     FetchResponse,
     FollowerFetcher,
     IsrChange,
+    IsrChangeResult,
     MemoryLog,
     PartitionConfig,
     PartitionFetch,
@@ -228,6 +229,7 @@ class Broker:
         )
         self.sent_at: dict[int, int] = {}
         self.in_flight: dict[int, tuple[FollowerFetcher, EpochRequest | FetchRequest]] = {}
+        self.isr_callbacks: dict[tuple[int, IsrChange], Callable[[IsrChangeResult], None]] = {}
         self.rm = ReplicaManager(
             self.id,
             SimStorage(self, pcfg),
@@ -263,7 +265,9 @@ class Broker:
 
     # -- the ReplicaManager's outlets ----------------------------------------------------
 
-    def submit(self, tp: TopicPartition, change: IsrChange) -> None:  # IsrChangeSender
+    def submit(self, tp: TopicPartition, change: IsrChange, callback: Callable[[IsrChangeResult], None]) -> None:
+        # IsrChangeSender: the controller's answer names the change it answers
+        self.isr_callbacks[(tp.partition, change)] = callback
         self.sim.net.send(self.id, CONTROLLER, "alter_partition", tp.partition, change)
 
     def add_partition(self, tp: TopicPartition, leader_id: int) -> None:  # FetcherControl
@@ -349,11 +353,13 @@ class Broker:
         self.sim.trace("b%d p%d epoch %s -> %s %s: %s", self.id, p, req, err, eo, out)
 
     def on_alter_partition_response(self, _src: int, p: int, change: IsrChange, ok: bool, st: PState) -> None:
-        tp = TopicPartition(TOPIC, p)
+        callback = self.isr_callbacks.pop((p, change), None)
+        if callback is None:
+            return  # sent by an earlier incarnation
         if ok:
-            self.rm.on_isr_change_committed(tp, st.isr, st.partition_epoch)
+            callback(IsrChangeResult(ErrorCode.NONE, st.isr, st.partition_epoch))
         else:
-            self.rm.on_isr_change_failed(tp, change, ErrorCode.INVALID_UPDATE_VERSION)
+            callback(IsrChangeResult(ErrorCode.INVALID_UPDATE_VERSION))
 
     # -- timers ------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kafkarepl.server.admin import validate_topic_name
 from kafkarepl.server.config import BrokerConfig, ConfigError, parse_listener, parse_properties
+from kafkarepl.server.topics import validate_topic_name
 
 
 def test_kafka_property_names_parse_to_typed_values():

@@ -2,17 +2,19 @@
 
 num.replica.fetchers tasks per source broker; a partition is pinned to one of them by
 hash. Each round first settles truncation (OffsetForLeaderEpoch for partitions that
-just became followers: KIP-101, never truncate to the HW), then sends one Fetch for
-all its partitions and appends the leader's batches verbatim. What to send and how to
-react is decided by the sans-I/O follower state machine inside each Partition.
+just became followers: KIP-101, never truncate to the HW), then sends one Fetch for all
+its partitions. What to send and what an answer means is decided by the replica
+manager's follower state machines; this module only moves requests and answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
+from kafkarepl.client import BrokerConnection
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey
 from kafkarepl.replication import (
@@ -21,28 +23,33 @@ from kafkarepl.replication import (
     FetchRequest,
     FetchResponse,
     FollowerFetcher,
+    ReplicaManager,
+    TopicPartition,
 )
-from kafkarepl.server.replica_manager import now_ms
-
-if TYPE_CHECKING:
-    from kafkarepl.server.broker import Broker
-    from kafkarepl.server.partition import Partition
+from kafkarepl.server.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 
+Endpoint = Callable[[int], "tuple[str, int] | None"]
+Pending = list[tuple[TopicPartition, FollowerFetcher, Any]]
+
 
 class ReplicaFetcher:
-    def __init__(self, broker: Broker, leader_id: int, index: int) -> None:
-        self.broker = broker
+    def __init__(
+        self, broker_id: int, leader_id: int, config: BrokerConfig, replicas: ReplicaManager, endpoint: Endpoint
+    ) -> None:
+        self.broker_id = broker_id
         self.leader_id = leader_id
-        self.index = index
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.config = config
+        self.replicas = replicas
+        self.endpoint = endpoint
+        self.partitions: set[TopicPartition] = set()
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task | None = None
-        self._conn = None
+        self._task: asyncio.Future | None = None
+        self._conn: BrokerConnection | None = None
         self.max_lag = 0
 
     def start(self) -> None:
@@ -56,49 +63,46 @@ class ReplicaFetcher:
             self._task = None
         self._close()
 
-    def add(self, p: Partition) -> None:
-        self.partitions[p.tp] = p
+    def add(self, tp: TopicPartition) -> None:
+        self.partitions.add(tp)
         self._wakeup.set()
 
-    def remove(self, p: Partition) -> None:
-        self.partitions.pop(p.tp, None)
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.discard(tp)
 
     def _close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
 
-    async def _connection(self) -> Any:
-        from kafkarepl.client import BrokerConnection
-
+    async def _connection(self) -> BrokerConnection:
         if self._conn is not None and self._conn.connected:
             return self._conn
-        info = self.broker.metadata.broker(self.leader_id)
-        if info is None:
+        ep = self.endpoint(self.leader_id)
+        if ep is None:
             raise ConnectionError(f"leader {self.leader_id} is not in the metadata cache yet")
-        conn = BrokerConnection(info.host, info.port, client_id=f"replica-fetcher-{self.broker.broker_id}")
+        conn = BrokerConnection(ep[0], ep[1], client_id=f"replica-fetcher-{self.broker_id}")
         await conn.connect()
         self._conn = conn
         return conn
 
     async def _run(self) -> None:
+        backoff_s = self.config.replica_fetch_backoff_ms / 1000
         while True:
             if not self.partitions:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            t = now_ms()
-            epoch_reqs: list[tuple[Partition, FollowerFetcher, EpochRequest]] = []
-            fetch_reqs: list[tuple[Partition, FollowerFetcher, FetchRequest]] = []
-            for p in list(self.partitions.values()):
-                f = p.fetcher
-                req = f.next_request(t) if f is not None else None
-                if isinstance(req, EpochRequest):
-                    epoch_reqs.append((p, f, req))
-                elif isinstance(req, FetchRequest):
-                    fetch_reqs.append((p, f, req))
+            epoch_reqs: Pending = []
+            fetch_reqs: Pending = []
+            for tp in list(self.partitions):
+                nxt = self.replicas.follower_request(tp)
+                if nxt is None:
+                    continue
+                f, req = nxt
+                (epoch_reqs if isinstance(req, EpochRequest) else fetch_reqs).append((tp, f, req))
             if not epoch_reqs and not fetch_reqs:
-                await self._sleep(self.broker.config.replica_fetch_backoff_ms / 1000 / 4)
+                await self._sleep(backoff_s / 4)
                 continue
             try:
                 conn = await self._connection()
@@ -111,12 +115,11 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - leader down/moving: back off, retry
-                log.info("fetcher %d->%d: %s", self.broker.broker_id, self.leader_id, exc)
+                log.info("fetcher %d->%d: %s", self.broker_id, self.leader_id, exc)
                 self._close()
-                t = now_ms()
-                for _p, f, req in [*epoch_reqs, *fetch_reqs]:
-                    f.on_request_failed(req, t)
-                await self._sleep(self.broker.config.replica_fetch_backoff_ms / 1000)
+                for _tp, f, req in [*epoch_reqs, *fetch_reqs]:
+                    self.replicas.on_follower_request_failed(f, req)
+                await self._sleep(backoff_s)
 
     async def _sleep(self, seconds: float) -> None:
         self._wakeup.clear()
@@ -125,38 +128,35 @@ class ReplicaFetcher:
         except asyncio.TimeoutError:
             pass
 
-    async def _send_epoch_requests(
-        self, conn: Any, reqs: list[tuple[Partition, FollowerFetcher, EpochRequest]]
-    ) -> None:
+    async def _send_epoch_requests(self, conn: BrokerConnection, reqs: Pending) -> None:
         topics: dict[str, list[dict]] = {}
-        for p, _f, r in reqs:
-            topics.setdefault(p.topic, []).append(
-                {"partition": p.partition, "current_leader_epoch": r.current_leader_epoch, "leader_epoch": r.leader_epoch}
+        for tp, _f, r in reqs:
+            topics.setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "current_leader_epoch": r.current_leader_epoch, "leader_epoch": r.leader_epoch}
             )
         body = {
-            "replica_id": self.broker.broker_id,
+            "replica_id": self.broker_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         }
         resp = await conn.send(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
-        answers = {(t["topic"], r["partition"]): r for t in resp["topics"] for r in t["partitions"]}
-        t_now = now_ms()
-        for p, f, req in reqs:
-            r = answers.get(p.tp)
+        assert resp is not None
+        answers = {TopicPartition(t["topic"], r["partition"]): r for t in resp["topics"] for r in t["partitions"]}
+        for tp, f, req in reqs:
+            r = answers.get(tp)
             if r is None:
-                f.on_request_failed(req, t_now)
+                self.replicas.on_follower_request_failed(f, req)
                 continue
-            out = f.on_epoch_end_offset(req, ErrorCode(r["error_code"]), EpochEndOffset(r["leader_epoch"], r["end_offset"]), t_now)
-            if out.truncated_to is not None:
-                log.info("%s-%d: truncated to %d by leader epoch", p.topic, p.partition, out.truncated_to)
-            self.broker.replica_manager.partition_changed(p)
+            eo = EpochEndOffset(r["leader_epoch"], r["end_offset"])
+            self.replicas.on_epoch_response(tp, f, req, ErrorCode(r["error_code"]), eo)
 
-    async def _send_fetch(self, conn: Any, reqs: list[tuple[Partition, FollowerFetcher, FetchRequest]]) -> None:
-        cfg = self.broker.config
+    async def _send_fetch(self, conn: BrokerConnection, reqs: Pending) -> None:
+        cfg = self.config
         topics: dict[str, list[dict]] = {}
-        for p, _f, r in reqs:
-            topics.setdefault(p.topic, []).append(
+        for tp, _f, r in reqs:
+            assert isinstance(r, FetchRequest)
+            topics.setdefault(tp.topic, []).append(
                 {
-                    "partition": p.partition,
+                    "partition": tp.partition,
                     "current_leader_epoch": r.current_leader_epoch,
                     "fetch_offset": r.fetch_offset,
                     "last_fetched_epoch": r.last_fetched_epoch,
@@ -165,7 +165,7 @@ class ReplicaFetcher:
                 }
             )
         body = {
-            "replica_id": self.broker.broker_id,
+            "replica_id": self.broker_id,
             "max_wait_ms": cfg.replica_fetch_wait_max_ms,
             "min_bytes": cfg.replica_fetch_min_bytes,
             "max_bytes": cfg.replica_fetch_response_max_bytes,
@@ -177,15 +177,17 @@ class ReplicaFetcher:
             "rack_id": "",
         }
         resp = await conn.send(ApiKey.FETCH, FETCH_VERSION, body)
+        assert resp is not None
         if resp.get("error_code"):
             raise ConnectionError(f"fetch error {ErrorCode(resp['error_code']).name}")
-        answers = {(t["topic"], r["partition_index"]): r for t in resp["responses"] for r in t["partitions"]}
-        t_now = now_ms()
+        answers = {
+            TopicPartition(t["topic"], r["partition_index"]): r for t in resp["responses"] for r in t["partitions"]
+        }
         lag = 0
-        for p, f, req in reqs:
-            r = answers.get(p.tp)
+        for tp, f, req in reqs:
+            r = answers.get(tp)
             if r is None:
-                f.on_request_failed(req, t_now)
+                self.replicas.on_follower_request_failed(f, req)
                 continue
             div = r.get("diverging_epoch")
             diverging = None
@@ -194,37 +196,42 @@ class ReplicaFetcher:
             fr = FetchResponse(
                 ErrorCode(r["error_code"]), r["high_watermark"], r["log_start_offset"], r["records"] or None, diverging
             )
-            out = f.on_fetch_response(req, fr, t_now)
+            out = self.replicas.on_fetch_response(tp, f, req, fr)
             if out.error and not out.stale:
-                log.info("%s-%d: fetch from %d: %s", p.topic, p.partition, self.leader_id, out.error.name)
-            if out.appended or out.hw_changed or out.truncated_to is not None:
-                self.broker.replica_manager.partition_changed(p)
-            lag = max(lag, max(0, r["high_watermark"] - p.log.log_end_offset))
+                log.info("%s-%d: fetch from %d: %s", tp.topic, tp.partition, self.leader_id, out.error.name)
+            p = self.replicas.get(tp)
+            if p is not None:
+                lag = max(lag, r["high_watermark"] - p.log.log_end_offset)
         self.max_lag = lag
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
-        self._assigned: dict[tuple[str, int], ReplicaFetcher] = {}
+    """FetcherControl for the replica manager: one fetcher task per (leader, index)."""
 
-    def add_partition(self, p: Partition, leader_id: int) -> None:
-        """Fetch p from leader_id (p.fetcher holds the follower state machine)."""
-        self.remove_partition(p)
-        n = max(1, self.broker.config.num_replica_fetchers)
-        key = (leader_id, hash(p.tp) % n)
+    def __init__(self, broker_id: int, config: BrokerConfig, endpoint: Endpoint) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.endpoint = endpoint
+        self.replicas: ReplicaManager | None = None  # bound once built (it needs us first)
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
+
+    def add_partition(self, tp: TopicPartition, leader_id: int) -> None:
+        self.remove_partition(tp)
+        assert self.replicas is not None
+        n = max(1, self.config.num_replica_fetchers)
+        key = (leader_id, hash(tp) % n)
         f = self.fetchers.get(key)
         if f is None:
-            f = self.fetchers[key] = ReplicaFetcher(self.broker, leader_id, key[1])
+            f = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.config, self.replicas, self.endpoint)
             f.start()
-        f.add(p)
-        self._assigned[p.tp] = f
+        f.add(tp)
+        self._assigned[tp] = f
 
-    def remove_partition(self, p: Partition) -> None:
-        f = self._assigned.pop(p.tp, None)
+    def remove_partition(self, tp: TopicPartition) -> None:
+        f = self._assigned.pop(tp, None)
         if f is not None:
-            f.remove(p)
+            f.remove(tp)
 
     def max_lag(self) -> int:
         return max((f.max_lag for f in self.fetchers.values()), default=0)

@@ -1,0 +1,137 @@
+"""Configs: the ConfigService (topic overrides in ZooKeeper, applied to this broker's
+replicas when they change) and the request layer of DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafkarepl.errors import ErrorCode, KafkaError
+from kafkarepl.protocol import Request
+from kafkarepl.replication import ReplicaManager
+from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.replica_storage import LogStorage
+from kafkarepl.server.topics import validate_topic_configs
+from kafkarepl.server.zk_guard import GuardedStore
+
+log = logging.getLogger(__name__)
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+CONFIG_SOURCE_TOPIC = 1
+CONFIG_SOURCE_STATIC_BROKER = 4
+CONFIG_SOURCE_DEFAULT = 5
+OP_SET, OP_DELETE = 0, 1
+Body = dict[str, Any]
+Entry = tuple[str, int, bool]  # value, source, read-only
+
+
+class ConfigService:
+    def __init__(
+        self, broker_id: int, store: GuardedStore, config: BrokerConfig, storage: LogStorage, replicas: ReplicaManager
+    ) -> None:
+        self.broker_id = broker_id
+        self.store = store
+        self.config = config
+        self.storage = storage
+        self.replicas = replicas
+
+    async def topic_overrides(self, name: str) -> dict[str, str]:
+        return dict(await self.store.get_topic_config(name))
+
+    async def describe(self, rtype: int, rname: str) -> dict[str, Entry]:
+        if rtype == RESOURCE_TOPIC:
+            if not await self.store.topic_exists(rname):
+                raise KafkaError(f"Topic '{rname}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            entries = {k: (v, CONFIG_SOURCE_DEFAULT, False) for k, v in self.config.topic_defaults().items()}
+            overrides = await self.topic_overrides(rname)
+            entries.update({k: (v, CONFIG_SOURCE_TOPIC, False) for k, v in overrides.items()})
+            return entries
+        if rtype == RESOURCE_BROKER:
+            if rname not in ("", str(self.broker_id)):
+                raise KafkaError(f"broker {rname} is not this broker", ErrorCode.INVALID_REQUEST)
+            return {k: (v, CONFIG_SOURCE_STATIC_BROKER, True) for k, v in self.config.as_props().items()}
+        raise KafkaError(f"unsupported resource type {rtype}", ErrorCode.INVALID_REQUEST)
+
+    async def set_topic_config(self, name: str, new: dict[str, str], validate_only: bool) -> None:
+        """Replace the topic's overrides with `new`; this broker's replicas of the topic
+        take them at once (the others when their next LeaderAndIsr reads them)."""
+        if not await self.store.topic_exists(name):
+            raise KafkaError(f"Topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        validate_topic_configs(new, self.storage)
+        if not validate_only:
+            await self.store.set_topic_config(name, new)
+            self.replicas.reconfigure_topic(name, new)
+
+
+class ConfigApis:
+    def __init__(self, configs: ConfigService) -> None:
+        self.configs = configs
+
+    async def describe_configs(self, req: Request) -> Body:
+        results = []
+        for r in req.body["resources"]:
+            keys = r.get("configuration_keys")
+            res: Body = {
+                "error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                "resource_name": r["resource_name"], "configs": [],
+            }
+            results.append(res)
+            try:
+                entries = await self.configs.describe(r["resource_type"], r["resource_name"])
+            except KafkaError as exc:
+                res["error_code"], res["error_message"] = int(exc.code), str(exc)
+                continue
+            for name, (value, source, read_only) in sorted(entries.items()):
+                if keys is not None and name not in keys:
+                    continue
+                res["configs"].append({
+                    "name": name, "value": value, "read_only": read_only,
+                    "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
+                    "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None,
+                })
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def alter_configs(self, req: Request) -> Body:
+        out = []
+        for r in req.body["resources"]:
+            res = _result(r)
+            out.append(res)
+            try:
+                _require_topic(r)
+                new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
+                await self.configs.set_topic_config(r["resource_name"], new, req.body.get("validate_only", False))
+            except KafkaError as exc:
+                res["error_code"], res["error_message"] = int(exc.code), str(exc)
+        return {"throttle_time_ms": 0, "responses": out}
+
+    async def incremental_alter_configs(self, req: Request) -> Body:
+        out = []
+        for r in req.body["resources"]:
+            res = _result(r)
+            out.append(res)
+            try:
+                _require_topic(r)
+                current = await self.configs.topic_overrides(r["resource_name"])
+                for c in r["configs"]:
+                    op = c["config_operation"]
+                    if op == OP_SET:
+                        current[c["name"]] = c["value"]
+                    elif op == OP_DELETE:
+                        current.pop(c["name"], None)
+                    else:
+                        raise KafkaError("APPEND/SUBTRACT apply to list configs only", ErrorCode.INVALID_CONFIG)
+                await self.configs.set_topic_config(r["resource_name"], current, req.body.get("validate_only", False))
+            except KafkaError as exc:
+                res["error_code"], res["error_message"] = int(exc.code), str(exc)
+        return {"throttle_time_ms": 0, "responses": out}
+
+
+def _result(r: Body) -> Body:
+    return {"error_code": 0, "error_message": None, "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
+
+
+def _require_topic(r: Body) -> None:
+    if r["resource_type"] != RESOURCE_TOPIC:
+        raise KafkaError("only topic configs can be altered", ErrorCode.INVALID_REQUEST)

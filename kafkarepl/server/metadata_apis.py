@@ -1,0 +1,106 @@
+"""Request layer of Metadata and DescribeCluster, answered from the metadata cache (never
+from ZooKeeper, so a client storm is no ZooKeeper storm)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kafkarepl.errors import ErrorCode
+from kafkarepl.protocol import Request
+from kafkarepl.server.metadata_cache import MetadataCache
+from kafkarepl.server.topics import TopicService, validate_topic_name
+
+ZERO_UUID = uuid.UUID(int=0)
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+Body = dict[str, Any]
+
+
+class MetadataApis:
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        topics: TopicService,
+        cluster_id: str,
+        self_endpoint: Callable[[], Body],
+        auto_create_topics: bool,
+    ) -> None:
+        self.metadata = metadata
+        self.topics = topics
+        self.cluster_id = cluster_id
+        self.self_endpoint = self_endpoint  # {"node_id", "host", "port", "rack"} of this broker
+        self.auto_create_topics = auto_create_topics
+
+    def brokers(self) -> list[Body]:
+        cache = self.metadata
+        if not cache.brokers:  # before the first UpdateMetadata: at least ourselves
+            return [self.self_endpoint()]
+        return [
+            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+        ]
+
+    async def metadata_request(self, req: Request) -> Body:
+        body = req.body
+        cache = self.metadata
+        requested = body.get("topics")
+        if requested is not None and req.api_version == 0 and not requested:
+            requested = None  # v0: an empty list means all topics
+        names = sorted(cache.topics) if requested is None else [t.get("name") for t in requested]
+        allow_auto = body.get("allow_auto_topic_creation", True) and self.auto_create_topics
+        topics_out = []
+        for name in names:
+            if name is None:
+                topics_out.append(_topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            info = cache.topics.get(name)
+            if info is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if validate_topic_name(name):
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                elif allow_auto:
+                    code = await self.topics.auto_create(name)
+                topics_out.append(_topic_error(name, code))
+                continue
+            parts = []
+            for p in sorted(info.partitions.values(), key=lambda x: x.partition):
+                parts.append({
+                    "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else ErrorCode.NONE),
+                    "partition_index": p.partition,
+                    "leader_id": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replica_nodes": p.replicas,
+                    "isr_nodes": p.isr,
+                    "offline_replicas": [r for r in p.replicas if r not in cache.brokers],
+                })
+            topics_out.append({
+                "error_code": 0,
+                "name": name,
+                "topic_id": info.topic_id,
+                "is_internal": name.startswith("__"),
+                "partitions": parts,
+                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            })
+        return {
+            "throttle_time_ms": 0,
+            "brokers": self.brokers(),
+            "cluster_id": self.cluster_id,
+            "controller_id": cache.controller_id,
+            "topics": topics_out,
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
+
+    async def describe_cluster(self, req: Request) -> Body:
+        return {
+            "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+            "cluster_id": self.cluster_id, "controller_id": self.metadata.controller_id,
+            "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                        for b in self.brokers()],
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
+
+
+def _topic_error(name: str | None, code: ErrorCode) -> Body:
+    return {"error_code": int(code), "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

@@ -1,0 +1,278 @@
+"""Request layer for the replica APIs: wire bodies in, ReplicaManager calls, wire bodies out.
+
+Produce, Fetch, ListOffsets and OffsetForLeaderEpoch from clients and followers;
+LeaderAndIsr, StopReplica and UpdateMetadata from the controller. Holds no replication
+state: the ReplicaManager decides, this layer translates and waits for its callbacks.
+Controller orders are applied one at a time, in arrival order (a LeaderAndIsr that
+awaits topic configs must not be overtaken by a later one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from kafkarepl import _core
+from kafkarepl.errors import ErrorCode
+from kafkarepl.protocol import FileRange, Request
+from kafkarepl.replication import (
+    FetchParams,
+    FetchPartitionData,
+    PartitionFetch,
+    PartitionOrder,
+    PartitionResponse,
+    ReplicaManager,
+    StopOrder,
+    TopicPartition,
+)
+from kafkarepl.server.metadata_cache import MetadataCache
+from kafkarepl.storage.timestamps import first_record_at_or_after
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+Body = dict[str, Any]
+T = TypeVar("T")
+
+
+def _callback_future() -> tuple[asyncio.Future, Callable[[Any], None]]:
+    """A future and a callback that resolves it once; a request whose connection closed
+    (future cancelled) must not break the replica manager's completion of others."""
+    fut: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def done(value: Any) -> None:
+        if not fut.done():
+            fut.set_result(value)
+
+    return fut, done
+
+
+class ReplicaApis:
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
+    ) -> None:
+        self.replicas = replicas
+        self.metadata = metadata
+        self.topic_overrides = topic_overrides
+        self._orders = asyncio.Lock()
+
+    # ------------------------------------------------------------------ produce -----
+    async def produce(self, req: Request) -> Body | None:
+        body = req.body
+        acks = body["acks"]
+        entries: dict[TopicPartition, Any] = {}
+        for topic in body["topic_data"]:
+            for pd in topic["partition_data"]:
+                entries[TopicPartition(topic["name"], pd["index"])] = pd["records"]
+        if acks not in (0, 1, -1):
+            results = {tp: PartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS) for tp in entries}
+        elif body.get("transactional_id") is not None:
+            results = {tp: PartitionResponse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for tp in entries}
+        else:
+            fut, done = _callback_future()
+            self.replicas.append_records(body["timeout_ms"], acks, entries, done)
+            results = await fut
+        if acks == 0:
+            return None
+        by_topic: dict[str, list[Body]] = {}
+        for tp, r in results.items():
+            by_topic.setdefault(tp.topic, []).append({
+                "index": tp.partition,
+                "error_code": int(r.error),
+                "base_offset": r.base_offset,
+                "log_append_time_ms": r.log_append_time,
+                "log_start_offset": r.log_start_offset,
+            })
+        return {
+            "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
+            "throttle_time_ms": 0,
+        }
+
+    # -------------------------------------------------------------------- fetch -----
+    async def fetch(self, req: Request) -> Body:
+        body = req.body
+        replica_id = body.get("replica_id")
+        rack = body.get("rack_id") or ""
+        params = FetchParams(
+            replica_id=-1 if replica_id is None else replica_id,
+            max_wait_ms=max(0, body["max_wait_ms"]),
+            min_bytes=body["min_bytes"],
+            max_bytes=body.get("max_bytes", 0x7FFFFFFF),
+            client_rack=rack,
+            follower_reads=req.api_version >= 11,  # KIP-392
+        )
+        fetches = [
+            PartitionFetch(
+                TopicPartition(topic["topic"], fp["partition"]),
+                fp["fetch_offset"],
+                fp["partition_max_bytes"],
+                fp.get("current_leader_epoch", -1),
+                fp.get("last_fetched_epoch", -1),
+            )
+            for topic in body["topics"]
+            for fp in topic["partitions"]
+        ]
+        racks = {b.broker_id: b.rack for b in self.metadata.brokers.values()} if rack else None
+        fut, done = _callback_future()
+        self.replicas.fetch_messages(params, fetches, done, racks)
+        data: list[FetchPartitionData] = await fut
+        topics_out: list[Body] = []
+        last_topic = None
+        for f, d in zip(fetches, data, strict=True):
+            if f.tp.topic != last_topic:
+                topics_out.append({"topic": f.tp.topic, "partitions": []})
+                last_topic = f.tp.topic
+            out: Body = {
+                "partition_index": f.tp.partition,
+                "error_code": int(d.error),
+                "high_watermark": d.high_watermark,
+                "last_stable_offset": d.last_stable_offset,
+                "log_start_offset": d.log_start_offset,
+                "aborted_transactions": None,
+                "preferred_read_replica": d.preferred_read_replica,
+                # empty, never null, also with an error: librdkafka rejects a null record set
+                # in the flexible versions (MessageSetSize -1) and refetches in a tight loop
+                "records": FileRange(d.records.fd, d.records.position, d.size) if d.size else b"",
+            }
+            if d.diverging_epoch is not None:
+                out["diverging_epoch"] = {"epoch": d.diverging_epoch.epoch, "end_offset": d.diverging_epoch.end_offset}
+            topics_out[-1]["partitions"].append(out)
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics_out}
+
+    # ------------------------------------------------------------- list offsets -----
+    async def list_offsets(self, req: Request) -> Body:
+        replica_id = req.body.get("replica_id", -1)
+        topics_out = []
+        for topic in req.body["topics"]:
+            parts = [self._list_offset(TopicPartition(topic["name"], lp["partition_index"]), lp, replica_id)
+                     for lp in topic["partitions"]]
+            topics_out.append({"name": topic["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics_out}
+
+    def _list_offset(self, tp: TopicPartition, lp: Body, replica_id: int) -> Body:
+        out: Body = {
+            "partition_index": tp.partition, "error_code": 0, "old_style_offsets": [],
+            "timestamp": -1, "offset": -1, "leader_epoch": -1,
+        }
+        p, err = self.replicas.leader_partition(tp, lp.get("current_leader_epoch", -1))
+        if p is None:
+            out["error_code"] = int(err)
+            return out
+        lg: Any = p.log
+        ts = lp["timestamp"]
+        hw = p.high_watermark if replica_id < 0 else lg.log_end_offset
+        if ts == EARLIEST_TIMESTAMP:
+            out["offset"] = lg.log_start_offset
+        elif ts == LATEST_TIMESTAMP:
+            out["offset"] = hw
+        elif ts == MAX_TIMESTAMP:
+            pass  # ListOffsets v7 MAX_TIMESTAMP is not tracked: answer "none" (-1, -1)
+        elif ts >= 0:
+            found = _offset_for_timestamp(lg, ts)
+            if found is not None and found[0] < hw:
+                out["offset"], out["timestamp"] = found
+        else:
+            out["error_code"] = int(ErrorCode.INVALID_REQUEST)
+        out["leader_epoch"] = p.leader_epoch
+        out["old_style_offsets"] = [out["offset"]]
+        return out
+
+    # --------------------------------------------------- offset for leader epoch -----
+    async def offset_for_leader_epoch(self, req: Request) -> Body:
+        topics_out = []
+        for topic in req.body["topics"]:
+            parts = []
+            for op in topic["partitions"]:
+                err, eo = self.replicas.last_offset_for_leader_epoch(
+                    TopicPartition(topic["topic"], op["partition"]), op["leader_epoch"], op.get("current_leader_epoch", -1)
+                )
+                parts.append({"error_code": int(err), "partition": op["partition"],
+                              "leader_epoch": eo.epoch, "end_offset": eo.end_offset})
+            topics_out.append({"topic": topic["topic"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics_out}
+
+    # -------------------------------------------------------- controller orders -----
+    async def leader_and_isr(self, req: Request) -> Body:
+        body = req.body
+        orders: list[PartitionOrder] = []
+        topic_ids: dict[str, Any] = {}
+        for ts in body.get("topic_states") or []:
+            name = ts["topic_name"]
+            topic_ids[name] = ts.get("topic_id")
+            for ps in ts["partition_states"]:
+                orders.append(PartitionOrder(
+                    TopicPartition(name, ps["partition_index"]), ps["leader"], ps["leader_epoch"],
+                    tuple(ps["isr"]), tuple(ps["replicas"]), ps["partition_epoch"],
+                ))
+        async with self._orders:
+            err = self.replicas.check_controller_order(body["controller_epoch"], body.get("broker_epoch", -1))
+            if err is not ErrorCode.NONE:
+                return {"error_code": int(err), "topics": []}
+            configs = await self._configs_of({o.tp.topic for o in orders if self.replicas.broker_id in o.replicas})
+            err, results = self.replicas.become_leader_or_follower(
+                body["controller_epoch"], body.get("broker_epoch", -1), orders, configs
+            )
+        by_topic: dict[str, list[Body]] = {}
+        for tp, code in results.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": int(code)}
+            )
+        return {
+            "error_code": int(err),
+            "topics": [{"topic_id": topic_ids.get(t), "partition_errors": ps} for t, ps in by_topic.items()],
+        }
+
+    async def _configs_of(self, topics: set[str]) -> Mapping[str, Mapping[str, str]]:
+        names = sorted(topics)
+        values = await asyncio.gather(*(self.topic_overrides(t) for t in names))
+        return dict(zip(names, values, strict=True))
+
+    async def stop_replica(self, req: Request) -> Body:
+        body = req.body
+        orders: list[StopOrder] = []
+        for ts in body.get("topic_states") or []:  # v3+
+            for ps in ts["partition_states"]:
+                orders.append(StopOrder(TopicPartition(ts["topic_name"], ps["partition_index"]),
+                                        ps.get("leader_epoch", -1), bool(ps.get("delete_partition"))))
+        delete = bool(body.get("delete_partitions"))
+        for t in body.get("topics") or []:  # v1-v2
+            orders.extend(StopOrder(TopicPartition(t["name"], i), -1, delete) for i in t["partition_indexes"])
+        for up in body.get("ungrouped_partitions") or []:  # v0
+            orders.append(StopOrder(TopicPartition(up["topic_name"], up["partition_index"]), -1, delete))
+        async with self._orders:
+            err, results = self.replicas.stop_replicas(body["controller_epoch"], body.get("broker_epoch", -1), orders)
+        return {
+            "error_code": int(err),
+            "partition_errors": [
+                {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": int(code)}
+                for tp, code in results.items()
+            ],
+        }
+
+    async def update_metadata(self, req: Request) -> Body:
+        async with self._orders:
+            err = self.replicas.accept_controller_order(req.body["controller_epoch"], req.body.get("broker_epoch", -1))
+            if err is ErrorCode.NONE:
+                self.metadata.update(req.body)
+        return {"error_code": int(err)}
+
+
+def _offset_for_timestamp(lg: Any, ts: int) -> tuple[int, int] | None:
+    """Kafka's answer: the first RECORD with timestamp >= ts. The log finds the batch by
+    its headers and time index; the records of that one batch are then walked."""
+    found = lg.offset_for_timestamp(ts)
+    if found is None:
+        return None
+    sl = lg.read(found[0], 1, None, min_one_batch=True)
+    if sl.size:
+        exact = first_record_at_or_after(_core.file_pread(sl.fd, sl.size, sl.position), ts)
+        if exact is not None and exact[0] >= found[0]:
+            return exact
+    return found

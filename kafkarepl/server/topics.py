@@ -1,0 +1,234 @@
+"""Topics: the TopicService (validate, place and write new topics and partitions to
+ZooKeeper, as any broker does in Kafka's ZooKeeper mode; the controller does the rest)
+and the request layer of CreateTopics, DeleteTopics and CreatePartitions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from kafkarepl.controller.placement import (
+    assign_new_partitions,
+    assign_replicas,
+    validate_assignment,
+)
+from kafkarepl.errors import ErrorCode, KafkaError
+from kafkarepl.protocol import Request
+from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.metadata_cache import MetadataCache
+from kafkarepl.server.replica_storage import LogStorage
+from kafkarepl.server.zk_guard import GuardedStore
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+TOPIC_CONFIG_NAMES = frozenset(
+    {
+        "segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "index.interval.bytes",
+        "segment.index.bytes", "max.message.bytes", "message.timestamp.type", "min.insync.replicas",
+        "unclean.leader.election.enable", "flush.messages", "flush.ms", "cleanup.policy",
+        "compression.type", "message.timestamp.difference.max.ms", "preallocate",
+        "file.delete.delay.ms", "delete.retention.ms", "min.cleanable.dirty.ratio",
+        "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+    }
+)
+Body = dict[str, Any]
+
+
+def validate_topic_name(name: str | None) -> str | None:
+    if name in (".", ".."):
+        return "topic name cannot be '.' or '..'"
+    if not TOPIC_NAME.match(name or ""):
+        return "topic name must be 1-249 characters of [a-zA-Z0-9._-]"
+    return None
+
+
+def validate_topic_configs(configs: dict[str, str], storage: LogStorage) -> None:
+    """Raises KafkaError(INVALID_CONFIG) for an unknown name or a bad value."""
+    unknown = [k for k in configs if k not in TOPIC_CONFIG_NAMES]
+    if unknown:
+        raise KafkaError(f"unknown topic config(s): {', '.join(unknown)}", ErrorCode.INVALID_CONFIG)
+    try:
+        storage.log_config(configs)
+    except (ValueError, KafkaError) as exc:
+        raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
+
+
+class TopicService:
+    def __init__(self, store: GuardedStore, config: BrokerConfig, storage: LogStorage, metadata: MetadataCache) -> None:
+        self.store = store
+        self.config = config
+        self.storage = storage
+        self.metadata = metadata
+
+    async def create(
+        self,
+        name: str,
+        partitions: int,
+        rf: int,
+        assignments: dict[int, list[int]] | None,
+        configs: dict[str, str],
+        validate_only: bool = False,
+    ) -> Any:
+        """Validate, place and write a new topic; returns its topic id (None when
+        validate_only). Raises KafkaError with Kafka's code and message."""
+        bad = validate_topic_name(name)
+        if bad:
+            raise KafkaError(bad, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        validate_topic_configs(configs, self.storage)
+        brokers = await self.store.get_brokers()
+        if assignments:
+            validate_assignment(assignments, set(brokers))
+            assignment = assignments
+        else:
+            if partitions == -1:
+                partitions = self.config.num_partitions
+            if rf == -1:
+                rf = self.config.default_replication_factor
+            if partitions <= 0:
+                raise KafkaError("number of partitions must be > 0", ErrorCode.INVALID_PARTITIONS)
+            if rf <= 0:
+                raise KafkaError("replication factor must be > 0", ErrorCode.INVALID_REPLICATION_FACTOR)
+            if rf > len(brokers):
+                raise KafkaError(f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
+                                 ErrorCode.INVALID_REPLICATION_FACTOR)
+            assignment = assign_replicas({bid: b.rack for bid, b in brokers.items()}, partitions, rf)
+        if validate_only:
+            return None
+        tid = await self.store.create_topic(name, assignment, configs)
+        log.info("created topic %s: %d partitions, assignment %s", name, len(assignment), assignment)
+        return tid
+
+    async def auto_create(self, name: str) -> ErrorCode:
+        """Metadata for an unknown topic with auto.create.topics.enable."""
+        try:
+            await self.create(name, self.config.num_partitions, self.config.default_replication_factor, None, {})
+        except KafkaError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                return exc.code
+        return ErrorCode.LEADER_NOT_AVAILABLE
+
+    async def live_broker_count(self) -> int:
+        return len(await self.store.get_brokers())
+
+    async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool) -> None:
+        topic = await self.store.get_topic(name)
+        if topic is None:
+            raise KafkaError(f"Topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        current = len(topic.partitions)
+        if count <= current:
+            raise KafkaError(
+                f"Topic currently has {current} partitions, which is higher than or equal to the requested {count}.",
+                ErrorCode.INVALID_PARTITIONS,
+            )
+        brokers = await self.store.get_brokers()
+        rf = len(next(iter(topic.partitions.values())))
+        if assignments:
+            new = {current + i: list(a) for i, a in enumerate(assignments)}
+            if len(new) != count - current:
+                raise KafkaError("assignment count does not match the new partitions", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            validate_assignment(new, set(brokers), start_partition_id=current, expected_replication_factor=rf)
+        else:
+            new = assign_new_partitions({bid: b.rack for bid, b in brokers.items()}, topic.partitions, count)
+        if not validate_only:
+            await self.store.add_partitions(name, new)
+
+    async def delete(self, name: str) -> None:
+        if not self.config.delete_topic_enable:
+            raise KafkaError("topic deletion is disabled", ErrorCode.TOPIC_DELETION_DISABLED)
+        await self.store.mark_topic_for_deletion(name)
+
+    async def wait_for_metadata(self, names: list[str], timeout_ms: int, present: bool = True) -> None:
+        """Kafka answers CreateTopics/DeleteTopics once the change is visible; do the same
+        (bounded by the request timeout) so a client can use the topic right away."""
+        deadline = time.monotonic() + min(max(timeout_ms, 0), 30000) / 1000
+        cache = self.metadata
+        while time.monotonic() < deadline:
+            if all(((n in cache.topics) and all(p.leader >= 0 for p in cache.topics[n].partitions.values())) == present
+                   for n in names):
+                return
+            await asyncio.sleep(0.02)
+
+
+class TopicApis:
+    def __init__(self, topics: TopicService, metadata: MetadataCache) -> None:
+        self.topics = topics
+        self.metadata = metadata
+
+    async def create_topics(self, req: Request) -> Body:
+        body = req.body
+        validate_only = body.get("validate_only", False)
+        out = []
+        for t in body["topics"]:
+            assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments") or []}
+            configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
+            code, msg, tid = ErrorCode.NONE, None, None
+            try:
+                tid = await self.topics.create(t["name"], t["num_partitions"], t["replication_factor"],
+                                               assignments or None, configs, validate_only)
+            except KafkaError as exc:
+                code, msg = exc.code, str(exc)
+            out.append({
+                "name": t["name"],
+                "topic_id": _uuid(tid),
+                "error_code": int(code),
+                "error_message": msg,
+                "num_partitions": t["num_partitions"] if not code else -1,
+                "replication_factor": t["replication_factor"] if not code else -1,
+                "configs": None,
+            })
+        if not validate_only:
+            await self.topics.wait_for_metadata([o["name"] for o in out if not o["error_code"]], body.get("timeout_ms", 0))
+        return {"throttle_time_ms": 0, "topics": out}
+
+    async def delete_topics(self, req: Request) -> Body:
+        body = req.body
+        names: list[str | None] = list(body.get("topic_names") or [])
+        for t in body.get("topics") or []:
+            name = t.get("name")
+            if name is None and t.get("topic_id") not in (None, ZERO_UUID):
+                info = self.metadata.topic_by_id(t["topic_id"])
+                name = info.name if info else None
+            names.append(name)
+        out = []
+        for name in names:
+            res: Body = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None}
+            if name is None:
+                res["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_ID)
+            else:
+                try:
+                    await self.topics.delete(name)
+                except KafkaError as exc:
+                    res["error_code"], res["error_message"] = int(exc.code), str(exc)
+            info = self.metadata.topics.get(name) if name else None
+            res["topic_id"] = info.topic_id if info else ZERO_UUID
+            out.append(res)
+        await self.topics.wait_for_metadata([o["name"] for o in out if not o["error_code"]], body.get("timeout_ms", 0),
+                                            present=False)
+        return {"throttle_time_ms": 0, "responses": out}
+
+    async def create_partitions(self, req: Request) -> Body:
+        body = req.body
+        results = []
+        for t in body["topics"]:
+            res: Body = {"name": t["name"], "error_code": 0, "error_message": None}
+            results.append(res)
+            assignments = [list(a["broker_ids"]) for a in t.get("assignments") or []] or None
+            try:
+                await self.topics.add_partitions(t["name"], t["count"], assignments, body.get("validate_only", False))
+            except KafkaError as exc:
+                res["error_code"], res["error_message"] = int(exc.code), str(exc)
+        return {"throttle_time_ms": 0, "results": results}
+
+
+def _uuid(tid: Any) -> Any:
+    if tid is None:
+        return ZERO_UUID
+    from kafkarepl.zk.store import topic_id_to_uuid
+
+    return topic_id_to_uuid(tid) if isinstance(tid, str) else tid

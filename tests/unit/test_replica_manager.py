@@ -1,0 +1,163 @@
+"""ReplicaManager (sans-I/O): controller-order fencing, internal topics, the purgatories."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from kafkarepl.errors import ErrorCode
+from kafkarepl.replication import (
+    FetchParams,
+    FetchPartitionData,
+    IsrChange,
+    IsrChangeResult,
+    MemoryLog,
+    PartitionConfig,
+    PartitionFetch,
+    PartitionOrder,
+    PartitionResponse,
+    ReplicaManager,
+    StopOrder,
+    TopicPartition,
+)
+
+TP = TopicPartition("t", 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def monotonic_ms(self) -> int:
+        return self.now
+
+    def wall_ms(self) -> int:
+        return self.now
+
+
+class Storage:
+    def __init__(self) -> None:
+        self.logs: dict[TopicPartition, MemoryLog] = {}
+        self.deleted: list[TopicPartition] = []
+
+    def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> MemoryLog:
+        return self.logs.setdefault(tp, MemoryLog())
+
+    def reconfigure_log(self, log: object, overrides: Mapping[str, str]) -> None:
+        pass
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        self.deleted.append(tp)
+
+    def partition_config(self, overrides: Mapping[str, str]) -> PartitionConfig:
+        return PartitionConfig(min_insync_replicas=int(overrides.get("min.insync.replicas", 1)),
+                               replica_lag_time_max_ms=100)
+
+    def checkpointed_high_watermark(self, tp: TopicPartition) -> int:
+        return 0
+
+
+class Outlets:
+    def __init__(self) -> None:
+        self.sent: list[tuple[TopicPartition, IsrChange, Callable[[IsrChangeResult], None]]] = []
+        self.fetching: dict[TopicPartition, int] = {}
+
+    def submit(self, tp: TopicPartition, change: IsrChange, callback: Callable[[IsrChangeResult], None]) -> None:
+        self.sent.append((tp, change, callback))
+
+    def add_partition(self, tp: TopicPartition, leader_id: int) -> None:
+        self.fetching[tp] = leader_id
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        self.fetching.pop(tp, None)
+
+
+def manager(broker_id: int = 1) -> tuple[ReplicaManager, Storage, Outlets, Clock]:
+    storage, outlets, clock = Storage(), Outlets(), Clock()
+    rm = ReplicaManager(broker_id, storage, outlets, outlets, clock, internal_topics=frozenset({"__consumer_offsets"}))
+    rm.broker_epoch = 50
+    return rm, storage, outlets, clock
+
+
+def lead(rm: ReplicaManager, epoch: int = 1, isr: tuple[int, ...] = (1, 2), tp: TopicPartition = TP) -> None:
+    err, res = rm.become_leader_or_follower(1, 50, [PartitionOrder(tp, 1, epoch, isr, (1, 2), epoch)], {})
+    assert err is ErrorCode.NONE and res[tp] is ErrorCode.NONE
+
+
+def test_stale_controller_and_broker_epochs_are_refused_before_any_change() -> None:
+    rm, _s, outlets, _c = manager()
+    lead(rm)
+    order = PartitionOrder(TP, 2, 2, (2,), (1, 2), 2)
+    err, res = rm.become_leader_or_follower(0, 50, [order], {})  # an older controller
+    assert err is ErrorCode.STALE_CONTROLLER_EPOCH and not res
+    err, _ = rm.become_leader_or_follower(1, 49, [order], {})  # meant for an earlier registration
+    assert err is ErrorCode.STALE_BROKER_EPOCH
+    err, _ = rm.stop_replicas(1, 49, [StopOrder(TP, -1, True)])
+    assert err is ErrorCode.STALE_BROKER_EPOCH
+    assert rm.partitions[TP].is_leader and TP not in outlets.fetching
+    # The same order with current epochs is applied.
+    err, res = rm.become_leader_or_follower(1, 50, [order], {})
+    assert err is ErrorCode.NONE and not rm.partitions[TP].is_leader and outlets.fetching[TP] == 2
+
+
+def test_older_leader_epoch_is_fenced_in_leader_and_isr_and_stop_replica() -> None:
+    rm, storage, _o, _c = manager()
+    lead(rm, epoch=5)
+    _, res = rm.become_leader_or_follower(1, 50, [PartitionOrder(TP, 2, 4, (2,), (1, 2), 9)], {})
+    assert res[TP] is ErrorCode.FENCED_LEADER_EPOCH and rm.partitions[TP].is_leader
+    _, res = rm.stop_replicas(1, 50, [StopOrder(TP, 4, True)])
+    assert res[TP] is ErrorCode.FENCED_LEADER_EPOCH and TP in rm.partitions and not storage.deleted
+    _, res = rm.stop_replicas(1, 50, [StopOrder(TP, -2, True)])  # topic deletion: always
+    assert res[TP] is ErrorCode.NONE and TP not in rm.partitions and storage.deleted == [TP]
+
+
+def test_clients_cannot_produce_to_internal_topics() -> None:
+    rm, _s, _o, _c = manager()
+    internal = TopicPartition("__consumer_offsets", 0)
+    lead(rm, tp=internal, isr=(1,))
+    got: list[dict[TopicPartition, PartitionResponse]] = []
+    rm.append_records(1000, 1, {internal: ["x"]}, got.append)
+    assert got[-1][internal].error is ErrorCode.INVALID_TOPIC_EXCEPTION
+    rm.append_records(1000, 1, {internal: ["x"]}, got.append, internal_topics_allowed=True)
+    assert got[-1][internal].error is ErrorCode.NONE and got[-1][internal].base_offset == 0
+
+
+def test_acks_all_waits_for_the_isr_then_answers_once() -> None:
+    rm, _s, _o, clock = manager()
+    lead(rm)
+    got: list[dict[TopicPartition, PartitionResponse]] = []
+    rm.append_records(1000, -1, {TP: ["a", "b"]}, got.append)
+    assert not got and len(rm.produce_purgatory) == 1
+    fetched: list[list[FetchPartitionData]] = []
+    rm.fetch_messages(FetchParams(2, 0, 1, 1 << 20), [PartitionFetch(TP, 2, 1 << 20, 1, 1)], fetched.append)
+    assert fetched[0][0].error is ErrorCode.NONE
+    assert [r[TP].error for r in got] == [ErrorCode.NONE] and got[0][TP].base_offset == 0
+    clock.now += 5_000
+    rm.poll()
+    assert len(got) == 1  # never twice
+
+
+def test_acks_all_times_out_and_a_parked_fetch_expires() -> None:
+    rm, _s, _o, clock = manager()
+    lead(rm)
+    got: list[dict[TopicPartition, PartitionResponse]] = []
+    rm.append_records(500, -1, {TP: ["a"]}, got.append)
+    fetched: list[list[FetchPartitionData]] = []
+    rm.fetch_messages(FetchParams(-1, 300, 1, 1 << 20), [PartitionFetch(TP, 0, 1 << 20)], fetched.append)
+    assert not fetched and rm.next_deadline() == clock.now + 300  # the HW is 0: nothing to read
+    clock.now += 300
+    rm.poll()
+    assert fetched and fetched[0][0].size == 0
+    clock.now += 200
+    rm.poll()
+    assert got[0][TP].error is ErrorCode.REQUEST_TIMED_OUT and got[0][TP].base_offset == -1
+
+
+def test_isr_shrink_goes_to_the_sender_and_its_answer_applies() -> None:
+    rm, _s, outlets, clock = manager()
+    lead(rm)
+    clock.now += 1_000
+    rm.maybe_shrink_isrs()
+    tp, change, callback = outlets.sent[-1]
+    assert tp == TP and change.new_isr == (1,)
+    callback(IsrChangeResult(ErrorCode.NONE, (1,), change.partition_epoch + 1))
+    assert rm.partitions[TP].isr == {1}
