@@ -16,7 +16,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kafkarepl.errors import ErrorCode
 
@@ -54,7 +54,7 @@ class DelayedProduce(DelayedOperation):
     NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below min.insync.replicas while
     waiting, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT at the deadline."""
 
-    def __init__(self, waits: Mapping[K, ProduceWait], deadline_ms: int, context: object = None) -> None:
+    def __init__(self, waits: Mapping[Any, ProduceWait], deadline_ms: int, context: object = None) -> None:
         super().__init__(waits.keys(), deadline_ms)
         self.waits = dict(waits)
         self.context = context  # for the caller: the request to answer
@@ -93,7 +93,7 @@ class DelayedFetch(DelayedOperation):
 
     def __init__(
         self,
-        waits: Mapping[K, FetchWait],
+        waits: Mapping[Any, FetchWait],
         min_bytes: int,
         deadline_ms: int,
         available_bytes: AvailableBytes,

@@ -86,7 +86,7 @@ class ReplicaStorage(Protocol):
 
     def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> LeaderLog: ...
 
-    def reconfigure_log(self, log: LeaderLog, overrides: Mapping[str, str]) -> None: ...
+    def reconfigure_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> None: ...
 
     def delete_log(self, tp: TopicPartition) -> None: ...
 
@@ -397,7 +397,7 @@ class ReplicaManager:
         for tp, p in self.partitions.items():
             if tp.topic == topic:
                 p.config = config
-                self.storage.reconfigure_log(p.log, overrides)  # type: ignore[arg-type]
+                self.storage.reconfigure_log(tp, overrides)
 
     # ------------------------------------------------------------------ produce -----
     def append_records(

@@ -34,7 +34,7 @@ class BrokerMetrics:
         rm = self.replicas
         g = gauges(rm.partitions.values())
         m = rm.metrics
-        out = {
+        out: dict[str, float] = {
             "kafka_server_replicamanager_partitioncount": len(rm.partitions),
             "kafka_server_replicamanager_leadercount": g.leader_count,
             "kafka_server_replicamanager_underreplicatedpartitions": g.under_replicated,

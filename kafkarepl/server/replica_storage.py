@@ -40,8 +40,10 @@ class LogStorage:
     def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> Log:
         return self.log_manager.get_or_create_log(tp.topic, tp.partition, self.log_config(overrides))
 
-    def reconfigure_log(self, log: Log, overrides: Mapping[str, str]) -> None:
-        log.reconfigure(self.log_config(overrides))
+    def reconfigure_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> None:
+        lg = self.log_manager.get_log(tp.topic, tp.partition)
+        if lg is not None:
+            lg.reconfigure(self.log_config(overrides))
 
     def delete_log(self, tp: TopicPartition) -> None:
         self.log_manager.delete_log(tp.topic, tp.partition)

@@ -166,7 +166,7 @@ class SimStorage:
     def open_log(self, tp: TopicPartition, overrides: object) -> SimLog:
         return self.broker.logs.setdefault(tp.partition, SimLog())
 
-    def reconfigure_log(self, log: object, overrides: object) -> None:
+    def reconfigure_log(self, tp: TopicPartition, overrides: object) -> None:
         pass
 
     def delete_log(self, tp: TopicPartition) -> None:

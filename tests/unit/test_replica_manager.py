@@ -42,7 +42,7 @@ class Storage:
     def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> MemoryLog:
         return self.logs.setdefault(tp, MemoryLog())
 
-    def reconfigure_log(self, log: object, overrides: Mapping[str, str]) -> None:
+    def reconfigure_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> None:
         pass
 
     def delete_log(self, tp: TopicPartition) -> None:
