@@ -73,6 +73,11 @@ class BrokerConfig:
     controlled_shutdown_max_retries: int = prop("controlled.shutdown.max.retries", 3)
     controlled_shutdown_retry_backoff_ms: int = prop("controlled.shutdown.retry.backoff.ms", 5000)
     request_timeout_ms: int = prop("request.timeout.ms", 30000)
+    # Partition limits: Kafka 4.0 refuses more than 10,000 new partitions in one request
+    # (checked before placing replicas); max.partitions is KIP-578's cluster-wide cap,
+    # at the partition count Kafka's docs advise as a cluster's practical maximum.
+    max_partitions_per_request: int = prop("max.partitions.per.request", 10000)
+    max_partitions: int = prop("max.partitions", 200000)
     # Group coordinator (Kafka's names and defaults).
     offsets_topic_num_partitions: int = prop("offsets.topic.num.partitions", 50)
     offsets_topic_replication_factor: int = prop("offsets.topic.replication.factor", 3)

@@ -12,7 +12,7 @@ from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.replica_storage import LogStorage
-from kafkarepl.server.topics import validate_topic_configs
+from kafkarepl.server.topics import require_valid_topic_name, validate_topic_configs
 from kafkarepl.server.zk_guard import GuardedStore
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,11 @@ class ConfigService:
         self.replicas = replicas
 
     async def topic_overrides(self, name: str) -> dict[str, str]:
-        return dict(await self.store.get_topic_config(name))
+        return dict(await self.store.get_topic_config(require_valid_topic_name(name)))
 
     async def describe(self, rtype: int, rname: str) -> dict[str, Entry]:
         if rtype == RESOURCE_TOPIC:
+            require_valid_topic_name(rname)
             if not await self.store.topic_exists(rname):
                 raise KafkaError(f"Topic '{rname}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             entries = {k: (v, CONFIG_SOURCE_DEFAULT, False) for k, v in self.config.topic_defaults().items()}
@@ -57,6 +58,7 @@ class ConfigService:
     async def set_topic_config(self, name: str, new: dict[str, str], validate_only: bool) -> None:
         """Replace the topic's overrides with `new`; this broker's replicas of the topic
         take them at once (the others when their next LeaderAndIsr reads them)."""
+        require_valid_topic_name(name)
         if not await self.store.topic_exists(name):
             raise KafkaError(f"Topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         validate_topic_configs(new, self.storage)

@@ -325,11 +325,12 @@ class GroupCoordinatorService:
         self._after()
         if v < 3 and not top and codes:
             top = codes[0]
+        # A group-level error (not the coordinator, loading, ...) comes with no member results.
+        answered = zip(members, codes, strict=True) if codes else ()
         return {
             "throttle_time_ms": 0,
             "error_code": int(top),
-            "members": [{"member_id": m, "group_instance_id": i, "error_code": int(c)}
-                        for (m, i), c in zip(members, codes, strict=True)],
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": int(c)} for (m, i), c in answered],
         }
 
     # --------------------------------------------------------------- offsets -----

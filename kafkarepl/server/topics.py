@@ -59,6 +59,14 @@ def validate_topic_configs(configs: dict[str, str], storage: LogStorage) -> None
         raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
 
 
+def require_valid_topic_name(name: str | None) -> str:
+    """A name that may reach a ZooKeeper path, or KafkaError(INVALID_TOPIC_EXCEPTION)."""
+    bad = validate_topic_name(name)
+    if bad or name is None:
+        raise KafkaError(bad or "no topic name", ErrorCode.INVALID_TOPIC_EXCEPTION)
+    return name
+
+
 class TopicService:
     def __init__(self, store: GuardedStore, config: BrokerConfig, storage: LogStorage, metadata: MetadataCache) -> None:
         self.store = store
@@ -77,10 +85,9 @@ class TopicService:
     ) -> Any:
         """Validate, place and write a new topic; returns its topic id (None when
         validate_only). Raises KafkaError with Kafka's code and message."""
-        bad = validate_topic_name(name)
-        if bad:
-            raise KafkaError(bad, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        require_valid_topic_name(name)
         validate_topic_configs(configs, self.storage)
+        self.check_partition_budget(len(assignments) if assignments else max(partitions, 0))
         brokers = await self.store.get_brokers()
         if assignments:
             validate_assignment(assignments, set(brokers))
@@ -116,7 +123,27 @@ class TopicService:
     async def live_broker_count(self) -> int:
         return len(await self.store.get_brokers())
 
+    def check_partition_budget(self, new_partitions: int) -> None:
+        """Before any placement work (whose cost the client controls): at most
+        max.partitions.per.request new partitions at once, max.partitions in the cluster."""
+        if new_partitions > self.config.max_partitions_per_request:
+            raise KafkaError(
+                f"Excessively large number of partitions per request ({new_partitions} > "
+                f"max.partitions.per.request {self.config.max_partitions_per_request}).",
+                ErrorCode.POLICY_VIOLATION,
+            )
+        existing = sum(len(t.partitions) for t in self.metadata.topics.values())
+        if existing + new_partitions > self.config.max_partitions:
+            raise KafkaError(
+                f"The cluster would have {existing + new_partitions} partitions, more than "
+                f"max.partitions {self.config.max_partitions}.",
+                ErrorCode.POLICY_VIOLATION,
+            )
+
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool) -> None:
+        require_valid_topic_name(name)
+        if assignments and len(assignments) > self.config.max_partitions_per_request:
+            self.check_partition_budget(len(assignments))
         topic = await self.store.get_topic(name)
         if topic is None:
             raise KafkaError(f"Topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -126,6 +153,7 @@ class TopicService:
                 f"Topic currently has {current} partitions, which is higher than or equal to the requested {count}.",
                 ErrorCode.INVALID_PARTITIONS,
             )
+        self.check_partition_budget(count - current)
         brokers = await self.store.get_brokers()
         rf = len(next(iter(topic.partitions.values())))
         if assignments:
@@ -139,6 +167,7 @@ class TopicService:
             await self.store.add_partitions(name, new)
 
     async def delete(self, name: str) -> None:
+        require_valid_topic_name(name)
         if not self.config.delete_topic_enable:
             raise KafkaError("topic deletion is disabled", ErrorCode.TOPIC_DELETION_DISABLED)
         await self.store.mark_topic_for_deletion(name)
@@ -163,12 +192,20 @@ class TopicApis:
     async def create_topics(self, req: Request) -> Body:
         body = req.body
         validate_only = body.get("validate_only", False)
+        total = sum(len(t.get("assignments") or []) or max(t["num_partitions"], 0) for t in body["topics"])
+        try:
+            self.topics.check_partition_budget(total)
+            too_many: KafkaError | None = None
+        except KafkaError as exc:  # as Kafka 4.0: the whole request fails, no topic is created
+            too_many = exc
         out = []
         for t in body["topics"]:
             assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments") or []}
             configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
             code, msg, tid = ErrorCode.NONE, None, None
             try:
+                if too_many is not None:
+                    raise too_many
                 tid = await self.topics.create(t["name"], t["num_partitions"], t["replication_factor"],
                                                assignments or None, configs, validate_only)
             except KafkaError as exc:
