@@ -34,7 +34,7 @@ from libc.stdint cimport (
 from libc.stdlib cimport free
 from libc.string cimport memset
 
-from kafkarepl.errors import CheckpointCorruptError, CorruptBatchError
+from kafkarepl.errors import CheckpointCorruptError, CorruptBatchError, InvalidBatchError
 
 
 cdef extern from "kr_core.h" nogil:
@@ -81,6 +81,21 @@ cdef extern from "kr_core.h" nogil:
     int kr_assign_offsets(uint8_t *buf, size_t len, int64_t base_offset, int32_t epoch,
                           int epoch_only, int64_t *next_offset, size_t *error_position,
                           char *reason)
+
+    enum:
+        KR_RECORDS_OK
+        KR_RECORDS_CORRUPT
+        KR_RECORDS_INVALID
+    ctypedef struct kr_records_state:
+        int32_t expected
+        int32_t seen
+        int64_t max_timestamp
+        uint64_t consumed
+    int kr_records_check(const uint8_t *buf, size_t len, int32_t expected,
+                         int64_t base_timestamp, int64_t *max_timestamp, char *reason)
+    void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timestamp)
+    int kr_records_feed(kr_records_state *s, const uint8_t *p, size_t n, char *reason)
+    int kr_records_finish(kr_records_state *s, char *reason)
 
     Py_ssize_t kr_write_all(int fd, const void *data, size_t len)
     Py_ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset)
@@ -262,13 +277,135 @@ def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True, Py_ssize_t max_ba
     return batches, valid, reason.decode("utf-8", "replace"), errpos
 
 
-def validate_batches(buf, bint check_crc=True):
+def validate_batches(buf, bint check_crc=True, bint check_records=False, list fixups=None):
     """BatchInfo of every batch in buf; CorruptBatchError(position, reason) on the first
-    problem, including trailing bytes that are not a whole batch."""
+    problem, including trailing bytes that are not a whole batch.
+
+    check_records (the leader's check of a producer's batches): also walk the records of
+    every uncompressed batch in C (kr_records_check: count, offset deltas, varints,
+    lengths, timestamps) and refuse empty batches; InvalidBatchError (INVALID_RECORD) or
+    CorruptBatchError (CORRUPT_MESSAGE). Compressed batches are left to the caller
+    (storage.validation, which streams them through a decompressor). When `fixups` is a
+    list, (index, greatest record timestamp) is appended for each uncompressed CreateTime
+    batch whose header maxTimestamp differs (Kafka rewrites that field)."""
     batches, _, error, position = scan_batches(buf, 0, check_crc)
     if error is not None:
         raise CorruptBatchError(position, error)
+    if check_records:
+        _check_records(buf, batches, fixups)
     return batches
+
+
+cdef _check_records(object buf, list batches, list fixups):
+    cdef Py_buffer view
+    cdef char reason[KR_REASON_MAX]
+    cdef Py_ssize_t i, n = len(batches)
+    cdef int rc = 0
+    cdef int64_t pos, size, max_ts = 0
+    cdef int32_t count
+    cdef int64_t base_ts
+    for i in range(n):
+        b = batches[i]
+        if b.records_count == 0:
+            raise InvalidBatchError(b.position, "a batch from a producer must hold records")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        for i in range(n):
+            b = batches[i]
+            if b.attributes & 7:
+                continue
+            pos = b.position
+            size = b.size
+            count = b.records_count
+            base_ts = b.first_timestamp
+            if size - KR_BATCH_HEADER_SIZE >= NOGIL_THRESHOLD:
+                with nogil:
+                    rc = kr_records_check(<const uint8_t *>view.buf + pos + KR_BATCH_HEADER_SIZE,
+                                          <size_t>(size - KR_BATCH_HEADER_SIZE), count, base_ts,
+                                          &max_ts, reason)
+            else:
+                rc = kr_records_check(<const uint8_t *>view.buf + pos + KR_BATCH_HEADER_SIZE,
+                                      <size_t>(size - KR_BATCH_HEADER_SIZE), count, base_ts,
+                                      &max_ts, reason)
+            if rc != KR_RECORDS_OK:
+                _raise_records(pos, rc, reason)
+            if fixups is not None and not b.attributes & 8 and max_ts != b.max_timestamp:
+                fixups.append((i, max_ts))
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef _raise_records(int64_t position, int rc, const char *reason):
+    msg = reason.decode("utf-8", "replace")
+    if rc == KR_RECORDS_INVALID:
+        raise InvalidBatchError(position, msg)
+    raise CorruptBatchError(position, msg)
+
+
+cdef class RecordsValidator:
+    """The records check of one batch fed as a stream (a decompressor's output, in pieces
+    of any size; O(1) memory). feed() and finish() raise CorruptBatchError or
+    InvalidBatchError with the batch's `position`."""
+
+    cdef kr_records_state state
+    cdef readonly int64_t position
+
+    def __init__(self, int32_t expected, int64_t base_timestamp, int64_t position=0):
+        kr_records_init(&self.state, expected, base_timestamp)
+        self.position = position
+
+    def feed(self, data):
+        cdef Py_buffer view
+        cdef char reason[KR_REASON_MAX]
+        cdef int rc
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            if view.len >= NOGIL_THRESHOLD:
+                with nogil:
+                    rc = kr_records_feed(&self.state, <const uint8_t *>view.buf,
+                                         <size_t>view.len, reason)
+            else:
+                rc = kr_records_feed(&self.state, <const uint8_t *>view.buf, <size_t>view.len,
+                                     reason)
+        finally:
+            PyBuffer_Release(&view)
+        if rc != KR_RECORDS_OK:
+            _raise_records(self.position, rc, reason)
+
+    def finish(self):
+        """Checks the stream ended after the last declared record; returns the greatest
+        record timestamp (INT64_MIN for none)."""
+        cdef char reason[KR_REASON_MAX]
+        cdef int rc = kr_records_finish(&self.state, reason)
+        if rc != KR_RECORDS_OK:
+            _raise_records(self.position, rc, reason)
+        return self.state.max_timestamp
+
+    @property
+    def records_seen(self):
+        return self.state.seen
+
+    @property
+    def bytes_fed(self):
+        return self.state.consumed
+
+
+def check_records(data, int32_t expected, int64_t base_timestamp):
+    """kr_records_check of a whole records section; returns the greatest record timestamp
+    or raises CorruptBatchError / InvalidBatchError (position 0). Tests and tools."""
+    cdef Py_buffer view
+    cdef char reason[KR_REASON_MAX]
+    cdef int64_t max_ts = 0
+    cdef int rc
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        rc = kr_records_check(<const uint8_t *>view.buf, <size_t>view.len, expected,
+                              base_timestamp, &max_ts, reason)
+    finally:
+        PyBuffer_Release(&view)
+    if rc != KR_RECORDS_OK:
+        _raise_records(0, rc, reason)
+    return max_ts
 
 
 cdef int64_t _assign(object buf, object base_offset, object epoch, bint epoch_only) except? -1:
