@@ -105,6 +105,14 @@ typedef struct {
     int64_t skip;
     int32_t headers_left;
     int32_t error;
+    /* optional search (ListOffsets by timestamp): the first record whose timestamp is
+     * >= target; found = 1 then, with its offsetDelta and timestamp */
+    int32_t has_target;
+    int32_t found;
+    int64_t target;
+    int64_t cur_timestamp;
+    int64_t found_timestamp;
+    int32_t found_offset_delta;
 } kr_records_state;
 
 /* Checks the records section of one batch: exactly `expected` records, offsetDelta

@@ -102,6 +102,7 @@ static int on_value(kr_records_state *s, int64_t v, char *reason)
                         " + delta %" PRId64, s->base_timestamp, v);
         if (ts > s->max_timestamp)
             s->max_timestamp = ts;
+        s->cur_timestamp = ts;
         s->field = F_OFF;
         return 0;
     }
@@ -109,6 +110,11 @@ static int on_value(kr_records_state *s, int64_t v, char *reason)
         if (v != s->seen)
             return fail(s, KR_RECORDS_INVALID, reason,
                         "offsetDelta %" PRId64 " (offsets must be 0..count-1 in order)", v);
+        if (s->has_target && !s->found && s->cur_timestamp >= s->target) {
+            s->found = 1;
+            s->found_timestamp = s->cur_timestamp;
+            s->found_offset_delta = (int32_t)v;
+        }
         s->field = F_KEYLEN;
         return 0;
     case F_KEYLEN:
@@ -308,7 +314,7 @@ int kr_records_check(const uint8_t *buf, size_t len, int32_t expected, int64_t b
                      int64_t *max_timestamp, char *reason)
 {
     const uint8_t *p = buf, *end = buf + len;
-    int64_t max_ts = INT64_MIN, v, ts;
+    int64_t max_ts = INT64_MIN, v = 0, ts = 0;
     int32_t i = 0;
     for (; p < end; i++) {
         if (i >= expected || fast_varint(&p, end, 0, &v) || v < 0 || v > end - p)

@@ -91,6 +91,11 @@ cdef extern from "kr_core.h" nogil:
         int32_t seen
         int64_t max_timestamp
         uint64_t consumed
+        int32_t has_target
+        int32_t found
+        int64_t target
+        int64_t found_timestamp
+        int32_t found_offset_delta
     int kr_records_check(const uint8_t *buf, size_t len, int32_t expected,
                          int64_t base_timestamp, int64_t *max_timestamp, char *reason)
     void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timestamp)
@@ -350,9 +355,21 @@ cdef class RecordsValidator:
     cdef kr_records_state state
     cdef readonly int64_t position
 
-    def __init__(self, int32_t expected, int64_t base_timestamp, int64_t position=0):
+    def __init__(self, int32_t expected, int64_t base_timestamp, int64_t position=0,
+                 target_timestamp=None):
         kr_records_init(&self.state, expected, base_timestamp)
         self.position = position
+        if target_timestamp is not None:  # also find the first record at or after it
+            self.state.has_target = 1
+            self.state.target = _clamp64(target_timestamp)
+
+    @property
+    def found(self):
+        """(offsetDelta, timestamp) of the first record with timestamp >= the target given
+        to the constructor, once fed; None until then."""
+        if self.state.found:
+            return self.state.found_offset_delta, self.state.found_timestamp
+        return None
 
     def feed(self, data):
         cdef Py_buffer view

@@ -94,7 +94,7 @@ def check_compressed(buf: memoryview, batches: list, fixups: list,
                 f"({budget.limit}) can hold")
         walker = _core.RecordsValidator(count, b.first_timestamp, b.position)
         payload = buf[b.position + HEADER_SIZE : b.position + b.size]
-        for piece in _inflate(codec, payload, budget, b.position):
+        for piece in inflate(codec, payload, budget, b.position):
             walker.feed(piece)
         max_ts = walker.finish()
         if not b.attributes & 8 and max_ts != b.max_timestamp:
@@ -113,8 +113,10 @@ def _corrupt(position: int, codec: str, exc: BaseException | str) -> CorruptBatc
     return CorruptBatchError(position, f"{codec} payload does not decompress: {exc}")
 
 
-def _inflate(codec: int, data: memoryview, budget: DecompressionBudget,
+def inflate(codec: int, data: memoryview, budget: DecompressionBudget,
              position: int) -> Iterator[memoryview | bytes]:
+    """The decompressed bytes of a batch payload in pieces of at most _PIECE bytes (one
+    snappy block for raw snappy), charged to `budget` as they come."""
     if codec == 1:
         yield from _gzip(data, budget, position)
     elif codec == 2:
