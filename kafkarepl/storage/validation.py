@@ -222,6 +222,9 @@ def _snappy_block(block: memoryview, budget: DecompressionBudget, position: int)
         shift += 7
         if not byte & 0x80:
             break
+    # A snappy element of n bytes emits at most 64 / 3 * n: more is a lie, not a bomb.
+    if size > 22 * len(block):
+        raise _corrupt(position, "snappy", f"a {len(block)}-byte block cannot hold {size} bytes")
     _spend(budget, size, position)
     try:
         out = bytes(cramjam.snappy.decompress_raw(block))
