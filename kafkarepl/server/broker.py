@@ -53,6 +53,9 @@ class Broker:
             self.handlers.on_unsupported_version,
             config.socket_request_max_bytes,
             config.max_connections,
+            queued_max_request_bytes=config.queued_max_request_bytes,
+            max_connections_per_ip=config.max_connections_per_ip,
+            max_decompressed_request_bytes=config.max_decompressed_request_bytes,
         )
         self.zk = None
         self.store = None
