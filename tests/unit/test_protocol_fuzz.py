@@ -7,7 +7,6 @@ KafkaErrors; encoding must give bytes or an EncodeError; never anything else."""
 from __future__ import annotations
 
 import random
-import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
