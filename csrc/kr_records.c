@@ -201,6 +201,9 @@ static int settle(kr_records_state *s, char *reason)
     }
 }
 
+static const uint8_t *fast_walk(const uint8_t *p, const uint8_t *end, int32_t *seen,
+                                int32_t expected, int64_t base_timestamp, int64_t *max_ts);
+
 void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timestamp)
 {
     memset(s, 0, sizeof(*s));
@@ -216,6 +219,13 @@ int kr_records_feed(kr_records_state *s, const uint8_t *p, size_t n, char *reaso
     if (s->error)
         return s->error;
     while (p < end) {
+        /* At a record boundary, whole records in this piece take the fast walk (not when
+         * searching: the search needs each record's timestamp and delta). */
+        if (s->field == F_LEN && s->vshift == 0 && !s->has_target) {
+            p = fast_walk(p, end, &s->seen, s->expected, s->base_timestamp, &s->max_timestamp);
+            if (p == end)
+                break;
+        }
         if (s->field == F_LEN && s->vshift == 0 && s->seen >= s->expected)
             return fail(s, KR_RECORDS_INVALID, reason,
                         "bytes remain after the %" PRId32 " records the header declares",
@@ -307,63 +317,78 @@ static inline int fast_varint(const uint8_t **pp, const uint8_t *lim, int wide, 
     return read_varint(pp, lim, wide, out) != 0;
 }
 
-/* The contiguous walker. The hot path only decides "all valid"; at the first anomaly the
- * exact walker (the streaming one, fed the whole buffer) re-walks it for the verdict and
- * the reason, so both walkers always agree. */
+/* The hot path: walks the whole records of [p, end) while each is entirely there and
+ * entirely valid, up to `expected`; returns where it stopped (end when all of it was
+ * walked). Whatever stops it (a record cut by the end of the buffer, or any anomaly) is
+ * left to the exact byte-level walker, which gives the verdict and the reason. */
+static const uint8_t *fast_walk(const uint8_t *p, const uint8_t *end, int32_t *seen,
+                                int32_t expected, int64_t base_timestamp, int64_t *max_ts)
+{
+    int64_t v = 0, ts = 0, mx = *max_ts;
+    int32_t i = *seen;
+    while (p < end && i < expected) {
+        const uint8_t *q = p;
+        if (fast_varint(&q, end, 0, &v) || v < 1 || v > end - q)
+            break;
+        /* The next record's start depends on the length alone, not on this record's
+         * fields, so the CPU can run ahead to it while the fields are checked. */
+        const uint8_t *rend = q + v;
+        q++; /* attributes */
+        if (fast_varint(&q, rend, 1, &v) || __builtin_add_overflow(base_timestamp, v, &ts))
+            break;
+        int64_t rec_ts = ts;
+        if (fast_varint(&q, rend, 0, &v) || v != i)
+            break;
+        int ok = 1;
+        for (int k = 0; k < 2 && ok; k++) { /* key, value */
+            if (fast_varint(&q, rend, 0, &v) || v < -1 || v > rend - q)
+                ok = 0;
+            else if (v > 0)
+                q += v;
+        }
+        if (!ok || fast_varint(&q, rend, 0, &v) || v < 0 || v > (rend - q) / 2)
+            break;
+        for (int64_t h = v; h > 0 && ok; h--) {
+            if (fast_varint(&q, rend, 0, &v) || v < 0 || v > rend - q) {
+                ok = 0;
+                break;
+            }
+            q += v;
+            if (fast_varint(&q, rend, 0, &v) || v < -1 || v > rend - q)
+                ok = 0;
+            else if (v > 0)
+                q += v;
+        }
+        if (!ok || q != rend)
+            break;
+        if (rec_ts > mx)
+            mx = rec_ts;
+        i++;
+        p = rend;
+    }
+    *seen = i;
+    *max_ts = mx;
+    return p;
+}
+
+/* The contiguous walker: the fast walk, then (only for a bad buffer) the exact walker
+ * from the start for the verdict, so both walkers always agree. */
 int kr_records_check(const uint8_t *buf, size_t len, int32_t expected, int64_t base_timestamp,
                      int64_t *max_timestamp, char *reason)
 {
-    const uint8_t *p = buf, *end = buf + len;
-    int64_t max_ts = INT64_MIN, v = 0, ts = 0;
-    int32_t i = 0;
-    for (; p < end; i++) {
-        if (i >= expected || fast_varint(&p, end, 0, &v) || v < 0 || v > end - p)
-            goto exact;
-        /* The next record's start depends on the length alone, not on this record's
-         * fields, so the CPU can run ahead to it while the fields are checked. */
-        const uint8_t *rend = p + v, *q = p;
-        p = rend;
-        if (q >= rend)
-            goto exact;
-        q++; /* attributes */
-        if (fast_varint(&q, rend, 1, &v) || __builtin_add_overflow(base_timestamp, v, &ts))
-            goto exact;
-        if (ts > max_ts)
-            max_ts = ts;
-        if (fast_varint(&q, rend, 0, &v) || v != i)
-            goto exact;
-        for (int k = 0; k < 2; k++) { /* key, value */
-            if (fast_varint(&q, rend, 0, &v) || v < -1 || v > rend - q)
-                goto exact;
-            if (v > 0)
-                q += v;
-        }
-        if (fast_varint(&q, rend, 0, &v) || v < 0 || v > (rend - q) / 2)
-            goto exact;
-        for (int64_t h = v; h > 0; h--) {
-            if (fast_varint(&q, rend, 0, &v) || v < 0 || v > rend - q)
-                goto exact;
-            q += v;
-            if (fast_varint(&q, rend, 0, &v) || v < -1 || v > rend - q)
-                goto exact;
-            if (v > 0)
-                q += v;
-        }
-        if (q != rend)
-            goto exact;
+    int32_t seen = 0;
+    int64_t max_ts = INT64_MIN;
+    if (fast_walk(buf, buf + len, &seen, expected, base_timestamp, &max_ts) == buf + len &&
+        seen == expected) {
+        *max_timestamp = max_ts;
+        return KR_RECORDS_OK;
     }
-    if (i != expected)
-        goto exact;
-    *max_timestamp = max_ts;
-    return KR_RECORDS_OK;
-
-exact:;
     kr_records_state st;
     kr_records_init(&st, expected, base_timestamp);
     int rc = kr_records_feed(&st, buf, len, reason);
     if (rc == KR_RECORDS_OK)
         rc = kr_records_finish(&st, reason);
-    if (rc == KR_RECORDS_OK) { /* cannot happen: the fast path is at least as strict */
+    if (rc == KR_RECORDS_OK) { /* cannot happen: the exact walker takes the same fast walk */
         snprintf(reason, KR_REASON_MAX, "records walkers disagree");
         return KR_RECORDS_CORRUPT;
     }
