@@ -3,11 +3,15 @@
 Run: pytest bench/test_bench_validate.py --benchmark-enable. Figures go to
 bench/RESULTS.md, "Leader batch validation (issue 10)".
 
-validate  `_core.validate_batches` of 1 MiB (header walk + CRC32C) and, where the core
-          has it, the per-record walk the leader adds (`check_records=True`: record
-          count, offset deltas, varints, lengths): the whole C cost per produced MiB.
+validate  "before": `_core.validate_batches` of 1 MiB (header walk + CRC32C), the check
+          the leader made before issue 10; "leader": `_core.validate_leader_batches`,
+          the default leader check now (same + no empty batch, compressed batches
+          listed); "walk": the same with the records walk of uncompressed batches
+          (kafkarepl.validate.uncompressed.records: count, offset deltas, varints,
+          lengths) - the whole C cost per produced MiB.
 append    `Log.append_as_leader` of 1 MiB, files truncated between rounds so only CPU
-          is measured (the setup in which a slowdown would show most).
+          is measured (the setup in which a slowdown would show most), with the
+          default config and with the records walk on.
 
 Record sizes: 100-byte records (the storage benches' load) and 10-byte records (the
 worst case for a per-record walk: most bytes are record headers). Run it on the
@@ -50,25 +54,39 @@ def buffer(request) -> bytearray:
     return mib_of(*CASES[request.param])
 
 
-try:  # the leader's records walk, where the core has it (absent before issue 10)
-    _core.validate_batches(b"", check_records=True)
-    LEADER_CHECK: dict = {"check_records": True}
-except TypeError:
-    LEADER_CHECK = {}
-
-
 def _validate(buf: bytearray) -> None:
-    _core.validate_batches(buf, **LEADER_CHECK)
+    _core.validate_batches(buf)
+
+
+def _validate_leader(buf: bytearray) -> None:  # the default leader check (issue 10)
+    _core.validate_leader_batches(buf, False)
+
+
+def _validate_leader_walk(buf: bytearray) -> None:  # kafkarepl.validate.uncompressed.records
+    _core.validate_leader_batches(buf, True)
+
+
+VALIDATORS = {"before": _validate}
+if hasattr(_core, "validate_leader_batches"):
+    VALIDATORS.update(leader=_validate_leader, walk=_validate_leader_walk)
 
 
 @pytest.mark.benchmark(group="validate-1MiB")
-def test_validate(benchmark, buffer):
-    benchmark.pedantic(_validate, args=(buffer,), rounds=300, warmup_rounds=20)
+@pytest.mark.parametrize("how", list(VALIDATORS))
+def test_validate(benchmark, buffer, how):
+    benchmark.pedantic(VALIDATORS[how], args=(buffer,), rounds=300, warmup_rounds=20)
 
 
 @pytest.mark.benchmark(group="append-1MiB-page-cache")
-def test_append_leader_cached(benchmark, tmp_path, buffer):
-    log = Log.open(tmp_path / "bench-0", LogConfig())
+@pytest.mark.parametrize("walk", [False, True], ids=["default", "walk-uncompressed"])
+def test_append_leader_cached(benchmark, tmp_path, buffer, walk):
+    try:
+        config = LogConfig(validate_uncompressed_records=walk)
+    except TypeError:  # before issue 10: no such knob
+        if walk:
+            pytest.skip("no kafkarepl.validate.uncompressed.records here")
+        config = LogConfig()
+    log = Log.open(tmp_path / "bench-0", config)
 
     def reset() -> None:
         log.active_segment.truncate_to(0)

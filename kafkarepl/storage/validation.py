@@ -77,15 +77,18 @@ def current_budget() -> DecompressionBudget:
 
 
 def check_compressed(buf: memoryview, batches: list, fixups: list,
-                     budget: DecompressionBudget | None = None) -> None:
+                     budget: DecompressionBudget | None = None,
+                     indexes: list[int] | None = None) -> None:
     """Decompress and walk the records of every compressed batch of `buf` (BatchInfo
-    list from ``_core.validate_batches``). Appends (index, greatest record timestamp) to
-    `fixups` for CreateTime batches whose header maxTimestamp differs."""
+    list from ``_core.validate_leader_batches``; `indexes`: those to check, default every
+    compressed one). Appends (index, greatest record timestamp) to `fixups` for
+    CreateTime batches whose header maxTimestamp differs."""
     budget = budget or current_budget()
-    for i, b in enumerate(batches):
+    if indexes is None:
+        indexes = [i for i, b in enumerate(batches) if b.attributes & 7]
+    for i in indexes:
+        b = batches[i]
         codec = b.attributes & 7
-        if codec == 0:
-            continue
         count = b.records_count
         if count * MIN_RECORD_SIZE > budget.remaining:
             raise InvalidBatchError(

@@ -90,9 +90,34 @@ def good_records(n: int = 5) -> bytes:
 
 @pytest.fixture
 def log(tmp_path):
-    lg = Log.open(tmp_path / "t-0", LogConfig())
+    """A log that walks uncompressed records too (kafkarepl.validate.uncompressed.records)."""
+    lg = Log.open(tmp_path / "t-0", LogConfig(validate_uncompressed_records=True))
     yield lg
     lg.close()
+
+
+@pytest.fixture
+def default_log(tmp_path):
+    lg = Log.open(tmp_path / "d-0", LogConfig())
+    yield lg
+    lg.close()
+
+
+def test_default_config_leaves_uncompressed_records_unwalked(default_log):
+    """The default keeps the uncompressed produce path as fast as before: header checks
+    only (which already bound the count by the bytes), compressed batches in full."""
+    assert LogConfig.from_props({"kafkarepl.validate.uncompressed.records": "true"}) \
+        .validate_uncompressed_records
+    bad = raw_batch(record(0) + record(5), 2, 0)  # wrong offset delta, sound CRC
+    default_log.append_as_leader(bad, 0, T0)
+    assert default_log.log_end_offset == 2
+    with pytest.raises(InvalidBatchError):
+        default_log.append_as_leader(raw_batch(compress(1, record(0) + record(5)), 2, 1), 0, T0)
+    with pytest.raises(CorruptBatchError):  # header: 2^31-1 records cannot fit
+        default_log.append_as_leader(raw_batch(record(0), 0x7FFFFFFF, 0), 0, T0)
+    with pytest.raises(InvalidBatchError):
+        default_log.append_as_leader(raw_batch(b"", 0, 0, last_offset_delta=0), 0, T0)
+    assert default_log.log_end_offset == 2
 
 
 # ---- accepted: what real clients send --------------------------------------------------
@@ -221,7 +246,7 @@ def one_huge_record(value_size: int) -> bytes:
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_bomb_refused_within_budget(codec):
     batch = raw_batch(compress(codec, one_huge_record(3 << 20)), 1, codec)
-    batches = _core.validate_batches(batch, check_records=True)
+    batches, _ = _core.validate_leader_batches(batch)
     budget = DecompressionBudget(1 << 20)
     with pytest.raises(MessageTooLargeError):
         check_compressed(memoryview(batch), batches, [], budget)
@@ -244,7 +269,7 @@ def test_request_budget_is_shared_by_the_batches_of_a_request(log):
 
 def test_count_beyond_budget_refused_before_inflating():
     batch = raw_batch(compress(1, good_records(3)), 10_000_000, 1)
-    batches = _core.validate_batches(batch, check_records=True)
+    batches, _ = _core.validate_leader_batches(batch)
     budget = DecompressionBudget(1 << 20)
     with pytest.raises(InvalidBatchError):
         check_compressed(memoryview(batch), batches, [], budget)
@@ -344,7 +369,7 @@ def test_walkers_agree_on_random_bytes(blob, count):
 @given(st.binary(max_size=400), st.sampled_from([1, 2, 3, 4]))
 def test_random_compressed_payloads_never_crash(blob, codec):
     batch = raw_batch(blob, 3, codec)
-    batches = _core.validate_batches(batch, check_records=True)
+    batches, _ = _core.validate_leader_batches(batch)
     try:
         check_compressed(memoryview(batch), batches, [], DecompressionBudget(1 << 20))
     except (CorruptBatchError, InvalidBatchError, MessageTooLargeError):
