@@ -282,62 +282,13 @@ def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True, Py_ssize_t max_ba
     return batches, valid, reason.decode("utf-8", "replace"), errpos
 
 
-def validate_batches(buf, bint check_crc=True, bint check_records=False, list fixups=None):
+def validate_batches(buf, bint check_crc=True):
     """BatchInfo of every batch in buf; CorruptBatchError(position, reason) on the first
-    problem, including trailing bytes that are not a whole batch.
-
-    check_records (the leader's check of a producer's batches): also walk the records of
-    every uncompressed batch in C (kr_records_check: count, offset deltas, varints,
-    lengths, timestamps) and refuse empty batches; InvalidBatchError (INVALID_RECORD) or
-    CorruptBatchError (CORRUPT_MESSAGE). Compressed batches are left to the caller
-    (storage.validation, which streams them through a decompressor). When `fixups` is a
-    list, (index, greatest record timestamp) is appended for each uncompressed CreateTime
-    batch whose header maxTimestamp differs (Kafka rewrites that field)."""
+    problem, including trailing bytes that are not a whole batch."""
     batches, _, error, position = scan_batches(buf, 0, check_crc)
     if error is not None:
         raise CorruptBatchError(position, error)
-    if check_records:
-        _check_records(buf, batches, fixups)
     return batches
-
-
-cdef _check_records(object buf, list batches, list fixups):
-    cdef Py_buffer view
-    cdef char reason[KR_REASON_MAX]
-    cdef Py_ssize_t i, n = len(batches)
-    cdef int rc = 0
-    cdef int64_t pos, size, max_ts = 0
-    cdef int32_t count
-    cdef int64_t base_ts
-    for i in range(n):
-        b = batches[i]
-        if b.records_count == 0:
-            raise InvalidBatchError(b.position, "a batch from a producer must hold records")
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-    try:
-        for i in range(n):
-            b = batches[i]
-            if b.attributes & 7:
-                continue
-            pos = b.position
-            size = b.size
-            count = b.records_count
-            base_ts = b.first_timestamp
-            if size - KR_BATCH_HEADER_SIZE >= NOGIL_THRESHOLD:
-                with nogil:
-                    rc = kr_records_check(<const uint8_t *>view.buf + pos + KR_BATCH_HEADER_SIZE,
-                                          <size_t>(size - KR_BATCH_HEADER_SIZE), count, base_ts,
-                                          &max_ts, reason)
-            else:
-                rc = kr_records_check(<const uint8_t *>view.buf + pos + KR_BATCH_HEADER_SIZE,
-                                      <size_t>(size - KR_BATCH_HEADER_SIZE), count, base_ts,
-                                      &max_ts, reason)
-            if rc != KR_RECORDS_OK:
-                _raise_records(pos, rc, reason)
-            if fixups is not None and not b.attributes & 8 and max_ts != b.max_timestamp:
-                fixups.append((i, max_ts))
-    finally:
-        PyBuffer_Release(&view)
 
 
 def validate_leader_batches(buf, bint walk_uncompressed=False, list fixups=None):
