@@ -85,6 +85,50 @@ int kr_assign_offsets(uint8_t *buf, size_t len, int64_t base_offset, int32_t epo
                       int epoch_only, int64_t *next_offset, size_t *error_position,
                       char *reason);
 
+/* ---- records of one batch (leader validation) ------------------------------------- */
+
+#define KR_RECORDS_OK 0
+#define KR_RECORDS_CORRUPT 1 /* bytes that are not records: CORRUPT_MESSAGE */
+#define KR_RECORDS_INVALID 2 /* well-formed records breaking the batch's rules: INVALID_RECORD */
+
+/* Resumable walker state (fields private to kr_records.c). */
+typedef struct {
+    int32_t expected;       /* recordsCount of the batch header */
+    int32_t seen;           /* records completed so far */
+    int64_t base_timestamp; /* baseTimestamp of the batch header */
+    int64_t max_timestamp;  /* greatest record timestamp so far (INT64_MIN: none) */
+    uint64_t consumed;      /* bytes fed so far */
+    int32_t field;
+    int32_t vshift;
+    uint64_t vacc;
+    int64_t record_left;
+    int64_t skip;
+    int32_t headers_left;
+    int32_t error;
+    /* optional search (ListOffsets by timestamp): the first record whose timestamp is
+     * >= target; found = 1 then, with its offsetDelta and timestamp */
+    int32_t has_target;
+    int32_t found;
+    int64_t target;
+    int64_t cur_timestamp;
+    int64_t found_timestamp;
+    int32_t found_offset_delta;
+} kr_records_state;
+
+/* Checks the records section of one batch: exactly `expected` records, offsetDelta
+ * 0..expected-1 in order, varints of at most 5 (10 for timestamps) bytes, every length
+ * inside its record and every record length fully used, header counts/keys sound,
+ * timestamps without overflow, nothing after the last record. Returns KR_RECORDS_OK
+ * with *max_timestamp (greatest base + delta; INT64_MIN when expected is 0), or
+ * KR_RECORDS_CORRUPT / KR_RECORDS_INVALID with the reason. */
+int kr_records_check(const uint8_t *buf, size_t len, int32_t expected, int64_t base_timestamp,
+                     int64_t *max_timestamp, char *reason);
+/* The same checks on a stream (a decompressor's output): init, feed pieces of any size,
+ * finish. O(1) memory. feed/finish return KR_RECORDS_* (sticky after an error). */
+void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timestamp);
+int kr_records_feed(kr_records_state *s, const uint8_t *p, size_t n, char *reason);
+int kr_records_finish(kr_records_state *s, char *reason);
+
 /* ---- file I/O (all retry EINTR; -1 with errno on failure) ---------------------- */
 
 ssize_t kr_write_all(int fd, const void *data, size_t len);

@@ -34,7 +34,7 @@ from libc.stdint cimport (
 from libc.stdlib cimport free
 from libc.string cimport memset
 
-from kafkarepl.errors import CheckpointCorruptError, CorruptBatchError
+from kafkarepl.errors import CheckpointCorruptError, CorruptBatchError, InvalidBatchError
 
 
 cdef extern from "kr_core.h" nogil:
@@ -81,6 +81,26 @@ cdef extern from "kr_core.h" nogil:
     int kr_assign_offsets(uint8_t *buf, size_t len, int64_t base_offset, int32_t epoch,
                           int epoch_only, int64_t *next_offset, size_t *error_position,
                           char *reason)
+
+    enum:
+        KR_RECORDS_OK
+        KR_RECORDS_CORRUPT
+        KR_RECORDS_INVALID
+    ctypedef struct kr_records_state:
+        int32_t expected
+        int32_t seen
+        int64_t max_timestamp
+        uint64_t consumed
+        int32_t has_target
+        int32_t found
+        int64_t target
+        int64_t found_timestamp
+        int32_t found_offset_delta
+    int kr_records_check(const uint8_t *buf, size_t len, int32_t expected,
+                         int64_t base_timestamp, int64_t *max_timestamp, char *reason)
+    void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timestamp)
+    int kr_records_feed(kr_records_state *s, const uint8_t *p, size_t n, char *reason)
+    int kr_records_finish(kr_records_state *s, char *reason)
 
     Py_ssize_t kr_write_all(int fd, const void *data, size_t len)
     Py_ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset)
@@ -269,6 +289,145 @@ def validate_batches(buf, bint check_crc=True):
     if error is not None:
         raise CorruptBatchError(position, error)
     return batches
+
+
+def validate_leader_batches(buf, bint walk_uncompressed=False, list fixups=None):
+    """The leader's check of a producer's batches, in one pass over the C scan: what
+    validate_batches checks, plus no empty batch (InvalidBatchError), plus - when
+    walk_uncompressed - the records of every uncompressed batch (kr_records_check:
+    count, offset deltas, varints, lengths, timestamps; CorruptBatchError or
+    InvalidBatchError), appending (index, greatest record timestamp) to `fixups` for
+    CreateTime batches whose header maxTimestamp differs.
+
+    Returns (batches, compressed): the BatchInfo list and the indexes of compressed
+    batches, which the caller streams through their decompressor (storage.validation)."""
+    cdef Py_buffer view
+    cdef kr_batch_vec vec
+    cdef size_t valid = 0, errpos = 0, i
+    cdef char reason[KR_REASON_MAX]
+    cdef int rc
+    cdef int64_t max_ts = 0
+    cdef const kr_batch_info *b
+    memset(&vec, 0, sizeof(vec))
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if view.len >= NOGIL_THRESHOLD:
+            with nogil:
+                rc = kr_scan_batches(<const uint8_t *>view.buf, <size_t>view.len, 0, 1, 0,
+                                     &vec, &valid, &errpos, reason)
+        else:
+            rc = kr_scan_batches(<const uint8_t *>view.buf, <size_t>view.len, 0, 1, 0, &vec,
+                                 &valid, &errpos, reason)
+        if rc < 0:
+            raise MemoryError()
+        if rc != 0:
+            raise CorruptBatchError(errpos, reason.decode("utf-8", "replace"))
+        batches = []
+        compressed = []
+        for i in range(vec.count):
+            b = &vec.items[i]
+            if b.records_count == 0:
+                raise InvalidBatchError(b.position, "a batch from a producer must hold records")
+            if b.attributes & 7:
+                compressed.append(i)
+            elif walk_uncompressed:
+                rc = kr_records_check(<const uint8_t *>view.buf + b.position + KR_BATCH_HEADER_SIZE,
+                                      <size_t>(b.size - KR_BATCH_HEADER_SIZE), b.records_count,
+                                      b.first_timestamp, &max_ts, reason)
+                if rc != KR_RECORDS_OK:
+                    _raise_records(b.position, rc, reason)
+                if fixups is not None and not b.attributes & 8 and max_ts != b.max_timestamp:
+                    fixups.append((i, max_ts))
+            batches.append(_batch_info(b))
+    finally:
+        kr_batch_vec_free(&vec)
+        PyBuffer_Release(&view)
+    return batches, compressed
+
+
+cdef _raise_records(int64_t position, int rc, const char *reason):
+    msg = reason.decode("utf-8", "replace")
+    if rc == KR_RECORDS_INVALID:
+        raise InvalidBatchError(position, msg)
+    raise CorruptBatchError(position, msg)
+
+
+cdef class RecordsValidator:
+    """The records check of one batch fed as a stream (a decompressor's output, in pieces
+    of any size; O(1) memory). feed() and finish() raise CorruptBatchError or
+    InvalidBatchError with the batch's `position`."""
+
+    cdef kr_records_state state
+    cdef readonly int64_t position
+
+    def __init__(self, int32_t expected, int64_t base_timestamp, int64_t position=0,
+                 target_timestamp=None):
+        kr_records_init(&self.state, expected, base_timestamp)
+        self.position = position
+        if target_timestamp is not None:  # also find the first record at or after it
+            self.state.has_target = 1
+            self.state.target = _clamp64(target_timestamp)
+
+    @property
+    def found(self):
+        """(offsetDelta, timestamp) of the first record with timestamp >= the target given
+        to the constructor, once fed; None until then."""
+        if self.state.found:
+            return self.state.found_offset_delta, self.state.found_timestamp
+        return None
+
+    def feed(self, data):
+        cdef Py_buffer view
+        cdef char reason[KR_REASON_MAX]
+        cdef int rc
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            if view.len >= NOGIL_THRESHOLD:
+                with nogil:
+                    rc = kr_records_feed(&self.state, <const uint8_t *>view.buf,
+                                         <size_t>view.len, reason)
+            else:
+                rc = kr_records_feed(&self.state, <const uint8_t *>view.buf, <size_t>view.len,
+                                     reason)
+        finally:
+            PyBuffer_Release(&view)
+        if rc != KR_RECORDS_OK:
+            _raise_records(self.position, rc, reason)
+
+    def finish(self):
+        """Checks the stream ended after the last declared record; returns the greatest
+        record timestamp (INT64_MIN for none)."""
+        cdef char reason[KR_REASON_MAX]
+        cdef int rc = kr_records_finish(&self.state, reason)
+        if rc != KR_RECORDS_OK:
+            _raise_records(self.position, rc, reason)
+        return self.state.max_timestamp
+
+    @property
+    def records_seen(self):
+        return self.state.seen
+
+    @property
+    def bytes_fed(self):
+        return self.state.consumed
+
+
+def check_records(data, int32_t expected, int64_t base_timestamp):
+    """kr_records_check of a whole records section; returns the greatest record timestamp
+    or raises CorruptBatchError / InvalidBatchError (position 0). Tests and tools."""
+    cdef Py_buffer view
+    cdef char reason[KR_REASON_MAX]
+    cdef int64_t max_ts = 0
+    cdef int rc
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        rc = kr_records_check(<const uint8_t *>view.buf, <size_t>view.len, expected,
+                              base_timestamp, &max_ts, reason)
+    finally:
+        PyBuffer_Release(&view)
+    if rc != KR_RECORDS_OK:
+        _raise_records(0, rc, reason)
+    return max_ts
 
 
 cdef int64_t _assign(object buf, object base_offset, object epoch, bint epoch_only) except? -1:

@@ -208,3 +208,13 @@ class CorruptBatchError(CorruptRecordError):
         self.path = path
         where = f"{path}: " if path else ""
         super().__init__(f"{where}corrupt record batch at position {position}: {reason}")
+
+
+class InvalidBatchError(InvalidRecordError):
+    """Well-formed records that break a batch's rules (count, offset deltas, timestamps):
+    INVALID_RECORD, as Kafka's InvalidRecordException."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        self.position = position
+        self.reason = reason
+        super().__init__(f"invalid record batch at position {position}: {reason}")

@@ -203,9 +203,24 @@ def _blob_reader(kind: str, flexible: bool, nullable: bool, name: str) -> Reader
     return read
 
 
+MAX_STRING_BYTES = 0x7FFF  # a non-flexible STRING has an int16 length
+
+
+def _fit_string(name: str, data: bytes, limit: int) -> bytes:
+    """A message text longer than the int16 length allows is cut (at a UTF-8 character
+    boundary) rather than failing the whole response; any other string that long cannot
+    be sent faithfully, so it is an EncodeError the caller turns into an error answer."""
+    if not name.endswith("Message"):
+        raise EncodeError(f"{name}: {len(data)} bytes exceed the {limit}-byte STRING limit")
+    cut = data[:limit]
+    return cut.decode("utf-8", "ignore").encode()
+
+
 def _blob_writer(kind: str, flexible: bool, nullable: bool, name: str) -> Writer:
     write_len = _length_writer(flexible, wide=kind != STRING)
     null = _null_length(flexible, wide=kind != STRING)
+    # Compact (flexible) lengths are uvarints: Kafka still caps strings at 32767 bytes.
+    limit = MAX_STRING_BYTES
 
     def write(out: list, v: Any) -> None:
         if v is None:
@@ -217,6 +232,8 @@ def _blob_writer(kind: str, flexible: bool, nullable: bool, name: str) -> Writer
             if not isinstance(v, str):
                 raise EncodeError(f"{name}: expected str, got {type(v).__name__}")
             v = v.encode()
+            if len(v) > limit:
+                v = _fit_string(name, v, limit)
         elif isinstance(v, memoryview) and (v.ndim != 1 or v.itemsize != 1):
             v = v.cast("B")
         out.append(write_len(len(v)))

@@ -101,6 +101,9 @@ class Broker:
         self.server = SocketServer(
             host, port, handlers.handle, handlers.on_unsupported_version,
             config.socket_request_max_bytes, config.max_connections,
+            queued_max_request_bytes=config.queued_max_request_bytes,
+            max_connections_per_ip=config.max_connections_per_ip,
+            max_decompressed_request_bytes=config.max_decompressed_request_bytes,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller)
         self._tasks: list[asyncio.Future] = []

@@ -44,6 +44,15 @@ class BrokerConfig:
     message_max_bytes: int = prop("message.max.bytes", 1048588)
     socket_request_max_bytes: int = prop("socket.request.max.bytes", 104857600)
     max_connections: int = prop("max.connections", 10000)
+    # Kafka's default; a connection beyond it is closed at accept (docs/operations.md)
+    max_connections_per_ip: int = prop("max.connections.per.ip", 2147483647)
+    # Bytes of requests read and not yet answered, over all connections; Kafka's default
+    # is -1 (unbounded): bounded here, a full pool makes connections wait (backpressure).
+    queued_max_request_bytes: int = prop("queued.max.request.bytes", 268435456)
+    # kafkarepl's own: decompressed bytes the leader may inflate to validate the
+    # compressed batches of one produce request (Kafka has no such bound).
+    max_decompressed_request_bytes: int = prop("kafkarepl.max.decompressed.request.bytes",
+                                               67108864)
     replica_lag_time_max_ms: int = prop("replica.lag.time.max.ms", 30000)
     min_insync_replicas: int = prop("min.insync.replicas", 1)
     unclean_leader_election_enable: bool = prop("unclean.leader.election.enable", False)
@@ -129,6 +138,12 @@ class BrokerConfig:
             raise ConfigError("min.insync.replicas must be >= 1")
         if self.message_max_bytes <= 0 or self.socket_request_max_bytes <= 0:
             raise ConfigError("message.max.bytes and socket.request.max.bytes must be > 0")
+        if self.max_connections_per_ip < 1:
+            raise ConfigError("max.connections.per.ip must be >= 1")
+        if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
+            raise ConfigError("queued.max.request.bytes must be -1 (unbounded) or > 0")
+        if self.max_decompressed_request_bytes <= 0:
+            raise ConfigError("kafkarepl.max.decompressed.request.bytes must be > 0")
         if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
             raise ConfigError("offsets.topic.num.partitions and offsets.topic.replication.factor must be >= 1")
         self.listener()  # raises on a malformed listener

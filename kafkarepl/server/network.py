@@ -11,14 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkarepl import _core
-from kafkarepl.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
-from kafkarepl.protocol import FileRange, Request, decode_request, encode_response
+from kafkarepl.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    UnsupportedVersionError,
+)
+from kafkarepl.protocol import (
+    API,
+    EncodeError,
+    FileRange,
+    Request,
+    decode_request,
+    encode_response,
+)
+from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +40,48 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
 UnsupportedVersionHandler = Callable[[UnsupportedVersionError], dict[str, Any] | None]
 
-_READ_CHUNK = 256 * 1024
+_READ_CHUNK = 256 * 1024  # most bytes asked of one recv
+_SMALL_BUF = 16 * 1024  # per-connection read buffer: thousands of idle connections stay cheap
 _MAX_PIPELINED = 64  # requests read ahead of their responses before reading pauses
+# queued.max.request.bytes: Kafka's default is -1 (unbounded); here 256 MiB, so request
+# bytes read but not yet answered stay bounded whatever the clients do.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_CONNECTIONS_PER_IP = 2147483647  # Kafka's default
+
+
+class RequestMemoryPool:
+    """queued.max.request.bytes: bytes of requests read and not yet answered, over all
+    connections. A connection whose next frame does not fit waits before reading it
+    (backpressure; its bytes stay in the kernel's socket buffer) until responses free
+    room. A frame larger than the whole pool is let in when the pool is empty, so it
+    cannot wait forever. limit <= 0: unbounded (Kafka's -1)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._freed = asyncio.Event()
+
+    def _fits(self, size: int) -> bool:
+        return self.limit <= 0 or self.used == 0 or self.used + size <= self.limit
+
+    async def acquire(self, size: int) -> None:
+        while not self._fits(size):
+            self._freed.clear()
+            await self._freed.wait()
+        self.used += size
+
+    def release(self, size: int) -> None:
+        self.used -= size
+        self._freed.set()
 
 
 class FrameError(Exception):
     """The peer sent a frame size we refuse; the connection is closed."""
+
+
+class ConnectionClosing(Exception):
+    """A request failed and no error response can be built for it: the connection is
+    closed (after the responses before it), as Kafka does."""
 
 
 class Connection:
@@ -40,65 +90,80 @@ class Connection:
         self.sock = sock
         self.peer = peer
         self.loop = asyncio.get_running_loop()
-        self._buf = bytearray(_READ_CHUNK)
+        self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
-        # (api_key, api_version, correlation_id, future-of-body) in request order
-        self._pending: collections.deque[tuple[int, int, int, asyncio.Future]] = collections.deque()
+        # (api_key, api_version, correlation_id, future-of-body, pool bytes held) in
+        # request order
+        self._pending: collections.deque[tuple[int, int, int, asyncio.Future, int]] = (
+            collections.deque())
         self._pending_changed = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
         self.closed = False
 
     # -- reading --------------------------------------------------------------------
-    async def _read_frame(self) -> bytearray | None:
+    async def _recv_into(self, view: memoryview) -> int:
+        n = await self.loop.sock_recv_into(self.sock, view)
+        if n == 0:
+            raise EOFError
+        return n
+
+    async def _read_frame(self) -> tuple[bytearray, int]:
+        """The next frame and the pool bytes it holds. The size prefix is checked against
+        socket.request.max.bytes before anything is allocated for it, and a large frame's
+        buffer grows with the bytes that actually arrive (never more than twice what was
+        received), so announcing a huge size costs the sender, not the broker."""
         max_size = self.server.max_request_bytes
-        while True:
+        while self._end - self._start < 4:
+            self._compact()
+            self._end += await self._recv_into(memoryview(self._buf)[self._end :])
+        size = int.from_bytes(self._buf[self._start : self._start + 4], "big", signed=True)
+        if size < 0 or size > max_size:
+            raise FrameError(
+                f"request size {size} is outside [0, socket.request.max.bytes={max_size}]")
+        self._start += 4
+        await self.server.pool.acquire(size)
+        try:
             have = self._end - self._start
-            if have >= 4:
-                size = int.from_bytes(self._buf[self._start : self._start + 4], "big", signed=True)
-                if size < 0 or size > max_size:
-                    raise FrameError(
-                        f"request size {size} is outside [0, socket.request.max.bytes={max_size}]"
-                    )
-                if have - 4 >= size:
-                    s = self._start + 4
-                    frame = bytearray(self._buf[s : s + size])
-                    self._start = s + size
-                    return frame
-                if size + 4 > len(self._buf):
-                    # Large frame: read the rest straight into its own buffer.
-                    frame = bytearray(size)
-                    got = have - 4
-                    frame[:got] = self._buf[self._start + 4 : self._end]
-                    self._start = self._end = 0
-                    view = memoryview(frame)
-                    while got < size:
-                        n = await self.loop.sock_recv_into(self.sock, view[got:])
-                        if n == 0:
-                            return None
-                        got += n
-                    return frame
-            if self._start:
-                self._buf[: self._end - self._start] = self._buf[self._start : self._end]
-                self._end -= self._start
-                self._start = 0
-            n = await self.loop.sock_recv_into(self.sock, memoryview(self._buf)[self._end :])
-            if n == 0:
-                return None
-            self._end += n
+            if have >= size:
+                frame = bytearray(self._buf[self._start : self._start + size])
+                self._start += size
+                return frame, size
+            frame = bytearray(self._buf[self._start : self._end])
+            self._start = self._end = 0
+            got = len(frame)
+            while got < size:
+                if got == len(frame):  # grow geometrically, only as bytes arrive
+                    frame.extend(bytes(min(size, max(2 * got, _SMALL_BUF)) - got))
+                got += await self._recv_into(memoryview(frame)[got : got + _READ_CHUNK])
+            return frame, size
+        except BaseException:
+            self.server.pool.release(size)
+            raise
+
+    def _compact(self) -> None:
+        if self._start:
+            self._buf[: self._end - self._start] = self._buf[self._start : self._end]
+            self._end -= self._start
+            self._start = 0
 
     async def read_loop(self) -> None:
         while not self.closed:
-            frame = await self._read_frame()
-            if frame is None:
+            try:
+                frame, held = await self._read_frame()
+            except EOFError:
                 return
-            self._accept_frame(frame)
+            try:
+                self._accept_frame(frame, held)
+            except BaseException:
+                self.server.pool.release(held)
+                raise
             if len(self._pending) >= _MAX_PIPELINED:
                 self._room.clear()
                 await self._room.wait()
 
-    def _accept_frame(self, frame: bytearray) -> None:
+    def _accept_frame(self, frame: bytearray, held: int) -> None:
         try:
             req = decode_request(memoryview(frame))
         except UnsupportedVersionError as exc:
@@ -109,13 +174,17 @@ class Connection:
             fut = self.loop.create_future()
             fut.set_result(body)
             # The error answer to ApiVersions is always encoded at v0.
-            self._enqueue(int(exc.api_key), 0, cid, fut)
+            self._enqueue(int(exc.api_key), 0, cid, fut, held)
             return
-        fut = asyncio.ensure_future(self.server.handler(req, self))
-        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut)
+        # Each request's handler runs in its own context holding its decompression
+        # budget (kafkarepl.max.decompressed.request.bytes, storage.validation).
+        ctx = contextvars.copy_context()
+        ctx.run(request_budget, self.server.max_decompressed_request_bytes)
+        fut = ctx.run(self.loop.create_task, self.server.handler(req, self))
+        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
 
-    def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future) -> None:
-        self._pending.append((key, version, cid, fut))
+    def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int) -> None:
+        self._pending.append((key, version, cid, fut, held))
         self._pending_changed.set()
 
     # -- writing --------------------------------------------------------------------
@@ -126,14 +195,65 @@ class Connection:
                     return
                 self._pending_changed.clear()
                 await self._pending_changed.wait()
-            key, version, cid, fut = self._pending[0]
-            body = await fut
-            self._pending.popleft()
+            key, version, cid, fut, held = self._pending[0]
+            try:
+                chunks = self._response(key, version, cid, await self._result(fut))
+            finally:
+                self._pending.popleft()
+                self.server.pool.release(held)
             if len(self._pending) < _MAX_PIPELINED:
                 self._room.set()
-            if body is None:
+            if chunks is None:
                 continue
-            await self.send_chunks(encode_response(key, version, cid, body))
+            await self.send_chunks(chunks)
+
+    async def _result(self, fut: asyncio.Future) -> dict[str, Any] | None | BaseException:
+        """The handler's body; its exception (not raised) when it failed."""
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if self.closed:
+                raise
+            return ConnectionError("request handler cancelled")
+        except Exception as exc:  # noqa: BLE001 - answered with an error below, or closed
+            return exc
+
+    def _response(self, key: int, version: int, cid: int,
+                  body: dict[str, Any] | None | BaseException) -> list[Any] | None:
+        """The encoded response, or None when none is due. A handler that failed, or a
+        body that cannot be encoded, gets the API's error response (every top-level
+        error_code set) when its schema has a top-level error_code; otherwise no faithful
+        answer exists and ConnectionClosing closes the connection, so that the client
+        fails fast instead of waiting for its request timeout."""
+        if isinstance(body, BaseException):
+            code = body.code if isinstance(body, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            if not isinstance(body, KafkaError):
+                log.error("request %s v%d (correlation id %d) from %s failed", key, version,
+                          cid, self.peer, exc_info=body)
+            return self._error_response(key, version, cid, int(code), body)
+        if body is None:
+            return None
+        try:
+            return encode_response(key, version, cid, body)
+        except (EncodeError, ValueError, TypeError, OverflowError) as exc:
+            log.error("response to %s v%d (correlation id %d) cannot be encoded: %s",
+                      key, version, cid, exc)
+            return self._error_response(key, version, cid,
+                                        int(ErrorCode.UNKNOWN_SERVER_ERROR), exc)
+
+    def _error_response(self, key: int, version: int, cid: int, code: int,
+                        cause: BaseException) -> list[Any]:
+        spec = API.get(key)
+        keys = {f.key for f in spec.response} if spec else set()
+        if "error_code" not in keys:
+            raise ConnectionClosing(f"no error response for API {key}: {cause}")
+        body: dict[str, Any] = {"error_code": code}
+        if "error_message" in keys:
+            body["error_message"] = str(cause)[:1000] or None
+        try:
+            return encode_response(key, version, cid, body)
+        except Exception as exc:  # noqa: BLE001 - then closing is the only answer
+            raise ConnectionClosing(f"error response for API {key} failed: {exc}") from exc
 
     async def send_chunks(self, chunks: list[Any]) -> None:
         for chunk in chunks:
@@ -178,6 +298,7 @@ class Connection:
     # -- lifecycle ------------------------------------------------------------------
     async def serve(self) -> None:
         writer = asyncio.ensure_future(self.write_loop())
+        reader: asyncio.Future | None = None
         try:
             reader = asyncio.ensure_future(self.read_loop())
             done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
@@ -189,7 +310,7 @@ class Connection:
             self.closed = True
             self._pending_changed.set()
             await writer
-        except (FrameError, KafkaError) as exc:
+        except (FrameError, KafkaError, ConnectionClosing) as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
         except (ConnectionError, OSError) as exc:
             log.debug("connection from %s ended: %s", self.peer, exc)
@@ -197,10 +318,12 @@ class Connection:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
             self.closed = True
-            for t in (writer,):
-                t.cancel()
-            for *_x, fut in self._pending:
+            for t in (writer, reader):
+                if t is not None:
+                    t.cancel()
+            for *_x, fut, held in self._pending:
                 fut.cancel()
+                self.server.pool.release(held)
             self._pending.clear()
             try:
                 self.loop.remove_writer(self.sock.fileno())
@@ -220,6 +343,10 @@ class SocketServer:
         on_unsupported_version: UnsupportedVersionHandler,
         max_request_bytes: int,
         max_connections: int,
+        *,
+        queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+        max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP,
+        max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     ) -> None:
         self.host = host
         self.port = port
@@ -227,7 +354,11 @@ class SocketServer:
         self.on_unsupported_version = on_unsupported_version
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_decompressed_request_bytes = max_decompressed_request_bytes
+        self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.connections: set[Connection] = set()
+        self._per_ip: collections.Counter[str] = collections.Counter()
         self._lsock: socket.socket | None = None
         self._accept_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -256,13 +387,28 @@ class SocketServer:
                 log.warning("max.connections=%d reached: refusing %s", self.max_connections, peer)
                 sock.close()
                 continue
+            ip = peer[0] if isinstance(peer, tuple) else str(peer)
+            if self._per_ip[ip] >= self.max_connections_per_ip:
+                # As Kafka: the connection is closed at once, before any request is read.
+                log.warning("max.connections.per.ip=%d reached for %s: refusing",
+                            self.max_connections_per_ip, ip)
+                sock.close()
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = Connection(self, sock, peer)
             self.connections.add(conn)
+            self._per_ip[ip] += 1
             task = asyncio.ensure_future(conn.serve())
             self._tasks.add(task)
-            task.add_done_callback(lambda t, c=conn: (self._tasks.discard(t), self.connections.discard(c)))
+            task.add_done_callback(lambda t, c=conn, i=ip: self._closed(t, c, i))
+
+    def _closed(self, task: asyncio.Task, conn: Connection, ip: str) -> None:
+        self._tasks.discard(task)
+        self.connections.discard(conn)
+        self._per_ip[ip] -= 1
+        if self._per_ip[ip] <= 0:
+            del self._per_ip[ip]
 
     async def stop(self) -> None:
         if self._accept_task:
@@ -275,4 +421,11 @@ class SocketServer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-__all__ = ["Connection", "SocketServer", "FrameError", "InvalidRequestError"]
+__all__ = [
+    "Connection",
+    "ConnectionClosing",
+    "FrameError",
+    "InvalidRequestError",
+    "RequestMemoryPool",
+    "SocketServer",
+]

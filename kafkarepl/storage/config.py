@@ -70,6 +70,8 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "log.flush.interval.ms": ("flush_ms", _opt_int, 1),
     "min.insync.replicas": ("min_insync_replicas", _INT, 1),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, 1),
+    # kafkarepl's own (docs/operations.md "Limits"): Kafka always walks these records
+    "kafkarepl.validate.uncompressed.records": ("validate_uncompressed_records", _bool, 1),
 }
 
 # A topic-level name beats a broker-level one; among broker names for one setting in
@@ -99,6 +101,8 @@ class LogConfig:
     flush_ms: int | None = None
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    # Walk the records of uncompressed produced batches too (compressed ones always are).
+    validate_uncompressed_records: bool = False
 
     def __post_init__(self) -> None:
         problems = []

@@ -97,6 +97,20 @@ def set_log_append_time(buf: memoryview, batches: list, now_ms: int) -> None:
         _CRC.pack_into(buf, p + CRC_OFFSET, crc)
 
 
+def fix_max_timestamps(buf: memoryview, batches: list, fixups: list[tuple[int, int]]) -> None:
+    """Write the greatest record timestamp into the maxTimestamp of the CreateTime
+    batches listed (index, timestamp) and re-CRC them, replacing their BatchInfo; as
+    Kafka's LogValidator does (it sets maxTimestamp from the records). Producers normally
+    get it right, so this is the rare path."""
+    for i, ts in fixups:
+        b = batches[i]
+        p = b.position
+        _TS.pack_into(buf, p + MAX_TIMESTAMP_OFFSET, ts)
+        crc = _core.crc32c(buf[p + ATTRIBUTES_OFFSET : p + b.size])
+        _CRC.pack_into(buf, p + CRC_OFFSET, crc)
+        batches[i] = b._replace(max_timestamp=ts, crc=crc)
+
+
 def batch_crc_valid(buf, batch) -> bool:
     """Whether the stored CRC of `batch` (a BatchInfo over buf) matches its bytes."""
     p = batch.position

@@ -2,21 +2,23 @@
 
 The time index and batch headers find the first batch whose max timestamp reaches the
 target; Kafka then answers with the first *record* at or after the target, so this
-walks that one batch's records (decompressing it if needed). Only ListOffsets pays for
-this; produce and fetch never decode records.
+walks that one batch's records (decompressing it if needed, streamed and bounded). Only
+ListOffsets pays for this; fetch never decodes records.
 """
 
 from __future__ import annotations
 
-import gzip
 import struct
 
-import lz4.frame
-
+from kafkarepl import _core
 from kafkarepl.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from kafkarepl.storage.validation import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DecompressionBudget,
+    inflate,
+)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # record batch v2 header, 61 bytes
-_XERIAL = b"\x82SNAPPY\x00"
 
 
 def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -33,67 +35,49 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _snappy(data: bytes) -> bytes:
-    import cramjam
-
-    if data.startswith(_XERIAL):  # Java/xerial framing: 16-byte header, then length-prefixed blocks
-        out = bytearray()
-        pos = 16
-        while pos + 4 <= len(data):
-            (n,) = struct.unpack_from(">i", data, pos)
-            out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + n]))
-            pos += 4 + n
-        return bytes(out)
-    return bytes(cramjam.snappy.decompress_raw(data))
-
-
-def _zstd(data: bytes) -> bytes:
-    import cramjam
-
-    return bytes(cramjam.zstd.decompress(data))
-
-
-def records_section(batch: bytes) -> bytes:
-    """The uncompressed records of one v2 batch."""
+def records_section(batch: bytes | memoryview) -> bytes:
+    """The uncompressed records of one v2 batch, inflated within the default
+    decompression budget (storage.validation): MessageTooLargeError past it, so a stored
+    bomb can never cost more than that."""
+    if len(batch) < _HEADER.size:
+        raise CorruptRecordError("batch shorter than its header")
     attrs = _HEADER.unpack_from(batch, 0)[5]
-    payload = bytes(batch[_HEADER.size :])
+    payload = memoryview(batch)[_HEADER.size :]
     codec = attrs & 0x7
+    if codec == 0:
+        return bytes(payload)
+    budget = DecompressionBudget(DEFAULT_MAX_DECOMPRESSED_BYTES)
     try:
-        if codec == 0:
-            return payload
-        if codec == 1:
-            return gzip.decompress(payload)
-        if codec == 2:
-            return _snappy(payload)
-        if codec == 3:
-            return lz4.frame.decompress(payload)
-        if codec == 4:
-            return _zstd(payload)
+        return b"".join(bytes(p) for p in inflate(codec, payload, budget, 0))
     except ImportError as exc:
         raise UnsupportedCompressionTypeError(f"codec {codec} needs {exc.name}") from None
-    except Exception as exc:  # noqa: BLE001 - any decoder failure means a bad batch
-        raise CorruptRecordError(f"cannot decompress codec {codec}: {exc}") from None
-    raise UnsupportedCompressionTypeError(f"unknown compression codec {codec}")
 
 
-def first_record_at_or_after(batch: bytes, target_ms: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record of `batch` with timestamp >= target_ms."""
+def first_record_at_or_after(batch: bytes | memoryview, target_ms: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of `batch` with timestamp >= target_ms.
+
+    The records are streamed (decompressed piece by piece within the default budget of
+    storage.validation) through the C walker, which stops being fed once it has found
+    the record: memory stays at one piece, work at most the budget."""
     if len(batch) < _HEADER.size:
         raise CorruptRecordError("batch shorter than its header")
     h = _HEADER.unpack_from(batch, 0)
     base_offset, attrs, base_ts, max_ts, count = h[0], h[5], h[7], h[8], h[12]
     if attrs & 0x8:  # LogAppendTime: every record carries the batch's max timestamp
         return (base_offset, max_ts) if max_ts >= target_ms else None
-    recs = records_section(batch)
-    pos = 0
-    for _ in range(count):
-        length, body = read_varint(recs, pos)
-        if length < 0 or body + length > len(recs):
-            raise CorruptRecordError("record length runs past the batch")
-        p = body + 1  # attributes
-        ts_delta, p = read_varint(recs, p)
-        off_delta, p = read_varint(recs, p)
-        if base_ts + ts_delta >= target_ms:
-            return base_offset + off_delta, base_ts + ts_delta
-        pos = body + length
-    return None
+    walker = _core.RecordsValidator(count, base_ts, 0, target_ms)
+    payload = memoryview(batch)[_HEADER.size :]
+    codec = attrs & 0x7
+    pieces = [payload] if codec == 0 else inflate(
+        codec, payload, DecompressionBudget(DEFAULT_MAX_DECOMPRESSED_BYTES), 0)
+    try:
+        for piece in pieces:
+            walker.feed(piece)
+            if walker.found is not None:
+                break
+    except ImportError as exc:
+        raise UnsupportedCompressionTypeError(f"codec {codec} needs {exc.name}") from None
+    found = walker.found
+    if found is None:
+        return None
+    return base_offset + found[0], found[1]

@@ -1,0 +1,225 @@
+"""SocketServer limits (issue 10 items 3 and 6) on real loopback sockets: frame size
+checked before reading, buffers that grow only as bytes arrive, the request memory pool,
+connections per IP, and failed handlers answered or closed, never left hanging."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from kafkarepl.errors import ErrorCode
+from kafkarepl.protocol import decode_response, encode_request
+from kafkarepl.server.network import SocketServer
+
+HEARTBEAT = 12  # response has a top-level error_code
+METADATA = 3  # response has none
+
+
+def heartbeat_frame(cid: int = 7) -> bytes:
+    return encode_request(HEARTBEAT, 0, cid, "t", {"group_id": "g", "generation_id": 1,
+                                                    "member_id": "m"})
+
+
+def metadata_frame(cid: int = 8) -> bytes:
+    return encode_request(METADATA, 1, cid, "t", {"topics": None})
+
+
+async def start(handler, **kw: Any) -> SocketServer:
+    s = SocketServer("127.0.0.1", 0, handler, lambda exc: None, kw.pop("max_request", 1 << 20),
+                     kw.pop("max_connections", 100), **kw)
+    await s.start()
+    return s
+
+
+async def read_response(reader: asyncio.StreamReader, timeout: float = 3.0) -> bytes:
+    size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout))[0]
+    return await asyncio.wait_for(reader.readexactly(size), timeout)
+
+
+async def ok_handler(req, conn) -> dict:
+    return {"error_code": 0, "throttle_time_ms": 0}
+
+
+def run(coro) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+def test_failed_handler_gets_an_error_response():
+    async def boom(req, conn):
+        raise RuntimeError("handler bug")
+
+    async def main():
+        s = await start(boom)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(heartbeat_frame(41))
+        cid, body = decode_response(HEARTBEAT, 0, await read_response(r))
+        assert cid == 41 and body["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+        # the connection still serves
+        w.write(heartbeat_frame(42))
+        assert decode_response(HEARTBEAT, 0, await read_response(r))[0] == 42
+        w.close()
+        await s.stop()
+    run(main())
+
+
+def test_failed_handler_without_error_field_closes_after_earlier_responses():
+    async def handler(req, conn):
+        if req.api_key == METADATA:
+            raise RuntimeError("handler bug")
+        return {"error_code": 0}
+
+    async def main():
+        s = await start(handler)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(heartbeat_frame(1) + metadata_frame(2))
+        assert decode_response(HEARTBEAT, 0, await read_response(r))[0] == 1
+        assert await asyncio.wait_for(r.read(10), 3) == b""  # closed, not hanging
+        await s.stop()
+    run(main())
+
+
+def test_unencodable_response_is_an_error_answer():
+    async def handler(req, conn):
+        return {"error_code": 0, "bogus": 1, "throttle_time_ms": "not an int"}
+
+    async def main():
+        s = await start(handler)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(encode_request(HEARTBEAT, 1, 5, "t", {"group_id": "g", "generation_id": 1,
+                                                        "member_id": "m"}))
+        cid, body = decode_response(HEARTBEAT, 1, await read_response(r))
+        assert cid == 5 and body["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+        w.close()
+        await s.stop()
+    run(main())
+
+
+def test_oversized_frame_closed_before_reading():
+    async def main():
+        s = await start(ok_handler, max_request=1000)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(struct.pack(">i", 1001))
+        assert await asyncio.wait_for(r.read(10), 3) == b""
+        await s.stop()
+    run(main())
+
+
+def test_announced_frame_is_not_allocated_up_front():
+    """A 100 MiB size prefix followed by a trickle allocated and zeroed 100 MiB at once."""
+    async def main():
+        s = await start(ok_handler, max_request=200 << 20)
+        socks = []
+        tracemalloc.start()
+        try:
+            for _ in range(4):
+                c = socket.create_connection(("127.0.0.1", s.port))
+                c.sendall(struct.pack(">i", 100 << 20) + b"\x00" * 1000)
+                socks.append(c)
+            await asyncio.sleep(0.3)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 << 20, peak
+        for c in socks:
+            c.close()
+        await s.stop()
+    run(main())
+
+
+def test_request_pool_applies_backpressure():
+    release = asyncio.Event()
+    seen: list[int] = []
+
+    async def slow(req, conn):
+        seen.append(req.correlation_id)
+        if req.correlation_id == 1:
+            await release.wait()
+        return {"error_code": 0}
+
+    async def main():
+        frame = heartbeat_frame(1)
+        s = await start(slow, queued_max_request_bytes=len(frame) + 10)
+        r1, w1 = await asyncio.open_connection("127.0.0.1", s.port)
+        r2, w2 = await asyncio.open_connection("127.0.0.1", s.port)
+        w1.write(frame)
+        await asyncio.sleep(0.2)
+        w2.write(heartbeat_frame(2))
+        await asyncio.sleep(0.3)
+        assert seen == [1] and s.pool.used > 0  # the second request waits for room
+        release.set()
+        assert decode_response(HEARTBEAT, 0, await read_response(r1))[0] == 1
+        assert decode_response(HEARTBEAT, 0, await read_response(r2))[0] == 2
+        assert seen == [1, 2]
+        await asyncio.sleep(0.05)
+        assert s.pool.used == 0
+        w1.close()
+        w2.close()
+        await s.stop()
+    run(main())
+
+
+def test_pool_released_when_connection_drops():
+    async def slow(req, conn):
+        await asyncio.sleep(0.5)
+        return {"error_code": 0}
+
+    async def main():
+        s = await start(slow)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(heartbeat_frame(1) + struct.pack(">i", 5000) + b"\x00" * 10)
+        await asyncio.sleep(0.2)
+        assert s.pool.used == 21 + 5000  # the whole frame is reserved, not just what came
+        w.close()
+        for _ in range(50):
+            await asyncio.sleep(0.05)
+            if s.pool.used == 0:
+                break
+        assert s.pool.used == 0
+        await s.stop()
+    run(main())
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_max_connections_per_ip(limit):
+    async def main():
+        s = await start(ok_handler, max_connections_per_ip=limit)
+        conns = [await asyncio.open_connection("127.0.0.1", s.port) for _ in range(limit)]
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        assert await asyncio.wait_for(r.read(10), 3) == b""  # refused
+        for cr, cw in conns:  # the first ones still served
+            cw.write(heartbeat_frame(3))
+            assert decode_response(HEARTBEAT, 0, await read_response(cr))[0] == 3
+        conns[0][1].close()
+        await asyncio.sleep(0.2)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)  # room again
+        w.write(heartbeat_frame(4))
+        assert decode_response(HEARTBEAT, 0, await read_response(r))[0] == 4
+        await s.stop()
+    run(main())
+
+
+def test_handler_runs_with_a_fresh_decompression_budget():
+    from kafkarepl.storage.validation import current_budget
+
+    budgets = []
+
+    async def handler(req, conn):
+        b = current_budget()
+        b.used += 10
+        budgets.append((b.limit, b.used))
+        return {"error_code": 0}
+
+    async def main():
+        s = await start(handler, max_decompressed_request_bytes=12345)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(heartbeat_frame(1) + heartbeat_frame(2))
+        await read_response(r)
+        await read_response(r)
+        assert budgets == [(12345, 10), (12345, 10)]
+        await s.stop()
+    run(main())
