@@ -35,6 +35,7 @@ TOPIC_CONFIG_NAMES = frozenset(
         "compression.type", "message.timestamp.difference.max.ms", "preallocate",
         "file.delete.delay.ms", "delete.retention.ms", "min.cleanable.dirty.ratio",
         "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+        "kafkarepl.validate.uncompressed.records",
     }
 )
 Body = dict[str, Any]

@@ -101,8 +101,10 @@ class LogConfig:
     flush_ms: int | None = None
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
-    # Walk the records of uncompressed produced batches too (compressed ones always are).
-    validate_uncompressed_records: bool = False
+    # Walk the records of uncompressed produced batches too (compressed ones always are),
+    # as Kafka's LogValidator does: a CRC-valid batch with malformed records would
+    # otherwise be stored and break every consumer of the partition.
+    validate_uncompressed_records: bool = True
 
     def __post_init__(self) -> None:
         problems = []

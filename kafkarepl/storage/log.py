@@ -206,9 +206,8 @@ class Log:
         Validation is Kafka's LogValidator's: headers and CRC, no empty batch, then the
         records of every compressed batch, streamed through its decompressor within the
         request's budget (storage.validation). The records of uncompressed batches are
-        walked (in C) only when the topic sets kafkarepl.validate.uncompressed.records:
-        that walk costs ~8 ns per record, up to 0.6x of a cached 1 MiB append, and the
-        uncompressed produce path must not get slower by default (bench/RESULTS.md).
+        walked in C as well (~8 ns per record) unless the topic turns
+        kafkarepl.validate.uncompressed.records off (bench/RESULTS.md has the cost).
         Nothing is written unless every batch passes."""
         buf = records if isinstance(records, memoryview) else memoryview(records)
         if buf.format != "B" or buf.ndim != 1:

@@ -97,27 +97,39 @@ def log(tmp_path):
 
 
 @pytest.fixture
-def default_log(tmp_path):
-    lg = Log.open(tmp_path / "d-0", LogConfig())
+def unwalked_log(tmp_path):
+    lg = Log.open(tmp_path / "d-0", LogConfig(validate_uncompressed_records=False))
     yield lg
     lg.close()
 
 
-def test_default_config_leaves_uncompressed_records_unwalked(default_log):
-    """The default keeps the uncompressed produce path as fast as before: header checks
-    only (which already bound the count by the bytes), compressed batches in full."""
-    assert LogConfig.from_props({"kafkarepl.validate.uncompressed.records": "true"}) \
+def test_default_config_walks_uncompressed_records(tmp_path):
+    """As Kafka's LogValidator: a CRC-valid uncompressed batch with malformed records is
+    refused by default."""
+    lg = Log.open(tmp_path / "w-0", LogConfig())
+    try:
+        with pytest.raises(InvalidBatchError):
+            lg.append_as_leader(raw_batch(record(0) + record(5), 2, 0), 0, T0)  # wrong offset delta
+        assert lg.log_end_offset == 0
+    finally:
+        lg.close()
+
+
+def test_opt_out_leaves_uncompressed_records_unwalked(unwalked_log):
+    """kafkarepl.validate.uncompressed.records=false: header checks only for uncompressed
+    batches (which already bound the count by the bytes), compressed batches in full."""
+    assert not LogConfig.from_props({"kafkarepl.validate.uncompressed.records": "false"}) \
         .validate_uncompressed_records
     bad = raw_batch(record(0) + record(5), 2, 0)  # wrong offset delta, sound CRC
-    default_log.append_as_leader(bad, 0, T0)
-    assert default_log.log_end_offset == 2
+    unwalked_log.append_as_leader(bad, 0, T0)
+    assert unwalked_log.log_end_offset == 2
     with pytest.raises(InvalidBatchError):
-        default_log.append_as_leader(raw_batch(compress(1, record(0) + record(5)), 2, 1), 0, T0)
+        unwalked_log.append_as_leader(raw_batch(compress(1, record(0) + record(5)), 2, 1), 0, T0)
     with pytest.raises(CorruptBatchError):  # header: 2^31-1 records cannot fit
-        default_log.append_as_leader(raw_batch(record(0), 0x7FFFFFFF, 0), 0, T0)
+        unwalked_log.append_as_leader(raw_batch(record(0), 0x7FFFFFFF, 0), 0, T0)
     with pytest.raises(InvalidBatchError):
-        default_log.append_as_leader(raw_batch(b"", 0, 0, last_offset_delta=0), 0, T0)
-    assert default_log.log_end_offset == 2
+        unwalked_log.append_as_leader(raw_batch(b"", 0, 0, last_offset_delta=0), 0, T0)
+    assert unwalked_log.log_end_offset == 2
 
 
 # ---- accepted: what real clients send --------------------------------------------------
