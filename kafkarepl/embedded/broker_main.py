@@ -1,0 +1,48 @@
+"""Body of a LocalCluster broker process:
+
+    python -m kafkarepl.embedded.broker_main CONFIG [LOG_LEVEL] [--wait-zookeeper HOST:PORT]
+
+Imports only what a broker needs (not every CLI sub-command). With --wait-zookeeper
+(a ZooKeeper started at the same moment as this process), the imports run while that
+ZooKeeper's JVM starts, then this waits until it answers "ruok" before connecting: a
+kazoo connection made while ZooKeeper accepts but does not serve yet hangs for the
+whole connect timeout (seconds), which the short probes here avoid.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def wait_zookeeper(hostport: str, timeout: float = 60.0) -> None:
+    from kafkarepl.zk.local import four_letter_word
+
+    host, _, port = hostport.rpartition(":")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if four_letter_word(host, int(port), "ruok", timeout=0.05) == "imok":
+            return
+        time.sleep(0.01)
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    wait_for = None
+    if "--wait-zookeeper" in argv:
+        i = argv.index("--wait-zookeeper")
+        wait_for = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    from kafkarepl.cli.broker import run_broker
+    from kafkarepl.server import broker as _broker  # noqa: F401 - import while ZooKeeper starts
+    from kafkarepl.server.config import BrokerConfig
+
+    config = BrokerConfig.load(argv[0])
+    if wait_for:
+        wait_zookeeper(wait_for)
+    return run_broker(config, argv[1] if len(argv) > 1 else "INFO")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
