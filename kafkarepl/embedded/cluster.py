@@ -329,10 +329,10 @@ class LocalCluster:
         """Start ZooKeeper (unless given) and every broker; return once every broker
         serves Metadata, knows all brokers and a controller is elected."""
         with self._res.lock:
-            if self._started:
-                return self
             if self._res.closed:
                 raise LocalClusterError("a stopped LocalCluster cannot be started again")
+            if self._started:
+                return self
             self._started = True
             t0 = time.monotonic()
             try:
@@ -450,6 +450,12 @@ class LocalCluster:
         )
         if b.rack:
             props["broker.rack"] = b.rack
+        from kafkarepl.server.config import BrokerConfig, ConfigError
+
+        try:
+            BrokerConfig.from_props(props)  # fail here, not in a broker's log
+        except ConfigError as exc:
+            raise LocalClusterError(f"broker {b.broker_id}: {exc}") from None
         b.props = props
         b.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
