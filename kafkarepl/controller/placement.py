@@ -8,6 +8,14 @@ different brokers: when it dies, its load spreads over all survivors, not one.
 With racks on every broker, the broker list alternates racks (r1 b0, r2 b3, r1 b1, ...)
 and a replica is skipped while its rack (or broker) already holds one of the
 partition's replicas and another rack (broker) does not yet.
+
+Hosts are a failure domain below the rack (a node runs one broker per core: all of a
+host's brokers fail together). Given `hosts` ({broker: host id}), the list also
+alternates hosts within each rack, and a replica is skipped while its host already holds
+one of the partition's replicas and another host does not yet: with at least RF hosts,
+no two replicas of a partition share a host (with fewer, every host gets one first).
+Brokers without a host entry are hosts of their own; when every broker is on a host of
+its own the result is exactly the rack/broker placement above.
 """
 
 from __future__ import annotations
@@ -41,6 +49,38 @@ def _broker_racks(brokers: Mapping[int, str | None] | Iterable[int]) -> dict[int
     return {int(b): None for b in brokers}
 
 
+def _host_map(racks: Mapping[int, str | None], hosts: Mapping[int, str] | None) -> dict[int, str]:
+    """Host of every broker; a broker without one is a host of its own."""
+    given = {int(b): str(h) for b, h in (hosts or {}).items() if h not in (None, "")}
+    return {b: given.get(b, f"\0broker-{b}") for b in racks}
+
+
+def _interleave(groups: Mapping[str, list[int]]) -> list[int]:
+    """Round-robin over the groups (sorted by name), each in its given order."""
+    keys = sorted(groups)
+    iters = {k: iter(groups[k]) for k in keys}
+    total = sum(len(v) for v in groups.values())
+    result: list[int] = []
+    i = 0
+    while len(result) < total:
+        nxt = next(iters[keys[i]], None)
+        if nxt is not None:
+            result.append(nxt)
+        i = (i + 1) % len(keys)
+    return result
+
+
+def domain_alternated_brokers(
+    broker_racks: Mapping[int, str | None], broker_hosts: Mapping[int, str]
+) -> list[int]:
+    """Brokers ordered so that consecutive ones sit on different racks, and within a rack
+    on different hosts, where possible."""
+    by_rack: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for b in sorted(broker_racks):
+        by_rack[str(broker_racks[b])][broker_hosts[b]].append(b)
+    return _interleave({rack: _interleave(by_host) for rack, by_host in by_rack.items()})
+
+
 def rack_alternated_brokers(broker_racks: Mapping[int, str]) -> list[int]:
     """Brokers ordered so that consecutive ones sit on different racks where possible."""
     by_rack: dict[str, list[int]] = defaultdict(list)
@@ -65,13 +105,16 @@ def assign_replicas(
     fixed_start_index: int = -1,
     start_partition_id: int = 0,
     rng: random.Random | None = None,
+    hosts: Mapping[int, str] | None = None,
 ) -> dict[int, list[int]]:
     """Assignment {partition: [replica broker ids]} for partitions
     start_partition_id .. start_partition_id + num_partitions - 1.
 
     brokers: live broker ids, or {id: rack or None}. Rack-aware when every broker has a
-    rack. fixed_start_index >= 0 makes the result deterministic (tests); otherwise the
-    start and shift are random so that topics don't all lead on the same broker."""
+    rack. hosts: {id: host id} (e.g. the advertised host); host-aware when some host
+    holds more than one broker. fixed_start_index >= 0 makes the result deterministic
+    (tests); otherwise the start and shift are random so that topics don't all lead on
+    the same broker."""
     racks = _broker_racks(brokers)
     if num_partitions <= 0:
         raise KafkaError(
@@ -85,7 +128,15 @@ def assign_replicas(
         )
     rng = rng or random.Random()
     rack_aware = all(r is not None for r in racks.values()) and len(set(racks.values())) > 1
-    if rack_aware:
+    host_of = _host_map(racks, hosts)
+    num_hosts = len(set(host_of.values()))
+    host_aware = num_hosts < len(racks)
+    if not rack_aware:
+        racks = {b: None for b in racks}
+    if host_aware:
+        broker_list = domain_alternated_brokers(racks, host_of)
+        num_racks = len(set(racks.values())) if rack_aware else 1
+    elif rack_aware:
         broker_list = rack_alternated_brokers(racks)  # type: ignore[arg-type]
         num_racks = len(set(racks.values()))
     else:
@@ -102,19 +153,31 @@ def assign_replicas(
         first = (partition + start_index) % n
         leader = broker_list[first]
         replicas = [leader]
-        if rack_aware:
+        if rack_aware or host_aware:
             racks_used = {racks[leader]}
+            hosts_used = {host_of[leader]}
             brokers_used = {leader}
             k = 0
+            # A consistent layout (each host in one rack) always finds a candidate within
+            # one pass over the other n-1 brokers. If not (one host id in two racks), relax
+            # the host rule, then the rack rule, rather than loop forever.
+            misses = relaxed = 0
             while len(replicas) < replication_factor:
                 b = broker_list[_replica_index(first, shift * num_racks, k, n)]
                 k += 1
-                rack_ok = racks[b] not in racks_used or len(racks_used) == num_racks
+                rack_ok = relaxed >= 2 or racks[b] not in racks_used or len(racks_used) == num_racks
+                host_ok = relaxed >= 1 or host_of[b] not in hosts_used or len(hosts_used) == num_hosts
                 broker_ok = b not in brokers_used or len(brokers_used) == n
-                if rack_ok and broker_ok:
+                if rack_ok and host_ok and broker_ok:
                     replicas.append(b)
                     racks_used.add(racks[b])
+                    hosts_used.add(host_of[b])
                     brokers_used.add(b)
+                    misses = 0
+                else:
+                    misses += 1
+                    if misses >= n - 1:
+                        relaxed, misses = relaxed + 1, 0
         else:
             replicas.extend(
                 broker_list[_replica_index(first, shift, j, n)]
@@ -130,6 +193,7 @@ def assign_new_partitions(
     existing: Mapping[int, Sequence[int]],
     new_total: int,
     rng: random.Random | None = None,
+    hosts: Mapping[int, str] | None = None,
 ) -> dict[int, list[int]]:
     """Assignment for the partitions added to reach new_total (CreatePartitions).
     Continues the existing pattern: start from partition 0's preferred broker."""
@@ -150,6 +214,7 @@ def assign_new_partitions(
         fixed_start_index=start_index,
         start_partition_id=len(existing),
         rng=rng,
+        hosts=hosts,
     )
 
 

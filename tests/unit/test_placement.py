@@ -204,3 +204,89 @@ def test_property_rack_spread(racks, rf_seed, partitions, start):
     lc = leader_counts(a)
     counts = [lc.get(b, 0) for b in broker_racks]
     assert max(counts) - min(counts) <= 1
+
+
+# --- hosts: a failure domain below the rack (a node runs one broker per core) ---------
+
+
+def test_host_alternated_list_and_distinct_hosts():
+    # two hosts with three brokers each (a "node" per host)
+    hosts = {1: "h1", 2: "h1", 3: "h1", 4: "h2", 5: "h2", 6: "h2"}
+    a = assign_replicas(list(hosts), 12, 2, fixed_start_index=0, hosts=hosts)
+    for replicas in a.values():
+        assert {hosts[b] for b in replicas} == {"h1", "h2"}
+    assert set(leader_counts(a).values()) == {2}  # leaders still perfectly balanced
+
+
+def test_without_shared_hosts_placement_is_unchanged():
+    plain = assign_replicas([0, 1, 2, 3, 4], 10, 3, fixed_start_index=0)
+    assert assign_replicas([0, 1, 2, 3, 4], 10, 3, fixed_start_index=0,
+                           hosts={b: f"host{b}" for b in range(5)}) == plain
+    assert assign_replicas([0, 1, 2, 3, 4], 10, 3, fixed_start_index=0, hosts={}) == plain
+    racks = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c"}
+    assert assign_replicas(racks, 10, 3, fixed_start_index=2, hosts={b: str(b) for b in racks}) == \
+        assign_replicas(racks, 10, 3, fixed_start_index=2)
+
+
+def test_more_replicas_than_hosts_uses_every_host_first():
+    hosts = {1: "h1", 2: "h1", 3: "h2", 4: "h2"}
+    for replicas in assign_replicas(list(hosts), 8, 3, fixed_start_index=1, hosts=hosts).values():
+        assert {hosts[b] for b in replicas} == {"h1", "h2"} and len(set(replicas)) == 3
+
+
+def test_racks_and_hosts_together():
+    racks = {1: "r1", 2: "r1", 3: "r1", 4: "r1", 5: "r2", 6: "r2", 7: "r2", 8: "r2"}
+    hosts = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c", 7: "d", 8: "d"}
+    for replicas in assign_replicas(racks, 16, 3, fixed_start_index=3, hosts=hosts).values():
+        assert len({hosts[b] for b in replicas}) == 3
+        assert {racks[b] for b in replicas} == {"r1", "r2"}
+
+
+def test_inconsistent_host_in_two_racks_still_terminates():
+    racks = {1: "r1", 2: "r2", 3: "r2"}
+    hosts = {1: "h", 2: "h", 3: "h2"}
+    for replicas in assign_replicas(racks, 6, 3, fixed_start_index=0, hosts=hosts).values():
+        assert sorted(replicas) == [1, 2, 3]
+
+
+def test_add_partitions_keeps_hosts_apart():
+    hosts = {1: "h1", 2: "h1", 3: "h2", 4: "h2"}
+    existing = assign_replicas(list(hosts), 2, 2, fixed_start_index=0, hosts=hosts)
+    added = assign_new_partitions(list(hosts), existing, 6, hosts=hosts)
+    assert sorted(added) == [2, 3, 4, 5]
+    for replicas in added.values():
+        assert {hosts[b] for b in replicas} == {"h1", "h2"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    layout=st.lists(st.tuples(st.sampled_from("xyz"), st.integers(1, 4)), min_size=1, max_size=6),
+    use_racks=st.booleans(),
+    rf_seed=st.integers(0, 100),
+    partitions=st.integers(1, 40),
+    start=st.integers(0, 100),
+    first_id=st.integers(0, 1000),
+)
+def test_property_host_spread(layout, use_racks, rf_seed, partitions, start, first_id):
+    """Hosts (each in one rack) with 1-4 brokers each: every partition's replicas are on
+    min(rf, hosts) distinct hosts and min(rf, racks) distinct racks; leaders balanced."""
+    racks: dict[int, str | None] = {}
+    hosts: dict[int, str] = {}
+    bid = first_id
+    for h, (rack, count) in enumerate(layout):
+        for _ in range(count):
+            racks[bid] = rack if use_racks else None
+            hosts[bid] = f"host{h}"
+            bid += 1
+    n = len(racks)
+    rf = 1 + rf_seed % n
+    a = assign_replicas(racks, partitions, rf, fixed_start_index=start % n, hosts=hosts)
+    n_hosts = len(layout)
+    rack_aware = use_racks and len({r for r in racks.values()}) > 1
+    for replicas in a.values():
+        assert len(replicas) == rf and len(set(replicas)) == rf
+        assert len({hosts[b] for b in replicas}) == min(rf, n_hosts)
+        if rack_aware:
+            assert len({racks[b] for b in replicas}) == min(rf, len(set(racks.values())))
+    lc = [leader_counts(a).get(b, 0) for b in racks]
+    assert max(lc) - min(lc) <= 1
