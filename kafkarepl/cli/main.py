@@ -17,7 +17,9 @@ import sys
 # value in the environment wins. Brokers spawned by `cluster up` inherit it.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-SUBCOMMANDS = ("dump_log", "broker", "cluster", "topics", "leader_election", "reassign", "produce_consume")
+SUBCOMMANDS = (
+    "dump_log", "broker", "cluster", "node", "topics", "leader_election", "reassign", "produce_consume",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

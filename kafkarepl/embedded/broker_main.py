@@ -1,12 +1,14 @@
 """Body of a LocalCluster broker process:
 
-    python -m kafkarepl.embedded.broker_main CONFIG [LOG_LEVEL] [--wait-zookeeper HOST:PORT]
+    python -m kafkarepl.embedded.broker_main CONFIG [LOG_LEVEL] [--wait-zookeeper HOST:PORT] [--cpu N]
 
 Imports only what a broker needs (not every CLI sub-command). With --wait-zookeeper
 (a ZooKeeper started at the same moment as this process), the imports run while that
 ZooKeeper's JVM starts, then this waits until it answers "ruok" before connecting: a
 kazoo connection made while ZooKeeper accepts but does not serve yet hangs for the
-whole connect timeout (seconds), which the short probes here avoid.
+whole connect timeout (seconds), which the short probes here avoid. With --cpu (used by
+`kafkarepl node start`) the process pins itself to that core before anything starts a
+thread, so every thread it ever starts stays there too.
 """
 
 from __future__ import annotations
@@ -27,13 +29,19 @@ def wait_zookeeper(hostport: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
+def _take(argv: list[str], flag: str) -> tuple[list[str], str | None]:
+    if flag not in argv:
+        return argv, None
+    i = argv.index(flag)
+    return argv[:i] + argv[i + 2:], argv[i + 1]
+
+
 def main(argv: list[str]) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    wait_for = None
-    if "--wait-zookeeper" in argv:
-        i = argv.index("--wait-zookeeper")
-        wait_for = argv[i + 1]
-        argv = argv[:i] + argv[i + 2:]
+    argv, wait_for = _take(argv, "--wait-zookeeper")
+    argv, cpu = _take(argv, "--cpu")
+    if cpu is not None:
+        os.sched_setaffinity(0, {int(cpu)})
     from kafkarepl.cli.broker import run_broker
     from kafkarepl.server import broker as _broker  # noqa: F401 - import while ZooKeeper starts
     from kafkarepl.server.config import BrokerConfig
