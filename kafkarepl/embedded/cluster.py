@@ -43,12 +43,14 @@ DEFAULT_BROKER_PROPERTIES: dict[str, str] = {
 }
 
 # ----------------------------------------------------------------------------- reaper
-# Reads "<pid> <start time>" lines on stdin; at EOF (the owner closed the pipe or died)
-# kills every listed process that still exists with the same start time (so a recycled
-# pid is never hit). Runs with -I -S: no site import, starts in ~10 ms.
+# Reads "<pid> <start time>" and "dir <path>" lines on stdin; at EOF (the owner closed the
+# pipe or died) kills every listed process that still exists with the same start time (so
+# a recycled pid is never hit), then removes the listed temporary directories. Runs with
+# -I -S: no site import, starts in ~10 ms.
 _REAPER = r"""
-import os, signal, sys
+import os, shutil, signal, sys, time
 procs = {}
+dirs = []
 def start_time(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -56,15 +58,30 @@ def start_time(pid):
     except (OSError, IndexError):
         return None
 for line in sys.stdin:
-    parts = line.split()
-    if len(parts) == 2:
-        procs[int(parts[0])] = parts[1]
+    kind, _, arg = line.rstrip("\n").partition(" ")
+    if kind == "dir":
+        dirs.append(arg)
+    elif kind.isdigit():
+        procs[int(kind)] = arg
 for pid, started in procs.items():
     if start_time(pid) == started:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+if dirs:
+    deadline = time.monotonic() + 5
+    def running(pid, started):  # a zombie counts as gone: it holds no files
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return False
+        return fields[0] != "Z" and fields[19] == started
+    while time.monotonic() < deadline and any(running(p, s) for p, s in procs.items()):
+        time.sleep(0.05)
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
 """
 
 
@@ -155,18 +172,26 @@ class _Resources:
             start_new_session=True,
         )
 
+    def watch_dir(self, path: Path) -> None:
+        """A temporary directory for the reaper to remove if we die."""
+        self._tell(f"dir {path}\n")
+
+    def _tell(self, line: str) -> None:
+        if self.reaper is None or self.reaper.stdin is None:
+            return
+        try:
+            self.reaper.stdin.write(line.encode())
+            self.reaper.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
     def watch(self, pid: int | None) -> None:
         """Tell the reaper about a process to kill if we die."""
         if pid is None or self.reaper is None or self.reaper.stdin is None:
             return
         started = _start_time(pid)
-        if started is None:
-            return
-        try:
-            self.reaper.stdin.write(f"{pid} {started}\n".encode())
-            self.reaper.stdin.flush()
-        except (OSError, ValueError):
-            pass
+        if started is not None:
+            self._tell(f"{pid} {started}\n")
 
     def teardown(self, graceful: bool = True, timeout: float = 10.0) -> None:
         with self.lock:
@@ -352,6 +377,8 @@ class LocalCluster:
             self.data_dir = Path(tempfile.mkdtemp(prefix="kafkarepl-"))
             res.remove_dir = self.data_dir
         res.start_reaper()
+        if res.remove_dir is not None:
+            res.watch_dir(res.remove_dir)
         if self._requested_zk is None:
             zk = LocalZooKeeper(self.data_dir / "zookeeper", tick_ms=200)
             res.zookeeper = zk

@@ -243,6 +243,10 @@ def test_owner_ends_without_stop(tmp_path, how):
         if how == "sigkill":
             assert proc.returncode == -signal.SIGKILL
         wait_gone(pids, data_dir)
+        deadline = time.monotonic() + 10
+        while Path(data_dir).exists():  # the temporary data directory too
+            assert time.monotonic() < deadline, f"{data_dir} left behind"
+            time.sleep(0.1)
     finally:
         proc.kill()
         proc.wait()
