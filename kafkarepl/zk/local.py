@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
 ZK_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -91,7 +92,7 @@ class LocalZooKeeper:
         self.max_session_timeout_ms = max_session_timeout_ms
         self.host = "127.0.0.1"
         self._proc: subprocess.Popen | None = None
-        self._log = None
+        self._log: IO[bytes] | None = None
 
     @property
     def connect_string(self) -> str:
