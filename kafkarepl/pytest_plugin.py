@@ -15,7 +15,8 @@ Fixtures
                              started LocalCluster of its own, stopped after the test
 
 Markers
-  @pytest.mark.kafkarepl_topic(partitions=1, replication_factor=None, configs=None)
+  @pytest.mark.kafkarepl_topic(partitions=1, replication_factor=None, configs=None,
+                               assignments=None, name=None)
   @pytest.mark.kafkarepl_kill(broker)    SIGKILL before the test; restarted after it
   @pytest.mark.kafkarepl_stop(broker)    clean stop before the test; restarted after it
   @pytest.mark.kafkarepl_pause(broker)   SIGSTOP before the test; resumed after it
@@ -59,7 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     for line in (
-        "kafkarepl_topic(partitions=1, replication_factor=None, configs=None): how the "
+        "kafkarepl_topic(partitions=1, replication_factor=None, configs=None, assignments=None, "
+        "name=None): how the "
         "kafkarepl_topic fixture creates this test's topic",
         "kafkarepl_kill(broker, wait=True): SIGKILL a broker (id, 'leader' or 'controller') "
         "before the test; it is restarted after the test",
@@ -124,7 +126,8 @@ def kafkarepl_topic(request: pytest.FixtureRequest, kafkarepl_cluster: LocalClus
         kwargs.setdefault("partitions", marker.args[0])
     rf = kwargs.get("replication_factor") or min(3, kafkarepl_cluster.num_brokers)
     name = kwargs.get("name") or _topic_name(request.node.nodeid)
-    kafkarepl_cluster.create_topic(name, int(kwargs.get("partitions", 1)), int(rf), kwargs.get("configs"))
+    kafkarepl_cluster.create_topic(name, int(kwargs.get("partitions", 1)), int(rf), kwargs.get("configs"),
+                                   assignments=kwargs.get("assignments"))
     return name
 
 

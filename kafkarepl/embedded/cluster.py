@@ -622,18 +622,25 @@ class LocalCluster:
         replication_factor: int = 1,
         configs: dict[str, Any] | None = None,
         *,
+        assignments: dict[int, list[int]] | None = None,
         timeout: float = 30.0,
         wait: bool = True,
     ) -> None:
         """Create a topic (CreateTopics) and, with wait=True, return once every partition
         has a leader and every replica on a running broker is in sync. Topic configs use
-        Kafka's names, e.g. {"min.insync.replicas": 2, "retention.ms": 60000}."""
+        Kafka's names, e.g. {"min.insync.replicas": 2, "retention.ms": 60000}.
+        `assignments` ({partition: [broker ids], preferred leader first}) places the
+        replicas explicitly; partitions and replication_factor are then ignored."""
         from kafkarepl.errors import ErrorCode
         from kafkarepl.protocol import ApiKey
 
+        explicit = [{"partition_index": int(p), "broker_ids": [int(b) for b in bs]}
+                    for p, bs in sorted((assignments or {}).items())]
         body = {
-            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
-                        "assignments": [],
+            "topics": [{"name": name,
+                        "num_partitions": -1 if explicit else partitions,
+                        "replication_factor": -1 if explicit else replication_factor,
+                        "assignments": explicit,
                         "configs": [{"name": k, "value": str(v)} for k, v in (configs or {}).items()]}],
             "timeout_ms": int(timeout * 1000),
             "validate_only": False,

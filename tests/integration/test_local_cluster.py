@@ -154,6 +154,9 @@ def test_three_brokers_kill_pause_resume_restart():
         cluster.restart(other)
         cluster.wait_for_topic("rf3")
         assert sorted(consume(cluster.bootstrap_servers, "rf3", 3)) == [b"1", b"2", b"3"]
+        cluster.create_topic("placed", assignments={0: [3, 1], 1: [2, 3]})
+        placed = next(t for t in cluster.describe()["topics"] if t["name"] == "placed")["partitions"]
+        assert [(p["leader"], p["replicas"]) for p in placed] == [(3, [3, 1]), (2, [2, 3])]
         pids = cluster.pids()
         marker = str(cluster.data_dir)
     wait_gone(pids, marker)
