@@ -200,6 +200,7 @@ def _spawn(b: BrokerPlan, log_level: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "kafkarepl.embedded.broker_main", str(b.config_path), log_level]
     if b.cpu is not None:
         cmd += ["--cpu", str(b.cpu)]
+    cmd += ["--die-with-parent", str(os.getpid())]  # a SIGKILLed node leaves no brokers behind
     env = dict(os.environ)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     with open(b.log_path, "ab") as log:

@@ -1,6 +1,7 @@
 """Body of a LocalCluster broker process:
 
-    python -m kafkarepl.embedded.broker_main CONFIG [LOG_LEVEL] [--wait-zookeeper HOST:PORT] [--cpu N]
+    python -m kafkarepl.embedded.broker_main CONFIG [LOG_LEVEL] [--wait-zookeeper HOST:PORT]
+        [--cpu N] [--die-with-parent PID]
 
 Imports only what a broker needs (not every CLI sub-command). With --wait-zookeeper
 (a ZooKeeper started at the same moment as this process), the imports run while that
@@ -8,7 +9,9 @@ ZooKeeper's JVM starts, then this waits until it answers "ruok" before connectin
 kazoo connection made while ZooKeeper accepts but does not serve yet hangs for the
 whole connect timeout (seconds), which the short probes here avoid. With --cpu (used by
 `kafkarepl node start`) the process pins itself to that core before anything starts a
-thread, so every thread it ever starts stays there too.
+thread, so every thread it ever starts stays there too. With --die-with-parent (also
+`kafkarepl node start`, whose main thread spawns every broker) the kernel sends SIGTERM
+(a clean stop) when that parent dies, even by SIGKILL.
 """
 
 from __future__ import annotations
@@ -29,6 +32,17 @@ def wait_zookeeper(hostport: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
+def die_with_parent(parent_pid: int) -> None:
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != parent_pid:  # it died before prctl took effect
+        sys.exit(0)
+
+
 def _take(argv: list[str], flag: str) -> tuple[list[str], str | None]:
     if flag not in argv:
         return argv, None
@@ -40,6 +54,9 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     argv, wait_for = _take(argv, "--wait-zookeeper")
     argv, cpu = _take(argv, "--cpu")
+    argv, parent = _take(argv, "--die-with-parent")
+    if parent is not None:
+        die_with_parent(int(parent))
     if cpu is not None:
         os.sched_setaffinity(0, {int(cpu)})
     from kafkarepl.cli.broker import run_broker

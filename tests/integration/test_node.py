@@ -190,3 +190,21 @@ def test_two_hosts_never_hold_two_replicas_of_a_partition_on_one_host(zk_chroot,
     finally:
         for n in nodes:
             n.kill_all()
+
+
+def test_brokers_stop_when_the_node_is_killed(zk_chroot, tmp_path):
+    port = free_ports(1)
+    node = Node(tmp_path, "node", node_props(zk_chroot, tmp_path / "data", 21, port, "127.0.0.1", 1))
+    try:
+        node.start()
+        node.wait_for("all 1 brokers serving")
+        pid = node.state()["brokers"][0]["pid"]
+        assert node.proc is not None
+        node.proc.kill()
+        node.proc.wait()
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]:
+            assert time.monotonic() < deadline, "broker outlived its SIGKILLed node"
+            time.sleep(0.1)
+    finally:
+        node.kill_all()
