@@ -105,7 +105,8 @@ class TopicService:
             if rf > len(brokers):
                 raise KafkaError(f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
                                  ErrorCode.INVALID_REPLICATION_FACTOR)
-            assignment = assign_replicas({bid: b.rack for bid, b in brokers.items()}, partitions, rf)
+            assignment = assign_replicas({bid: b.rack for bid, b in brokers.items()}, partitions, rf,
+                                         hosts=_hosts(brokers))
         if validate_only:
             return None
         tid = await self.store.create_topic(name, assignment, configs)
@@ -163,7 +164,8 @@ class TopicService:
                 raise KafkaError("assignment count does not match the new partitions", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
             validate_assignment(new, set(brokers), start_partition_id=current, expected_replication_factor=rf)
         else:
-            new = assign_new_partitions({bid: b.rack for bid, b in brokers.items()}, topic.partitions, count)
+            new = assign_new_partitions({bid: b.rack for bid, b in brokers.items()}, topic.partitions, count,
+                                        hosts=_hosts(brokers))
         if not validate_only:
             await self.store.add_partitions(name, new)
 
@@ -262,6 +264,12 @@ class TopicApis:
             except KafkaError as exc:
                 res["error_code"], res["error_message"] = int(exc.code), str(exc)
         return {"throttle_time_ms": 0, "results": results}
+
+
+def _hosts(brokers: dict[int, Any]) -> dict[int, str]:
+    """The registered host of each broker: a failure domain below the rack (kafkarepl node
+    runs one broker per core, so several brokers share a host)."""
+    return {bid: b.host for bid, b in brokers.items()}
 
 
 def _uuid(tid: Any) -> Any:

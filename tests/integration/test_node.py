@@ -161,10 +161,6 @@ def test_node_one_broker_per_core(zk_chroot, tmp_path):
         node.kill_all()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "placement knows hosts (controller/placement.py, hosts=), but server/topics.py still "
-    "passes only {broker: rack} to assign_replicas: it needs hosts={id: b.host} from the "
-    "broker registrations"))
 def test_two_hosts_never_hold_two_replicas_of_a_partition_on_one_host(zk_chroot, tmp_path):
     nodes: list[Node] = []
     try:
