@@ -164,30 +164,113 @@ class KafkaError(Exception):
         return self.code in RETRIABLE
 
 
-def _error_class(name: str, code: ErrorCode) -> type[KafkaError]:
-    return type(name, (KafkaError,), {"code": code, "__doc__": f"Kafka error {code.name} ({int(code)})."})
+class CorruptRecordError(KafkaError):
+    """Kafka error CORRUPT_MESSAGE."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
-CorruptRecordError = _error_class("CorruptRecordError", ErrorCode.CORRUPT_MESSAGE)
-OffsetOutOfRangeError = _error_class("OffsetOutOfRangeError", ErrorCode.OFFSET_OUT_OF_RANGE)
-MessageTooLargeError = _error_class("MessageTooLargeError", ErrorCode.MESSAGE_TOO_LARGE)
-RecordListTooLargeError = _error_class("RecordListTooLargeError", ErrorCode.RECORD_LIST_TOO_LARGE)
-InvalidRecordError = _error_class("InvalidRecordError", ErrorCode.INVALID_RECORD)
-InvalidTimestampError = _error_class("InvalidTimestampError", ErrorCode.INVALID_TIMESTAMP)
-OutOfOrderSequenceError = _error_class("OutOfOrderSequenceError", ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-DuplicateSequenceError = _error_class("DuplicateSequenceError", ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
-InvalidProducerEpochError = _error_class("InvalidProducerEpochError", ErrorCode.INVALID_PRODUCER_EPOCH)
-UnknownProducerIdError = _error_class("UnknownProducerIdError", ErrorCode.UNKNOWN_PRODUCER_ID)
-KafkaStorageError = _error_class("KafkaStorageError", ErrorCode.KAFKA_STORAGE_ERROR)
-NotLeaderOrFollowerError = _error_class("NotLeaderOrFollowerError", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-FencedLeaderEpochError = _error_class("FencedLeaderEpochError", ErrorCode.FENCED_LEADER_EPOCH)
-UnknownLeaderEpochError = _error_class("UnknownLeaderEpochError", ErrorCode.UNKNOWN_LEADER_EPOCH)
-NotEnoughReplicasError = _error_class("NotEnoughReplicasError", ErrorCode.NOT_ENOUGH_REPLICAS)
-UnsupportedCompressionTypeError = _error_class(
-    "UnsupportedCompressionTypeError", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-)
-InvalidRequestError = _error_class("InvalidRequestError", ErrorCode.INVALID_REQUEST)
-UnsupportedVersionError = _error_class("UnsupportedVersionError", ErrorCode.UNSUPPORTED_VERSION)
+class OffsetOutOfRangeError(KafkaError):
+    """Kafka error OFFSET_OUT_OF_RANGE."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class MessageTooLargeError(KafkaError):
+    """Kafka error MESSAGE_TOO_LARGE."""
+
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class RecordListTooLargeError(KafkaError):
+    """Kafka error RECORD_LIST_TOO_LARGE."""
+
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class InvalidRecordError(KafkaError):
+    """Kafka error INVALID_RECORD."""
+
+    code = ErrorCode.INVALID_RECORD
+
+
+class InvalidTimestampError(KafkaError):
+    """Kafka error INVALID_TIMESTAMP."""
+
+    code = ErrorCode.INVALID_TIMESTAMP
+
+
+class OutOfOrderSequenceError(KafkaError):
+    """Kafka error OUT_OF_ORDER_SEQUENCE_NUMBER."""
+
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class DuplicateSequenceError(KafkaError):
+    """Kafka error DUPLICATE_SEQUENCE_NUMBER."""
+
+    code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(KafkaError):
+    """Kafka error INVALID_PRODUCER_EPOCH."""
+
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class UnknownProducerIdError(KafkaError):
+    """Kafka error UNKNOWN_PRODUCER_ID."""
+
+    code = ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+class KafkaStorageError(KafkaError):
+    """Kafka error KAFKA_STORAGE_ERROR."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    """Kafka error NOT_LEADER_OR_FOLLOWER."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class FencedLeaderEpochError(KafkaError):
+    """Kafka error FENCED_LEADER_EPOCH."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(KafkaError):
+    """Kafka error UNKNOWN_LEADER_EPOCH."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class NotEnoughReplicasError(KafkaError):
+    """Kafka error NOT_ENOUGH_REPLICAS."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class UnsupportedCompressionTypeError(KafkaError):
+    """Kafka error UNSUPPORTED_COMPRESSION_TYPE."""
+
+    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+class InvalidRequestError(KafkaError):
+    """Kafka error INVALID_REQUEST."""
+
+    code = ErrorCode.INVALID_REQUEST
+
+
+class UnsupportedVersionError(KafkaError):
+    """Kafka error UNSUPPORTED_VERSION."""
+
+    code = ErrorCode.UNSUPPORTED_VERSION
+    api_key: int | None = None  # the API asked for, when known (ApiVersions is answered)
 
 
 class CheckpointCorruptError(KafkaStorageError):

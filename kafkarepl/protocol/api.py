@@ -57,7 +57,7 @@ def unsupported_version(api_key: int, api_version: int,
     what = (f"{spec.name} v{api_version} (supported {spec.min_version}-{spec.max_version})"
             if spec else f"unknown API key {api_key}")
     err = UnsupportedVersionError(f"unsupported request: {what}")
-    err.api_key = api_key  # type: ignore[attr-defined]
+    err.api_key = api_key
     err.api_version = api_version  # type: ignore[attr-defined]
     err.correlation_id = correlation_id  # type: ignore[attr-defined]
     return err

@@ -281,7 +281,8 @@ def _array_reader(field: Field, t: Array, version: int, flexible: bool, nullable
         if fixed:
             fmt = f">{n}{fixed}"
             return list(struct.unpack_from(fmt, mv, pos)), pos + n * item_size
-        out = []
+        assert item_reader is not None  # not fixed-size
+        out: list[Any] = []
         append = out.append
         for _ in range(n):
             v, pos = item_reader(mv, pos)
@@ -333,6 +334,7 @@ def _array_writer(field: Field, t: Array, version: int, flexible: bool, nullable
         if fixed:
             out.append((small_packs[n] if n < 32 else struct.Struct(f">{n}{fixed}").pack)(*v))
         else:
+            assert item_writer is not None  # not fixed-size
             for x in v:
                 item_writer(out, x)
     return write

@@ -66,7 +66,7 @@ class FrameReader:
         return frames
 
     def _split(self) -> list[memoryview]:
-        frames = []
+        frames: list[memoryview] = []
         chunk, start, end = self._chunk, self._start, self._end
         while end - start >= 4:
             size = _SIZE.unpack_from(chunk, start)[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -174,14 +175,14 @@ class Connection:
             fut = self.loop.create_future()
             fut.set_result(body)
             # The error answer to ApiVersions is always encoded at v0.
-            self._enqueue(int(exc.api_key), 0, cid, fut, held)
+            self._enqueue(int(exc.api_key or 0), 0, cid, fut, held)
             return
         # Each request's handler runs in its own context holding its decompression
         # budget (kafkarepl.max.decompressed.request.bytes, storage.validation).
         ctx = contextvars.copy_context()
         ctx.run(request_budget, self.server.max_decompressed_request_bytes)
-        fut = ctx.run(self.loop.create_task, self.server.handler(req, self))
-        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
+        task: asyncio.Future = ctx.run(self.loop.create_task, self.server.handler(req, self))  # type: ignore[arg-type]
+        self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held)
 
     def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int) -> None:
         self._pending.append((key, version, cid, fut, held))
@@ -318,9 +319,10 @@ class Connection:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
             self.closed = True
-            for t in (writer, reader):
-                if t is not None:
-                    t.cancel()
+            running: tuple[asyncio.Future | None, ...] = (writer, reader)
+            for f in running:
+                if f is not None:
+                    f.cancel()
             for *_x, fut, held in self._pending:
                 fut.cancel()
                 self.server.pool.release(held)
@@ -401,7 +403,7 @@ class SocketServer:
             self._per_ip[ip] += 1
             task = asyncio.ensure_future(conn.serve())
             self._tasks.add(task)
-            task.add_done_callback(lambda t, c=conn, i=ip: self._closed(t, c, i))
+            task.add_done_callback(functools.partial(self._closed, conn=conn, ip=ip))
 
     def _closed(self, task: asyncio.Task, conn: Connection, ip: str) -> None:
         self._tasks.discard(task)

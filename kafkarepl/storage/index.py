@@ -104,6 +104,7 @@ class _SparseIndex:
         if k <= 0:
             return 0
         pack, size, mm = self.ENTRY.pack_into, self.ENTRY.size, self._mm
+        assert mm is not None
         off = self.n_entries * size
         for i in range(0, 2 * k, 2):
             pack(mm, off, flat[i], flat[i + 1])
@@ -169,7 +170,9 @@ class OffsetIndex(_SparseIndex):
         """Slot of the greatest entry with offset <= target, or -1."""
         if not self.n_entries:
             return -1
-        return _core.index_lookup(self._mm, self.n_entries, offset - self.base_offset)
+        mm = self._mm
+        assert mm is not None  # open while it has entries
+        return _core.index_lookup(mm, self.n_entries, offset - self.base_offset)
 
     def lookup(self, offset: int) -> tuple[int, int] | None:
         """(absolute offset, position) of the greatest entry with offset <= target."""
@@ -185,6 +188,7 @@ class OffsetIndex(_SparseIndex):
         hi = self.n_entries if hi is None else min(hi, self.n_entries)
         lo = max(lo, 0)  # invariant: answer in [lo-1, hi-1]
         unpack, size, mm = self.ENTRY.unpack_from, self.ENTRY.size, self._mm
+        assert mm is not None
         while lo < hi:
             mid = (lo + hi) // 2
             if unpack(mm, mid * size)[1] <= position:
@@ -234,7 +238,9 @@ class TimeIndex(_SparseIndex):
         """(timestamp, absolute offset) of the greatest entry with timestamp <= target."""
         if not self.n_entries:
             return None
-        slot = _core.timeindex_lookup(self._mm, self.n_entries, timestamp)
+        mm = self._mm
+        assert mm is not None  # open while it has entries
+        slot = _core.timeindex_lookup(mm, self.n_entries, timestamp)
         if slot < 0:
             return None
         ts, rel = self._unpack(slot)
