@@ -187,8 +187,10 @@ class OffsetIndex(_SparseIndex):
         the caller may narrow the search to slots [lo, hi)."""
         hi = self.n_entries if hi is None else min(hi, self.n_entries)
         lo = max(lo, 0)  # invariant: answer in [lo-1, hi-1]
+        if lo >= hi:
+            return lo - 1
         unpack, size, mm = self.ENTRY.unpack_from, self.ENTRY.size, self._mm
-        assert mm is not None
+        assert mm is not None  # mapped while it has entries
         while lo < hi:
             mid = (lo + hi) // 2
             if unpack(mm, mid * size)[1] <= position:
