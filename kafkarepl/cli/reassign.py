@@ -299,7 +299,9 @@ async def _generate(client: ClusterClient, args: argparse.Namespace, *, topics: 
     elif any(r is not None for r in racks.values()) and not all(r is not None for r in racks.values()):
         raise CliError("not all brokers have rack information; add --disable-rack-aware "
                        "to make the plan without racks")
-    proposed = propose_reassignment(current, racks if is_rack_aware(racks) else broker_ids)
+    # Brokers sharing a host (kafkarepl node) are one failure domain below the rack.
+    hosts = {b["node_id"]: b["host"] for b in md["brokers"] if b["node_id"] in broker_ids}
+    proposed = propose_reassignment(current, racks if is_rack_aware(racks) else broker_ids, hosts=hosts)
     print("Current partition replica assignment")
     print(format_reassignment(current))
     print()

@@ -17,13 +17,19 @@ plan starts from the current assignment instead and moves only what it must:
 4. Among partitions that changed, the preferred (first) replica is moved to the replica
    leading the fewest partitions, so a new broker takes leadership as well.
 
+Hosts (`hosts={broker: host}`, several brokers per host with `kafkarepl node`) are a
+failure domain below the rack, handled like racks: replicas over a host's fair share of a
+partition (ceil(RF / hosts)) are dropped in step 2, and a free slot prefers the
+partition's least used host (after the rack rule) in step 3. With at least RF hosts no
+partition keeps two replicas on one host.
+
 Pure and deterministic: no I/O, no randomness, ties broken by broker id.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 TopicPartition = tuple[str, int]
 
@@ -46,6 +52,7 @@ def is_rack_aware(racks: Mapping[int, str | None]) -> bool:
 def propose_reassignment(
     current: Mapping[TopicPartition, Sequence[int]],
     brokers: Mapping[int, str | None] | Iterable[int],
+    hosts: Mapping[int, str] | None = None,
 ) -> dict[TopicPartition, list[int]]:
     """The proposed replicas of every partition in ``current``, on ``brokers`` only
     (broker ids, or {id: rack or None}), each topic spread evenly over them.
@@ -58,7 +65,7 @@ def propose_reassignment(
     proposed: dict[TopicPartition, list[int]] = {}
     for topic in sorted({t for t, _ in current}):
         parts = {p: list(r) for (t, p), r in current.items() if t == topic}
-        plan = _TopicPlan(topic, parts, racks, load)
+        plan = _TopicPlan(topic, parts, racks, load, hosts)
         for p, replicas in plan.run().items():
             proposed[(topic, p)] = replicas
         for replicas in plan.result.values():
@@ -92,10 +99,15 @@ class _TopicPlan:
         parts: dict[int, list[int]],
         racks: dict[int, str | None],
         load: Mapping[int, int],
+        hosts: Mapping[int, str] | None = None,
     ) -> None:
         self.topic = topic
         self.original = parts
         self.racks = racks
+        # A broker without a known host is a host of its own.
+        self.hosts = {b: (hosts or {}).get(b) or f"\0broker-{b}" for b in racks}
+        self.num_hosts = len(set(self.hosts.values()))
+        self.host_aware = self.num_hosts < len(racks)
         self.load = load
         self.rack_aware = is_rack_aware(racks)
         self.num_racks = len(set(racks.values()))
@@ -131,11 +143,17 @@ class _TopicPlan:
         rf = len(self.result[p])
         return -(-rf // self.num_racks)  # ceil
 
+    def _max_per_host(self, p: int) -> int:
+        rf = len(self.result[p])
+        return -(-rf // self.num_hosts)  # ceil
+
     # --- phases -------------------------------------------------------------------------
 
     def run(self) -> dict[int, list[int]]:
         if self.rack_aware:
-            self._drop_rack_excess()
+            self._drop_domain_excess(self.racks, self._max_per_rack)
+        if self.host_aware:
+            self._drop_domain_excess(self.hosts, self._max_per_host)
         self._drop_over_quota()
         # Partitions with the most free slots first: they need the most distinct brokers.
         for p in sorted(self.result, key=lambda p: (-self.result[p].count(None), p)):
@@ -145,16 +163,17 @@ class _TopicPlan:
         self._balance_leaders()
         return {p: [b for b in slots if b is not None] for p, slots in sorted(self.result.items())}
 
-    def _drop_rack_excess(self) -> None:
+    def _drop_domain_excess(self, domain: Mapping[int, str | None], limit_of: Callable[[int], int]) -> None:
+        """Free the replicas over a rack's (or host's) fair share of each partition."""
         count = self._count()
         for p in sorted(self.result):
             slots = self.result[p]
-            limit = self._max_per_rack(p)
-            by_rack: dict[str | None, list[int]] = {}
+            limit = limit_of(p)
+            by_domain: dict[str | None, list[int]] = {}
             for i, b in enumerate(slots):
                 if b is not None:
-                    by_rack.setdefault(self.racks[b], []).append(i)
-            for positions in by_rack.values():
+                    by_domain.setdefault(domain[b], []).append(i)
+            for positions in by_domain.values():
                 # Keep the preferred replica, then the brokers least over their quota.
                 positions.sort(key=lambda i: (i != 0, count[slots[i]] - self.quota[slots[i]], i))
                 for i in positions[limit:]:
@@ -188,6 +207,11 @@ class _TopicPlan:
             # Rack spread comes first (Kafka's guarantee), even balance second.
             fewest = min(rack_use[self.racks[b]] for b in candidates)
             candidates = [b for b in candidates if rack_use[self.racks[b]] == fewest]
+        if self.host_aware:
+            # Then hosts: a host's brokers fail together.
+            host_use = Counter(self.hosts[b] for b in in_part)
+            fewest = min(host_use[self.hosts[b]] for b in candidates)
+            candidates = [b for b in candidates if host_use[self.hosts[b]] == fewest]
 
         def key(b: int) -> tuple[int, int, int]:
             return (count[b] - self.quota[b], self.load[b], b)
@@ -216,6 +240,7 @@ class _TopicPlan:
                             y in wanted
                             and (not fresh_only or y not in self.original[q])
                             and (not self.rack_aware or self._rack_ok(q, i, x))
+                            and (not self.host_aware or self._host_ok(q, i, x))
                         ):
                             self.result[q][i] = x
                             return y
@@ -225,6 +250,11 @@ class _TopicPlan:
         others = [b for j, b in enumerate(self.result[q]) if j != i and b is not None]
         used = Counter(self.racks[b] for b in others)
         return used[self.racks[x]] < self._max_per_rack(q)
+
+    def _host_ok(self, q: int, i: int, x: int) -> bool:
+        others = [b for j, b in enumerate(self.result[q]) if j != i and b is not None]
+        used = Counter(self.hosts[b] for b in others)
+        return used[self.hosts[x]] < self._max_per_host(q)
 
     def _balance_leaders(self) -> None:
         leads = Counter(slots[0] for slots in self.result.values())

@@ -154,3 +154,49 @@ def test_any_plan_is_valid_even_and_near_minimal(old_brokers, rf, partitions, ne
     # Greedy, not an exact optimum: at most a few moves over the lower bound.
     assert replicas_moved(current, plan) <= fewest_moves(current, new_brokers) + 3
     assert propose_reassignment(current, sorted(new_brokers)) == plan
+
+
+# --- hosts: a failure domain below the rack (kafkarepl node: several brokers per host) ---
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _host_cluster(draw):
+    n_hosts = draw(st.integers(2, 5))
+    per_host = draw(st.integers(1, 4))
+    hosts = {h * 10 + i: f"10.0.0.{h}" for h in range(n_hosts) for i in range(per_host)}
+    rf = draw(st.integers(1, min(3, n_hosts)))
+    brokers = sorted(hosts)
+    n_parts = draw(st.integers(1, 12))
+    current = {}
+    for p in range(n_parts):  # any valid current assignment, hosts ignored
+        current[("t", p)] = draw(st.permutations(brokers).map(lambda b: list(b[:rf])))
+    # sometimes a new host joins (adding brokers), sometimes one host leaves
+    change = draw(st.sampled_from(["same", "add", "remove"]))
+    target = dict(hosts)
+    if change == "add":
+        target.update({90 + i: "10.0.0.9" for i in range(per_host)})
+    elif change == "remove" and n_hosts > rf:
+        gone = f"10.0.0.{n_hosts - 1}"
+        target = {b: h for b, h in target.items() if h != gone}
+    return current, target, rf
+
+
+@settings(max_examples=200, deadline=None)
+@given(_host_cluster())
+def test_no_partition_keeps_two_replicas_on_one_host(case) -> None:
+    current, hosts, rf = case
+    proposed = propose_reassignment(current, sorted(hosts), hosts=hosts)
+    for tp, replicas in proposed.items():
+        assert len(replicas) == rf and len(set(replicas)) == rf, (tp, replicas)
+        assert set(replicas) <= set(hosts), (tp, replicas)
+        assert len({hosts[b] for b in replicas}) == rf, (tp, replicas, hosts)
+
+
+def test_hosts_change_nothing_when_every_broker_is_its_own_host() -> None:
+    current = {("t", p): [1 + p % 4, 1 + (p + 1) % 4] for p in range(8)}
+    brokers = [1, 2, 3, 4, 5]
+    assert propose_reassignment(current, brokers) == propose_reassignment(
+        current, brokers, hosts={b: f"h{b}" for b in brokers})
