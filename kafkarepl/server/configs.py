@@ -12,16 +12,19 @@ from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.replica_storage import LogStorage
-from kafkarepl.server.topics import require_valid_topic_name, validate_topic_configs
+from kafkarepl.server.topics import (
+    CONFIG_SOURCE_DEFAULT,
+    CONFIG_SOURCE_TOPIC,
+    require_valid_topic_name,
+    validate_topic_configs,
+)
 from kafkarepl.server.zk_guard import GuardedStore
 
 log = logging.getLogger(__name__)
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-CONFIG_SOURCE_TOPIC = 1
 CONFIG_SOURCE_STATIC_BROKER = 4
-CONFIG_SOURCE_DEFAULT = 5
 OP_SET, OP_DELETE = 0, 1
 Body = dict[str, Any]
 Entry = tuple[str, int, bool]  # value, source, read-only

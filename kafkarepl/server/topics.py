@@ -9,6 +9,7 @@ import logging
 import re
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from kafkarepl.controller.placement import (
@@ -68,6 +69,18 @@ def require_valid_topic_name(name: str | None) -> str:
     return name
 
 
+CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs / CreateTopics config sources (Kafka's)
+CONFIG_SOURCE_DEFAULT = 5
+
+
+@dataclass
+class CreatedTopic:
+    topic_id: Any
+    partitions: int
+    replication_factor: int
+    configs: list[tuple[str, str, int]]  # (name, value, config source)
+
+
 class TopicService:
     def __init__(self, store: GuardedStore, config: BrokerConfig, storage: LogStorage, metadata: MetadataCache) -> None:
         self.store = store
@@ -83,9 +96,9 @@ class TopicService:
         assignments: dict[int, list[int]] | None,
         configs: dict[str, str],
         validate_only: bool = False,
-    ) -> Any:
-        """Validate, place and write a new topic; returns its topic id (None when
-        validate_only). Raises KafkaError with Kafka's code and message."""
+    ) -> CreatedTopic:
+        """Validate, place and write a new topic (topic_id None when validate_only).
+        Raises KafkaError with Kafka's code and message."""
         require_valid_topic_name(name)
         validate_topic_configs(configs, self.storage)
         self.check_partition_budget(len(assignments) if assignments else max(partitions, 0))
@@ -107,11 +120,18 @@ class TopicService:
                                  ErrorCode.INVALID_REPLICATION_FACTOR)
             assignment = assign_replicas({bid: b.rack for bid, b in brokers.items()}, partitions, rf,
                                          hosts=_hosts(brokers))
+        created = CreatedTopic(None, len(assignment), len(next(iter(assignment.values()))), self.effective_configs(configs))
         if validate_only:
-            return None
-        tid = await self.store.create_topic(name, assignment, configs)
+            return created
+        created.topic_id = await self.store.create_topic(name, assignment, configs)
         log.info("created topic %s: %d partitions, assignment %s", name, len(assignment), assignment)
-        return tid
+        return created
+
+    def effective_configs(self, overrides: dict[str, str]) -> list[tuple[str, str, int]]:
+        """Every topic config as (name, value, source): the override or the broker default."""
+        merged = {k: (v, CONFIG_SOURCE_DEFAULT) for k, v in self.config.topic_defaults().items()}
+        merged.update({k: (v, CONFIG_SOURCE_TOPIC) for k, v in overrides.items()})
+        return [(k, v, src) for k, (v, src) in sorted(merged.items())]
 
     async def auto_create(self, name: str) -> ErrorCode:
         """Metadata for an unknown topic with auto.create.topics.enable."""
@@ -205,22 +225,27 @@ class TopicApis:
         for t in body["topics"]:
             assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments") or []}
             configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
-            code, msg, tid = ErrorCode.NONE, None, None
+            code, msg, created = ErrorCode.NONE, None, None
             try:
                 if too_many is not None:
                     raise too_many
-                tid = await self.topics.create(t["name"], t["num_partitions"], t["replication_factor"],
-                                               assignments or None, configs, validate_only)
+                created = await self.topics.create(t["name"], t["num_partitions"], t["replication_factor"],
+                                                   assignments or None, configs, validate_only)
             except KafkaError as exc:
                 code, msg = exc.code, str(exc)
             out.append({
                 "name": t["name"],
-                "topic_id": _uuid(tid),
+                "topic_id": _uuid(created.topic_id if created else None),
                 "error_code": int(code),
                 "error_message": msg,
-                "num_partitions": t["num_partitions"] if not code else -1,
-                "replication_factor": t["replication_factor"] if not code else -1,
-                "configs": None,
+                # v5+: what was created (defaults resolved) and its configs; Kafka's Java
+                # admin client (kafka-topics.sh, Streams, Connect) reads both, never null
+                "num_partitions": created.partitions if created else -1,
+                "replication_factor": created.replication_factor if created else -1,
+                "configs": [
+                    {"name": k, "value": v, "read_only": False, "config_source": src, "is_sensitive": False}
+                    for k, v, src in (created.configs if created else [])
+                ],
             })
         if not validate_only:
             await self.topics.wait_for_metadata([o["name"] for o in out if not o["error_code"]], body.get("timeout_ms", 0))
