@@ -221,7 +221,9 @@ class GroupCoordinatorService:
             return code, message, -1, "", -1
 
         if key_type == KEY_TYPE_TRANSACTION:
-            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
+            # Not retriable, so a transactional producer fails at once instead of retrying
+            # for max.block.ms (60 s) on COORDINATOR_NOT_AVAILABLE.
+            return error(ErrorCode.INVALID_REQUEST, "transactions are not supported by this kafkarepl version")
         if key_type != KEY_TYPE_GROUP:
             return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
         cache = self.metadata

@@ -1,0 +1,30 @@
+"""Kafka's Java client (the one kafka-topics.sh, Kafka Streams and Kafka Connect use)
+against a real cluster: the calls that failed before (issue 11)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests import java_tools
+
+pytestmark = pytest.mark.integration
+
+
+def test_java_admin_creates_and_describes_a_topic(cluster_factory) -> None:
+    c = cluster_factory(3)
+    out = java_tools.run("create-topic", c.bootstrap, "orders", "3", "3", "retention.ms=60000", "min.insync.replicas=2")
+    m = re.fullmatch(r"created partitions=3 rf=3 configs=(\d+) retention.ms=60000", out)
+    assert m and int(m.group(1)) > 10, out
+    c.wait_for_leaders("orders", 3, 3)
+    assert java_tools.run("describe-topic", c.bootstrap, "orders") == "partitions=3 isr0=3"
+
+
+def test_java_transactional_producer_fails_fast(cluster_factory) -> None:
+    c = cluster_factory(1)
+    out = java_tools.run("init-transactions", c.bootstrap)
+    m = re.match(r"failed ms=(\d+) (\w+): (.*)", out)
+    assert m, out
+    assert int(m.group(1)) < 15_000, out  # not max.block.ms (60 s) of retries
+    assert "not supported" in m.group(3), out

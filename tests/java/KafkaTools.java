@@ -1,0 +1,67 @@
+// The Java admin and producer calls Kafka's own tools make (kafka-topics.sh and friends),
+// as a reference client for kafkarepl's integration tests. One line of output per command.
+import java.util.*;
+import java.util.concurrent.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public class KafkaTools {
+    static Admin admin(String bootstrap) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
+        return Admin.create(p);
+    }
+
+    public static void main(String[] args) throws Exception {
+        String cmd = args[0], bootstrap = args[1];
+        switch (cmd) {
+            case "create-topic": {  // kafka-topics.sh --create: NAME PARTITIONS RF [k=v]...
+                try (Admin a = admin(bootstrap)) {
+                    NewTopic t = new NewTopic(args[2], Integer.parseInt(args[3]), Short.parseShort(args[4]));
+                    Map<String, String> cfg = new HashMap<>();
+                    for (int i = 5; i < args.length; i++) {
+                        String[] kv = args[i].split("=", 2);
+                        cfg.put(kv[0], kv[1]);
+                    }
+                    t.configs(cfg);
+                    CreateTopicsResult r = a.createTopics(List.of(t));
+                    r.all().get();
+                    Config c = r.config(args[2]).get();
+                    System.out.println("created partitions=" + r.numPartitions(args[2]).get()
+                        + " rf=" + r.replicationFactor(args[2]).get() + " configs=" + c.entries().size()
+                        + " retention.ms=" + c.get("retention.ms").value());
+                }
+                break;
+            }
+            case "describe-topic": {  // kafka-topics.sh --describe: NAME
+                try (Admin a = admin(bootstrap)) {
+                    TopicDescription d = a.describeTopics(List.of(args[2])).allTopicNames().get().get(args[2]);
+                    System.out.println("partitions=" + d.partitions().size() + " isr0=" + d.partitions().get(0).isr().size());
+                }
+                break;
+            }
+            case "init-transactions": {  // a transactional producer: fails how, and how fast
+                Properties p = new Properties();
+                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "tx-1");
+                p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
+                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                long t0 = System.nanoTime();
+                try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
+                    prod.initTransactions();
+                    System.out.println("initialized");
+                } catch (Exception e) {
+                    long ms = (System.nanoTime() - t0) / 1_000_000;
+                    System.out.println("failed ms=" + ms + " " + e.getClass().getSimpleName() + ": " + e.getMessage());
+                }
+                break;
+            }
+            default:
+                throw new IllegalArgumentException(cmd);
+        }
+    }
+}
