@@ -173,7 +173,11 @@ class ReplicaApis:
         elif ts == LATEST_TIMESTAMP:
             out["offset"] = hw
         elif ts == MAX_TIMESTAMP:
-            pass  # ListOffsets v7 MAX_TIMESTAMP is not tracked: answer "none" (-1, -1)
+            # KIP-734: the (first) record with the largest timestamp, if it is readable.
+            latest = max((seg.max_timestamp for seg in lg.segments), default=-1)
+            found = _offset_for_timestamp(lg, latest) if latest >= 0 else None
+            if found is not None and found[0] < hw:
+                out["offset"], out["timestamp"] = found
         elif ts >= 0:
             found = _offset_for_timestamp(lg, ts)
             if found is not None and found[0] < hw:

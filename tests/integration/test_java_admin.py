@@ -28,3 +28,16 @@ def test_java_transactional_producer_fails_fast(cluster_factory) -> None:
     assert m, out
     assert int(m.group(1)) < 15_000, out  # not max.block.ms (60 s) of retries
     assert "not supported" in m.group(3), out
+
+
+def test_max_timestamp_offset_as_kafka_get_offsets_time_minus_3(cluster_factory) -> None:
+    from confluent_kafka import Producer
+
+    c = cluster_factory(1)
+    c.create_topic("ts", 1, 1)
+    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0, "acks": "all"})
+    for i, ts in enumerate([1_000, 9_000, 9_000, 3_000]):  # one batch each
+        p.produce("ts", value=b"v%d" % i, partition=0, timestamp=1_700_000_000_000 + ts)
+        assert p.flush(10) == 0
+    # The first record with the largest timestamp, not the last offset of its batch.
+    assert java_tools.run("max-timestamp", c.bootstrap, "ts", "0") == "offset=1 timestamp=1700000009000"

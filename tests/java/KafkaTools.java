@@ -43,6 +43,16 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "max-timestamp": {  // kafka-get-offsets.sh --time -3 (KIP-734): TOPIC PARTITION
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.TopicPartition tp =
+                        new org.apache.kafka.common.TopicPartition(args[2], Integer.parseInt(args[3]));
+                    ListOffsetsResult.ListOffsetsResultInfo i =
+                        a.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).partitionResult(tp).get();
+                    System.out.println("offset=" + i.offset() + " timestamp=" + i.timestamp());
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
