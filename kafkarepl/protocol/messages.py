@@ -947,8 +947,90 @@ DESCRIBE_CLUSTER = api(
     ],
 )
 
+# ACLs (kafka-acls.sh). Without an authorizer Kafka answers SECURITY_DISABLED to all three.
+_ACL_FILTER = (
+    F('ResourceTypeFilter', INT8, '0+'),
+    F('ResourceNameFilter', STRING, '0+', nullable='0+'),
+    F('PatternTypeFilter', INT8, '1+', default=3),
+    F('PrincipalFilter', STRING, '0+', nullable='0+'),
+    F('HostFilter', STRING, '0+', nullable='0+'),
+    F('Operation', INT8, '0+'),
+    F('PermissionType', INT8, '0+'),
+)
+
+DESCRIBE_ACLS = api(
+    ApiKey.DESCRIBE_ACLS, 'DescribeAcls', '1-3', '2+',
+    request=list(_ACL_FILTER),
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ErrorCode', INT16, '0+'),
+        F('ErrorMessage', STRING, '0+', nullable='0+', default=None),
+        F('Resources', A(S(
+            F('ResourceType', INT8, '0+'),
+            F('ResourceName', STRING, '0+'),
+            F('PatternType', INT8, '1+', default=3),
+            F('Acls', A(S(
+                F('Principal', STRING, '0+'),
+                F('Host', STRING, '0+'),
+                F('Operation', INT8, '0+'),
+                F('PermissionType', INT8, '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
+CREATE_ACLS = api(
+    ApiKey.CREATE_ACLS, 'CreateAcls', '1-3', '2+',
+    request=[
+        F('Creations', A(S(
+            F('ResourceType', INT8, '0+'),
+            F('ResourceName', STRING, '0+'),
+            F('ResourcePatternType', INT8, '1+', default=3),
+            F('Principal', STRING, '0+'),
+            F('Host', STRING, '0+'),
+            F('Operation', INT8, '0+'),
+            F('PermissionType', INT8, '0+'),
+          )), '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Results', A(S(
+            F('ErrorCode', INT16, '0+'),
+            F('ErrorMessage', STRING, '0+', nullable='0+', default=None),
+          )), '0+'),
+    ],
+)
+
+DELETE_ACLS = api(
+    ApiKey.DELETE_ACLS, 'DeleteAcls', '1-3', '2+',
+    request=[
+        F('Filters', A(S(*_ACL_FILTER)), '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('FilterResults', A(S(
+            F('ErrorCode', INT16, '0+'),
+            F('ErrorMessage', STRING, '0+', nullable='0+', default=None),
+            F('MatchingAcls', A(S(
+                F('ErrorCode', INT16, '0+'),
+                F('ErrorMessage', STRING, '0+', nullable='0+', default=None),
+                F('ResourceType', INT8, '0+'),
+                F('ResourceName', STRING, '0+'),
+                F('PatternType', INT8, '1+', default=3),
+                F('Principal', STRING, '0+'),
+                F('Host', STRING, '0+'),
+                F('Operation', INT8, '0+'),
+                F('PermissionType', INT8, '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
 APIS: tuple[ApiSpec, ...] = (
     PRODUCE,
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

@@ -30,6 +30,7 @@ from kafkarepl.controller.channel import NetworkBrokerChannel
 from kafkarepl.controller.controller import Controller
 from kafkarepl.coordinator import OFFSETS_TOPIC
 from kafkarepl.replication import ReplicaManager, ReplicationMetrics, TopicPartition
+from kafkarepl.server.acl_apis import AclApis
 from kafkarepl.server.alter_partition import AlterPartitionManager
 from kafkarepl.server.clock import SystemClock
 from kafkarepl.server.config import BrokerConfig
@@ -96,6 +97,7 @@ class Broker:
             ControllerApis(channel),
             self.groups,
             ProducerIdManager(bid, guarded),
+            AclApis(),
         )
         host, port = config.listener()
         self.server = SocketServer(

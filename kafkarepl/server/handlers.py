@@ -15,6 +15,7 @@ from kafkarepl.errors import ErrorCode, UnsupportedVersionError
 from kafkarepl.protocol import API, ApiKey, Request
 
 if TYPE_CHECKING:
+    from kafkarepl.server.acl_apis import AclApis
     from kafkarepl.server.configs import ConfigApis
     from kafkarepl.server.controller_apis import ControllerApis
     from kafkarepl.server.group_coordinator import GroupCoordinatorService
@@ -60,6 +61,9 @@ SERVED = (
     ApiKey.LIST_PARTITION_REASSIGNMENTS,
     ApiKey.DESCRIBE_CLUSTER,
     ApiKey.ALTER_PARTITION,
+    ApiKey.DESCRIBE_ACLS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
 )
 
 
@@ -86,6 +90,7 @@ class RequestHandlers:
         controller: ControllerApis,
         groups: GroupCoordinatorService,
         producer_ids: ProducerIdManager,
+        acls: AclApis,
     ) -> None:
         self.groups = groups
         self._table: dict[ApiKey, Handler] = {
@@ -119,6 +124,9 @@ class RequestHandlers:
             ApiKey.OFFSET_FETCH: groups.offset_fetch,
             ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
             ApiKey.LIST_GROUPS: groups.list_groups,
+            ApiKey.DESCRIBE_ACLS: acls.describe_acls,
+            ApiKey.CREATE_ACLS: acls.create_acls,
+            ApiKey.DELETE_ACLS: acls.delete_acls,
         }
 
     async def handle(self, req: Request, conn: Connection) -> dict[str, Any] | None:

@@ -41,3 +41,8 @@ def test_max_timestamp_offset_as_kafka_get_offsets_time_minus_3(cluster_factory)
         assert p.flush(10) == 0
     # The first record with the largest timestamp, not the last offset of its batch.
     assert java_tools.run("max-timestamp", c.bootstrap, "ts", "0") == "offset=1 timestamp=1700000009000"
+
+
+def test_acls_without_an_authorizer_answer_security_disabled(cluster_factory) -> None:
+    c = cluster_factory(1)
+    assert java_tools.run("describe-acls", c.bootstrap) == "failed SecurityDisabledException"

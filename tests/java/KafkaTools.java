@@ -53,6 +53,15 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "describe-acls": {  // kafka-acls.sh --list
+                try (Admin a = admin(bootstrap)) {
+                    a.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get();
+                    System.out.println("listed");
+                } catch (ExecutionException e) {
+                    System.out.println("failed " + e.getCause().getClass().getSimpleName());
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
