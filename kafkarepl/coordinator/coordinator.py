@@ -219,6 +219,31 @@ class GroupCoordinator:
             return err, {"group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
         return ErrorCode.NONE, group.describe()
 
+    def prepare_delete(self, group_id: str) -> tuple[ErrorCode, list[TopicPartition]]:
+        """DeleteGroups, first step: whether group_id may be deleted, and the committed
+        offsets whose tombstones must be written before finish_delete()."""
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if err:
+            return err, []
+        g = self.groups.get(group_id)
+        if g is None or g.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
+        if g.state is not GroupState.EMPTY or not g.is_empty:
+            return ErrorCode.NON_EMPTY_GROUP, []
+        return ErrorCode.NONE, sorted(g.offsets)
+
+    def finish_delete(self, group_id: str) -> ErrorCode:
+        """The tombstones are replicated: forget the group (if it stayed empty)."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if g.state is not GroupState.EMPTY or not g.is_empty:
+            return ErrorCode.NON_EMPTY_GROUP  # someone joined meanwhile
+        g.offsets.clear()
+        g.state = GroupState.DEAD
+        del self.groups[group_id]
+        return ErrorCode.NONE
+
     def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
         """(group_id, protocol_type, state) of the loaded groups; a partition still
         loading makes the list incomplete, which Kafka reports as LOAD_IN_PROGRESS."""

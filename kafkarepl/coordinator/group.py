@@ -333,8 +333,7 @@ class Group:
         if not self.members:
             self.state = GroupState.EMPTY
             self.protocol_name = None
-            self.protocol_type = None
-            self.leader_id = None
+            self.leader_id = None  # the protocol type stays (Kafka lists it as "consumer")
             return
         self.protocol_name = self.select_protocol()
         self.protocol_type = next(iter(self.members.values())).protocol_type

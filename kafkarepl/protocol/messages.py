@@ -551,9 +551,10 @@ DESCRIBE_GROUPS = api(
 )
 
 LIST_GROUPS = api(
-    ApiKey.LIST_GROUPS, 'ListGroups', '0-4', '3+',
+    ApiKey.LIST_GROUPS, 'ListGroups', '0-5', '3+',
     request=[
         F('StatesFilter', A(STRING), '4+'),
+        F('TypesFilter', A(STRING), '5+'),
     ],
     response=[
         F('ThrottleTimeMs', INT32, '1+'),
@@ -562,6 +563,21 @@ LIST_GROUPS = api(
             F('GroupId', STRING, '0+'),
             F('ProtocolType', STRING, '0+'),
             F('GroupState', STRING, '4+'),
+            F('GroupType', STRING, '5+'),
+          )), '0+'),
+    ],
+)
+
+DELETE_GROUPS = api(
+    ApiKey.DELETE_GROUPS, 'DeleteGroups', '0-2', '2+',
+    request=[
+        F('GroupsNames', A(STRING), '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Results', A(S(
+            F('GroupId', STRING, '0+'),
+            F('ErrorCode', INT16, '0+'),
           )), '0+'),
     ],
 )
@@ -1031,6 +1047,7 @@ APIS: tuple[ApiSpec, ...] = (
     DESCRIBE_ACLS,
     CREATE_ACLS,
     DELETE_ACLS,
+    DELETE_GROUPS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+GROUP_TYPE_CLASSIC = "classic"
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 LOAD_CHUNK_BYTES = 1 << 20
@@ -376,11 +377,14 @@ class GroupCoordinatorService:
     async def _append_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> ErrorCode:
         """Write the commit to the group's __consumer_offsets partition as its leader and
         wait until every ISR member has it (acks=all: HW past the batch)."""
+        return await self._append(group_id, [(encode_key(group_id, t, i), encode_value(o))
+                                             for (t, i), o in offsets.items()])
+
+    async def _append(self, group_id: str, records: list[tuple[bytes | None, bytes | None]]) -> ErrorCode:
         tp = TopicPartition(OFFSETS_TOPIC, self.core.partition_for(group_id))
         p = self.replicas.get(tp)
         if p is None or not p.is_leader:
             return ErrorCode.NOT_COORDINATOR
-        records = [(encode_key(group_id, t, i), encode_value(o)) for (t, i), o in offsets.items()]
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
 
         def done(results: dict[TopicPartition, PartitionResponse]) -> None:
@@ -424,6 +428,23 @@ class GroupCoordinatorService:
 
     async def list_groups(self, req: Request) -> dict[str, Any]:
         err, groups = self.core.list_groups(req.body.get("states_filter") or ())
+        types = {t.lower() for t in req.body.get("types_filter") or ()}
+        if types and GROUP_TYPE_CLASSIC not in types:
+            groups = []  # only classic groups live here (no KIP-848 "consumer" groups yet)
         return {"throttle_time_ms": 0, "error_code": int(err), "groups": [
-            {"group_id": g, "protocol_type": pt, "group_state": st} for g, pt, st in groups
+            {"group_id": g, "protocol_type": pt, "group_state": st, "group_type": GROUP_TYPE_CLASSIC}
+            for g, pt, st in groups
         ]}
+
+    async def delete_groups(self, req: Request) -> dict[str, Any]:
+        """DeleteGroups (kafka-consumer-groups.sh --delete): empty groups only; their
+        committed offsets are deleted with tombstones, replicated before the answer."""
+        results = []
+        for gid in req.body.get("groups_names") or []:
+            code, offsets = self.core.prepare_delete(gid)
+            if code is ErrorCode.NONE and offsets:
+                code = await self._append(gid, [(encode_key(gid, t, i), None) for t, i in offsets])
+            if code is ErrorCode.NONE:
+                code = self.core.finish_delete(gid)
+            results.append({"group_id": gid, "error_code": int(code)})
+        return {"throttle_time_ms": 0, "results": results}

@@ -64,6 +64,7 @@ SERVED = (
     ApiKey.DESCRIBE_ACLS,
     ApiKey.CREATE_ACLS,
     ApiKey.DELETE_ACLS,
+    ApiKey.DELETE_GROUPS,
 )
 
 
@@ -124,6 +125,7 @@ class RequestHandlers:
             ApiKey.OFFSET_FETCH: groups.offset_fetch,
             ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
             ApiKey.LIST_GROUPS: groups.list_groups,
+            ApiKey.DELETE_GROUPS: groups.delete_groups,
             ApiKey.DESCRIBE_ACLS: acls.describe_acls,
             ApiKey.CREATE_ACLS: acls.create_acls,
             ApiKey.DELETE_ACLS: acls.delete_acls,

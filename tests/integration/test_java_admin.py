@@ -46,3 +46,42 @@ def test_max_timestamp_offset_as_kafka_get_offsets_time_minus_3(cluster_factory)
 def test_acls_without_an_authorizer_answer_security_disabled(cluster_factory) -> None:
     c = cluster_factory(1)
     assert java_tools.run("describe-acls", c.bootstrap) == "failed SecurityDisabledException"
+
+
+def test_groups_listed_with_type_and_deleted_as_kafka_consumer_groups_does(cluster_factory) -> None:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as TP
+
+    c = cluster_factory(1, offsets_topic_num_partitions=1, offsets_topic_replication_factor=1,
+                        group_initial_rebalance_delay_ms=0)
+    c.create_topic("g-data", 1, 1)
+    p = Producer({"bootstrap.servers": c.bootstrap})
+    for i in range(5):
+        p.produce("g-data", value=b"%d" % i)
+    assert p.flush(10) == 0
+
+    def member() -> Consumer:
+        return Consumer({"bootstrap.servers": c.bootstrap, "group.id": "g1", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+
+    cons = member()
+    cons.subscribe(["g-data"])
+    got = 0
+    while got < 5:
+        got += sum(1 for m in cons.consume(10, timeout=2) if m.error() is None)
+    cons.commit(asynchronous=False)
+    assert java_tools.run("delete-group", c.bootstrap, "g1") == "failed GroupNotEmptyException"
+    cons.close()
+    # Empty now: it keeps its protocol type, as Kafka's classic groups do.
+    assert java_tools.run("list-groups", c.bootstrap) == "groups=[g1:Classic:consumer:Empty]"
+    assert java_tools.run("delete-group", c.bootstrap, "g1") == "deleted"
+    assert java_tools.run("list-groups", c.bootstrap) == "groups=[]"
+    assert java_tools.run("delete-group", c.bootstrap, "g1") == "failed GroupIdNotFoundException"
+    # The tombstones are in __consumer_offsets: a reloaded coordinator has no offsets either.
+    c.stop(1)
+    c.restart(1)
+    c.wait_for_leaders("__consumer_offsets", 1, 1)
+    probe = member()
+    [tp] = probe.committed([TP("g-data", 0)], timeout=20)
+    assert tp.error is None and tp.offset < 0, tp
+    probe.close()

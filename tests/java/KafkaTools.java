@@ -62,6 +62,27 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "list-groups": {  // kafka-groups.sh --list (ListGroups v5)
+                try (Admin a = admin(bootstrap)) {
+                    List<String> out = new ArrayList<>();
+                    for (GroupListing g : a.listGroups().all().get()) {
+                        out.add(g.groupId() + ":" + g.type().map(Object::toString).orElse("?") + ":" + g.protocol()
+                            + ":" + g.groupState().map(Object::toString).orElse("?"));
+                    }
+                    Collections.sort(out);
+                    System.out.println("groups=" + out);
+                }
+                break;
+            }
+            case "delete-group": {  // kafka-consumer-groups.sh --delete --group GID
+                try (Admin a = admin(bootstrap)) {
+                    a.deleteConsumerGroups(List.of(args[2])).all().get();
+                    System.out.println("deleted");
+                } catch (ExecutionException e) {
+                    System.out.println("failed " + e.getCause().getClass().getSimpleName());
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
