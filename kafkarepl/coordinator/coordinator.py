@@ -244,6 +244,30 @@ class GroupCoordinator:
         del self.groups[group_id]
         return ErrorCode.NONE
 
+    def prepare_offset_delete(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete, first step: per partition NONE (write its tombstone, then
+        apply_offset_delete) or GROUP_SUBSCRIBED_TO_TOPIC (a member consumes it), as Kafka."""
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if err:
+            return err, {}
+        g = self.groups.get(group_id)
+        if g is None or g.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed = g.subscribed_topics()
+        return ErrorCode.NONE, {
+            tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if subscribed is None or tp[0] in subscribed else ErrorCode.NONE
+            for tp in partitions
+        }
+
+    def apply_offset_delete(self, group_id: str, partitions: list[TopicPartition]) -> None:
+        g = self.groups.get(group_id)
+        if g is not None:
+            for tp in partitions:
+                g.offsets.pop(tp, None)
+            self._gc(group_id)
+
     def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
         """(group_id, protocol_type, state) of the loaded groups; a partition still
         loading makes the list incomplete, which Kafka reports as LOAD_IN_PROGRESS."""

@@ -163,6 +163,32 @@ class Group:
     def _all_joined(self) -> bool:
         return not self.pending_members and all(m.awaiting_join for m in self.members.values())
 
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics the members consume (Kafka's consumer protocol subscription: int16
+        version, then an array of topic names); None when a member's metadata cannot be
+        read (then every topic counts as subscribed: never delete offsets in use)."""
+        if not self.members:
+            return set()
+        if self.protocol_type != "consumer":
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            data = m.metadata(self.protocol_name) if self.protocol_name else (m.protocols[0][1] if m.protocols else b"")
+            try:
+                n = int.from_bytes(data[2:6], "big", signed=True)
+                if n < 0 or n > len(data):
+                    return None
+                pos = 6
+                for _ in range(n):
+                    size = int.from_bytes(data[pos:pos + 2], "big", signed=True)
+                    if size < 0 or pos + 2 + size > len(data):
+                        return None
+                    topics.add(bytes(data[pos + 2:pos + 2 + size]).decode())
+                    pos += 2 + size
+            except (UnicodeDecodeError, IndexError):
+                return None
+        return topics
+
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         names = {n for n, _ in protocols}
         if not self.members:

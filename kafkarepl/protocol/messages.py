@@ -568,6 +568,30 @@ LIST_GROUPS = api(
     ],
 )
 
+OFFSET_DELETE = api(
+    ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
+    request=[
+        F('GroupId', STRING, '0+'),
+        F('Topics', A(S(
+            F('Name', STRING, '0+'),
+            F('Partitions', A(S(
+                F('PartitionIndex', INT32, '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+    response=[
+        F('ErrorCode', INT16, '0+'),
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Topics', A(S(
+            F('Name', STRING, '0+'),
+            F('Partitions', A(S(
+                F('PartitionIndex', INT32, '0+'),
+                F('ErrorCode', INT16, '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
 DELETE_GROUPS = api(
     ApiKey.DELETE_GROUPS, 'DeleteGroups', '0-2', '2+',
     request=[
@@ -1048,6 +1072,7 @@ APIS: tuple[ApiSpec, ...] = (
     CREATE_ACLS,
     DELETE_ACLS,
     DELETE_GROUPS,
+    OFFSET_DELETE,
     FETCH,
     LIST_OFFSETS,
     METADATA,

@@ -436,6 +436,25 @@ class GroupCoordinatorService:
             for g, pt, st in groups
         ]}
 
+    async def offset_delete(self, req: Request) -> dict[str, Any]:
+        """OffsetDelete (kafka-consumer-groups.sh --delete-offsets): tombstones for the
+        partitions no member consumes, replicated before the answer."""
+        b = req.body
+        gid = b["group_id"]
+        wanted = [(t["name"], p["partition_index"]) for t in b.get("topics") or [] for p in t["partitions"] or []]
+        err, codes = self.core.prepare_offset_delete(gid, wanted)
+        if err is ErrorCode.NONE:
+            deletable = [tp for tp, code in codes.items() if code is ErrorCode.NONE]
+            if deletable:
+                err = await self._append(gid, [(encode_key(gid, t, i), None) for t, i in deletable])
+            if err is ErrorCode.NONE:
+                self.core.apply_offset_delete(gid, deletable)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for t, i in wanted:
+            by_topic.setdefault(t, []).append({"partition_index": i, "error_code": int(codes.get((t, i), ErrorCode.NONE))})
+        return {"error_code": int(err), "throttle_time_ms": 0,
+                "topics": [] if err else [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
     async def delete_groups(self, req: Request) -> dict[str, Any]:
         """DeleteGroups (kafka-consumer-groups.sh --delete): empty groups only; their
         committed offsets are deleted with tombstones, replicated before the answer."""

@@ -65,6 +65,7 @@ SERVED = (
     ApiKey.CREATE_ACLS,
     ApiKey.DELETE_ACLS,
     ApiKey.DELETE_GROUPS,
+    ApiKey.OFFSET_DELETE,
 )
 
 
@@ -126,6 +127,7 @@ class RequestHandlers:
             ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
             ApiKey.LIST_GROUPS: groups.list_groups,
             ApiKey.DELETE_GROUPS: groups.delete_groups,
+            ApiKey.OFFSET_DELETE: groups.offset_delete,
             ApiKey.DESCRIBE_ACLS: acls.describe_acls,
             ApiKey.CREATE_ACLS: acls.create_acls,
             ApiKey.DELETE_ACLS: acls.delete_acls,

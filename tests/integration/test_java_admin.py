@@ -71,6 +71,11 @@ def test_groups_listed_with_type_and_deleted_as_kafka_consumer_groups_does(clust
         got += sum(1 for m in cons.consume(10, timeout=2) if m.error() is None)
     cons.commit(asynchronous=False)
     assert java_tools.run("delete-group", c.bootstrap, "g1") == "failed GroupNotEmptyException"
+    # --delete-offsets: refused while a member consumes the topic, and for unknown groups.
+    assert java_tools.run("delete-offsets", c.bootstrap, "g1", "g-data", "0") == \
+        "failed GroupSubscribedToTopicException"
+    assert java_tools.run("delete-offsets", c.bootstrap, "nobody", "g-data", "0") == \
+        "failed GroupIdNotFoundException"
     cons.close()
     # Empty now: it keeps its protocol type, as Kafka's classic groups do.
     assert java_tools.run("list-groups", c.bootstrap) == "groups=[g1:Classic:consumer:Empty]"
@@ -85,3 +90,17 @@ def test_groups_listed_with_type_and_deleted_as_kafka_consumer_groups_does(clust
     [tp] = probe.committed([TP("g-data", 0)], timeout=20)
     assert tp.error is None and tp.offset < 0, tp
     probe.close()
+
+
+def test_delete_offsets_of_an_empty_group(cluster_factory) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as TP
+
+    c = cluster_factory(1, offsets_topic_num_partitions=1, offsets_topic_replication_factor=1)
+    c.create_topic("od", 2, 1)
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "g2", "enable.auto.commit": False})
+    cons.commit(offsets=[TP("od", 0, 3), TP("od", 1, 4)], asynchronous=False)  # no subscription
+    assert java_tools.run("delete-offsets", c.bootstrap, "g2", "od", "0") == "deleted"
+    got = {tp.partition: tp.offset for tp in cons.committed([TP("od", 0), TP("od", 1)], timeout=10)}
+    assert got[0] < 0 and got[1] == 4, got
+    cons.close()

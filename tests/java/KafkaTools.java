@@ -83,6 +83,16 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "delete-offsets": {  // kafka-consumer-groups.sh --delete-offsets: GID TOPIC PARTITION
+                try (Admin a = admin(bootstrap)) {
+                    a.deleteConsumerGroupOffsets(args[2], Set.of(
+                        new org.apache.kafka.common.TopicPartition(args[3], Integer.parseInt(args[4])))).all().get();
+                    System.out.println("deleted");
+                } catch (ExecutionException e) {
+                    System.out.println("failed " + e.getCause().getClass().getSimpleName());
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
