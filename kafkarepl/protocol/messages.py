@@ -568,6 +568,31 @@ LIST_GROUPS = api(
     ],
 )
 
+DELETE_RECORDS = api(
+    ApiKey.DELETE_RECORDS, 'DeleteRecords', '0-2', '2+',
+    request=[
+        F('Topics', A(S(
+            F('Name', STRING, '0+'),
+            F('Partitions', A(S(
+                F('PartitionIndex', INT32, '0+'),
+                F('Offset', INT64, '0+'),
+              )), '0+'),
+          )), '0+'),
+        F('TimeoutMs', INT32, '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Topics', A(S(
+            F('Name', STRING, '0+'),
+            F('Partitions', A(S(
+                F('PartitionIndex', INT32, '0+'),
+                F('LowWatermark', INT64, '0+'),
+                F('ErrorCode', INT16, '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
 OFFSET_DELETE = api(
     ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
     request=[
@@ -1073,6 +1098,7 @@ APIS: tuple[ApiSpec, ...] = (
     DELETE_ACLS,
     DELETE_GROUPS,
     OFFSET_DELETE,
+    DELETE_RECORDS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

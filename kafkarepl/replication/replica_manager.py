@@ -589,6 +589,23 @@ class ReplicaManager:
         out.records, out.size = (sl, sl.size) if sl.size else (None, 0)
         return out
 
+    # ------------------------------------------------------------ DeleteRecords -----
+    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
+        """Move the leader's log start up to `offset` (-1: the HW); returns the error and
+        the new low watermark. Only committed records can go (offset <= HW); followers
+        follow the leader's log start in their next fetches."""
+        p, err = self._leader(tp)
+        if p is None:
+            return err, -1
+        lg: Any = p.log
+        target = p.high_watermark if offset == -1 else offset
+        if target < 0 or target > p.high_watermark:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, lg.log_start_offset
+        if target > lg.log_start_offset:
+            lg.maybe_increment_log_start_offset(target)
+            self.partition_changed(tp)
+        return ErrorCode.NONE, lg.log_start_offset
+
     # ----------------------------------------------------- OffsetForLeaderEpoch -----
     def last_offset_for_leader_epoch(
         self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1

@@ -90,7 +90,7 @@ class Broker:
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock)
         replicas.add_listener(self.groups.on_partition_changed)
         handlers = RequestHandlers(
-            ReplicaApis(replicas, metadata, configs.topic_overrides),
+            ReplicaApis(replicas, metadata, configs.topic_overrides, self._checkpoint_log_starts),
             MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
             TopicApis(topics, metadata),
             ConfigApis(configs),
@@ -244,6 +244,9 @@ class Broker:
             await asyncio.get_running_loop().run_in_executor(
                 self._io_executor, self.log_manager.checkpoint_high_watermarks, hws
             )
+
+    async def _checkpoint_log_starts(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)
 
     async def _flush_dirty(self) -> None:
         # flush.ms / flush.messages fsyncs (none by default): off the loop as well.

@@ -66,6 +66,7 @@ SERVED = (
     ApiKey.DELETE_ACLS,
     ApiKey.DELETE_GROUPS,
     ApiKey.OFFSET_DELETE,
+    ApiKey.DELETE_RECORDS,
 )
 
 
@@ -128,6 +129,7 @@ class RequestHandlers:
             ApiKey.LIST_GROUPS: groups.list_groups,
             ApiKey.DELETE_GROUPS: groups.delete_groups,
             ApiKey.OFFSET_DELETE: groups.offset_delete,
+            ApiKey.DELETE_RECORDS: replica.delete_records,
             ApiKey.DESCRIBE_ACLS: acls.describe_acls,
             ApiKey.CREATE_ACLS: acls.create_acls,
             ApiKey.DELETE_ACLS: acls.delete_acls,

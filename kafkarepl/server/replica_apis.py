@@ -57,10 +57,12 @@ class ReplicaApis:
         replicas: ReplicaManager,
         metadata: MetadataCache,
         topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
+        checkpoint_log_starts: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.replicas = replicas
         self.metadata = metadata
         self.topic_overrides = topic_overrides
+        self.checkpoint_log_starts = checkpoint_log_starts  # off the loop: fsyncs
         self._orders = asyncio.Lock()
 
     # ------------------------------------------------------------------ produce -----
@@ -187,6 +189,23 @@ class ReplicaApis:
         out["leader_epoch"] = p.leader_epoch
         out["old_style_offsets"] = [out["offset"]]
         return out
+
+    # ----------------------------------------------------------- delete records -----
+    async def delete_records(self, req: Request) -> Body:
+        """kafka-delete-records.sh. Answered once the leader's log start moved (and is
+        checkpointed); Kafka also waits until every replica's log start reached it."""
+        topics_out = []
+        moved = False
+        for t in req.body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                err, low = self.replicas.delete_records(TopicPartition(t["name"], p["partition_index"]), p["offset"])
+                moved = moved or err is ErrorCode.NONE
+                parts.append({"partition_index": p["partition_index"], "low_watermark": low, "error_code": int(err)})
+            topics_out.append({"name": t["name"], "partitions": parts})
+        if moved and self.checkpoint_log_starts is not None:
+            await self.checkpoint_log_starts()
+        return {"throttle_time_ms": 0, "topics": topics_out}
 
     # --------------------------------------------------- offset for leader epoch -----
     async def offset_for_leader_epoch(self, req: Request) -> Body:

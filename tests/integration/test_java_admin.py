@@ -104,3 +104,42 @@ def test_delete_offsets_of_an_empty_group(cluster_factory) -> None:
     got = {tp.partition: tp.offset for tp in cons.committed([TP("od", 0), TP("od", 1)], timeout=10)}
     assert got[0] < 0 and got[1] == 4, got
     cons.close()
+
+
+def test_delete_records_moves_the_log_start_on_every_replica(cluster_factory) -> None:
+    import time
+
+    from confluent_kafka import Producer
+
+    from kafkarepl.cli import wire
+    from kafkarepl.protocol import ApiKey
+
+    c = cluster_factory(3)
+    c.create_topic("dr", 1, 3, configs={"min.insync.replicas": 2})
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce("dr", value=b"%d" % i, partition=0)
+    assert p.flush(10) == 0
+    assert java_tools.run("delete-records", c.bootstrap, "dr", "0", "6") == "low_watermark=6"
+    assert java_tools.run("delete-records", c.bootstrap, "dr", "0", "99") == "failed OffsetOutOfRangeException"
+
+    def earliest() -> int:
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "dr", "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]}
+        port = c.brokers[c.leader_of("dr")].port
+        [r] = wire.call("127.0.0.1", port, ApiKey.LIST_OFFSETS, 5, body)["topics"][0]["partitions"]
+        return r["offset"] if r["error_code"] == 0 else -1
+
+    assert earliest() == 6
+    time.sleep(1.5)  # followers take the leader's log start from their next fetch
+    c.kill(c.leader_of("dr"))
+    deadline = time.monotonic() + 30
+    while True:  # a new leader (a former follower) still starts at 6
+        try:
+            got = earliest()
+        except (OSError, ConnectionError):
+            got = -1
+        if got == 6 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert got == 6

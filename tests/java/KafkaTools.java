@@ -93,6 +93,18 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "delete-records": {  // kafka-delete-records.sh: TOPIC PARTITION OFFSET
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.TopicPartition tp =
+                        new org.apache.kafka.common.TopicPartition(args[2], Integer.parseInt(args[3]));
+                    DeletedRecords d = a.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(Long.parseLong(args[4]))))
+                        .lowWatermarks().get(tp).get();
+                    System.out.println("low_watermark=" + d.lowWatermark());
+                } catch (ExecutionException e) {
+                    System.out.println("failed " + e.getCause().getClass().getSimpleName());
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
