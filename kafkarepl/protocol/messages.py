@@ -593,6 +593,35 @@ DELETE_RECORDS = api(
     ],
 )
 
+DESCRIBE_LOG_DIRS = api(
+    ApiKey.DESCRIBE_LOG_DIRS, 'DescribeLogDirs', '1-4', '2+',
+    request=[
+        F('Topics', A(S(
+            F('Topic', STRING, '0+'),
+            F('Partitions', A(INT32), '0+'),
+          )), '0+', nullable='0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ErrorCode', INT16, '3+'),
+        F('Results', A(S(
+            F('ErrorCode', INT16, '0+'),
+            F('LogDir', STRING, '0+'),
+            F('Topics', A(S(
+                F('Name', STRING, '0+'),
+                F('Partitions', A(S(
+                    F('PartitionIndex', INT32, '0+'),
+                    F('PartitionSize', INT64, '0+'),
+                    F('OffsetLag', INT64, '0+'),
+                    F('IsFutureKey', BOOL, '0+'),
+                  )), '0+'),
+              )), '0+'),
+            F('TotalBytes', INT64, '4+', default=-1),
+            F('UsableBytes', INT64, '4+', default=-1),
+          )), '0+'),
+    ],
+)
+
 OFFSET_DELETE = api(
     ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
     request=[
@@ -1099,6 +1128,7 @@ APIS: tuple[ApiSpec, ...] = (
     DELETE_GROUPS,
     OFFSET_DELETE,
     DELETE_RECORDS,
+    DESCRIBE_LOG_DIRS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

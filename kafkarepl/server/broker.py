@@ -39,6 +39,7 @@ from kafkarepl.server.controller_apis import ControllerApis, request_controlled_
 from kafkarepl.server.controller_channel import ControllerChannel
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
+from kafkarepl.server.log_dir_apis import LogDirApis
 from kafkarepl.server.metadata_apis import MetadataApis
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.metrics import BrokerMetrics
@@ -98,6 +99,7 @@ class Broker:
             self.groups,
             ProducerIdManager(bid, guarded),
             AclApis(),
+            LogDirApis(self.log_manager, replicas),
         )
         host, port = config.listener()
         self.server = SocketServer(

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kafkarepl.server.configs import ConfigApis
     from kafkarepl.server.controller_apis import ControllerApis
     from kafkarepl.server.group_coordinator import GroupCoordinatorService
+    from kafkarepl.server.log_dir_apis import LogDirApis
     from kafkarepl.server.metadata_apis import MetadataApis
     from kafkarepl.server.network import Connection
     from kafkarepl.server.producer_ids import ProducerIdManager
@@ -67,6 +68,7 @@ SERVED = (
     ApiKey.DELETE_GROUPS,
     ApiKey.OFFSET_DELETE,
     ApiKey.DELETE_RECORDS,
+    ApiKey.DESCRIBE_LOG_DIRS,
 )
 
 
@@ -94,6 +96,7 @@ class RequestHandlers:
         groups: GroupCoordinatorService,
         producer_ids: ProducerIdManager,
         acls: AclApis,
+        log_dirs: LogDirApis,
     ) -> None:
         self.groups = groups
         self._table: dict[ApiKey, Handler] = {
@@ -130,6 +133,7 @@ class RequestHandlers:
             ApiKey.DELETE_GROUPS: groups.delete_groups,
             ApiKey.OFFSET_DELETE: groups.offset_delete,
             ApiKey.DELETE_RECORDS: replica.delete_records,
+            ApiKey.DESCRIBE_LOG_DIRS: log_dirs.describe_log_dirs,
             ApiKey.DESCRIBE_ACLS: acls.describe_acls,
             ApiKey.CREATE_ACLS: acls.create_acls,
             ApiKey.DELETE_ACLS: acls.delete_acls,

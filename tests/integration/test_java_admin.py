@@ -143,3 +143,15 @@ def test_delete_records_moves_the_log_start_on_every_replica(cluster_factory) ->
             break
         time.sleep(0.2)
     assert got == 6
+
+
+def test_describe_log_dirs_as_kafka_log_dirs_does(cluster_factory) -> None:
+    from confluent_kafka import Producer
+
+    c = cluster_factory(1)
+    c.create_topic("ld", 2, 1)
+    p = Producer({"bootstrap.servers": c.bootstrap})
+    for i in range(10):
+        p.produce("ld", value=b"x" * 100, partition=i % 2)
+    assert p.flush(10) == 0
+    assert java_tools.run("log-dirs", c.bootstrap, "1") == "dirs=1 [ld-0:true:0, ld-1:true:0, usable=true]"

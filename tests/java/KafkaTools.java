@@ -105,6 +105,20 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "log-dirs": {  // kafka-log-dirs.sh --describe: BROKER_ID
+                try (Admin a = admin(bootstrap)) {
+                    int broker = Integer.parseInt(args[2]);
+                    Map<String, LogDirDescription> dirs = a.describeLogDirs(List.of(broker)).allDescriptions().get().get(broker);
+                    List<String> out = new ArrayList<>();
+                    for (LogDirDescription d : dirs.values()) {
+                        d.replicaInfos().forEach((tp, info) -> out.add(tp + ":" + (info.size() > 0) + ":" + info.offsetLag()));
+                        out.add("usable=" + (d.usableBytes().orElse(-1L) > 0));
+                    }
+                    Collections.sort(out);
+                    System.out.println("dirs=" + dirs.size() + " " + out);
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
