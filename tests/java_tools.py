@@ -14,7 +14,8 @@ import pytest
 
 JAVA_DIR = Path(__file__).parent / "java"
 CACHE = Path(os.environ.get("KAFKAREPL_JAVA_CACHE", "/tmp/kafkarepl-java-classes"))
-JARS = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
+JARS = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "connect-runtime-",
+        "connect-api-", "connect-json-", "connect-transforms-", "jackson-")
 
 
 def _missing(why: str) -> None:

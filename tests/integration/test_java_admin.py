@@ -155,3 +155,12 @@ def test_describe_log_dirs_as_kafka_log_dirs_does(cluster_factory) -> None:
         p.produce("ld", value=b"x" * 100, partition=i % 2)
     assert p.flush(10) == 0
     assert java_tools.run("log-dirs", c.bootstrap, "1") == "dirs=1 [ld-0:true:0, ld-1:true:0, usable=true]"
+
+
+def test_connect_worker_creates_and_verifies_its_internal_topics(cluster_factory) -> None:
+    """Kafka Connect's TopicAdmin, as a distributed worker runs it at start-up (it died
+    with "Error while attempting to create/find topic(s)" on a null CreateTopics configs)."""
+    c = cluster_factory(3)
+    out = java_tools.run("connect-topics", c.bootstrap, "connect", "3")
+    assert out == "created=[connect-configs, connect-offsets, connect-status]", out
+    assert java_tools.run("connect-topics", c.bootstrap, "connect", "3") == "created=[]"  # found, not made

@@ -119,6 +119,23 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "connect-topics": {  // what a Connect distributed worker does at start-up: PREFIX RF
+                Map<String, Object> props = new HashMap<>();
+                props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                short rf = Short.parseShort(args[3]);
+                try (org.apache.kafka.connect.util.TopicAdmin ta = new org.apache.kafka.connect.util.TopicAdmin(props)) {
+                    List<String> made = new ArrayList<>();
+                    for (String kind : List.of("offsets", "configs", "status")) {
+                        NewTopic t = org.apache.kafka.connect.util.TopicAdmin.defineTopic(args[2] + "-" + kind)
+                            .compacted().partitions(kind.equals("configs") ? 1 : 5).replicationFactor(rf).build();
+                        made.addAll(ta.createOrFindTopics(t).createdTopics());
+                        ta.verifyTopicCleanupPolicyOnlyCompact(args[2] + "-" + kind, "worker." + kind, "connector " + kind);
+                    }
+                    Collections.sort(made);
+                    System.out.println("created=" + made);
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
