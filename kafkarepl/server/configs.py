@@ -24,7 +24,18 @@ log = logging.getLogger(__name__)
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+CONFIG_SOURCE_DYNAMIC_BROKER = 2
+CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 CONFIG_SOURCE_STATIC_BROKER = 4
+# Broker configs an operator may change at run time (kafka-configs.sh --entity-type
+# brokers; kafka-reassign-partitions.sh sets and clears the throttles). Stored in
+# /config/brokers/<id> (or <default>) as Kafka's ZooKeeper mode does. The throttles are
+# recorded and shown; kafkarepl does not throttle replication yet.
+DYNAMIC_BROKER_CONFIGS = frozenset({
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
 OP_SET, OP_DELETE = 0, 1
 Body = dict[str, Any]
 Entry = tuple[str, int, bool]  # value, source, read-only
@@ -55,8 +66,35 @@ class ConfigService:
         if rtype == RESOURCE_BROKER:
             if rname not in ("", str(self.broker_id)):
                 raise KafkaError(f"broker {rname} is not this broker", ErrorCode.INVALID_REQUEST)
-            return {k: (v, CONFIG_SOURCE_STATIC_BROKER, True) for k, v in self.config.as_props().items()}
+            broker: dict[str, Entry] = {
+                k: (v, CONFIG_SOURCE_STATIC_BROKER, True) for k, v in self.config.as_props().items()}
+            default = await self.store.get_broker_config()
+            broker.update({k: (v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, False) for k, v in default.items()})
+            if rname:
+                mine = await self.store.get_broker_config(self.broker_id)
+                broker.update({k: (v, CONFIG_SOURCE_DYNAMIC_BROKER, False) for k, v in mine.items()})
+            return broker
         raise KafkaError(f"unsupported resource type {rtype}", ErrorCode.INVALID_REQUEST)
+
+    async def broker_overrides(self, rname: str) -> dict[str, str]:
+        """Dynamic configs of broker `rname` ("" = the cluster-wide default)."""
+        return dict(await self.store.get_broker_config(_broker_entity(rname)))
+
+    async def set_broker_config(self, rname: str, new: dict[str, str], validate_only: bool) -> None:
+        entity = _broker_entity(rname)
+        unknown = sorted(set(new) - DYNAMIC_BROKER_CONFIGS)
+        if unknown:
+            raise KafkaError(f"cannot update these configs dynamically: {', '.join(unknown)}",
+                             ErrorCode.INVALID_REQUEST)
+        for k, v in new.items():
+            try:
+                if int(v) < 0:
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise KafkaError(f"{k}: {v!r} is not a non-negative number of bytes per second",
+                                 ErrorCode.INVALID_CONFIG) from None
+        if not validate_only:
+            await self.store.set_broker_config(entity, new)
 
     async def set_topic_config(self, name: str, new: dict[str, str], validate_only: bool) -> None:
         """Replace the topic's overrides with `new`; this broker's replicas of the topic
@@ -104,8 +142,11 @@ class ConfigApis:
             res = _result(r)
             out.append(res)
             try:
-                _require_topic(r)
                 new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
+                if r["resource_type"] == RESOURCE_BROKER:
+                    await self.configs.set_broker_config(r["resource_name"], new, req.body.get("validate_only", False))
+                    continue
+                _require_topic(r)
                 await self.configs.set_topic_config(r["resource_name"], new, req.body.get("validate_only", False))
             except KafkaError as exc:
                 res["error_code"], res["error_message"] = int(exc.code), str(exc)
@@ -117,8 +158,11 @@ class ConfigApis:
             res = _result(r)
             out.append(res)
             try:
-                _require_topic(r)
-                current = await self.configs.topic_overrides(r["resource_name"])
+                broker = r["resource_type"] == RESOURCE_BROKER
+                if not broker:
+                    _require_topic(r)
+                current = await (self.configs.broker_overrides(r["resource_name"]) if broker
+                                 else self.configs.topic_overrides(r["resource_name"]))
                 for c in r["configs"]:
                     op = c["config_operation"]
                     if op == OP_SET:
@@ -127,10 +171,21 @@ class ConfigApis:
                         current.pop(c["name"], None)
                     else:
                         raise KafkaError("APPEND/SUBTRACT apply to list configs only", ErrorCode.INVALID_CONFIG)
-                await self.configs.set_topic_config(r["resource_name"], current, req.body.get("validate_only", False))
+                if broker:
+                    await self.configs.set_broker_config(r["resource_name"], current, req.body.get("validate_only", False))
+                else:
+                    await self.configs.set_topic_config(r["resource_name"], current, req.body.get("validate_only", False))
             except KafkaError as exc:
                 res["error_code"], res["error_message"] = int(exc.code), str(exc)
         return {"throttle_time_ms": 0, "responses": out}
+
+
+def _broker_entity(rname: str) -> str:
+    if rname == "":
+        return "<default>"
+    if not rname.isdigit():
+        raise KafkaError(f"invalid broker id {rname!r}", ErrorCode.INVALID_REQUEST)
+    return rname
 
 
 def _result(r: Body) -> Body:
@@ -139,4 +194,4 @@ def _result(r: Body) -> Body:
 
 def _require_topic(r: Body) -> None:
     if r["resource_type"] != RESOURCE_TOPIC:
-        raise KafkaError("only topic configs can be altered", ErrorCode.INVALID_REQUEST)
+        raise KafkaError("only topic and broker configs can be altered", ErrorCode.INVALID_REQUEST)

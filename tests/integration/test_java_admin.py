@@ -164,3 +164,9 @@ def test_connect_worker_creates_and_verifies_its_internal_topics(cluster_factory
     out = java_tools.run("connect-topics", c.bootstrap, "connect", "3")
     assert out == "created=[connect-configs, connect-offsets, connect-status]", out
     assert java_tools.run("connect-topics", c.bootstrap, "connect", "3") == "created=[]"  # found, not made
+
+
+def test_broker_throttles_set_and_cleared_as_reassign_partitions_does(cluster_factory) -> None:
+    c = cluster_factory(2)
+    assert java_tools.run("broker-throttle", c.bootstrap, "2", "10000000") == "rate=10000000:DYNAMIC_BROKER_CONFIG"
+    assert java_tools.run("broker-throttle", c.bootstrap, "2", "-") == "rate=none"

@@ -136,6 +136,24 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "broker-throttle": {  // kafka-reassign-partitions.sh sets, --verify clears: BROKER_ID RATE|-
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.config.ConfigResource r = new org.apache.kafka.common.config.ConfigResource(
+                        org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[2]);
+                    List<AlterConfigOp> ops = new ArrayList<>();
+                    for (String k : List.of("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                            "replica.alter.log.dirs.io.max.bytes.per.second")) {
+                        ops.add(args[3].equals("-")
+                            ? new AlterConfigOp(new ConfigEntry(k, ""), AlterConfigOp.OpType.DELETE)
+                            : new AlterConfigOp(new ConfigEntry(k, args[3]), AlterConfigOp.OpType.SET));
+                    }
+                    a.incrementalAlterConfigs(Map.of(r, ops)).all().get();
+                    Config c = a.describeConfigs(List.of(r)).all().get().get(r);
+                    ConfigEntry e = c.get("leader.replication.throttled.rate");
+                    System.out.println("rate=" + (e == null ? "none" : e.value() + ":" + e.source()));
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
