@@ -32,6 +32,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--replica-assignment", help="0:1:2,1:2:0 (brokers per partition)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--timeout-ms", type=int, default=30000)
+    # --describe filters (kafka-topics.sh's): only the matching partitions are printed
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="with --describe: partitions whose ISR is smaller than their replicas")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="with --describe: partitions without a live leader")
+    p.add_argument("--under-min-isr-partitions", action="store_true",
+                   help="with --describe: partitions whose ISR is below min.insync.replicas")
+    p.add_argument("--at-min-isr-partitions", action="store_true",
+                   help="with --describe: partitions whose ISR is exactly min.insync.replicas")
     p.set_defaults(func=cmd_topics)
 
 
@@ -120,6 +129,9 @@ def _create(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     topics = [{"name": args.topic}] if args.topic else None
     md = _call(args, ApiKey.METADATA, 12, {"topics": topics, "allow_auto_topic_creation": False})
+    live = {b["node_id"] for b in md["brokers"]}
+    filtered = (args.under_replicated_partitions or args.unavailable_partitions
+                or args.under_min_isr_partitions or args.at_min_isr_partitions)
     rc = 0
     for t in sorted(md["topics"], key=lambda t: t["name"]):
         if t["error_code"]:
@@ -128,9 +140,13 @@ def _describe(args: argparse.Namespace) -> int:
             continue
         parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
         rf = len(parts[0]["replica_nodes"]) if parts else 0
-        cfg = _topic_configs(args, t["name"])
-        print(f"Topic: {t['name']}\tTopicId: {_tid(t.get('topic_id'))}\tPartitionCount: {len(parts)}\t"
-              f"ReplicationFactor: {rf}\tConfigs: {cfg}")
+        if filtered:
+            min_isr = _min_isr(args, t["name"]) if (args.under_min_isr_partitions or args.at_min_isr_partitions) else 1
+            parts = [p for p in parts if _matches(args, p, live, min_isr)]
+        else:
+            cfg = _topic_configs(args, t["name"])
+            print(f"Topic: {t['name']}\tTopicId: {_tid(t.get('topic_id'))}\tPartitionCount: {len(parts)}\t"
+                  f"ReplicationFactor: {rf}\tConfigs: {cfg}")
         for p in parts:
             offline = p.get("offline_replicas") or []
             print(f"\tTopic: {t['name']}\tPartition: {p['partition_index']}\tLeader: "
@@ -138,6 +154,29 @@ def _describe(args: argparse.Namespace) -> int:
                   f"Replicas: {','.join(map(str, p['replica_nodes']))}\tIsr: {','.join(map(str, p['isr_nodes']))}"
                   + (f"\tOffline: {','.join(map(str, offline))}" if offline else ""))
     return rc
+
+
+def _matches(args: argparse.Namespace, p: dict[str, Any], live: set[int], min_isr: int) -> bool:
+    """Kafka's TopicCommand partition filters (any of the given ones)."""
+    leader_ok = p["leader_id"] >= 0 and p["leader_id"] in live
+    isr, replicas = len(p["isr_nodes"]), len(p["replica_nodes"])
+    return bool(
+        (args.under_replicated_partitions and isr < replicas)
+        or (args.unavailable_partitions and not leader_ok)
+        or (args.under_min_isr_partitions and (not leader_ok or isr < min_isr))
+        or (args.at_min_isr_partitions and isr == min_isr)
+    )
+
+
+def _min_isr(args: argparse.Namespace, topic: str) -> int:
+    resp = _call(args, ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION, {
+        "resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": topic,
+                       "configuration_keys": ["min.insync.replicas"]}],
+        "include_synonyms": False, "include_documentation": False})
+    for c in resp["results"][0]["configs"]:
+        if c["name"] == "min.insync.replicas" and c["value"] is not None:
+            return int(c["value"])
+    return 1
 
 
 def _topic_configs(args: argparse.Namespace, topic: str) -> str:
