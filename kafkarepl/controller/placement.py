@@ -86,16 +86,7 @@ def rack_alternated_brokers(broker_racks: Mapping[int, str]) -> list[int]:
     by_rack: dict[str, list[int]] = defaultdict(list)
     for b in sorted(broker_racks):
         by_rack[broker_racks[b]].append(b)
-    racks = sorted(by_rack)
-    iters = {r: iter(by_rack[r]) for r in racks}
-    result: list[int] = []
-    i = 0
-    while len(result) < len(broker_racks):
-        nxt = next(iters[racks[i]], None)
-        if nxt is not None:
-            result.append(nxt)
-        i = (i + 1) % len(racks)
-    return result
+    return _interleave(by_rack)
 
 
 def assign_replicas(
