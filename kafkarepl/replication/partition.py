@@ -193,6 +193,12 @@ class PartitionState:
         self.pending_isr = self.pending_change = None
         self.remotes = {}
 
+    def reconfigure(self, config: PartitionConfig) -> bool:
+        """New topic settings (min.insync.replicas, ...). Returns True when the HW moved
+        (a lower min ISR can let it advance); callers re-check waiting produces either way."""
+        self.config = config
+        return self._maybe_advance_hw()
+
     def _set_assignment(
         self, isr: Iterable[int], replicas: Iterable[int], partition_epoch: int, now_ms: int
     ) -> None:

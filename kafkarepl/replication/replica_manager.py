@@ -327,7 +327,7 @@ class ReplicaManager:
             )
             self.partitions[tp] = p
         else:
-            p.config = config
+            p.reconfigure(config)
         isr, replicas = list(order.isr), list(order.replicas)
         if order.leader == self.broker_id:
             self.fetchers.remove_partition(tp)
@@ -394,10 +394,12 @@ class ReplicaManager:
     def reconfigure_topic(self, topic: str, overrides: Mapping[str, str]) -> None:
         """A topic config change: new settings for its local partitions and their logs."""
         config = self.storage.partition_config(overrides)
-        for tp, p in self.partitions.items():
+        for tp, p in list(self.partitions.items()):
             if tp.topic == topic:
-                p.config = config
+                p.reconfigure(config)
                 self.storage.reconfigure_log(tp, overrides)
+                # Parked acks=all produces learn a raised min ISR now, not at their timeout.
+                self.partition_changed(tp)
 
     # ------------------------------------------------------------------ produce -----
     def append_records(

@@ -34,6 +34,7 @@ from kafkarepl.server.acl_apis import AclApis
 from kafkarepl.server.alter_partition import AlterPartitionManager
 from kafkarepl.server.clock import SystemClock
 from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.config_changes import ConfigChangeListener
 from kafkarepl.server.configs import ConfigApis, ConfigService
 from kafkarepl.server.controller_apis import ControllerApis, request_controlled_shutdown
 from kafkarepl.server.controller_channel import ControllerChannel
@@ -88,6 +89,7 @@ class Broker:
         self.fetchers.replicas = replicas
         topics = TopicService(guarded, config, storage, metadata)
         configs = ConfigService(bid, guarded, config, storage, replicas)
+        self.config_changes = ConfigChangeListener(zk, store, replicas, configs.topic_overrides)
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock)
         replicas.add_listener(self.groups.on_partition_changed)
         handlers = RequestHandlers(
@@ -169,6 +171,7 @@ class Broker:
         self.zk.on_session_reestablished(self._on_session_reestablished)
         self.zk.on_session_lost(self._on_session_lost)
         await self.controller.start()
+        await self.config_changes.start()
         cfg = self.config
         self._tasks = [
             self._every(cfg.replica_lag_time_max_ms / 2000, self.replicas.maybe_shrink_isrs),
@@ -220,6 +223,7 @@ class Broker:
                 )
             except Exception as exc:  # noqa: BLE001 - shutdown goes on regardless
                 log.warning("controlled shutdown did not complete: %s", exc)
+        self.config_changes.stop()
         for t in self._tasks:
             t.cancel()
         if self._purgatory_timer is not None:

@@ -612,6 +612,15 @@ class KafkaZkStore:
             makepath=True,
         )
 
+    async def config_change_entity(self, node: str) -> str | None:
+        """The entity path ("topics/<t>", "brokers/<id>") of /config/changes/<node>."""
+        try:
+            data, _ = await self.zk.get(f"{CONFIG_CHANGES}/{node}")
+        except NoNodeError:
+            return None
+        entity = _loads(data).get("entity_path")
+        return entity if isinstance(entity, str) else None
+
     async def get_topic_config(self, name: str) -> dict[str, str]:
         return await self._get_config(f"{CONFIG_TOPICS}/{name}")
 

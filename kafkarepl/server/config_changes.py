@@ -1,0 +1,77 @@
+"""Config change notifications: every broker applies a topic config change live.
+
+Whoever writes a config (any broker handling AlterConfigs, or an operator tool) adds a
+sequential /config/changes/config_change_<seq> node naming the entity, as Kafka's
+ZooKeeper mode does. Each broker watches that directory and re-reads the overrides of
+every topic named by a notification newer than the last one it handled, so its local
+replicas of the topic (min.insync.replicas, retention, segment settings, ...) change at
+once instead of at their next LeaderAndIsr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from kafkarepl.replication import ReplicaManager
+from kafkarepl.zk.client import AsyncZk, WatchHandle
+from kafkarepl.zk.store import CONFIG_CHANGES, KafkaZkStore
+
+log = logging.getLogger(__name__)
+
+PREFIX = "config_change_"
+
+
+class ConfigChangeListener:
+    def __init__(
+        self, zk: AsyncZk, store: KafkaZkStore, replicas: ReplicaManager,
+        topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
+    ) -> None:
+        self.zk = zk
+        self.store = store
+        self.replicas = replicas
+        self.topic_overrides = topic_overrides
+        self._last_seq = -1  # notifications up to here are handled (or predate us)
+        self._started = False
+        self._lock = asyncio.Lock()
+        self._watch: WatchHandle | None = None
+
+    async def start(self) -> None:
+        self._watch = await self.zk.children_watch(CONFIG_CHANGES, self._on_children)
+
+    def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+
+    def _on_children(self, children: list[str]) -> None:
+        seqs = sorted(int(c[len(PREFIX):]) for c in children if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
+        if not self._started:
+            # What predates this broker is in the configs it reads with each LeaderAndIsr.
+            self._started = True
+            self._last_seq = seqs[-1] if seqs else -1
+            return
+        new = [s for s in seqs if s > self._last_seq]
+        if new:
+            self._last_seq = new[-1]
+            asyncio.ensure_future(self._apply(new))
+
+    async def _apply(self, seqs: list[int]) -> None:
+        async with self._lock:
+            topics: set[str] = set()
+            for seq in seqs:
+                try:
+                    entity = await self.store.config_change_entity(f"{PREFIX}{seq:010d}")
+                except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the next LeaderAndIsr reads it
+                    log.info("config change %d unreadable: %r", seq, exc)
+                    continue
+                if entity and entity.startswith("topics/"):
+                    topics.add(entity[len("topics/"):])
+            local = {tp.topic for tp in self.replicas.partitions}
+            for topic in sorted(topics & local):
+                try:
+                    overrides = await self.topic_overrides(topic)
+                    self.replicas.reconfigure_topic(topic, overrides)
+                    log.info("topic %s: configs changed to %s", topic, overrides)
+                except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand
+                    log.warning("topic %s: config change not applied: %r", topic, exc)
