@@ -622,6 +622,35 @@ DESCRIBE_LOG_DIRS = api(
     ],
 )
 
+DESCRIBE_PRODUCERS = api(
+    ApiKey.DESCRIBE_PRODUCERS, 'DescribeProducers', '0', '0+',
+    request=[
+        F('Topics', A(S(
+            F('Name', STRING, '0+'),
+            F('PartitionIndexes', A(INT32), '0+'),
+          )), '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Topics', A(S(
+            F('Name', STRING, '0+'),
+            F('Partitions', A(S(
+                F('PartitionIndex', INT32, '0+'),
+                F('ErrorCode', INT16, '0+'),
+                F('ErrorMessage', STRING, '0+', nullable='0+', default=None),
+                F('ActiveProducers', A(S(
+                    F('ProducerId', INT64, '0+'),
+                    F('ProducerEpoch', INT32, '0+'),
+                    F('LastSequence', INT32, '0+', default=-1),
+                    F('LastTimestamp', INT64, '0+', default=-1),
+                    F('CoordinatorEpoch', INT32, '0+'),
+                    F('CurrentTxnStartOffset', INT64, '0+', default=-1),
+                  )), '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
 OFFSET_DELETE = api(
     ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
     request=[
@@ -1129,6 +1158,7 @@ APIS: tuple[ApiSpec, ...] = (
     OFFSET_DELETE,
     DELETE_RECORDS,
     DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

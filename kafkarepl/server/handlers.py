@@ -69,6 +69,7 @@ SERVED = (
     ApiKey.OFFSET_DELETE,
     ApiKey.DELETE_RECORDS,
     ApiKey.DESCRIBE_LOG_DIRS,
+    ApiKey.DESCRIBE_PRODUCERS,
 )
 
 
@@ -133,6 +134,7 @@ class RequestHandlers:
             ApiKey.DELETE_GROUPS: groups.delete_groups,
             ApiKey.OFFSET_DELETE: groups.offset_delete,
             ApiKey.DELETE_RECORDS: replica.delete_records,
+            ApiKey.DESCRIBE_PRODUCERS: replica.describe_producers,
             ApiKey.DESCRIBE_LOG_DIRS: log_dirs.describe_log_dirs,
             ApiKey.DESCRIBE_ACLS: acls.describe_acls,
             ApiKey.CREATE_ACLS: acls.create_acls,

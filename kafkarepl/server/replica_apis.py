@@ -190,6 +190,29 @@ class ReplicaApis:
         out["old_style_offsets"] = [out["offset"]]
         return out
 
+    # ------------------------------------------------------- describe producers -----
+    async def describe_producers(self, req: Request) -> Body:
+        """kafka-transactions.sh describe-producers: the idempotent producers the leader's
+        log knows (kafkarepl has no transactions yet: no coordinator epoch, no open txn)."""
+        topics_out = []
+        for t in req.body["topics"]:
+            parts = []
+            for i in t["partition_indexes"]:
+                p, err = self.replicas.leader_partition(TopicPartition(t["name"], i))
+                out: Body = {"partition_index": i, "error_code": int(err), "error_message": None,
+                             "active_producers": []}
+                if p is not None:
+                    table: Any = getattr(p.log, "producer_state", None)
+                    for e in (table.producers.values() if table is not None else ()):
+                        out["active_producers"].append({
+                            "producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
+                            "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
+                            "coordinator_epoch": -1, "current_txn_start_offset": -1,
+                        })
+                parts.append(out)
+            topics_out.append({"name": t["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics_out}
+
     # ----------------------------------------------------------- delete records -----
     async def delete_records(self, req: Request) -> Body:
         """kafka-delete-records.sh. Answered once the leader's log start moved (and is

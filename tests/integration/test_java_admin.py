@@ -170,3 +170,17 @@ def test_broker_throttles_set_and_cleared_as_reassign_partitions_does(cluster_fa
     c = cluster_factory(2)
     assert java_tools.run("broker-throttle", c.bootstrap, "2", "10000000") == "rate=10000000:DYNAMIC_BROKER_CONFIG"
     assert java_tools.run("broker-throttle", c.bootstrap, "2", "-") == "rate=none"
+
+
+def test_describe_producers_as_kafka_transactions_does(cluster_factory) -> None:
+    from confluent_kafka import Producer
+
+    c = cluster_factory(1)
+    c.create_topic("idem", 1, 1)
+    assert java_tools.run("describe-producers", c.bootstrap, "idem", "0") == "producers=[]"
+    p = Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    for i in range(3):  # three batches: sequences 0, 1, 2
+        p.produce("idem", value=b"%d" % i, partition=0)
+        assert p.flush(10) == 0
+    assert java_tools.run("describe-producers", c.bootstrap, "idem", "0") == \
+        "producers=[epoch=0,last_seq=2,ts=true,txn=false]"

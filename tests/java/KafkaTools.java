@@ -154,6 +154,19 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "describe-producers": {  // kafka-transactions.sh describe-producers: TOPIC PARTITION
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.TopicPartition tp =
+                        new org.apache.kafka.common.TopicPartition(args[2], Integer.parseInt(args[3]));
+                    List<String> out = new ArrayList<>();
+                    for (ProducerState s : a.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers()) {
+                        out.add("epoch=" + s.producerEpoch() + ",last_seq=" + s.lastSequence()
+                            + ",ts=" + (s.lastTimestamp() > 0) + ",txn=" + s.currentTransactionStartOffset().isPresent());
+                    }
+                    System.out.println("producers=" + out);
+                }
+                break;
+            }
             case "init-transactions": {  // a transactional producer: fails how, and how fast
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
