@@ -18,7 +18,8 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 SUBCOMMANDS = (
-    "dump_log", "broker", "cluster", "node", "topics", "leader_election", "reassign", "produce_consume",
+    "dump_log", "broker", "cluster", "node", "topics", "consumer_groups", "leader_election", "reassign",
+    "produce_consume",
 )
 
 
