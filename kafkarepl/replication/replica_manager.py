@@ -307,7 +307,14 @@ class ReplicaManager:
             return err, {}
         out: dict[TopicPartition, ErrorCode] = {}
         for order in orders:
-            out[order.tp] = self._apply(order, topic_configs.get(order.tp.topic, {}))
+            try:
+                out[order.tp] = self._apply(order, topic_configs.get(order.tp.topic, {}))
+            except KafkaError as exc:  # e.g. the log cannot be opened: this partition only
+                log.error("%s-%d: LeaderAndIsr not applied: %s", order.tp.topic, order.tp.partition, exc)
+                out[order.tp] = exc.code
+            except (OSError, ValueError) as exc:
+                log.error("%s-%d: LeaderAndIsr not applied: %r", order.tp.topic, order.tp.partition, exc)
+                out[order.tp] = ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE, out
 
     def _apply(self, order: PartitionOrder, overrides: Mapping[str, str]) -> ErrorCode:

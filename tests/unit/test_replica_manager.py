@@ -161,3 +161,21 @@ def test_isr_shrink_goes_to_the_sender_and_its_answer_applies() -> None:
     assert tp == TP and change.new_isr == (1,)
     callback(IsrChangeResult(ErrorCode.NONE, (1,), change.partition_epoch + 1))
     assert rm.partitions[TP].isr == {1}
+
+
+def test_a_partition_whose_log_cannot_open_does_not_stop_the_others() -> None:
+    rm, storage, _o, _c = manager()
+    bad = TopicPartition("t", 1)
+    real_open = storage.open_log
+
+    def open_log(tp: TopicPartition, overrides: Mapping[str, str]) -> MemoryLog:
+        if tp == bad:
+            raise OSError("disk gone")
+        return real_open(tp, overrides)
+
+    storage.open_log = open_log  # type: ignore[method-assign]
+    orders = [PartitionOrder(bad, 1, 1, (1,), (1,), 1), PartitionOrder(TP, 1, 1, (1,), (1,), 1)]
+    err, res = rm.become_leader_or_follower(1, 50, orders, {})
+    assert err is ErrorCode.NONE
+    assert res == {bad: ErrorCode.KAFKA_STORAGE_ERROR, TP: ErrorCode.NONE}
+    assert rm.partitions[TP].is_leader and bad not in rm.partitions
