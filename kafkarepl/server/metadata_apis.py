@@ -51,8 +51,9 @@ class MetadataApis:
         allow_auto = body.get("allow_auto_topic_creation", True) and self.auto_create_topics
         topics_out = []
         for name in names:
-            if name is None:
-                topics_out.append(_topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID))
+            if name is None:  # asked by topic id, which Metadata does not look up
+                # (the response's name is nullable only from v12: before, answer "")
+                topics_out.append(_topic_error(None if req.api_version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
             info = cache.topics.get(name)
             if info is None:
