@@ -44,7 +44,8 @@ def validate_leader_batches(
 def check_records(data: Buffer, expected: int, base_timestamp: int) -> int: ...
 
 class RecordsValidator:
-    position: int
+    @property
+    def position(self) -> int: ...  # cdef readonly
     def __init__(self, expected: int, base_timestamp: int, position: int = 0,
                  target_timestamp: int | None = None) -> None: ...
     def feed(self, data: Buffer) -> None: ...

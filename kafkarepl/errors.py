@@ -264,6 +264,7 @@ class InvalidRequestError(KafkaError):
     """Kafka error INVALID_REQUEST."""
 
     code = ErrorCode.INVALID_REQUEST
+    correlation_id: int | None = None  # of the request, when known (it is answered)
 
 
 class UnsupportedVersionError(KafkaError):
@@ -271,6 +272,8 @@ class UnsupportedVersionError(KafkaError):
 
     code = ErrorCode.UNSUPPORTED_VERSION
     api_key: int | None = None  # the API asked for, when known (ApiVersions is answered)
+    api_version: int | None = None
+    correlation_id: int | None = None  # of the request, when known (it is answered)
 
 
 class CheckpointCorruptError(KafkaStorageError):

@@ -47,7 +47,7 @@ class MalformedResponseError(KafkaError):
 
 def invalid_request(message: str, correlation_id: int | None = None) -> InvalidRequestError:
     err = InvalidRequestError(message)
-    err.correlation_id = correlation_id  # type: ignore[attr-defined]
+    err.correlation_id = correlation_id
     return err
 
 
@@ -58,8 +58,8 @@ def unsupported_version(api_key: int, api_version: int,
             if spec else f"unknown API key {api_key}")
     err = UnsupportedVersionError(f"unsupported request: {what}")
     err.api_key = api_key
-    err.api_version = api_version  # type: ignore[attr-defined]
-    err.correlation_id = correlation_id  # type: ignore[attr-defined]
+    err.api_version = api_version
+    err.correlation_id = correlation_id
     return err
 
 

@@ -34,6 +34,7 @@ from .schema import (
     UUID,
     Array,
     Field,
+    FieldType,
     Struct,
     in_range,
 )
@@ -78,8 +79,11 @@ Writer = Callable[[list, Any], None]
 ReadOp = Callable[[memoryview, int, dict], int]
 WriteOp = Callable[[list, dict], None]
 
-FIXED_FORMATS = {INT8: "b", INT16: "h", INT32: "i", INT64: "q", UINT16: "H", UINT32: "I",
-                 FLOAT64: "d", BOOL: "?", UUID: "16s"}
+# The struct format of each fixed-width type; keyed by FieldType so a Field's type indexes it.
+FIXED_FORMATS: dict[FieldType, str] = {
+    INT8: "b", INT16: "h", INT32: "i", INT64: "q", UINT16: "H", UINT32: "I",
+    FLOAT64: "d", BOOL: "?", UUID: "16s",
+}
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _NULL_I16 = _I16.pack(-1)
@@ -372,7 +376,8 @@ def compile_decoder(fields: tuple[Field, ...], version: int, flexible: bool) -> 
             else:
                 template[f.key] = default_value(f)
             if is_tagged:
-                tagged[f.tag] = (f.key, field_reader(f, version, flexible))  # type: ignore[index]
+                assert f.tag is not None  # Field() requires tag= with tagged=
+                tagged[f.tag] = (f.key, field_reader(f, version, flexible))
             continue
         if isinstance(f.type, str) and f.type in FIXED_FORMATS:
             run.append(f)
@@ -407,7 +412,7 @@ def _single_reader(key: str, reader: Reader) -> ReadOp:
 
 
 def _fixed_run_reader(run: list[Field]) -> ReadOp:
-    fmt = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run))  # type: ignore[index]
+    fmt = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run))
     keys = tuple(f.key for f in run)
     uuid_keys = tuple(f.key for f in run if f.type == UUID)
     unpack, size = fmt.unpack_from, fmt.size
@@ -465,7 +470,8 @@ def compile_encoder(fields: tuple[Field, ...], version: int, flexible: bool) -> 
         if not in_range(version, f.versions):
             continue  # like Kafka's ignorable fields: silently not sent in this version
         if flexible and in_range(version, f.tagged):
-            tagged.append((f.tag, f.key, field_writer(f, version, flexible), f))  # type: ignore[arg-type]
+            assert f.tag is not None  # Field() requires tag= with tagged=
+            tagged.append((f.tag, f.key, field_writer(f, version, flexible), f))
             continue
         if isinstance(f.type, str) and f.type in FIXED_FORMATS:
             run.append(f)
@@ -503,7 +509,7 @@ def _single_writer(f: Field, writer: Writer) -> WriteOp:
 
 
 def _fixed_run_writer(run: list[Field]) -> WriteOp:
-    fmt = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run))  # type: ignore[index]
+    fmt = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run))
     pack = fmt.pack
     kd = tuple((f.key, default_value(f)) for f in run)
     types = tuple(f.type for f in run)

@@ -208,6 +208,9 @@ class ApiSpec:
 
 def api(key: ApiKey, name: str, versions: str, flexible: str | None,
         request: list[Field], response: list[Field]) -> ApiSpec:
-    lo, hi = parse_versions(versions)  # type: ignore[misc]
+    rng = parse_versions(versions)
+    if rng is None:
+        raise ValueError(f"{name}: an API needs a version range, not {versions!r}")
+    lo, hi = rng
     flex = parse_versions(flexible)
     return ApiSpec(key, name, lo, hi, flex[0] if flex else None, tuple(request), tuple(response))

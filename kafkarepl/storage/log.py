@@ -145,8 +145,8 @@ class Log:
         snapshot_path.unlink(missing_ok=True)
         producers_ok = (clean and not recovered_any and snapshot is not None
                         and snapshot[1] == self.log_end_offset)
-        if producers_ok:
-            self.producer_state = snapshot[0]  # type: ignore[index]
+        if producers_ok and snapshot is not None:  # (producers_ok implies the snapshot)
+            self.producer_state = snapshot[0]
         if not cache_ok or not producers_ok:
             self._rebuild_from_headers(epochs=not cache_ok, producers=not producers_ok)
         cache.truncate_from_end(self.log_end_offset)
