@@ -22,6 +22,26 @@ def own_zookeeper(tmp_path, zookeeper):  # zookeeper: fails/skips like the share
     zk.stop()
 
 
+async def create_retrying(h: Harness, name: str, assignment: dict[int, list[int]]) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while True:
+        try:
+            await h.admin.create_topic(name, assignment)
+            return
+        except (SessionExpiredError, ConnectionLoss):
+            if loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def serving(h: Harness, topic: str):
+    for x, _, _ in h.controllers.values():
+        if x.is_active and x.partition_state(topic, 0) is not None:
+            return x
+    return None
+
+
 def test_cluster_carries_on_after_zookeeper_restarts(own_zookeeper):
     zk_server = own_zookeeper
 
@@ -34,13 +54,14 @@ def test_cluster_carries_on_after_zookeeper_restarts(own_zookeeper):
             await h.admin.create_topic("a", {0: [1, 2]})
             await wait_for(lambda: c.partition_state("a", 0))
             loop = asyncio.get_running_loop()
-            # Quick restart: sessions are restored by the server, nothing expires.
+            # Quick restart: the server restores sessions from its snapshot, but on a
+            # loaded machine a session can still expire before its client reconnects; the
+            # cluster must carry on either way.
             await loop.run_in_executor(None, zk_server.restart)
-            await h.admin.create_topic("b", {0: [2, 1]})
+            await create_retrying(h, "b", {0: [2, 1]})
             await wait_for(
-                lambda: c.partition_state("b", 0), timeout=15, what="controller after restart"
+                lambda: serving(h, "b"), timeout=20, what="a controller serving after restart"
             )
-            assert c.is_active
             # A longer outage (past the session timeout). Whether sessions survive is the
             # server's call; either way the cluster must come back: brokers (re-)registered,
             # a controller active, new topics served, old state intact.
@@ -49,26 +70,13 @@ def test_cluster_carries_on_after_zookeeper_restarts(own_zookeeper):
             await loop.run_in_executor(None, zk_server.start)
             # The test's own admin session may have expired too: kazoo opens a new one by
             # itself, and calls made before it is up fail, as they would for any ZK client.
-            deadline = loop.time() + 20
-            while True:
-                try:
-                    await h.admin.create_topic("c", {0: [1, 2]})
-                    break
-                except (SessionExpiredError, ConnectionLoss):
-                    if loop.time() > deadline:
-                        raise
-                    await asyncio.sleep(0.2)
-
-            async def serving():
-                for x, _, _ in h.controllers.values():
-                    if x.is_active and x.partition_state("c", 0) is not None:
-                        return x
-                return None
-
-            c = await wait_for(serving, timeout=20, what="a controller serving after the outage")
+            await create_retrying(h, "c", {0: [1, 2]})
+            c = await wait_for(
+                lambda: serving(h, "c"), timeout=20, what="a controller serving after the outage"
+            )
             await wait_for(lambda: set(c.ctx.live) == {1, 2}, timeout=10, what="brokers registered")
             await settle(c)
             st = await h.state("c", 0)
             assert st.leader in (1, 2) and (await h.state("a", 0)).leader in (1, 2)
 
-    run(main(), timeout=60)
+    run(main(), timeout=90)
