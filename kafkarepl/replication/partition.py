@@ -51,6 +51,7 @@ class RemoteReplica:
 
     broker_id: int
     log_end_offset: int = -1  # unknown until its first fetch in this leader epoch
+    log_start_offset: int = -1  # as its fetches report it (Fetch v5+); -1: unknown
     last_fetch_leader_leo: int = -1
     last_fetch_time_ms: int = 0
     last_caught_up_time_ms: int = 0
@@ -260,7 +261,8 @@ class PartitionState:
         return self.isr if self.pending_isr is None else self.isr | self.pending_isr
 
     def on_follower_fetch(
-        self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, now_ms: int
+        self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, now_ms: int,
+        log_start_offset: int = -1,
     ) -> FollowerFetchResult:
         """A follower's Fetch for this partition (after validate_leader_epoch). Updates its
         LEO and caught-up time, the HW, and may propose an ISR expansion."""
@@ -279,6 +281,8 @@ class PartitionState:
         if fetch_offset < start or fetch_offset > leo:
             return FollowerFetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, self.high_watermark, start, leo)
         r = self.remotes[replica_id]
+        if log_start_offset >= 0:
+            r.log_start_offset = log_start_offset
         # Seed 004: caught up if it reached our LEO now, or our LEO as of its previous fetch
         # (then it was caught up at that earlier time).
         if fetch_offset >= leo:
@@ -293,6 +297,17 @@ class PartitionState:
         return FollowerFetchResult(
             ErrorCode.NONE, self.high_watermark, start, leo, hw_changed=hw_changed, isr_change=change
         )
+
+    def low_watermark(self, now_ms: int) -> int:
+        """The lowest log start offset over the leader and the followers that fetched
+        within replica.lag.time.max.ms (Kafka's lowWatermarkIfLeader counts the live
+        replicas; a follower that stopped fetching is not waited for)."""
+        low = self.log.log_start_offset
+        horizon = now_ms - self.config.replica_lag_time_max_ms
+        for r in self.remotes.values():
+            if r.log_start_offset >= 0 and r.last_fetch_time_ms >= horizon:
+                low = min(low, r.log_start_offset)
+        return low
 
     def _maybe_advance_hw(self) -> bool:
         if self.role is not Role.LEADER:

@@ -1,7 +1,8 @@
 """Delayed operations (Kafka's purgatory), sans-I/O.
 
 DelayedProduce is the commit queue: an acks=all produce waits until the HW of each of its
-partitions passes the offsets it appended. DelayedFetch waits for min.bytes or max.wait.
+partitions passes the offsets it appended. DelayedFetch waits for min.bytes or max.wait. DelayedDeleteRecords waits until every live
+replica's log start offset reached the deleted offset.
 
 Operations are watched per partition key; the caller says which key changed
 (`check(key, now_ms)` after an append, an HW move, an ISR or leadership change) and only
@@ -123,6 +124,35 @@ class DelayedFetch(DelayedOperation):
 
     def on_expire(self) -> None:
         self.expired = True
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords: each partition completes once its low watermark (the lowest log
+    start offset of its live replicas) reached the requested offset; NOT_LEADER_OR_FOLLOWER
+    if leadership moved; REQUEST_TIMED_OUT at the deadline (Kafka's DelayedDeleteRecords)."""
+
+    def __init__(self, targets: Mapping[Any, tuple[PartitionState, int]], deadline_ms: int,
+                 context: object = None) -> None:
+        super().__init__(targets.keys(), deadline_ms)
+        self.targets = dict(targets)
+        self.context = context
+        self.results: dict[K, tuple[ErrorCode, int]] = {}
+
+    def try_complete(self, now_ms: int) -> bool:
+        for key, (p, offset) in self.targets.items():
+            if key in self.results:
+                continue
+            if p.role is not Role.LEADER:
+                self.results[key] = (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+                continue
+            low = p.low_watermark(now_ms)
+            if low >= offset:
+                self.results[key] = (ErrorCode.NONE, low)
+        return len(self.results) == len(self.targets)
+
+    def on_expire(self) -> None:
+        for key in self.targets:
+            self.results.setdefault(key, (ErrorCode.REQUEST_TIMED_OUT, -1))
 
 
 Op = TypeVar("Op", bound=DelayedOperation)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from kafkarepl.errors import ErrorCode, KafkaError
 
@@ -32,7 +32,14 @@ from .follower import EpochRequest, FetcherOutcome, FetchRequest, FetchResponse,
 from .log import UNDEFINED, EpochEndOffset, ReplicaLog
 from .metrics import ReplicationMetrics
 from .partition import IsrChange, PartitionConfig, PartitionState
-from .purgatory import DelayedFetch, DelayedProduce, FetchWait, ProduceWait, Purgatory
+from .purgatory import (
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedProduce,
+    FetchWait,
+    ProduceWait,
+    Purgatory,
+)
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +195,7 @@ class PartitionFetch:
     max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    log_start_offset: int = -1  # a follower's own log start (Fetch v5+)
 
 
 @dataclass
@@ -203,7 +211,15 @@ class FetchPartitionData:
 
 
 FetchCallback = Callable[[list[FetchPartitionData]], None]
+# DeleteRecords: partition -> (error, low watermark)
+DeleteRecordsCallback = Callable[[dict[TopicPartition, tuple[ErrorCode, int]]], None]
 ChangeListener = Callable[[TopicPartition, PartitionState], None]
+
+
+@dataclass
+class _DeleteRecordsContext:
+    results: dict[TopicPartition, tuple[ErrorCode, int]]
+    callback: DeleteRecordsCallback
 
 
 @dataclass
@@ -253,6 +269,7 @@ class ReplicaManager:
         self.broker_epoch = -1  # set when this broker's registration is created
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory(self._produce_done)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory(self._fetch_done)
+        self.delete_records_purgatory: Purgatory[DelayedDeleteRecords] = Purgatory(self._delete_records_done)
         self._listeners: list[ChangeListener] = []
 
     # ------------------------------------------------------------------ views -----
@@ -271,6 +288,7 @@ class ReplicaManager:
         now = self.clock.monotonic_ms()
         self.produce_purgatory.check(tp, now)
         self.fetch_purgatory.check(tp, now)
+        self.delete_records_purgatory.check(tp, now)
         p = self.partitions.get(tp)
         if p is not None:
             for listener in self._listeners:
@@ -561,11 +579,16 @@ class ReplicaManager:
             return out
         lg: Any = p.log
         if params.from_follower:
-            r = p.on_follower_fetch(params.replica_id, f.fetch_offset, f.last_fetched_epoch, self.clock.monotonic_ms())
+            remote = p.remotes.get(params.replica_id)
+            start_before = remote.log_start_offset if remote is not None else -1
+            r = p.on_follower_fetch(params.replica_id, f.fetch_offset, f.last_fetched_epoch,
+                                    self.clock.monotonic_ms(), f.log_start_offset)
             if r.isr_change is not None:
                 self._submit(tp, r.isr_change)
             if r.hw_changed:
                 self.partition_changed(tp)
+            elif remote is not None and remote.log_start_offset != start_before:
+                self.delete_records_purgatory.check(tp, self.clock.monotonic_ms())
             out.high_watermark, out.log_start_offset = r.high_watermark, r.log_start_offset
             if r.error is not ErrorCode.NONE:
                 out.error = r.error
@@ -599,21 +622,43 @@ class ReplicaManager:
         return out
 
     # ------------------------------------------------------------ DeleteRecords -----
-    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
-        """Move the leader's log start up to `offset` (-1: the HW); returns the error and
-        the new low watermark. Only committed records can go (offset <= HW); followers
-        follow the leader's log start in their next fetches."""
-        p, err = self._leader(tp)
-        if p is None:
-            return err, -1
-        lg: Any = p.log
-        target = p.high_watermark if offset == -1 else offset
-        if target < 0 or target > p.high_watermark:
-            return ErrorCode.OFFSET_OUT_OF_RANGE, lg.log_start_offset
-        if target > lg.log_start_offset:
-            lg.maybe_increment_log_start_offset(target)
-            self.partition_changed(tp)
-        return ErrorCode.NONE, lg.log_start_offset
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int], timeout_ms: int, callback: DeleteRecordsCallback
+    ) -> None:
+        """Move each leader's log start up to its offset (-1: the HW); only committed
+        records can go (offset <= HW). `callback` gets (error, low watermark) per partition
+        once every live replica's log start reached the offset (followers follow the
+        leader's log start in their next fetches), or REQUEST_TIMED_OUT after timeout_ms."""
+        results: dict[TopicPartition, tuple[ErrorCode, int]] = {}
+        targets: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        for tp, offset in offsets.items():
+            p, err = self._leader(tp)
+            if p is None:
+                results[tp] = (err, -1)
+                continue
+            lg: Any = p.log
+            target = p.high_watermark if offset == -1 else offset
+            if target < 0 or target > p.high_watermark:
+                results[tp] = (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+                continue
+            if target > lg.log_start_offset:
+                lg.maybe_increment_log_start_offset(target)
+                self.partition_changed(tp)
+            targets[tp] = (p, target)
+        if not targets:
+            callback(results)
+            return
+        now = self.clock.monotonic_ms()
+        op = DelayedDeleteRecords(targets, now + max(0, timeout_ms), context=_DeleteRecordsContext(results, callback))
+        if self.delete_records_purgatory.try_complete_else_watch(op, now):
+            self._delete_records_done(op)
+        else:
+            self._deadline(op.deadline_ms)
+
+    def _delete_records_done(self, op: DelayedDeleteRecords) -> None:
+        ctx: _DeleteRecordsContext = op.context  # type: ignore[assignment]
+        ctx.results.update(cast(dict[TopicPartition, tuple[ErrorCode, int]], op.results))
+        ctx.callback(ctx.results)
 
     # ----------------------------------------------------- OffsetForLeaderEpoch -----
     def last_offset_for_leader_epoch(
@@ -693,9 +738,11 @@ class ReplicaManager:
         now = self.clock.monotonic_ms()
         self.produce_purgatory.poll(now)
         self.fetch_purgatory.poll(now)
+        self.delete_records_purgatory.poll(now)
 
     def next_deadline(self) -> int | None:
-        ds = [d for d in (self.produce_purgatory.next_deadline(), self.fetch_purgatory.next_deadline()) if d is not None]
+        purgatories = (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory)
+        ds = [d for d in (pg.next_deadline() for pg in purgatories) if d is not None]
         return min(ds) if ds else None
 
     def _deadline(self, at_ms: int) -> None:

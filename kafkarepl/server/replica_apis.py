@@ -117,6 +117,7 @@ class ReplicaApis:
                 fp["partition_max_bytes"],
                 fp.get("current_leader_epoch", -1),
                 fp.get("last_fetched_epoch", -1),
+                fp.get("log_start_offset", -1),
             )
             for topic in body["topics"]
             for fp in topic["partitions"]
@@ -215,19 +216,25 @@ class ReplicaApis:
 
     # ----------------------------------------------------------- delete records -----
     async def delete_records(self, req: Request) -> Body:
-        """kafka-delete-records.sh. Answered once the leader's log start moved (and is
-        checkpointed); Kafka also waits until every replica's log start reached it."""
+        """kafka-delete-records.sh. The leader's log start moves (and is checkpointed) at
+        once; the answer waits, as Kafka's, until every live replica's log start reached
+        the offset (the low watermark), or timeout_ms."""
+        offsets: dict[TopicPartition, int] = {}
+        for t in req.body["topics"]:
+            for p in t["partitions"]:
+                offsets[TopicPartition(t["name"], p["partition_index"])] = p["offset"]
+        fut, done = _callback_future()
+        self.replicas.delete_records(offsets, req.body["timeout_ms"], done)
+        if self.checkpoint_log_starts is not None:
+            await self.checkpoint_log_starts()
+        results: dict[TopicPartition, tuple[ErrorCode, int]] = await fut
         topics_out = []
-        moved = False
         for t in req.body["topics"]:
             parts = []
             for p in t["partitions"]:
-                err, low = self.replicas.delete_records(TopicPartition(t["name"], p["partition_index"]), p["offset"])
-                moved = moved or err is ErrorCode.NONE
+                err, low = results[TopicPartition(t["name"], p["partition_index"])]
                 parts.append({"partition_index": p["partition_index"], "low_watermark": low, "error_code": int(err)})
             topics_out.append({"name": t["name"], "partitions": parts})
-        if moved and self.checkpoint_log_starts is not None:
-            await self.checkpoint_log_starts()
         return {"throttle_time_ms": 0, "topics": topics_out}
 
     # --------------------------------------------------- offset for leader epoch -----

@@ -179,3 +179,31 @@ def test_a_partition_whose_log_cannot_open_does_not_stop_the_others() -> None:
     assert err is ErrorCode.NONE
     assert res == {bad: ErrorCode.KAFKA_STORAGE_ERROR, TP: ErrorCode.NONE}
     assert rm.partitions[TP].is_leader and bad not in rm.partitions
+
+
+def test_delete_records_answers_once_every_live_replica_moved_its_log_start() -> None:
+    rm, _s, _o, clock = manager()
+    lead(rm)
+    got: list[dict[TopicPartition, PartitionResponse]] = []
+    rm.append_records(1000, -1, {TP: ["a", "b", "c"]}, got.append)
+    follower = FetchParams(2, 0, 1, 1 << 20)
+    rm.fetch_messages(follower, [PartitionFetch(TP, 3, 1 << 20, 1, 1, log_start_offset=0)], lambda _: None)
+    assert rm.partitions[TP].high_watermark == 3
+    deleted: list[dict[TopicPartition, tuple[ErrorCode, int]]] = []
+    rm.delete_records({TP: 2}, 1_000, deleted.append)
+    # The leader's log start moved at once; the follower's has not yet: Kafka waits.
+    assert rm.partitions[TP].log.log_start_offset == 2 and not deleted
+    rm.fetch_messages(follower, [PartitionFetch(TP, 3, 1 << 20, 1, 1, log_start_offset=2)], lambda _: None)
+    assert deleted == [{TP: (ErrorCode.NONE, 2)}]
+    # Past the HW: refused; a follower that stopped reporting times the request out.
+    rm.delete_records({TP: 4}, 1_000, deleted.append)
+    assert deleted[-1] == {TP: (ErrorCode.OFFSET_OUT_OF_RANGE, -1)}
+    rm.delete_records({TP: 3}, 50, deleted.append)
+    assert len(deleted) == 2 and rm.next_deadline() == clock.now + 50
+    clock.now += 50
+    rm.poll()
+    assert deleted[-1] == {TP: (ErrorCode.REQUEST_TIMED_OUT, -1)}
+    # A follower that has not fetched for replica.lag.time.max.ms is not waited for.
+    clock.now += 200
+    rm.delete_records({TP: 3}, 1_000, deleted.append)
+    assert deleted[-1] == {TP: (ErrorCode.NONE, 3)}
