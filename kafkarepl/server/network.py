@@ -14,6 +14,7 @@ import collections
 import contextvars
 import functools
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -33,9 +34,12 @@ from kafkarepl.protocol import (
     decode_request,
     encode_response,
 )
+from kafkarepl.protocol.audit import missing_fields
 from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
 log = logging.getLogger(__name__)
+# Tests set it to have every response checked for fields the handler left out.
+_AUDIT = bool(os.environ.get("KAFKAREPL_AUDIT_RESPONSES"))
 
 # A handler returns the response body, or None when no response is due (acks=0).
 Handler = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
@@ -234,6 +238,10 @@ class Connection:
             return self._error_response(key, version, cid, int(code), body)
         if body is None:
             return None
+        if _AUDIT and key in API:
+            missing = missing_fields(API[key].response, version, body)
+            if missing:
+                log.warning("response audit: %s v%d leaves out %s", API[key].name, version, ", ".join(missing))
         try:
             return encode_response(key, version, cid, body)
         except (EncodeError, ValueError, TypeError, OverflowError) as exc:

@@ -91,6 +91,7 @@ class ReplicaApis:
                 "base_offset": r.base_offset,
                 "log_append_time_ms": r.log_append_time,
                 "log_start_offset": r.log_start_offset,
+                "record_errors": [],
             })
         return {
             "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
