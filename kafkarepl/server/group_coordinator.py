@@ -36,6 +36,7 @@ from kafkarepl.coordinator import (
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import PartitionResponse, TopicPartition
+from kafkarepl.server.authorized_ops import ResourceType, authorized_operations
 
 if TYPE_CHECKING:
     from kafkarepl.replication import Clock, PartitionState, ReplicaManager
@@ -421,9 +422,10 @@ class GroupCoordinatorService:
     # ----------------------------------------------------------- describing -----
     async def describe_groups(self, req: Request) -> dict[str, Any]:
         out = []
+        ops = authorized_operations(ResourceType.GROUP, req.body.get("include_authorized_operations", False))
         for gid in req.body["groups"] or []:
             err, d = self.core.describe(gid)
-            out.append({"error_code": int(err), "group_id": gid, **d, "authorized_operations": -2147483648})
+            out.append({"error_code": int(err), "group_id": gid, **d, "authorized_operations": ops})
         return {"throttle_time_ms": 0, "groups": out}
 
     async def list_groups(self, req: Request) -> dict[str, Any]:

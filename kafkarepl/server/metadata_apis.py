@@ -9,11 +9,11 @@ from typing import Any
 
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import Request
+from kafkarepl.server.authorized_ops import OMITTED, ResourceType, authorized_operations
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.topics import TopicService, validate_topic_name
 
 ZERO_UUID = uuid.UUID(int=0)
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 Body = dict[str, Any]
 
 
@@ -49,6 +49,7 @@ class MetadataApis:
             requested = None  # v0: an empty list means all topics
         names = sorted(cache.topics) if requested is None else [t.get("name") for t in requested]
         allow_auto = body.get("allow_auto_topic_creation", True) and self.auto_create_topics
+        topic_ops = authorized_operations(ResourceType.TOPIC, body.get("include_topic_authorized_operations", False))
         topics_out = []
         for name in names:
             if name is None:  # asked by topic id, which Metadata does not look up
@@ -81,7 +82,7 @@ class MetadataApis:
                 "topic_id": info.topic_id,
                 "is_internal": name.startswith("__"),
                 "partitions": parts,
-                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                "topic_authorized_operations": topic_ops,
             })
         return {
             "throttle_time_ms": 0,
@@ -89,7 +90,8 @@ class MetadataApis:
             "cluster_id": self.cluster_id,
             "controller_id": cache.controller_id,
             "topics": topics_out,
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "cluster_authorized_operations": authorized_operations(
+                ResourceType.CLUSTER, body.get("include_cluster_authorized_operations", False)),
         }
 
     async def describe_cluster(self, req: Request) -> Body:
@@ -98,10 +100,11 @@ class MetadataApis:
             "cluster_id": self.cluster_id, "controller_id": self.metadata.controller_id,
             "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                         for b in self.brokers()],
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "cluster_authorized_operations": authorized_operations(
+                ResourceType.CLUSTER, req.body.get("include_cluster_authorized_operations", False)),
         }
 
 
 def _topic_error(name: str | None, code: ErrorCode) -> Body:
     return {"error_code": int(code), "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
-            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            "topic_authorized_operations": OMITTED}

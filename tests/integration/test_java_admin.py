@@ -48,6 +48,16 @@ def test_acls_without_an_authorizer_answer_security_disabled(cluster_factory) ->
     assert java_tools.run("describe-acls", c.bootstrap) == "failed SecurityDisabledException"
 
 
+def test_authorized_operations_without_an_authorizer_are_all_supported_ones(cluster_factory) -> None:
+    # Kafka with no authorizer answers every operation the resource type supports (KIP-430).
+    c = cluster_factory(1, offsets_topic_num_partitions=1, offsets_topic_replication_factor=1)
+    c.create_topic("ops", 1, 1)
+    assert java_tools.run("authorized-ops", c.bootstrap, "ops", "nogroup") == (
+        "cluster=[ALTER, ALTER_CONFIGS, CLUSTER_ACTION, CREATE, DESCRIBE, DESCRIBE_CONFIGS, IDEMPOTENT_WRITE]"
+        " topic=[ALTER, ALTER_CONFIGS, CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, READ, WRITE]"
+        " group=[DELETE, DESCRIBE, READ] unasked=null")
+
+
 def test_groups_listed_with_type_and_deleted_as_kafka_consumer_groups_does(cluster_factory) -> None:
     from confluent_kafka import Consumer, Producer
     from confluent_kafka import TopicPartition as TP

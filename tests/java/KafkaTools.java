@@ -53,6 +53,23 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "authorized-ops": {  // KIP-430 as kafka-topics/kafka-consumer-groups show them: TOPIC GROUP
+                try (Admin a = admin(bootstrap)) {
+                    Set<?> cluster = a.describeCluster(new DescribeClusterOptions().includeAuthorizedOperations(true))
+                        .authorizedOperations().get();
+                    Set<?> topic = a.describeTopics(List.of(args[2]), new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                        .allTopicNames().get().get(args[2]).authorizedOperations();
+                    Set<?> group = a.describeConsumerGroups(List.of(args[3]),
+                        new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                        .all().get().get(args[3]).authorizedOperations();
+                    Set<?> none = a.describeCluster().authorizedOperations().get();
+                    System.out.println("cluster=" + new TreeSet<>(cluster.stream().map(Object::toString).toList())
+                        + " topic=" + new TreeSet<>(topic.stream().map(Object::toString).toList())
+                        + " group=" + new TreeSet<>(group.stream().map(Object::toString).toList())
+                        + " unasked=" + none);
+                }
+                break;
+            }
             case "describe-acls": {  // kafka-acls.sh --list
                 try (Admin a = admin(bootstrap)) {
                     a.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get();
