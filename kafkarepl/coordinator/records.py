@@ -35,9 +35,11 @@ def _bytes_field(b: bytes | None) -> bytes:
     return _zigzag(-1) if b is None else _zigzag(len(b)) + b
 
 
-def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytearray:
-    """One uncompressed v2 batch (offsets from 0, no producer id); the log assigns the
-    real base offset and leader epoch in place on append."""
+def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,
+                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                attributes: int = 0) -> bytearray:
+    """One uncompressed v2 batch (offsets from 0, no producer id unless given); the log
+    assigns the real base offset and leader epoch in place on append."""
     if not records:
         raise ValueError("a batch needs at least one record")
     body = bytearray()
@@ -45,12 +47,27 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp_
         rec = b"\x00" + _zigzag(0) + _zigzag(delta) + _bytes_field(key) + _bytes_field(value) + _zigzag(0)
         body += _zigzag(len(rec)) + rec
     header = bytearray(_HEADER.pack(
-        0, _HEADER.size - 12 + len(body), -1, 2, 0, 0, len(records) - 1,
-        timestamp_ms, timestamp_ms, -1, -1, -1, len(records),
+        0, _HEADER.size - 12 + len(body), -1, 2, 0, attributes, len(records) - 1,
+        timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, len(records),
     ))
     batch = header + body
     struct.pack_into(">I", batch, 17, _core.crc32c(memoryview(batch)[_CRC_START:]))
     return batch
+
+
+TRANSACTIONAL_BIT = 0x10
+MARKER_ABORT, MARKER_COMMIT = 0, 1
+
+
+def build_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                 timestamp_ms: int) -> bytearray:
+    """A transaction marker: a transactional control batch of one record whose key is
+    (version 0, COMMIT or ABORT) and value (version 0, coordinator epoch), as Kafka's
+    EndTransactionMarker."""
+    key = struct.pack(">hh", 0, MARKER_COMMIT if commit else MARKER_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch([(key, value)], timestamp_ms, producer_id=producer_id,
+                       producer_epoch=producer_epoch, attributes=TRANSACTIONAL_BIT | _CONTROL_BIT)
 
 
 def _take(buf: bytes, pos: int) -> tuple[bytes | None, int]:

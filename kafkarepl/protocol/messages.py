@@ -651,6 +651,34 @@ DESCRIBE_PRODUCERS = api(
     ],
 )
 
+WRITE_TXN_MARKERS = api(
+    ApiKey.WRITE_TXN_MARKERS, 'WriteTxnMarkers', '0-1', '1+',
+    request=[
+        F('Markers', A(S(
+            F('ProducerId', INT64, '0+'),
+            F('ProducerEpoch', INT16, '0+'),
+            F('TransactionResult', BOOL, '0+'),
+            F('Topics', A(S(
+                F('Name', STRING, '0+'),
+                F('PartitionIndexes', A(INT32), '0+'),
+              )), '0+'),
+            F('CoordinatorEpoch', INT32, '0+'),
+          )), '0+'),
+    ],
+    response=[
+        F('Markers', A(S(
+            F('ProducerId', INT64, '0+'),
+            F('Topics', A(S(
+                F('Name', STRING, '0+'),
+                F('Partitions', A(S(
+                    F('PartitionIndex', INT32, '0+'),
+                    F('ErrorCode', INT16, '0+'),
+                  )), '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
 OFFSET_DELETE = api(
     ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
     request=[
@@ -1159,6 +1187,7 @@ APIS: tuple[ApiSpec, ...] = (
     DELETE_RECORDS,
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
+    WRITE_TXN_MARKERS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

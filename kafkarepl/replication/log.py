@@ -71,6 +71,18 @@ class SupportsLogStartIncrement(Protocol):
     def maybe_increment_log_start_offset(self, offset: int) -> None: ...
 
 
+class SupportsTransactions(Protocol):
+    """Optional ReplicaLog capability: transactions (storage.Log has it, the in-memory
+    test log does not and then reads as if none were open)."""
+
+    def last_stable_offset(self, high_watermark: int) -> int: ...
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int, read: Any = None) -> Sequence[Any]:
+        """(producer_id, first_offset, ...) of aborted transactions overlapping the range
+        (`read`: the slice being returned, to bound it)."""
+        ...
+
+
 def epoch_end_offset(
     entries: Sequence[tuple[int, int]], requested_epoch: int, log_end_offset: int
 ) -> EpochEndOffset:

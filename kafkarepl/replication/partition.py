@@ -405,10 +405,19 @@ class PartitionState:
             return error, UNDEFINED
         return ErrorCode.NONE, EpochEndOffset(*self.log.end_offset_for_epoch(requested_epoch))
 
-    def fetch_upper_bound(self, from_follower: bool) -> int:
+    def fetch_upper_bound(self, from_follower: bool, read_committed: bool = False) -> int:
         """Exclusive read limit: LEO for replica fetches, HW for consumers (also on
-        followers serving KIP-392 reads)."""
-        return self.log.log_end_offset if from_follower else self.high_watermark
+        followers serving KIP-392 reads), the LSO for read_committed consumers."""
+        if from_follower:
+            return self.log.log_end_offset
+        if read_committed:
+            return self.last_stable_offset
+        return self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        lso = getattr(self.log, "last_stable_offset", None)
+        return self.high_watermark if lso is None else int(lso(self.high_watermark))
 
     def set_follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """Follower: HW = min(leader HW, own LEO). Returns True when it changed."""

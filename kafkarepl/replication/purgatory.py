@@ -80,6 +80,7 @@ class FetchWait:
     fetch_offset: int
     leader_epoch: int  # the partition's epoch when the fetch arrived
     from_follower: bool  # replica fetch reads to LEO, consumer fetch to HW
+    read_committed: bool = False  # a read_committed consumer reads to the LSO
 
 
 # (key, wait) -> bytes readable in [wait.fetch_offset, upper bound); the server asks its
@@ -113,7 +114,7 @@ class DelayedFetch(DelayedOperation):
             p = w.partition
             if p.leader_epoch != w.leader_epoch or (w.from_follower and p.role is not Role.LEADER):
                 return True
-            end = p.fetch_upper_bound(w.from_follower)
+            end = p.fetch_upper_bound(w.from_follower, w.read_committed)
             if w.fetch_offset > end:
                 return True
             if w.fetch_offset < end:

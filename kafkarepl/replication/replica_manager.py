@@ -182,6 +182,7 @@ class FetchParams:
     max_bytes: int
     client_rack: str = ""
     follower_reads: bool = True  # the client knows KIP-392 (Fetch v11+)
+    read_committed: bool = False  # isolation_level 1: read to the LSO, with aborted txns
 
     @property
     def from_follower(self) -> bool:
@@ -208,6 +209,7 @@ class FetchPartitionData:
     size: int = 0
     diverging_epoch: EpochEndOffset | None = None
     preferred_read_replica: int = -1
+    aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset)
 
 
 FetchCallback = Callable[[list[FetchPartitionData]], None]
@@ -435,8 +437,10 @@ class ReplicaManager:
         callback: ProduceCallback,
         *,
         internal_topics_allowed: bool = False,
+        markers: bool = False,
     ) -> None:
-        """Append to the leaders of `entries`; `callback` gets every partition's answer,
+        """Append to the leaders of `entries` (`markers`: the broker's own transaction
+        markers, control batches); `callback` gets every partition's answer,
         at once for acks 0/1 and errors, or once acks=all is committed (the HW passed
         the batch), refused or timed out (the produce purgatory: the commit queue)."""
         now, wall = self.clock.monotonic_ms(), self.clock.wall_ms()
@@ -458,7 +462,9 @@ class ReplicaManager:
                 continue
             epoch = p.leader_epoch
             try:
-                info = p.log.append_as_leader(records, epoch, wall)  # type: ignore[attr-defined]
+                lg: Any = p.log
+                info = (lg.append_as_leader(records, epoch, wall, control_allowed=True) if markers
+                        else lg.append_as_leader(records, epoch, wall))
             except KafkaError as exc:
                 res.error = exc.code
                 continue
@@ -539,7 +545,7 @@ class ReplicaManager:
         ctx.callback(self._read(ctx, record_progress=True)[0])
 
     def _available_bytes(self, tp: Any, w: FetchWait) -> int:
-        end = w.partition.fetch_upper_bound(w.from_follower)
+        end = w.partition.fetch_upper_bound(w.from_follower, w.read_committed)
         log_: Any = w.partition.log
         return int(log_.read(w.fetch_offset, 1 << 30, end).size)
 
@@ -559,7 +565,8 @@ class ReplicaManager:
                 has_error = True
             elif data.diverging_epoch is None and data.preferred_read_replica < 0:
                 p = self.partitions[f.tp]
-                waits[f.tp] = FetchWait(p, f.fetch_offset, p.leader_epoch, params.from_follower)
+                waits[f.tp] = FetchWait(p, f.fetch_offset, p.leader_epoch, params.from_follower,
+                                        params.read_committed and not params.from_follower)
             total += data.size
             budget = max(0, budget - data.size)
         return out, total, has_error, waits
@@ -606,8 +613,10 @@ class ReplicaManager:
                     out.preferred_read_replica = preferred
                     out.high_watermark, out.log_start_offset = p.high_watermark, lg.log_start_offset
                     return out
-        upto = p.fetch_upper_bound(params.from_follower)
-        out.high_watermark = out.last_stable_offset = p.high_watermark
+        read_committed = params.read_committed and not params.from_follower
+        out.high_watermark = p.high_watermark
+        out.last_stable_offset = p.last_stable_offset
+        upto = out.last_stable_offset if read_committed else p.fetch_upper_bound(params.from_follower)
         out.log_start_offset = lg.log_start_offset
         try:
             sl = lg.read(f.fetch_offset, max_bytes, upto, min_one_batch=first)
@@ -619,6 +628,10 @@ class ReplicaManager:
             out.error = ErrorCode.UNKNOWN_SERVER_ERROR
             return out
         out.records, out.size = (sl, sl.size) if sl.size else (None, 0)
+        if read_committed:
+            aborted = getattr(lg, "aborted_transactions", None)
+            txns = aborted(f.fetch_offset, upto, sl) if aborted is not None and sl.size else []
+            out.aborted_transactions = [(t[0], t[1]) for t in txns]
         return out
 
     # ------------------------------------------------------------ DeleteRecords -----

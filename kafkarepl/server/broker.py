@@ -93,7 +93,8 @@ class Broker:
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock)
         replicas.add_listener(self.groups.on_partition_changed)
         handlers = RequestHandlers(
-            ReplicaApis(replicas, metadata, configs.topic_overrides, self._checkpoint_log_starts),
+            ReplicaApis(replicas, metadata, configs.topic_overrides, self._checkpoint_log_starts,
+                        clock_ms=clock.wall_ms, marker_timeout_ms=config.request_timeout_ms),
             MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
             TopicApis(topics, metadata),
             ConfigApis(configs),

@@ -70,6 +70,7 @@ SERVED = (
     ApiKey.DELETE_RECORDS,
     ApiKey.DESCRIBE_LOG_DIRS,
     ApiKey.DESCRIBE_PRODUCERS,
+    ApiKey.WRITE_TXN_MARKERS,
 )
 
 
@@ -135,6 +136,7 @@ class RequestHandlers:
             ApiKey.OFFSET_DELETE: groups.offset_delete,
             ApiKey.DELETE_RECORDS: replica.delete_records,
             ApiKey.DESCRIBE_PRODUCERS: replica.describe_producers,
+            ApiKey.WRITE_TXN_MARKERS: replica.write_txn_markers,
             ApiKey.DESCRIBE_LOG_DIRS: log_dirs.describe_log_dirs,
             ApiKey.DESCRIBE_ACLS: acls.describe_acls,
             ApiKey.CREATE_ACLS: acls.create_acls,

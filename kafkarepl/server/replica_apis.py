@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from kafkarepl import _core
+from kafkarepl.coordinator.records import build_marker
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import FileRange, Request
 from kafkarepl.replication import (
@@ -37,6 +39,8 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 Body = dict[str, Any]
 T = TypeVar("T")
+# (partition, producer id, producer epoch, committed): a marker was written and committed
+TxnMarkerListener = Callable[[TopicPartition, int, int, bool], None]
 
 
 def _callback_future() -> tuple[asyncio.Future, Callable[[Any], None]]:
@@ -58,8 +62,14 @@ class ReplicaApis:
         metadata: MetadataCache,
         topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
         checkpoint_log_starts: Callable[[], Awaitable[None]] | None = None,
+        on_txn_marker: TxnMarkerListener | None = None,
+        clock_ms: Callable[[], int] | None = None,
+        marker_timeout_ms: int = 30_000,
     ) -> None:
         self.replicas = replicas
+        self.on_txn_marker = on_txn_marker  # e.g. the group coordinator's txn offsets
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.marker_timeout_ms = marker_timeout_ms  # Kafka: request.timeout.ms
         self.metadata = metadata
         self.topic_overrides = topic_overrides
         self.checkpoint_log_starts = checkpoint_log_starts  # off the loop: fsyncs
@@ -75,8 +85,6 @@ class ReplicaApis:
                 entries[TopicPartition(topic["name"], pd["index"])] = pd["records"]
         if acks not in (0, 1, -1):
             results = {tp: PartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS) for tp in entries}
-        elif body.get("transactional_id") is not None:
-            results = {tp: PartitionResponse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for tp in entries}
         else:
             fut, done = _callback_future()
             self.replicas.append_records(body["timeout_ms"], acks, entries, done)
@@ -110,6 +118,7 @@ class ReplicaApis:
             max_bytes=body.get("max_bytes", 0x7FFFFFFF),
             client_rack=rack,
             follower_reads=req.api_version >= 11,  # KIP-392
+            read_committed=body.get("isolation_level", 0) == 1,
         )
         fetches = [
             PartitionFetch(
@@ -139,7 +148,9 @@ class ReplicaApis:
                 "high_watermark": d.high_watermark,
                 "last_stable_offset": d.last_stable_offset,
                 "log_start_offset": d.log_start_offset,
-                "aborted_transactions": None,
+                # null unless read_committed (Kafka's FetchResponse: "null if not provided")
+                "aborted_transactions": None if d.aborted_transactions is None else [
+                    {"producer_id": pid, "first_offset": first} for pid, first in d.aborted_transactions],
                 "preferred_read_replica": d.preferred_read_replica,
                 # empty, never null, also with an error: librdkafka rejects a null record set
                 # in the flexible versions (MessageSetSize -1) and refetches in a tight loop
@@ -155,12 +166,14 @@ class ReplicaApis:
         replica_id = req.body.get("replica_id", -1)
         topics_out = []
         for topic in req.body["topics"]:
-            parts = [self._list_offset(TopicPartition(topic["name"], lp["partition_index"]), lp, replica_id)
+            committed = req.body.get("isolation_level", 0) == 1
+            parts = [self._list_offset(TopicPartition(topic["name"], lp["partition_index"]), lp, replica_id,
+                                       committed)
                      for lp in topic["partitions"]]
             topics_out.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics_out}
 
-    def _list_offset(self, tp: TopicPartition, lp: Body, replica_id: int) -> Body:
+    def _list_offset(self, tp: TopicPartition, lp: Body, replica_id: int, read_committed: bool) -> Body:
         out: Body = {
             "partition_index": tp.partition, "error_code": 0, "old_style_offsets": [],
             "timestamp": -1, "offset": -1, "leader_epoch": -1,
@@ -171,7 +184,13 @@ class ReplicaApis:
             return out
         lg: Any = p.log
         ts = lp["timestamp"]
-        hw = p.high_watermark if replica_id < 0 else lg.log_end_offset
+        # Consumers read to the HW (read_uncommitted) or the LSO (read_committed), replicas to the LEO.
+        if replica_id >= 0:
+            hw = lg.log_end_offset
+        elif read_committed:
+            hw = p.last_stable_offset
+        else:
+            hw = p.high_watermark
         if ts == EARLIEST_TIMESTAMP:
             out["offset"] = lg.log_start_offset
         elif ts == LATEST_TIMESTAMP:
@@ -192,10 +211,47 @@ class ReplicaApis:
         out["old_style_offsets"] = [out["offset"]]
         return out
 
+    # ------------------------------------------------------ write txn markers -----
+    async def write_txn_markers(self, req: Request) -> Body:
+        """From a transaction coordinator: append each COMMIT/ABORT marker to its
+        partitions as their leader and answer once every ISR member has it (acks=all,
+        as Kafka's). A marker of an older producer epoch is refused
+        (INVALID_PRODUCER_EPOCH); a marker on `__consumer_offsets` completes the
+        producer's transactional offset commits there."""
+        jobs: list[tuple[int, str, int, asyncio.Future]] = []  # (marker index, topic, partition, result)
+        for i, m in enumerate(req.body["markers"]):
+            batch = build_marker(m["producer_id"], m["producer_epoch"], m["transaction_result"],
+                                 m["coordinator_epoch"], self.clock_ms())
+            entries = {TopicPartition(t["name"], pi): batch for t in m["topics"] for pi in t["partition_indexes"]}
+            fut, done = _callback_future()
+            self.replicas.append_records(self.marker_timeout_ms, -1, {tp: bytearray(b) for tp, b in entries.items()},
+                                         done, internal_topics_allowed=True, markers=True)
+            for tp in entries:
+                jobs.append((i, tp.topic, tp.partition, fut))
+        results: dict[tuple[int, str, int], int] = {}
+        for i, topic, partition, fut in jobs:
+            answers: dict[TopicPartition, PartitionResponse] = await fut
+            res = answers[TopicPartition(topic, partition)]
+            results[(i, topic, partition)] = int(res.error)
+            m = req.body["markers"][i]
+            if res.error is ErrorCode.NONE and self.on_txn_marker is not None:
+                try:
+                    self.on_txn_marker(TopicPartition(topic, partition), m["producer_id"],
+                                       m["producer_epoch"], m["transaction_result"])
+                except Exception:  # noqa: BLE001 - the marker is written; report, go on
+                    log.exception("%s-%d: txn marker listener failed", topic, partition)
+        markers_out = []
+        for i, m in enumerate(req.body["markers"]):
+            topics_out = [{"name": t["name"], "partitions": [
+                {"partition_index": pi, "error_code": results[(i, t["name"], pi)]} for pi in t["partition_indexes"]]}
+                for t in m["topics"]]
+            markers_out.append({"producer_id": m["producer_id"], "topics": topics_out})
+        return {"markers": markers_out}
+
     # ------------------------------------------------------- describe producers -----
     async def describe_producers(self, req: Request) -> Body:
         """kafka-transactions.sh describe-producers: the idempotent producers the leader's
-        log knows (kafkarepl has no transactions yet: no coordinator epoch, no open txn)."""
+        log knows, with the start offset of each one's open transaction."""
         topics_out = []
         for t in req.body["topics"]:
             parts = []
@@ -209,7 +265,7 @@ class ReplicaApis:
                         out["active_producers"].append({
                             "producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
                             "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
-                            "coordinator_epoch": -1, "current_txn_start_offset": -1,
+                            "coordinator_epoch": -1, "current_txn_start_offset": e.current_txn_first_offset,
                         })
                 parts.append(out)
             topics_out.append({"name": t["name"], "partitions": parts})

@@ -42,7 +42,7 @@ def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
         if m:
             bases.append(int(m.group(1)))
     for name in names:
-        for suffix in (".index", ".timeindex"):
+        for suffix in (".index", ".timeindex", ".txnindex"):
             if name.endswith(suffix) and name[: -len(suffix)] + ".log" not in names:
                 log.warning("%s: removing orphan index %s", dir, name)
                 (dir / name).unlink(missing_ok=True)
@@ -84,10 +84,13 @@ def load_segments(dir: Path, segments: list[LogSegment], first_recovered: int,
 
 
 def rebuild_from_headers(segments: list[LogSegment], cache: LeaderEpochCache | None,
-                         producers: ProducerStateTable | None) -> None:
+                         producers: ProducerStateTable | None,
+                         on_completed: Callable[[LogSegment, list], None] | None = None) -> None:
     """Rebuild the epoch cache (from partitionLeaderEpoch changes) and/or the producer
-    state (replaying every idempotent batch without validation) from all batch headers.
-    One C header walk per segment over a read-only mapping; no CRC work."""
+    state (replaying every idempotent batch without validation, and the transaction
+    markers: `on_completed` gets each segment's completed transactions) from all batch
+    headers. One C header walk per segment over a read-only mapping; no CRC work; only
+    control batches are looked into."""
     entries: list[tuple[int, int]] = []
     latest = -1
     for seg in segments:
@@ -95,13 +98,15 @@ def rebuild_from_headers(segments: list[LogSegment], cache: LeaderEpochCache | N
             continue
         with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as mm:
             batches = _core.scan_batches(mm, 0, False)[0]
+            if producers is not None:  # markers are read from the mapping
+                prepared = producers.check_and_update([b for b in batches if b.producer_id >= 0], None,
+                                                      validate=False, buf=mm)
+                if prepared.completed and on_completed is not None:
+                    on_completed(seg, prepared.completed)
         if cache is not None:
             for b in batches:
                 if b.partition_leader_epoch > latest:
                     latest = b.partition_leader_epoch
                     entries.append((latest, b.base_offset))
-        if producers is not None:
-            producers.check_and_update([b for b in batches if b.producer_id >= 0], None,
-                                       validate=False)
     if cache is not None:
         cache.replace(entries)

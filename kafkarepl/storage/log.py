@@ -28,8 +28,15 @@ from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from kafkarepl.storage.loader import load_segments, rebuild_from_headers, scan_directory
 from kafkarepl.storage.producer_state import SNAPSHOT_NAME, ProducerStateTable
-from kafkarepl.storage.records import NO_TIMESTAMP, fix_max_timestamps, set_log_append_time
-from kafkarepl.storage.segment import LogSegment
+from kafkarepl.storage.records import (
+    CONTROL_MASK,
+    NO_TIMESTAMP,
+    fix_max_timestamps,
+    set_log_append_time,
+)
+from kafkarepl.storage.segment import LogSegment, segment_file
+from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
+from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
 from kafkarepl.storage.validation import check_compressed
 
 log = logging.getLogger("kafkarepl.storage")
@@ -85,6 +92,7 @@ class Log:
         self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochCache(dir / CHECKPOINT_NAME)
         self.producer_state = ProducerStateTable()
+        self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted txns
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._closed = False
@@ -147,6 +155,10 @@ class Log:
                         and snapshot[1] == self.log_end_offset)
         if producers_ok and snapshot is not None:  # (producers_ok implies the snapshot)
             self.producer_state = snapshot[0]
+            for seg in self._segments:  # trusted with the snapshot; rebuilt with the state
+                idx = TransactionIndex.load(self._txn_index_path(seg.base_offset))
+                if idx.entries:
+                    self._txn_indexes[seg.base_offset] = idx
         if not cache_ok or not producers_ok:
             self._rebuild_from_headers(epochs=not cache_ok, producers=not producers_ok)
         cache.truncate_from_end(self.log_end_offset)
@@ -160,8 +172,62 @@ class Log:
     def _rebuild_from_headers(self, epochs: bool, producers: bool) -> None:
         if producers:
             self.producer_state = ProducerStateTable()
+            for base in {seg.base_offset for seg in self._segments} | set(self._txn_indexes):
+                TransactionIndex(self._txn_index_path(base)).reset()
+            self._txn_indexes.clear()
         rebuild_from_headers(self._segments, self.leader_epoch_cache if epochs else None,
-                             self.producer_state if producers else None)
+                             self.producer_state if producers else None, self._record_aborted)
+
+    def _slice_end_offset(self, read: FetchSlice) -> int:
+        """The offset after the last batch of `read`: the base offset of the batch that
+        follows it (one 8-byte pread), or of the next segment, or the LEO."""
+        for i in range(len(self._segments) - 1, -1, -1):
+            seg = self._segments[i]
+            if seg.fd == read.fd:
+                end = read.position + read.size
+                if end < seg.size:
+                    head = os.pread(seg.fd, 8, end)
+                    if len(head) == 8:
+                        return int.from_bytes(head, "big", signed=True)
+                return self._bases[i + 1] if i + 1 < len(self._segments) else self.log_end_offset
+        return self.log_end_offset
+
+    # ================================================================ transactions
+    def _txn_index_path(self, base: int) -> Path:
+        return segment_file(self.dir, base, TXN_INDEX_SUFFIX)
+
+    def _record_aborted(self, seg: LogSegment, completed: list) -> None:
+        """Index the transactions that markers in `seg` aborted."""
+        for t in completed:
+            if t.aborted:
+                idx = self._txn_indexes.get(seg.base_offset)
+                if idx is None:
+                    idx = self._txn_indexes[seg.base_offset] = TransactionIndex(
+                        self._txn_index_path(seg.base_offset))
+                idx.append(AbortedTxn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset))
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """LSO: read_committed consumers read below it (min of the HW and the first
+        offset of the earliest transaction not yet decided below the HW)."""
+        first = self.producer_state.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int,
+                             read: FetchSlice | None = None) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), from the
+        segment holding fetch_offset on (Kafka's collectAbortedTransactions). With the
+        `read` slice the bound is where the slice ends, so a fetch gets the transactions
+        its records need, not every abort up to the LSO."""
+        out: list[AbortedTxn] = []
+        if not self._txn_indexes:
+            return out
+        if read is not None and read.size:
+            upper_bound = min(upper_bound, self._slice_end_offset(read))
+        for seg in self._segments[self._segment_index(fetch_offset):]:
+            idx = self._txn_indexes.get(seg.base_offset)
+            if idx is not None and idx.collect(fetch_offset, upper_bound, out):
+                break
+        return out
 
     # ================================================================ properties
     @property
@@ -199,7 +265,8 @@ class Log:
                 f"segment.bytes {self.config.segment_bytes}")
         return has_pid
 
-    def append_as_leader(self, records, leader_epoch: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, records, leader_epoch: int, now_ms: int,
+                         control_allowed: bool = False) -> AppendInfo:
         """Validate, deduplicate, assign offsets and `leader_epoch` in place (a read-only
         buffer is copied once) and write the batches with one write.
 
@@ -208,7 +275,9 @@ class Log:
         request's budget (storage.validation). The records of uncompressed batches are
         walked in C as well (~8 ns per record) unless the topic turns
         kafkarepl.validate.uncompressed.records off (bench/RESULTS.md has the cost).
-        Nothing is written unless every batch passes."""
+        Nothing is written unless every batch passes. Control batches (transaction
+        markers) only come from the broker's own WriteTxnMarkers (control_allowed);
+        a client's are refused, as Kafka refuses them."""
         buf = records if isinstance(records, memoryview) else memoryview(records)
         if buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")
@@ -220,15 +289,18 @@ class Log:
         if not batches:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: no record batches")
         has_pid = self._check_sizes(batches, len(buf))
+        if has_pid and not control_allowed and any(b.attributes & CONTROL_MASK for b in batches):
+            raise InvalidRecordError(f"{self.topic}-{self.partition}: clients may not write control batches")
         if compressed:
             check_compressed(buf, batches, fixups, indexes=compressed)
         if fixups and not self.config.log_append_time:
             fix_max_timestamps(buf, batches, fixups)
         first = self.log_end_offset
         append_time = now_ms if self.config.log_append_time else None
-        pending = None
+        prepared = None
         if has_pid:
-            pending, dup = self.producer_state.prepare(batches, first, True, append_time)
+            prepared = self.producer_state.prepare(batches, first, True, append_time, buf)
+            dup = prepared.duplicate
             if dup is not None:
                 lat = dup.timestamp if append_time is not None else -1
                 return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, lat,
@@ -241,8 +313,10 @@ class Log:
         latest = self.leader_epoch_cache.latest_epoch
         if latest is None or leader_epoch > latest:
             self.leader_epoch_cache.assign(leader_epoch, first)
-        if pending:
-            self.producer_state.commit(pending)
+        if prepared is not None:
+            self.producer_state.commit(prepared)
+            if prepared.completed:
+                self._record_aborted(seg, prepared.completed)
         self._appended(next_offset, count)
         return AppendInfo(first, next_offset - 1, max_ts,
                           -1 if append_time is None else append_time, count, len(buf), False)
@@ -268,7 +342,7 @@ class Log:
                     f"{b.base_offset}, not above the previous last offset {prev_last}")
             prev_last = b.base_offset + b.last_offset_delta
         has_pid = self._check_sizes(batches, len(buf))
-        pending = self.producer_state.prepare(batches, None, validate=False)[0] if has_pid else None
+        prepared = self.producer_state.prepare(batches, None, False, buf=buf) if has_pid else None
         now_ms = _now_ms()
         seg = self._maybe_roll(len(buf), leo, prev_last, now_ms)
         count, max_ts = self._write(seg, buf, batches, now_ms)
@@ -276,8 +350,10 @@ class Log:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or b.partition_leader_epoch > latest:
                 self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
-        if pending:
-            self.producer_state.commit(pending)
+        if prepared is not None:
+            self.producer_state.commit(prepared)
+            if prepared.completed:
+                self._record_aborted(seg, prepared.completed)
         self._appended(prev_last + 1, count)
         return AppendInfo(leo, prev_last, max_ts, -1, count, len(buf), False)
 
@@ -317,7 +393,7 @@ class Log:
             return seg
         base = self.log_end_offset
         seg.make_inactive()
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX):
             stale = self.dir / f"{base:020d}{suffix}"
             if stale.exists():
                 log.warning("%s: replacing stale file %s", self.dir, stale.name)
@@ -411,6 +487,9 @@ class Log:
         seg = self._segments[-1]
         seg.truncate_to(offset)
         seg.make_active()
+        idx = self._txn_indexes.get(seg.base_offset)
+        if idx is not None:
+            idx.truncate_to(offset)
         self.log_end_offset = seg.next_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         if self.producer_state.has_batches_from(self.log_end_offset):
@@ -546,6 +625,9 @@ class Log:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _retire(self, seg: LogSegment) -> None:
+        idx = self._txn_indexes.pop(seg.base_offset, None)
+        if idx is not None:
+            idx.delete()
         fd = seg.unlink()
         if fd >= 0:
             self._retired.append((fd, time.monotonic()))

@@ -117,6 +117,43 @@ def batch_crc_valid(buf, batch) -> bool:
     return _core.crc32c(memoryview(buf)[p + ATTRIBUTES_OFFSET : p + batch.size]) == batch.crc
 
 
+# Control record types (the key of a control batch's one record): transaction markers.
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    """A zigzag varint (record fields) at pos; ValueError past `end` or over 10 bytes."""
+    shift = value = 0
+    for i in range(pos, min(end, pos + 10)):
+        byte = buf[i]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), i + 1
+        shift += 7
+    raise ValueError("truncated or overlong varint")
+
+
+def control_record_type(buf, position: int, size: int) -> int:
+    """The type of the control record of the batch at `position` (`size` bytes, header
+    included): CONTROL_ABORT, CONTROL_COMMIT, or another type Kafka may add; -1 when the
+    batch holds no well-formed control record. Only control batches are parsed (one
+    record each), never data records."""
+    end = position + size
+    try:
+        pos = position + HEADER_SIZE
+        _length, pos = _varint(buf, pos, end)
+        pos += 1  # attributes
+        _ts_delta, pos = _varint(buf, pos, end)
+        _offset_delta, pos = _varint(buf, pos, end)
+        key_len, pos = _varint(buf, pos, end)
+    except ValueError:
+        return -1
+    if key_len < 4 or pos + 4 > end:
+        return -1
+    return int.from_bytes(bytes(buf[pos + 2 : pos + 4]), "big", signed=True)
+
+
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
     """Sequence of a batch's last record; sequences wrap from 2^31-1 to 0 (Kafka)."""
     if base_sequence > 0x7FFFFFFF - last_offset_delta:

@@ -81,7 +81,7 @@ def test_every_requested_range_is_declared() -> None:
         ApiKey.DESCRIBE_ACLS: (1, 3), ApiKey.CREATE_ACLS: (1, 3), ApiKey.DELETE_ACLS: (1, 3),
         ApiKey.DELETE_GROUPS: (0, 2), ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DELETE_RECORDS: (0, 2), ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
-        ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.WRITE_TXN_MARKERS: (0, 1),
     }
     assert {k: (API[k].min_version, API[k].max_version) for k in API} == wanted
 
