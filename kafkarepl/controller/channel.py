@@ -55,8 +55,10 @@ class NetworkBrokerChannel:
         client_id: str = "controller",
         retry_backoff_s: float = 0.1,
         max_backoff_s: float = 1.0,
+        on_connection_lost: Any = None,
     ) -> None:
         self.client_id = client_id
+        self.on_connection_lost = on_connection_lost  # broker id -> None: it may be dead
         self.retry_backoff_s = retry_backoff_s
         self.max_backoff_s = max_backoff_s
         self._brokers: dict[int, _BrokerQueue] = {}
@@ -129,6 +131,8 @@ class NetworkBrokerChannel:
                 except Exception as e:  # noqa: BLE001 - network errors: reconnect and retry
                     log.info("controller -> broker %d: %s; retrying", bq.broker_id, e)
                     self._close_conn(bq)
+                    if self.on_connection_lost is not None:  # it probes: only a refusal counts
+                        self.on_connection_lost(bq.broker_id)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, self.max_backoff_s)
                     continue

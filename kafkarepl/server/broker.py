@@ -40,6 +40,7 @@ from kafkarepl.server.controller_apis import ControllerApis, request_controlled_
 from kafkarepl.server.controller_channel import ControllerChannel
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
+from kafkarepl.server.liveness import DeadBrokerFencer
 from kafkarepl.server.log_dir_apis import LogDirApis
 from kafkarepl.server.metadata_apis import MetadataApis
 from kafkarepl.server.metadata_cache import MetadataCache
@@ -69,11 +70,14 @@ class Broker:
         self.metadata = metadata = MetadataCache()
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
+        self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker)
         self.controller = Controller(
-            bid, zk, NetworkBrokerChannel(client_id=f"controller-{bid}"), config=config.as_props(), store=store
+            bid, zk, NetworkBrokerChannel(client_id=f"controller-{bid}", on_connection_lost=fencer.suspect),
+            config=config.as_props(), store=store,
         )
-        self.controller_channel = channel = ControllerChannel(bid, metadata, self.controller)
-        self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of)
+        self.controller_channel = channel = ControllerChannel(bid, metadata, self.controller,
+                                                              on_connection_lost=fencer.suspect)
+        self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of, fencer.suspect)
         alter_partition = AlterPartitionManager(bid, lambda: self.replicas.broker_epoch, channel, self._topic_id)
         self.replicas = replicas = ReplicaManager(
             bid,
@@ -120,6 +124,7 @@ class Broker:
         # each other, and never on the event loop.
         self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
         self.started_at = 0.0
+        self._stopping = False
 
     @classmethod
     async def connect(cls, config: BrokerConfig) -> Broker:
@@ -134,6 +139,10 @@ class Broker:
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         info = self.metadata.broker(broker_id)
         return None if info is None else (info.host, info.port)
+
+    async def _registered_endpoint(self, broker_id: int) -> tuple[str, int, int] | None:
+        info = await self.store.get_broker(broker_id)
+        return None if info is None else (info.host, info.port, info.epoch)
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.metadata.topics.get(topic)
@@ -189,6 +198,14 @@ class Broker:
         self.replicas.broker_epoch = await self.store.register_broker(
             self.broker_id, host, self.server.port if port == 0 else port, self.config.broker_rack or None
         )
+        # Another broker may delete it if it wrongly finds us dead (server/liveness.py).
+        await self.store.watch_registration(self.broker_id, self._on_registration_deleted)
+
+    def _on_registration_deleted(self) -> None:
+        if self._stopping or not self.zk.client.connected:
+            return  # shutting down, or the session is gone: its own path re-registers
+        log.warning("broker %d: registration deleted while alive; registering again", self.broker_id)
+        asyncio.ensure_future(self._register())
 
     async def _on_session_reestablished(self) -> None:
         log.warning("broker %d: new ZooKeeper session, registering again", self.broker_id)
@@ -215,6 +232,7 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
+        self._stopping = True
         if self.config.controlled_shutdown_enable:
             try:
                 await asyncio.wait_for(

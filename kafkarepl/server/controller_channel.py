@@ -38,9 +38,11 @@ class LocalController(Protocol):
 
 class ControllerChannel:
     def __init__(
-        self, broker_id: int, metadata: MetadataCache, local: LocalController, request_timeout_s: float = 30.0
+        self, broker_id: int, metadata: MetadataCache, local: LocalController, request_timeout_s: float = 30.0,
+        on_connection_lost: Callable[[int], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.on_connection_lost = on_connection_lost  # the controller's broker may be dead
         self.metadata = metadata
         self.local = local
         self.request_timeout_s = request_timeout_s
@@ -62,11 +64,19 @@ class ControllerChannel:
                 ApiKey.ALTER_PARTITION_REASSIGNMENTS: c.handle_alter_partition_reassignments,
             }
             return await handlers[api_key](body)
-        conn = await self._connection()
+        cid = self.metadata.controller_id
         try:
+            conn = await self._connection()
             resp = await conn.send(api_key, version, body)
+        except KafkaError as exc:
+            self.close()
+            if exc.code is not ErrorCode.NOT_CONTROLLER and self.on_connection_lost is not None and cid is not None:
+                self.on_connection_lost(cid)  # it probes: only a refusal counts
+            raise
         except Exception:
             self.close()
+            if self.on_connection_lost is not None and cid is not None:
+                self.on_connection_lost(cid)
             raise
         assert resp is not None
         return resp

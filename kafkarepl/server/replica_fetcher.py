@@ -39,9 +39,11 @@ Pending = list[tuple[TopicPartition, FollowerFetcher, Any]]
 
 class ReplicaFetcher:
     def __init__(
-        self, broker_id: int, leader_id: int, config: BrokerConfig, replicas: ReplicaManager, endpoint: Endpoint
+        self, broker_id: int, leader_id: int, config: BrokerConfig, replicas: ReplicaManager, endpoint: Endpoint,
+        on_connection_lost: Callable[[int], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.on_connection_lost = on_connection_lost  # the leader may be dead (server/liveness.py)
         self.leader_id = leader_id
         self.config = config
         self.replicas = replicas
@@ -117,6 +119,8 @@ class ReplicaFetcher:
             except Exception as exc:  # noqa: BLE001 - leader down/moving: back off, retry
                 log.info("fetcher %d->%d: %s", self.broker_id, self.leader_id, exc)
                 self._close()
+                if self.on_connection_lost is not None:  # it probes: only a refusal counts
+                    self.on_connection_lost(self.leader_id)
                 for _tp, f, req in [*epoch_reqs, *fetch_reqs]:
                     self.replicas.on_follower_request_failed(f, req)
                 await self._sleep(backoff_s)
@@ -208,10 +212,12 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     """FetcherControl for the replica manager: one fetcher task per (leader, index)."""
 
-    def __init__(self, broker_id: int, config: BrokerConfig, endpoint: Endpoint) -> None:
+    def __init__(self, broker_id: int, config: BrokerConfig, endpoint: Endpoint,
+                 on_connection_lost: Callable[[int], None] | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.endpoint = endpoint
+        self.on_connection_lost = on_connection_lost
         self.replicas: ReplicaManager | None = None  # bound once built (it needs us first)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
@@ -223,7 +229,8 @@ class ReplicaFetcherManager:
         key = (leader_id, hash(tp) % n)
         f = self.fetchers.get(key)
         if f is None:
-            f = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.config, self.replicas, self.endpoint)
+            f = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.config, self.replicas,
+                                                    self.endpoint, self.on_connection_lost)
             f.start()
         f.add(tp)
         self._assigned[tp] = f

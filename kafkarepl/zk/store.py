@@ -20,8 +20,9 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -360,6 +361,35 @@ class KafkaZkStore:
                 continue
             stat = await self.zk.exists(path)
             return stat.czxid if stat is not None else -1
+
+    async def fence_dead_broker(self, broker_id: int, epoch: int) -> tuple[bool, bool]:
+        """Delete the registration of a broker found dead (its listener refuses
+        connections: the process is gone) while its ZooKeeper session lives on until the
+        session timeout, and /controller when that same session holds it. The controller
+        (or the next election) then acts at once. Only the registration with broker
+        epoch `epoch` (its czxid) goes, never a restarted broker's new one. Returns
+        (registration deleted, controller deleted)."""
+        path = f"{BROKER_IDS}/{broker_id}"
+        stat = await self.zk.exists(path)
+        if stat is None or stat.czxid != epoch or not stat.ephemeralOwner:
+            return False, False
+        ops: list[tuple] = [("delete", path, stat.version)]
+        ctrl = await self.zk.exists(CONTROLLER)
+        if ctrl is not None and ctrl.ephemeralOwner == stat.ephemeralOwner:
+            ops.append(("delete", CONTROLLER, ctrl.version))
+        try:
+            await self.zk.multi(ops)
+        except ZkTransactionError:
+            return False, False  # it moved meanwhile (expired, re-registered): nothing to do
+        return True, len(ops) == 2
+
+    async def watch_registration(self, broker_id: int, fn: Callable[[], Any]) -> None:
+        """fn() (on the loop) once this broker's registration is deleted."""
+        def fired(event: Any) -> None:
+            if event.type == "DELETED":
+                fn()
+
+        await self.zk.exists(f"{BROKER_IDS}/{broker_id}", watch=fired)
 
     async def get_broker_ids(self) -> list[int]:
         return sorted(int(c) for c in await self.zk.get_children(BROKER_IDS) if c.isdigit())

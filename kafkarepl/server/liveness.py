@@ -1,0 +1,94 @@
+"""Fast detection of crashed brokers (issue 16).
+
+In ZooKeeper mode a broker counts as alive while its session does, and a killed process's
+session only expires after zookeeper.session.timeout.ms: until then every partition it
+led stalls. But a killed process's sockets close at once, and its listener port then
+refuses connections. A broker that loses a connection to another (a replica fetcher to
+its leader, a request to the controller) asks this fencer to look: two connection
+attempts to the other broker's advertised listener, both refused (not timed out: a
+paused or partitioned broker times out or accepts, and is left to its session), prove
+that no process serves it. The fencer then deletes that broker's registration (and
+/controller, if its session holds it) in ZooKeeper, conditioned on the registration's
+broker epoch. From there the usual path runs: the controller sees the broker leave,
+elects leaders from the ISR and shrinks ISRs; a new controller is elected if it was the
+controller. Nothing is elected outside the ISR, so no acknowledged write is at risk; a
+wrong verdict costs what a session expiry costs (the broker re-registers: it watches
+its own registration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+Probe = Callable[[str, int], Awaitable[bool]]
+
+
+async def refuses_connections(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """True only when a TCP connect is actively refused (nothing listens there)."""
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except ConnectionRefusedError:
+        return True
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return False
+
+
+class DeadBrokerFencer:
+    def __init__(
+        self,
+        self_id: int,
+        lookup: Callable[[int], Awaitable[tuple[str, int, int] | None]],
+        fence: Callable[[int, int], Awaitable[tuple[bool, bool]]],
+        probe: Probe = refuses_connections,
+        confirm_delay_s: float = 0.05,
+        min_interval_s: float = 1.0,
+    ) -> None:
+        self.self_id = self_id
+        self.lookup = lookup  # broker id -> (host, port, broker epoch) from ZooKeeper
+        self.fence = fence  # (broker id, epoch) -> (registration deleted, controller deleted)
+        self.probe = probe
+        self.confirm_delay_s = confirm_delay_s
+        self.min_interval_s = min_interval_s  # per broker, between looks
+        self._busy: set[int] = set()
+        self._last: dict[int, float] = {}
+        self.fenced = 0  # brokers fenced (a metric)
+
+    def suspect(self, broker_id: int) -> None:
+        """A connection to broker_id failed or closed: look whether it is gone."""
+        if broker_id == self.self_id or broker_id < 0 or broker_id in self._busy:
+            return
+        now = time.monotonic()
+        if now - self._last.get(broker_id, -1e9) < self.min_interval_s:
+            return
+        self._last[broker_id] = now
+        self._busy.add(broker_id)
+        asyncio.ensure_future(self._look(broker_id))
+
+    async def _look(self, broker_id: int) -> None:
+        try:
+            found = await self.lookup(broker_id)
+            if found is None:
+                return  # not registered: already handled
+            host, port, epoch = found
+            if not await self.probe(host, port):
+                return
+            await asyncio.sleep(self.confirm_delay_s)
+            if not await self.probe(host, port):
+                return
+            deleted, controller = await self.fence(broker_id, epoch)
+            if deleted:
+                self.fenced += 1
+                log.warning("broker %d: %s:%d refuses connections; removed its registration%s "
+                            "(epoch %d) instead of waiting for its session to expire", broker_id, host, port,
+                            " and its /controller" if controller else "", epoch)
+        except Exception as exc:  # noqa: BLE001 - best effort: the session expiry remains
+            log.info("liveness check of broker %d failed: %s", broker_id, exc)
+        finally:
+            self._busy.discard(broker_id)
