@@ -70,7 +70,8 @@ class Broker:
         self.metadata = metadata = MetadataCache()
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
-        self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker)
+        self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker,
+                                                enabled=config.fast_failover_enable)
         self.controller = Controller(
             bid, zk, NetworkBrokerChannel(client_id=f"controller-{bid}", on_connection_lost=fencer.suspect),
             config=config.as_props(), store=store,

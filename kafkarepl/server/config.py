@@ -36,6 +36,9 @@ class BrokerConfig:
     zookeeper_connect: str = prop("zookeeper.connect", "127.0.0.1:2181")
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", 18000)
     zookeeper_connection_timeout_ms: int = prop("zookeeper.connection.timeout.ms", 18000)
+    # A broker whose listener refuses connections is fenced at once (server/liveness.py)
+    # instead of after its session timeout; false: wait for the session, as Kafka.
+    fast_failover_enable: bool = prop("kafkarepl.fast.failover.enable", True)
     broker_rack: str = prop("broker.rack", "")
     num_partitions: int = prop("num.partitions", 1)
     default_replication_factor: int = prop("default.replication.factor", 1)

@@ -5,13 +5,15 @@ sequential /config/changes/config_change_<seq> node naming the entity, as Kafka'
 ZooKeeper mode does. Each broker watches that directory and re-reads the overrides of
 every topic named by a notification newer than the last one it handled, so its local
 replicas of the topic (min.insync.replicas, retention, segment settings, ...) change at
-once instead of at their next LeaderAndIsr.
+once instead of at their next LeaderAndIsr. After handling, notifications older than 15
+minutes are purged, as Kafka does, so /config/changes does not grow forever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from kafkarepl.replication import ReplicaManager
@@ -21,13 +23,16 @@ from kafkarepl.zk.store import CONFIG_CHANGES, KafkaZkStore
 log = logging.getLogger(__name__)
 
 PREFIX = "config_change_"
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
 
 
 class ConfigChangeListener:
     def __init__(
         self, zk: AsyncZk, store: KafkaZkStore, replicas: ReplicaManager,
         topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
+        change_expiration_ms: int = CHANGE_EXPIRATION_MS,
     ) -> None:
+        self.change_expiration_ms = change_expiration_ms  # handled notifications are purged after it
         self.zk = zk
         self.store = store
         self.replicas = replicas
@@ -75,3 +80,7 @@ class ConfigChangeListener:
                     log.info("topic %s: configs changed to %s", topic, overrides)
                 except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand
                     log.warning("topic %s: config change not applied: %r", topic, exc)
+            try:
+                await self.store.purge_config_changes(int(time.time() * 1000) - self.change_expiration_ms)
+            except Exception as exc:  # noqa: BLE001 - the next change purges them
+                log.info("purging config changes failed: %r", exc)

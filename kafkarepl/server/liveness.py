@@ -49,7 +49,9 @@ class DeadBrokerFencer:
         probe: Probe = refuses_connections,
         confirm_delay_s: float = 0.05,
         min_interval_s: float = 1.0,
+        enabled: bool = True,
     ) -> None:
+        self.enabled = enabled  # kafkarepl.fast.failover.enable
         self.self_id = self_id
         self.lookup = lookup  # broker id -> (host, port, broker epoch) from ZooKeeper
         self.fence = fence  # (broker id, epoch) -> (registration deleted, controller deleted)
@@ -62,7 +64,7 @@ class DeadBrokerFencer:
 
     def suspect(self, broker_id: int) -> None:
         """A connection to broker_id failed or closed: look whether it is gone."""
-        if broker_id == self.self_id or broker_id < 0 or broker_id in self._busy:
+        if not self.enabled or broker_id == self.self_id or broker_id < 0 or broker_id in self._busy:
             return
         now = time.monotonic()
         if now - self._last.get(broker_id, -1e9) < self.min_interval_s:

@@ -642,6 +642,28 @@ class KafkaZkStore:
             makepath=True,
         )
 
+    async def purge_config_changes(self, older_than_ms: int) -> int:
+        """Delete change notifications created before `older_than_ms` (wall clock), oldest
+        first, stopping at the first newer one (Kafka purges them after 15 minutes)."""
+        try:
+            children = await self.zk.get_children(CONFIG_CHANGES)
+        except NoNodeError:
+            return 0
+        purged = 0
+        for node in sorted(children):
+            path = f"{CONFIG_CHANGES}/{node}"
+            stat = await self.zk.exists(path)
+            if stat is None:
+                continue
+            if stat.ctime >= older_than_ms:
+                break
+            try:
+                await self.zk.delete(path)
+                purged += 1
+            except NoNodeError:
+                pass  # another broker purged it
+        return purged
+
     async def config_change_entity(self, node: str) -> str | None:
         """The entity path ("topics/<t>", "brokers/<id>") of /config/changes/<node>."""
         try:

@@ -228,3 +228,22 @@ def test_missing_chroot_is_created_and_unreachable_server_is_a_clear_error(zooke
             await dead.start(timeout=0.5)
 
     run(main())
+
+
+def test_config_change_notifications_are_purged_oldest_first_once_expired(zk_chroot):
+    async def main():
+        zk, s = await connect(zk_chroot)
+        for i in range(3):
+            await s.set_broker_config(i, {"leader.replication.throttled.rate": "1000"})
+            await asyncio.sleep(0.05)  # distinct creation times
+        changes = sorted(await zk.get_children("/config/changes"))
+        assert len(changes) == 3
+        assert await s.purge_config_changes(0) == 0  # none is that old
+        newest = await zk.exists(f"/config/changes/{changes[-1]}")
+        assert await s.purge_config_changes(newest.ctime) == 2  # created before the newest
+        assert await zk.get_children("/config/changes") == [changes[-1]]
+        assert await s.purge_config_changes(newest.ctime + 1) == 1
+        assert await zk.get_children("/config/changes") == []
+        await zk.stop()
+
+    run(main())
