@@ -8,7 +8,7 @@ method calls carrying now_ms and acts on the values it returns. Wiring, per part
   purgatories for the partition so waiters learn about the leadership change.
 - Produce: check_produce(acks) -> append with the storage Log at state.leader_epoch ->
   on_leader_append() -> if True, check the purgatories; acks=-1 parks a DelayedProduce
-  (ProduceWait(state, last_offset + 1, state.leader_epoch)).
+  (ProduceWait(state, last_offset + 1, state.leader_term)).
 - Follower Fetch on the leader: validate_leader_epoch(current_leader_epoch) ->
   on_follower_fetch(...) -> send result.isr_change as AlterPartition (retry until
   answered, then on_isr_change_committed / on_isr_change_failed(error, now, change));

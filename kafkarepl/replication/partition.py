@@ -98,6 +98,11 @@ class PartitionState:
         self.role = Role.NONE
         self.leader_id: int | None = None
         self.leader_epoch = -1
+        # Bumped when this broker becomes leader from another role. A leader never truncates
+        # its log, so an acks=all produce appended in this term is safe to acknowledge even
+        # if the controller bumped the leader epoch meanwhile (an ISR change it made): only
+        # losing leadership may have truncated and refilled its offsets.
+        self.leader_term = 0
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
@@ -141,6 +146,8 @@ class PartitionState:
         # followers asking for an older epoch then learn where it ended on this leader.
         if latest is None or leader_epoch > latest:
             self.log.assign_epoch(leader_epoch, leo)
+        if self.role is not Role.LEADER:
+            self.leader_term += 1
         self.role = Role.LEADER
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
@@ -242,11 +249,14 @@ class PartitionState:
         """After appending as leader. Returns True when the HW moved (complete waiters)."""
         return self._maybe_advance_hw()
 
-    def produce_status(self, required_offset: int, leader_epoch: int) -> ErrorCode | None:
+    def produce_status(self, required_offset: int, leader_term: int) -> ErrorCode | None:
         """State of an acks=all produce that needs HW >= required_offset (its last offset
-        + 1) and was appended in leader_epoch. None: keep waiting."""
-        if self.role is not Role.LEADER or self.leader_epoch != leader_epoch:
-            # A later epoch here may have truncated and re-filled the offset: never ack.
+        + 1) and was appended in leader_term. None: keep waiting."""
+        if self.role is not Role.LEADER or self.leader_term != leader_term:
+            # Leadership was lost meanwhile: the offset may have been truncated and
+            # re-filled by other records, never ack. (A leader epoch bump alone, e.g. the
+            # controller dropping a dead follower from the ISR, keeps the log: the produce
+            # still completes, as in Kafka, instead of failing into a retried duplicate.)
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset:
             return ErrorCode.NONE  # strict min ISR: the HW moved only with >= min ISR copies

@@ -47,7 +47,7 @@ class DelayedOperation:
 class ProduceWait:
     partition: PartitionState
     required_offset: int  # last appended offset + 1: needs HW >= this
-    leader_epoch: int  # the epoch the batch was appended in
+    leader_term: int  # the leadership term the batch was appended in (PartitionState.leader_term)
 
 
 class DelayedProduce(DelayedOperation):
@@ -64,7 +64,7 @@ class DelayedProduce(DelayedOperation):
     def try_complete(self, now_ms: int) -> bool:
         for key, w in self.waits.items():
             if key not in self.results:
-                status = w.partition.produce_status(w.required_offset, w.leader_epoch)
+                status = w.partition.produce_status(w.required_offset, w.leader_term)
                 if status is not None:
                     self.results[key] = status
         return len(self.results) == len(self.waits)

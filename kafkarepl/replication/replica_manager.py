@@ -477,7 +477,7 @@ class ReplicaManager:
             p.on_leader_append(now)
             self.partition_changed(tp)
             if acks == -1:
-                waits[tp] = ProduceWait(p, info.last_offset + 1, epoch)
+                waits[tp] = ProduceWait(p, info.last_offset + 1, p.leader_term)
         if not waits:
             callback(results)
             return

@@ -28,7 +28,7 @@ def append(p: PartitionState, n: int) -> int:
 
 
 def produce(p: PartitionState, n: int, deadline: int = 1_000, key: str = "t-0") -> DelayedProduce:
-    return DelayedProduce({key: ProduceWait(p, append(p, n), p.leader_epoch)}, deadline)
+    return DelayedProduce({key: ProduceWait(p, append(p, n), p.leader_term)}, deadline)
 
 
 def test_produce_completes_when_hw_passes() -> None:

@@ -207,3 +207,23 @@ def test_delete_records_answers_once_every_live_replica_moved_its_log_start() ->
     clock.now += 200
     rm.delete_records({TP: 3}, 1_000, deleted.append)
     assert deleted[-1] == {TP: (ErrorCode.NONE, 3)}
+
+
+def test_acks_all_survives_a_leader_epoch_bump_that_keeps_the_leader() -> None:
+    # The controller drops a dead follower from the ISR with a new leader epoch (same
+    # leader): the parked produce completes once the smaller ISR has it, instead of
+    # failing with NOT_LEADER_OR_FOLLOWER (which a client retries into a duplicate).
+    rm, _s, _o, _c = manager()
+    lead(rm, epoch=1, isr=(1, 2))
+    got: list[dict[TopicPartition, PartitionResponse]] = []
+    rm.append_records(1000, -1, {TP: ["a"]}, got.append)
+    assert not got
+    err, res = rm.become_leader_or_follower(1, 50, [PartitionOrder(TP, 1, 2, (1,), (1, 2), 2)], {})
+    assert err is ErrorCode.NONE and res[TP] is ErrorCode.NONE
+    assert [r[TP].error for r in got] == [ErrorCode.NONE] and got[0][TP].base_offset == 0
+    # Losing leadership in between is different: the offset may have been refilled.
+    rm.become_leader_or_follower(1, 50, [PartitionOrder(TP, 1, 3, (1, 2), (1, 2), 3)], {})
+    rm.append_records(1000, -1, {TP: ["b"]}, got.append)
+    assert len(got) == 1  # parked: follower 2 is in the ISR again
+    rm.become_leader_or_follower(1, 50, [PartitionOrder(TP, 2, 4, (1, 2), (1, 2), 4)], {})
+    assert got[-1][TP].error is ErrorCode.NOT_LEADER_OR_FOLLOWER
