@@ -129,6 +129,42 @@ void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timesta
 int kr_records_feed(kr_records_state *s, const uint8_t *p, size_t n, char *reason);
 int kr_records_finish(kr_records_state *s, char *reason);
 
+/* ---- log cleaner (kr_clean.c) ------------------------------------------------------- */
+
+#define KR_CLEAN_MAP_FULL 3 /* the offset map reached its load limit */
+
+/* Key hash -> latest offset, open addressing over caller-owned memory: `capacity` (a power
+ * of two) pairs of uint64 (hash, offset). */
+typedef struct {
+    uint64_t *slots;
+    size_t capacity;
+    size_t used;
+    size_t limit;
+} kr_offset_map;
+
+/* Clears the slots; -1 unless capacity is a power of two >= 2 and 0 < load_factor <= 1. */
+int kr_offset_map_init(kr_offset_map *m, uint64_t *slots, size_t capacity, double load_factor);
+/* 0, or 1 when a new key would pass the load limit (nothing stored). */
+int kr_offset_map_put(kr_offset_map *m, const uint8_t *key, size_t n, int64_t offset);
+/* The key's latest mapped offset, or -1. */
+int64_t kr_offset_map_get(const kr_offset_map *m, const uint8_t *key, size_t n);
+/* Maps the keyed records of an uncompressed records section (count records, offsets from
+ * base_offset). KR_RECORDS_OK, KR_CLEAN_MAP_FULL (stopped: *mapped records were mapped) or
+ * KR_RECORDS_CORRUPT with the reason. */
+int kr_map_records(kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
+                   int64_t base_offset, int32_t *mapped, char *reason);
+/* Copies the records that survive cleaning into out (cap bytes): keyed, not superseded by
+ * a later mapped offset, and not a tombstone unless retain_tombstones. */
+int kr_filter_records(const kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
+                      int64_t base_offset, int retain_tombstones, uint8_t *out, size_t cap,
+                      size_t *out_len, int32_t *kept, char *reason);
+/* One whole uncompressed v2 batch -> its cleaned copy in out (same base offset, last offset
+ * delta, producer fields; new batchLength, recordsCount, CRC). *out_len = 0 when no record
+ * survives and keep_if_empty is 0 (the batch is dropped). */
+int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int retain_tombstones,
+                   int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
+                   char *reason);
+
 /* ---- file I/O (all retry EINTR; -1 with errno on failure) ---------------------- */
 
 ssize_t kr_write_all(int fd, const void *data, size_t len);

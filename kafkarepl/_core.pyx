@@ -102,6 +102,24 @@ cdef extern from "kr_core.h" nogil:
     int kr_records_feed(kr_records_state *s, const uint8_t *p, size_t n, char *reason)
     int kr_records_finish(kr_records_state *s, char *reason)
 
+    enum:
+        KR_CLEAN_MAP_FULL
+    ctypedef struct kr_offset_map:
+        uint64_t *slots
+        size_t capacity
+        size_t used
+        size_t limit
+    int kr_offset_map_init(kr_offset_map *m, uint64_t *slots, size_t capacity, double load_factor)
+    int64_t kr_offset_map_get(const kr_offset_map *m, const uint8_t *key, size_t n)
+    int kr_map_records(kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
+                       int64_t base_offset, int32_t *mapped, char *reason)
+    int kr_filter_records(const kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
+                          int64_t base_offset, int retain_tombstones, uint8_t *out, size_t cap,
+                          size_t *out_len, int32_t *kept, char *reason)
+    int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int retain_tombstones,
+                       int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
+                       char *reason)
+
     Py_ssize_t kr_write_all(int fd, const void *data, size_t len)
     Py_ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset)
     int kr_ftruncate(int fd, int64_t size)
@@ -428,6 +446,125 @@ def check_records(data, int32_t expected, int64_t base_timestamp):
     if rc != KR_RECORDS_OK:
         _raise_records(0, rc, reason)
     return max_ts
+
+
+# ---- log cleaner ---------------------------------------------------------------
+
+cdef class OffsetMap:
+    """The cleaner's key -> latest offset map (csrc/kr_clean.c) over a writable buffer the
+    caller owns (a numpy uint64 array of 2 * capacity items, e.g. over an anonymous mmap);
+    capacity a power of two. The buffer is held for the map's lifetime."""
+
+    cdef kr_offset_map m
+    cdef Py_buffer view
+    cdef bint held
+    cdef double load_factor
+
+    def __cinit__(self):
+        self.held = False
+
+    def __init__(self, buf, size_t capacity, double load_factor=0.9):
+        PyObject_GetBuffer(buf, &self.view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        self.held = True
+        if <size_t>self.view.len < capacity * 16:
+            raise ValueError(f"buffer of {self.view.len} bytes cannot hold {capacity} slots")
+        self.load_factor = load_factor
+        if kr_offset_map_init(&self.m, <uint64_t *>self.view.buf, capacity, load_factor) != 0:
+            raise ValueError(f"capacity {capacity} must be a power of two >= 2, load factor in (0, 1]")
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+
+    @property
+    def size(self):
+        return self.m.used
+
+    @property
+    def limit(self):
+        return self.m.limit
+
+    def clear(self):
+        kr_offset_map_init(&self.m, self.m.slots, self.m.capacity, self.load_factor)
+
+    def get(self, key):
+        """The latest offset mapped for key (bytes), or -1."""
+        cdef Py_buffer v
+        PyObject_GetBuffer(key, &v, PyBUF_SIMPLE)
+        try:
+            return kr_offset_map_get(&self.m, <const uint8_t *>v.buf, <size_t>v.len)
+        finally:
+            PyBuffer_Release(&v)
+
+    def map_records(self, recs, int32_t count, int64_t base_offset):
+        """Map the keyed records of an uncompressed records section. Returns (full, mapped):
+        full is True when the map reached its load limit (then `mapped` records were
+        mapped). Raises CorruptBatchError on malformed records."""
+        cdef Py_buffer v
+        cdef char reason[KR_REASON_MAX]
+        cdef int32_t mapped = 0
+        cdef int rc
+        PyObject_GetBuffer(recs, &v, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                rc = kr_map_records(&self.m, <const uint8_t *>v.buf, <size_t>v.len, count,
+                                    base_offset, &mapped, reason)
+        finally:
+            PyBuffer_Release(&v)
+        if rc == KR_CLEAN_MAP_FULL:
+            return True, mapped
+        if rc != KR_RECORDS_OK:
+            raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
+        return False, mapped
+
+    def filter_records(self, recs, int32_t count, int64_t base_offset, bint retain_tombstones):
+        """(surviving records' bytes, how many) of an uncompressed records section."""
+        cdef Py_buffer v
+        cdef char reason[KR_REASON_MAX]
+        cdef int32_t kept = 0
+        cdef size_t out_len = 0
+        cdef int rc
+        cdef uint8_t *dst
+        PyObject_GetBuffer(recs, &v, PyBUF_SIMPLE)
+        out = PyBytes_FromStringAndSize(NULL, max(v.len, 1))
+        dst = <uint8_t *>PyBytes_AS_STRING(out)
+        try:
+            with nogil:
+                rc = kr_filter_records(&self.m, <const uint8_t *>v.buf, <size_t>v.len, count,
+                                       base_offset, retain_tombstones, dst, <size_t>v.len,
+                                       &out_len, &kept, reason)
+        finally:
+            PyBuffer_Release(&v)
+        if rc != KR_RECORDS_OK:
+            raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
+        return out[:out_len], kept
+
+    def clean_batch(self, batch, bint retain_tombstones, bint keep_if_empty, out, Py_ssize_t out_pos):
+        """Write the cleaned copy of one uncompressed batch (bytes-like) into the writable
+        buffer `out` at out_pos (room for len(batch) bytes needed). Returns (bytes
+        written, records kept); 0 bytes when the batch goes."""
+        cdef Py_buffer v, o
+        cdef char reason[KR_REASON_MAX]
+        cdef int32_t kept = 0
+        cdef size_t out_len = 0
+        cdef int rc
+        PyObject_GetBuffer(batch, &v, PyBUF_SIMPLE)
+        try:
+            PyObject_GetBuffer(out, &o, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            try:
+                if out_pos < 0 or out_pos > o.len or o.len - out_pos < v.len:
+                    raise ValueError("output buffer too small")
+                with nogil:
+                    rc = kr_clean_batch(&self.m, <const uint8_t *>v.buf, <size_t>v.len, retain_tombstones,
+                                        keep_if_empty, <uint8_t *>o.buf + out_pos, <size_t>(o.len - out_pos),
+                                        &out_len, &kept, reason)
+            finally:
+                PyBuffer_Release(&o)
+        finally:
+            PyBuffer_Release(&v)
+        if rc != KR_RECORDS_OK:
+            raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
+        return out_len, kept
 
 
 cdef int64_t _assign(object buf, object base_offset, object epoch, bint epoch_only) except? -1:

@@ -337,6 +337,76 @@ static void test_records(long iterations)
     free(buf);
 }
 
+/* The cleaner's loops (kr_clean.c): a valid records section maps and filters (records
+ * with null keys are dropped, duplicate keys keep the latest); truncations, mutations and
+ * random bytes in exactly sized blocks are errors or results, never out-of-bounds reads. */
+static void test_clean(long iterations)
+{
+    static uint64_t slots[2 * 256];
+    kr_offset_map m;
+    char reason[KR_REASON_MAX];
+    CHECK(kr_offset_map_init(&m, slots, 100, 0.9) == -1); /* not a power of two */
+    CHECK(kr_offset_map_init(&m, slots, 256, 0.9) == 0);
+    uint8_t *buf = malloc(1 << 16), *out = malloc(1 << 16);
+    size_t len = 0;
+    int32_t count = 30;
+    for (int32_t i = 0; i < count; i++) /* keys: null when i % 3 == 0, else "kk" */
+        len += make_record(buf + len, i, (size_t)(rnd() % 100), (int)(i % 3));
+    int32_t mapped = 0, kept = 0;
+    size_t out_len = 0;
+    uint8_t *p = exact(buf, len);
+    CHECK(kr_map_records(&m, p, len, count, 500, &mapped, reason) == KR_RECORDS_OK && mapped == count);
+    CHECK(m.used == 1 && kr_offset_map_get(&m, (const uint8_t *)"kk", 2) == 500 + count - 1);
+    CHECK(kr_filter_records(&m, p, len, count, 500, 1, out, 1 << 16, &out_len, &kept, reason) ==
+          KR_RECORDS_OK);
+    CHECK(kept == 1 && out_len > 0 && out_len < len); /* only the last "kk" record */
+    free(p);
+    for (size_t cut = 0; cut < len; cut++) {
+        p = exact(buf, cut);
+        CHECK(kr_map_records(&m, p, cut, count, 500, &mapped, reason) != KR_RECORDS_OK);
+        CHECK(kr_filter_records(&m, p, cut, count, 500, 1, out, 1 << 16, &out_len, &kept, reason) !=
+              KR_RECORDS_OK);
+        free(p);
+    }
+    uint8_t tmp[400];
+    for (long it = 0; it < iterations; it++) {
+        size_t n = len < sizeof(tmp) ? len : sizeof(tmp);
+        memcpy(tmp, buf, n);
+        if (it & 1) {
+            for (int k = (int)(rnd() % 4); k >= 0; k--)
+                tmp[rnd() % n] = (uint8_t)rnd();
+        } else {
+            fill_random(tmp, n);
+        }
+        n = (size_t)(rnd() % (n + 1));
+        int32_t c = (int32_t)(rnd() % 40);
+        p = exact(tmp, n);
+        int a = kr_map_records(&m, p, n, c, 0, &mapped, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_MAP_FULL);
+        size_t cap = (size_t)(rnd() % (n + 1)); /* also too small an output */
+        uint8_t *o = exact(out, cap);
+        a = kr_filter_records(&m, p, n, c, 0, (int)(it & 2), o, cap, &out_len, &kept, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        if (a == KR_RECORDS_OK)
+            CHECK(out_len <= cap);
+        free(o);
+        free(p);
+        /* whole batches: header mutations included */
+        uint8_t batch[KR_BATCH_HEADER_SIZE + 7 * 20];
+        size_t bn = make_batch(batch, 20, 0);
+        batch[rnd() % bn] ^= (uint8_t)(1u << (rnd() % 8));
+        size_t bcut = (size_t)(rnd() % (bn + 1));
+        p = exact(batch, bcut);
+        o = exact(out, bcut);
+        a = kr_clean_batch(&m, p, bcut, 1, (int)(it & 1), o, bcut, &out_len, &kept, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        free(o);
+        free(p);
+    }
+    free(buf);
+    free(out);
+}
+
 static void test_indexes(long iterations)
 {
     uint8_t tmp[600];
@@ -437,6 +507,7 @@ int main(int argc, char **argv)
     test_crc();
     test_batches(iterations);
     test_records(iterations);
+    test_clean(iterations);
     test_indexes(iterations);
     test_checkpoint();
     test_io();
