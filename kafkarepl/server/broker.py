@@ -41,6 +41,7 @@ from kafkarepl.server.controller_channel import ControllerChannel
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
 from kafkarepl.server.liveness import DeadBrokerFencer
+from kafkarepl.server.log_cleaner import LogCleanerService
 from kafkarepl.server.log_dir_apis import LogDirApis
 from kafkarepl.server.metadata_apis import MetadataApis
 from kafkarepl.server.metadata_cache import MetadataCache
@@ -92,6 +93,7 @@ class Broker:
             wakeup_at=self._arm_purgatory,
         )
         self.fetchers.replicas = replicas
+        self.cleaner = LogCleanerService(self.log_manager, config, self._partition_high_watermark, clock.wall_ms)
         topics = TopicService(guarded, config, storage, metadata)
         configs = ConfigService(bid, guarded, config, storage, replicas)
         self.config_changes = ConfigChangeListener(zk, store, replicas, configs.topic_overrides)
@@ -145,6 +147,10 @@ class Broker:
         info = await self.store.get_broker(broker_id)
         return None if info is None else (info.host, info.port, info.epoch)
 
+    def _partition_high_watermark(self, topic: str, partition: int) -> int | None:
+        p = self.replicas.get(TopicPartition(topic, partition))
+        return None if p is None else p.high_watermark
+
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.metadata.topics.get(topic)
         return None if info is None else info.topic_id
@@ -189,6 +195,7 @@ class Broker:
             self._every(cfg.hw_checkpoint_interval_ms / 1000, self._checkpoint_hw),
             self._every(cfg.log_retention_check_interval_ms / 1000, self._retention),
             self._every(1.0, self._flush_dirty),
+            self._every(cfg.log_cleaner_backoff_ms / 1000, self.cleaner.run_once),
         ]
         if cfg.metrics_port >= 0:
             await self.metrics.serve(self.server.host, cfg.metrics_port)
@@ -250,6 +257,7 @@ class Broker:
             self._purgatory_timer.cancel()
         self.groups.shutdown()
         self._io_executor.shutdown(wait=True)  # no checkpoint write in flight past here
+        self.cleaner.shutdown()  # a cleaning in flight ends; its staged files are dropped at open
         await self.fetchers.shutdown()
         await self.server.stop()
         await self.controller.stop()

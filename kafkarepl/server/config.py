@@ -72,6 +72,18 @@ class BrokerConfig:
     log_retention_ms: int = prop("log.retention.ms", 7 * 24 * 3600 * 1000)
     log_retention_bytes: int = prop("log.retention.bytes", -1)
     log_retention_check_interval_ms: int = prop("log.retention.check.interval.ms", 300000)
+    # Log compaction (server/log_cleaner.py), Kafka's names and defaults.
+    log_cleanup_policy: str = prop("log.cleanup.policy", "delete")
+    log_cleaner_enable: bool = prop("log.cleaner.enable", True)
+    log_cleaner_threads: int = prop("log.cleaner.threads", 1)
+    log_cleaner_dedupe_buffer_size: int = prop("log.cleaner.dedupe.buffer.size", 134217728)
+    log_cleaner_io_buffer_load_factor: float = prop("log.cleaner.io.buffer.load.factor", 0.9)
+    log_cleaner_io_max_bytes_per_second: float = prop("log.cleaner.io.max.bytes.per.second", float("inf"))
+    log_cleaner_backoff_ms: int = prop("log.cleaner.backoff.ms", 15000)
+    log_cleaner_delete_retention_ms: int = prop("log.cleaner.delete.retention.ms", 86400000)
+    log_cleaner_min_cleanable_ratio: float = prop("log.cleaner.min.cleanable.ratio", 0.5)
+    log_cleaner_min_compaction_lag_ms: int = prop("log.cleaner.min.compaction.lag.ms", 0)
+    log_cleaner_max_compaction_lag_ms: int = prop("log.cleaner.max.compaction.lag.ms", 2**63 - 1)
     log_index_interval_bytes: int = prop("log.index.interval.bytes", 4096)
     log_index_size_max_bytes: int = prop("log.index.size.max.bytes", 10485760)
     log_flush_interval_messages: int = prop("log.flush.interval.messages", 2**63 - 1)
@@ -187,7 +199,11 @@ class BrokerConfig:
             "unclean.leader.election.enable": str(self.unclean_leader_election_enable).lower(),
             "flush.messages": str(self.log_flush_interval_messages),
             "flush.ms": str(self.log_flush_interval_ms),
-            "cleanup.policy": "delete",
+            "cleanup.policy": self.log_cleanup_policy,
+            "delete.retention.ms": str(self.log_cleaner_delete_retention_ms),
+            "min.cleanable.dirty.ratio": str(self.log_cleaner_min_cleanable_ratio),
+            "min.compaction.lag.ms": str(self.log_cleaner_min_compaction_lag_ms),
+            "max.compaction.lag.ms": str(self.log_cleaner_max_compaction_lag_ms),
             "compression.type": "producer",
         }
 

@@ -70,6 +70,14 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "log.flush.interval.ms": ("flush_ms", _opt_int, 1),
     "min.insync.replicas": ("min_insync_replicas", _INT, 1),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, 1),
+    "delete.retention.ms": ("delete_retention_ms", _INT, 1),
+    "log.cleaner.delete.retention.ms": ("delete_retention_ms", _INT, 1),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float, 1),
+    "log.cleaner.min.cleanable.ratio": ("min_cleanable_dirty_ratio", float, 1),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _INT, 1),
+    "log.cleaner.min.compaction.lag.ms": ("min_compaction_lag_ms", _INT, 1),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _INT, 1),
+    "log.cleaner.max.compaction.lag.ms": ("max_compaction_lag_ms", _INT, 1),
     # kafkarepl's own (docs/operations.md "Limits"): Kafka always walks these records
     "kafkarepl.validate.uncompressed.records": ("validate_uncompressed_records", _bool, 1),
 }
@@ -97,6 +105,10 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = DAY_MS  # tombstones of a compacted topic live this long
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
     flush_messages: int | None = None  # None = never force (rely on replication)
     flush_ms: int | None = None
     min_insync_replicas: int = 1
@@ -120,6 +132,10 @@ class LogConfig:
             problems.append(f"max.message.bytes {self.max_message_bytes} < 0")
         if self.min_insync_replicas < 1:
             problems.append(f"min.insync.replicas {self.min_insync_replicas} < 1")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            problems.append(f"min.cleanable.dirty.ratio {self.min_cleanable_dirty_ratio} not in [0, 1]")
+        if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0 or self.max_compaction_lag_ms < 1:
+            problems.append("delete.retention.ms / min.compaction.lag.ms must be >= 0, max.compaction.lag.ms >= 1")
         if problems:
             raise KafkaError("; ".join(problems), ErrorCode.INVALID_CONFIG)
 

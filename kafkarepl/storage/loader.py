@@ -14,6 +14,7 @@ import logging
 import mmap
 import os
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from kafkarepl.errors import CorruptBatchError
 from kafkarepl.storage.epoch_cache import LeaderEpochCache
 from kafkarepl.storage.index import IndexCorruptError
 from kafkarepl.storage.producer_state import ProducerStateTable
+from kafkarepl.storage.records import walk_headers
 from kafkarepl.storage.segment import LogSegment
 
 log = logging.getLogger("kafkarepl.storage")
@@ -29,9 +31,59 @@ log = logging.getLogger("kafkarepl.storage")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 
 
+_SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
+_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
+
+
+def complete_swaps(dir: Path) -> None:
+    """Finish a cleaning interrupted by a crash (Kafka's .swap recovery): a
+    `<base>.log.swap` is a complete, fsynced cleaned segment replacing every segment with
+    a base offset in [base, its next offset): those go, then the swap files take their
+    names. Files of a cleaning that had not reached its swap (the staging dir) go."""
+    shutil.rmtree(dir / "cleaning", ignore_errors=True)
+    for name in sorted(os.listdir(dir)):
+        m = _SWAP_LOG.match(name)
+        if not m:
+            continue
+        base = int(m.group(1))
+        swap = dir / name
+        next_offset = base
+        fd = os.open(swap, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                for h in walk_headers(fd, 0, size):
+                    next_offset = h.last_offset + 1
+            except CorruptBatchError:
+                log.warning("%s: damaged swap file, discarding it", swap)
+                next_offset = -1
+        finally:
+            os.close(fd)
+        if next_offset < 0:
+            for suffix in _SEGMENT_SUFFIXES:
+                (dir / f"{base:020d}{suffix}.swap").unlink(missing_ok=True)
+            continue
+        for other in os.listdir(dir):
+            om = _SEGMENT_NAME.match(other)
+            if om and base < int(om.group(1)) < next_offset:
+                for suffix in _SEGMENT_SUFFIXES:
+                    (dir / f"{om.group(1)}{suffix}").unlink(missing_ok=True)
+        for suffix in _SEGMENT_SUFFIXES:
+            s = dir / f"{base:020d}{suffix}.swap"
+            if s.exists():
+                os.replace(s, dir / f"{base:020d}{suffix}")
+            elif suffix == ".txnindex":
+                (dir / f"{base:020d}{suffix}").unlink(missing_ok=True)
+        log.info("%s: completed the swap of cleaned segment %d", dir, base)
+    for name in os.listdir(dir):  # index swaps whose log swap already completed
+        if name.endswith(".swap"):
+            (dir / name).unlink(missing_ok=True)
+
+
 def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
     """Remove leftovers (interrupted deletes, temp files, orphan indexes); return the
     segment base offsets, ascending, and those whose index files are missing."""
+    complete_swaps(dir)
     bases = []
     names = set(os.listdir(dir))
     for name in sorted(names):

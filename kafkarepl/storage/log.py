@@ -24,6 +24,13 @@ from kafkarepl.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from kafkarepl.storage.cleaner import (
+    STAGING_DIR,
+    SWAP_SUFFIX,
+    CleaningPlan,
+    CleaningResult,
+    SourceSegment,
+)
 from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from kafkarepl.storage.loader import load_segments, rebuild_from_headers, scan_directory
@@ -93,6 +100,7 @@ class Log:
         self.leader_epoch_cache = LeaderEpochCache(dir / CHECKPOINT_NAME)
         self.producer_state = ProducerStateTable()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted txns
+        self.truncations = 0  # bumped by every truncation: a cleaning planned before is void
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._closed = False
@@ -191,6 +199,81 @@ class Log:
                         return int.from_bytes(head, "big", signed=True)
                 return self._bases[i + 1] if i + 1 < len(self._segments) else self.log_end_offset
         return self.log_end_offset
+
+    # ================================================================ compaction
+    def cleanable_range(self, first_dirty: int, high_watermark: int, now_ms: int) -> tuple[int, int, int]:
+        """(first dirty, first uncleanable, dirty bytes) for the cleaner: the head from
+        the checkpointed first dirty offset up to the active segment, the LSO (open
+        transactions and the HW) and the first segment with records younger than
+        min.compaction.lag.ms, whichever comes first (Kafka's cleanableOffsets)."""
+        first_dirty = max(first_dirty, self.log_start_offset)
+        end = min(self.active_segment.base_offset, self.last_stable_offset(high_watermark))
+        lag = self.config.min_compaction_lag_ms
+        for seg in self._segments[:-1]:
+            if lag > 0 and seg.largest_timestamp > now_ms - lag:
+                end = min(end, seg.base_offset)
+                break
+        end = self._bases[self._segment_index(end)]  # whole segments: not the one holding `end`
+        first_dirty = min(first_dirty, end)
+        dirty = sum(seg.size for seg in self._segments[:-1]
+                    if seg.next_offset > first_dirty and seg.base_offset < end)
+        return first_dirty, end, dirty
+
+    def cleaning_plan(self, first_dirty: int, end: int, now_ms: int) -> CleaningPlan:
+        """What a cleaner thread needs to clean [log start, end): the segments, with
+        duplicated descriptors it owns (plan.close() releases them)."""
+        segs = []
+        for seg in self._segments[:-1]:
+            if seg.next_offset > end:
+                break
+            idx = self._txn_indexes.get(seg.base_offset)
+            segs.append(SourceSegment(seg.base_offset, seg.next_offset, seg.size, os.dup(seg.fd),
+                                      tuple(idx.entries) if idx else ()))
+        last = {pid: e.last_offset for pid, e in self.producer_state.producers.items() if e.batches}
+        cfg = self.config
+        return CleaningPlan(self.dir, segs, first_dirty, end, cfg.segment_bytes, cfg.index_interval_bytes,
+                            cfg.segment_index_bytes, cfg.delete_retention_ms, last, now_ms, self.truncations)
+
+    def replace_segments(self, plan: CleaningPlan, result: CleaningResult) -> bool:
+        """Swap the cleaned groups in (on the loop, after the cleaner thread staged them).
+        Refused (False, staged files removed) when the log changed under the cleaning:
+        truncated, or segments of a group gone (retention, DeleteRecords). The steps are
+        crash-safe: staged -> `.swap` (durable), old segments retired, `.swap` -> final."""
+        staging = self.dir / STAGING_DIR
+        current = {seg.base_offset: seg for seg in self._segments[:-1]}
+        ok = plan.truncations == self.truncations and all(
+            all(b in current for b in g.replaced) for g in result.groups)
+        if not ok:
+            shutil.rmtree(staging, ignore_errors=True)
+            return False
+        suffixes = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
+        for g in result.groups:
+            for suffix in suffixes:
+                staged = staging / f"{g.base_offset:020d}{suffix}"
+                if staged.exists():
+                    os.replace(staged, self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}")
+        _fsync_dir(self.dir)
+        for g in result.groups:
+            olds = [current[b] for b in g.replaced]
+            for old in olds:  # unlinked now; their descriptors stay open for readers
+                self._retire(old)
+            for suffix in suffixes:
+                swap = self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}"
+                if swap.exists():
+                    os.replace(swap, self.dir / f"{g.base_offset:020d}{suffix}")
+            new = self._new_segment(g.base_offset)
+            new.load()
+            new.make_inactive()
+            i = self._bases.index(g.replaced[0])
+            self._segments[i:i + len(olds)] = [new]
+            self._bases[i:i + len(olds)] = [g.base_offset]
+            idx = TransactionIndex.load(self._txn_index_path(g.base_offset))
+            if idx.entries:
+                self._txn_indexes[g.base_offset] = idx
+        _fsync_dir(self.dir)
+        shutil.rmtree(staging, ignore_errors=True)
+        self._close_retired()
+        return True
 
     # ================================================================ transactions
     def _txn_index_path(self, base: int) -> Path:
@@ -484,6 +567,7 @@ class Log:
         while len(self._segments) > 1 and self._bases[-1] >= offset:
             self._retire(self._segments.pop())
             self._bases.pop()
+        self.truncations += 1
         seg = self._segments[-1]
         seg.truncate_to(offset)
         seg.make_active()
@@ -502,6 +586,7 @@ class Log:
         """Delete everything and restart the log empty at `offset`."""
         if offset < 0:
             raise ValueError(f"cannot start a log at negative offset {offset}")
+        self.truncations += 1
         for seg in self._segments:
             self._retire(seg)
         new = self._new_segment(offset)

@@ -1,0 +1,147 @@
+"""The broker's log cleaner (log compaction), as Kafka's LogCleanerManager schedules it.
+
+Every log.cleaner.backoff.ms each idle cleaner thread (log.cleaner.threads) takes the
+dirtiest compacted log: the one with the largest share of dirty bytes (written since its
+last cleaning) at or above its min.cleanable.dirty.ratio, or any log whose oldest dirty
+record is older than max.compaction.lag.ms. The plan is made on the event loop, the
+cleaning (storage/cleaner.py: offset map, rewriting, fsync, `.swap` files) runs on the
+cleaner thread, and the swap happens back on the loop, where appends, reads and
+truncations happen; a log truncated meanwhile is not swapped. The first dirty offset of
+each log is kept in `cleaner-offset-checkpoint` per log dir (Kafka's file and format).
+Followers clean their own logs, as every Kafka replica does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from kafkarepl import _core
+from kafkarepl.errors import CheckpointCorruptError
+from kafkarepl.server.config import BrokerConfig
+from kafkarepl.storage.checkpoints import read_offsets, write_offsets
+from kafkarepl.storage.cleaner import MAP_SLOT_BYTES, Throttle, clean, new_offset_map
+from kafkarepl.storage.log import Log
+from kafkarepl.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+TopicPartition = tuple[str, int]
+
+
+class LogCleanerService:
+    def __init__(self, log_manager: LogManager, config: BrokerConfig,
+                 high_watermark: Callable[[str, int], int | None],
+                 wall_ms: Callable[[], int]) -> None:
+        self.log_manager = log_manager
+        self.config = config
+        self.high_watermark = high_watermark  # the partition's HW (leader or follower), None if unknown
+        self.wall_ms = wall_ms
+        threads = max(1, config.log_cleaner_threads)
+        self._executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="log-cleaner")
+        self._map_bytes = config.log_cleaner_dedupe_buffer_size // threads
+        self._threads = threads
+        self._busy: set[TopicPartition] = set()
+        self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
+        self.cleanings = 0  # completed cleanings (a metric)
+        self.records_removed = 0
+
+    # ------------------------------------------------------------ checkpoints -----
+    def first_dirty(self, tp: TopicPartition) -> int:
+        d = self.log_manager.log_dir_of(*tp)
+        if d is None:
+            return 0
+        if d not in self._checkpoints:
+            try:
+                self._checkpoints[d] = read_offsets(d / CLEANER_CHECKPOINT)
+            except CheckpointCorruptError as exc:
+                log.error("%s; cleaning every compacted log from its start", exc)
+                self._checkpoints[d] = {}
+        return self._checkpoints[d].get(tp, 0)
+
+    def _set_first_dirty(self, tp: TopicPartition, offset: int) -> Path | None:
+        d = self.log_manager.log_dir_of(*tp)
+        if d is None:
+            return None
+        self._checkpoints.setdefault(d, {})[tp] = offset
+        return d
+
+    def _checkpoint_of(self, d: Path) -> dict[TopicPartition, int]:
+        live = self.log_manager.logs()
+        return {tp: o for tp, o in self._checkpoints.get(d, {}).items() if tp in live}
+
+    # ------------------------------------------------------------ choosing -----
+    def _candidates(self, now_ms: int) -> list[tuple[float, TopicPartition, Log, int, int]]:
+        out = []
+        for tp, lg in self.log_manager.logs().items():
+            cfg = lg.config
+            if "compact" not in cfg.cleanup_policy or tp in self._busy:
+                continue
+            hw = self.high_watermark(*tp)
+            if hw is None:
+                continue
+            first_dirty, end, dirty = lg.cleanable_range(self.first_dirty(tp), hw, now_ms)
+            if end <= lg.log_start_offset or dirty == 0:
+                continue
+            total = sum(seg.size for seg in lg.segments if seg.next_offset <= end) or 1
+            ratio = dirty / total
+            overdue = any(seg.next_offset > first_dirty and seg.base_offset < end
+                          and now_ms - seg.largest_timestamp > cfg.max_compaction_lag_ms
+                          for seg in lg.segments[:-1])
+            if ratio >= cfg.min_cleanable_dirty_ratio or overdue:
+                out.append((2.0 if overdue else ratio, tp, lg, first_dirty, end))
+        out.sort(key=lambda c: c[0], reverse=True)
+        return out
+
+    async def run_once(self) -> int:
+        """Clean the dirtiest logs, one per idle thread; returns how many were cleaned."""
+        if not self.config.log_cleaner_enable:
+            return 0
+        now = self.wall_ms()
+        picks = self._candidates(now)[: max(0, self._threads - len(self._busy))]
+        if not picks:
+            return 0
+        done = await asyncio.gather(*(self._clean_one(tp, lg, fd, end, now) for _r, tp, lg, fd, end in picks))
+        return sum(done)
+
+    def _map_for(self, dirty_bytes: int) -> _core.OffsetMap:
+        """A map sized to the dirty section (a record takes 7 bytes at least), capped by
+        log.cleaner.dedupe.buffer.size per thread: memory follows the work."""
+        load = self.config.log_cleaner_io_buffer_load_factor
+        need = int(max(dirty_bytes, 1) / 7 / load + 1) * MAP_SLOT_BYTES
+        return new_offset_map(min(self._map_bytes, max(need, 1024)), load)
+
+    async def _clean_one(self, tp: TopicPartition, lg: Log, first_dirty: int, end: int, now_ms: int) -> int:
+        loop = asyncio.get_running_loop()
+        self._busy.add(tp)
+        plan = lg.cleaning_plan(first_dirty, end, now_ms)
+        offset_map = self._map_for(sum(seg.size for seg in plan.segments if seg.next_offset > first_dirty))
+        try:
+            throttle = Throttle(self.config.log_cleaner_io_max_bytes_per_second)
+            result = await loop.run_in_executor(self._executor, clean, plan, offset_map, throttle)
+            if self.log_manager.get_log(*tp) is not lg or not lg.replace_segments(plan, result):
+                log.info("%s-%d: changed while cleaning; the cleaning is discarded", *tp)
+                return 0
+            self.cleanings += 1
+            self.records_removed += result.records_removed
+            d = self._set_first_dirty(tp, result.cleaned_up_to)
+            if d is not None:
+                await loop.run_in_executor(self._executor, write_offsets, d / CLEANER_CHECKPOINT,
+                                           self._checkpoint_of(d))
+            log.info("%s-%d: cleaned up to offset %d: %d segments -> %d, %d records removed, "
+                     "%d -> %d bytes", tp[0], tp[1], result.cleaned_up_to, len(plan.segments),
+                     len(result.groups), result.records_removed, result.bytes_read, result.bytes_written)
+            return 1
+        except Exception:  # noqa: BLE001 - a log the cleaner cannot clean stays as it is
+            log.exception("%s-%d: cleaning failed", *tp)
+            return 0
+        finally:
+            plan.close()
+            self._busy.discard(tp)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)  # staged files of one in flight go at open

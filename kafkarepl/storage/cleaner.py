@@ -1,0 +1,352 @@
+"""Log compaction: the cleaning of one log, as Kafka's LogCleaner does it.
+
+A log with `cleanup.policy` containing `compact` keeps, for every key, at least its
+latest record. The log's head since the last cleaning (from the first dirty offset up to
+the first uncleanable offset: the active segment, open transactions, records younger than
+min.compaction.lag.ms) is scanned into an offset map (key hash -> latest offset, the C
+loops of csrc/kr_clean.c over numpy memory). Then every segment from the log start up to
+the mapped end is rewritten without the records the map shows superseded, without
+keyless records, and without tombstones (null values) whose batch is older than
+delete.retention.ms. Consecutive cleaned segments are merged while they fit in
+segment.bytes. Offsets never change: batches keep their base and last offsets and
+producer fields.
+
+This module is the part that runs on a cleaner thread, never on the event loop: it reads
+the segments through duplicated descriptors (plan) and writes each cleaned group as a
+complete, fsynced segment in the staging directory `<partition>/cleaning/`.
+`Log.replace_segments` (on the loop, where truncations happen, so a cleaning made void by
+one is never swapped in) renames the files to `<base>.log.swap` (and `.index.swap`, ...),
+retires the old segments and renames the swap files to their final names. A crash before
+the `.swap` rename leaves the staging directory (removed at the next open, the old
+segments intact); after it, the next open completes the swap (storage.loader).
+
+Transactional batches are neither mapped nor cleaned (copied as they are), so an aborted
+write never makes an older committed value look superseded and open or aborted
+transactions keep their records and markers (Kafka removes aborted data and old markers;
+not done here yet).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kafkarepl import _core
+from kafkarepl.errors import CorruptBatchError
+from kafkarepl.storage.records import CONTROL_MASK, TRANSACTIONAL_MASK
+from kafkarepl.storage.segment import LogSegment
+from kafkarepl.storage.timestamps import records_section
+from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
+
+STAGING_DIR = "cleaning"
+SWAP_SUFFIX = ".swap"
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_READ_CHUNK = 1 << 20
+# Bytes per offset map slot pair (hash, offset), as Kafka counts 24 bytes per entry.
+MAP_SLOT_BYTES = 16
+
+
+@dataclass(frozen=True)
+class SourceSegment:
+    """A segment as planned on the loop: its own descriptor (dup) for the cleaner thread."""
+
+    base_offset: int
+    next_offset: int
+    size: int
+    fd: int
+    txn_entries: tuple = ()  # its aborted transactions (storage.txn_index.AbortedTxn)
+
+
+@dataclass
+class CleaningPlan:
+    dir: Path
+    segments: list[SourceSegment]  # from the log start up to the first uncleanable offset
+    first_dirty: int
+    first_uncleanable: int
+    segment_bytes: int
+    index_interval_bytes: int
+    segment_index_bytes: int
+    delete_retention_ms: int
+    last_batch_offsets: dict[int, int]  # producer id -> last offset of its last batch (kept)
+    now_ms: int
+    truncations: int = 0  # the log's truncation count when planned (Log.replace_segments)
+
+    def close(self) -> None:
+        """Release the duplicated descriptors."""
+        for seg in self.segments:
+            try:
+                os.close(seg.fd)
+            except OSError:
+                pass
+        self.segments = []
+
+
+@dataclass
+class CleanedGroup:
+    replaced: list[int]  # base offsets of the source segments it replaces
+    base_offset: int
+    next_offset: int
+    size: int
+
+
+@dataclass
+class CleaningResult:
+    groups: list[CleanedGroup] = field(default_factory=list)
+    cleaned_up_to: int = 0  # the next first dirty offset (cleaner-offset-checkpoint)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+
+
+class Throttle:
+    """log.cleaner.io.max.bytes.per.second over the bytes read and written."""
+
+    def __init__(self, max_bytes_per_s: float, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = max_bytes_per_s
+        self.sleep = sleep
+        self.start = time.monotonic()
+        self.done = 0
+
+    def __call__(self, n: int) -> None:
+        if self.rate <= 0 or self.rate == float("inf"):
+            return
+        self.done += n
+        ahead = self.done / self.rate - (time.monotonic() - self.start)
+        if ahead > 0:
+            self.sleep(ahead)
+
+
+def new_offset_map(buffer_bytes: int, load_factor: float) -> _core.OffsetMap:
+    """An offset map filling at most `buffer_bytes` (log.cleaner.dedupe.buffer.size per
+    thread), in anonymous mmap-backed numpy memory."""
+    slots = 1 << max(1, (max(2, buffer_bytes // MAP_SLOT_BYTES)).bit_length() - 1)
+    mem = np.zeros(2 * slots, dtype=np.uint64)  # large zeroed arrays are mmap'd pages
+    return _core.OffsetMap(mem, slots, load_factor)
+
+
+def batches_of(seg: SourceSegment, throttle: Throttle | None = None) -> Iterator[tuple[int, memoryview]]:
+    """(position, bytes) of each whole batch of the segment, read in ~1 MiB preads (no
+    mmap: a concurrent truncation must give short reads, not SIGBUS)."""
+    pos = 0
+    while pos < seg.size:
+        chunk = os.pread(seg.fd, min(max(_READ_CHUNK, 0), seg.size - pos), pos)
+        if not chunk:
+            return
+        if throttle is not None:
+            throttle(len(chunk))
+        infos, valid, _err, _errpos = _core.scan_batches(chunk, 0, False)
+        if not infos:
+            if len(chunk) < _HEADER.size:
+                return
+            length = _HEADER.unpack_from(chunk, 0)[1] + 12
+            if length <= len(chunk) or pos + length > seg.size:
+                raise CorruptBatchError(pos, "unreadable batch while cleaning")
+            chunk = os.pread(seg.fd, length, pos)  # one batch larger than the chunk
+            infos, valid, _err, _errpos = _core.scan_batches(chunk, 0, False)
+            if not infos:
+                raise CorruptBatchError(pos, "unreadable batch while cleaning")
+        view = memoryview(chunk)
+        for b in infos:
+            yield pos + b.position, view[b.position : b.position + b.size]
+        pos += valid
+
+
+def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
+                     throttle: Throttle | None = None) -> int:
+    """Map the dirty section; returns the offset up to which it is fully mapped (the
+    cleaning end: a full map stops at the start of the segment that did not fit)."""
+    offset_map.clear()
+    end = plan.first_dirty
+    for seg in plan.segments:
+        if seg.next_offset <= plan.first_dirty:
+            continue
+        for _pos, batch in batches_of(seg, throttle):
+            h = _HEADER.unpack_from(batch, 0)
+            base, attrs, count = h[0], h[5], h[12]
+            if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK) or base + h[6] < plan.first_dirty:
+                continue
+            recs = batch[61:] if attrs & 0x07 == 0 else records_section(batch)
+            full, _mapped = offset_map.map_records(recs, count, base)
+            if full:
+                return max(end, plan.first_dirty)
+        end = seg.next_offset
+    return end
+
+
+def _compress(codec: int, data: bytes) -> bytes | None:
+    """The batch's codec applied again to its surviving records; None when this process
+    cannot (the batch is then kept as it was)."""
+    try:
+        if codec == 1:
+            return gzip.compress(data)
+        if codec == 2:  # xerial framing, as Kafka's Java client writes it
+            import cramjam
+
+            out = bytearray(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1))
+            for i in range(0, len(data), 32 * 1024):
+                block = bytes(cramjam.snappy.compress_raw(data[i : i + 32 * 1024]))
+                out += struct.pack(">i", len(block)) + block
+            return bytes(out)
+        if codec == 3:
+            import lz4.frame
+
+            return bytes(lz4.frame.compress(data))
+        if codec == 4:
+            import zstandard
+
+            return bytes(zstandard.ZstdCompressor().compress(data))
+    except ImportError:
+        return None
+    return None
+
+
+def _rebuild_batch(batch: memoryview, records: bytes, kept: int) -> bytes:
+    header = bytearray(batch[:61])
+    struct.pack_into(">i", header, 8, 61 - 12 + len(records))
+    struct.pack_into(">i", header, 57, kept)
+    out = header + records
+    struct.pack_into(">I", out, 17, _core.crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+def clean_batch(batch: memoryview, offset_map: _core.OffsetMap, plan: CleaningPlan,
+                out: bytearray) -> tuple[bytes | memoryview | None, int]:
+    """The cleaned form of one batch (None: dropped) and how many records it lost."""
+    h = _HEADER.unpack_from(batch, 0)
+    base, delta, attrs, max_ts, pid, count = h[0], h[6], h[5], h[8], h[9], h[12]
+    if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK):
+        return batch, 0
+    retain_tombstones = max_ts > plan.now_ms - plan.delete_retention_ms
+    keep_if_empty = pid >= 0 and plan.last_batch_offsets.get(pid) == base + delta
+    codec = attrs & 0x07
+    if codec == 0:
+        if len(out) < len(batch):
+            out.extend(bytes(len(batch) - len(out)))
+        n, kept = offset_map.clean_batch(batch, retain_tombstones, keep_if_empty, out, 0)
+        if kept == count:
+            return batch, 0
+        return (bytes(out[:n]) if n else None), count - kept
+    records, kept = offset_map.filter_records(records_section(batch), count, base, retain_tombstones)
+    if kept == count:
+        return batch, 0
+    if kept == 0 and not keep_if_empty:
+        return None, count
+    if kept == 0:
+        # An empty batch keeps the producer's state; its (nothing) needs no codec.
+        return _rebuild_batch(batch, b"", 0), count
+    packed = _compress(codec, records)
+    if packed is None:
+        return batch, 0
+    return _rebuild_batch(batch, packed, kept), count - kept
+
+
+def group_segments(plan: CleaningPlan, end: int) -> list[list[SourceSegment]]:
+    """Consecutive segments below `end` merged while their sizes fit in segment.bytes
+    and their offsets in one segment's int32 range (Kafka's groupSegmentsBySize)."""
+    groups: list[list[SourceSegment]] = []
+    current: list[SourceSegment] = []
+    size = 0
+    for seg in plan.segments:
+        if seg.next_offset > end:
+            break
+        if current and (size + seg.size > plan.segment_bytes
+                        or seg.next_offset - 1 - current[0].base_offset > 0x7FFFFFFF):
+            groups.append(current)
+            current, size = [], 0
+        current.append(seg)
+        size += seg.size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def clean(plan: CleaningPlan, offset_map: _core.OffsetMap, throttle: Throttle | None = None) -> CleaningResult:
+    """Clean the planned log (cleaner thread). Writes `<base>.*.swap` files for
+    Log.replace_segments; raises on I/O or corruption (nothing is swapped then)."""
+    result = CleaningResult()
+    end = build_offset_map(plan, offset_map, throttle)
+    result.cleaned_up_to = end
+    staging = plan.dir / STAGING_DIR
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    scratch = bytearray()
+    try:
+        for group in group_segments(plan, end):
+            result.groups.append(_clean_group(plan, group, offset_map, staging, scratch, result, throttle))
+        _fsync_dir(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _core.OffsetMap,
+                 staging: Path, scratch: bytearray, result: CleaningResult,
+                 throttle: Throttle | None) -> CleanedGroup:
+    base = group[0].base_offset
+    seg = LogSegment(staging, base, plan.index_interval_bytes, plan.segment_index_bytes)
+    removed = 0
+    try:
+        seg.make_active()
+        pending: list[bytes | memoryview] = []
+        pending_size = 0
+
+        def flush_pending() -> None:
+            nonlocal pending, pending_size
+            if pending:
+                data = b"".join(pending)
+                seg.append(data, _core.validate_batches(data, False))
+                if throttle is not None:
+                    throttle(len(data))
+                result.bytes_written += len(data)
+                pending, pending_size = [], 0
+
+        for src in group:
+            result.bytes_read += src.size
+            for _pos, batch in batches_of(src, throttle):
+                out, lost = clean_batch(batch, offset_map, plan, scratch)
+                removed += lost
+                if out is not None:
+                    pending.append(bytes(out))
+                    pending_size += len(out)
+                    if pending_size >= _READ_CHUNK:
+                        flush_pending()
+        flush_pending()
+        seg.make_inactive()
+        seg.flush()
+        size, next_offset = seg.size, max(seg.next_offset, group[-1].next_offset)
+    finally:
+        seg.close()
+    result.records_removed += removed
+    names = [f"{base:020d}{suffix}" for suffix in (".log", ".index", ".timeindex")]
+    entries = [e for src in group for e in src.txn_entries]
+    if entries:  # aborted transactions stay indexed (their batches are kept as they are)
+        from kafkarepl.storage.txn_index import TransactionIndex
+
+        idx = TransactionIndex(staging / f"{base:020d}{TXN_INDEX_SUFFIX}")
+        for e in entries:
+            idx.append(e)
+        names.append(f"{base:020d}{TXN_INDEX_SUFFIX}")
+    for name in names:  # durable before the loop renames them into the log directory
+        fd = os.open(staging / name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return CleanedGroup([s.base_offset for s in group], base, next_offset, size)
