@@ -100,12 +100,13 @@ static int check_header(const uint8_t *buf, size_t len, size_t pos, kr_batch_inf
         snprintf(reason, KR_REASON_MAX, "negative recordsCount %" PRId32, records_count);
         return -1;
     }
-    /* An empty batch only survives compaction/control markers; otherwise the producer
-     * numbers records 0..count-1. */
-    if (records_count > 0 && (int64_t)last_offset_delta != (int64_t)records_count - 1) {
+    /* A producer numbers records 0..count-1 (the leader checks that exactly, see the
+     * _core wrapper); compaction removes records but keeps lastOffsetDelta, so stored
+     * and replicated batches may hold fewer records than offsets, never more. */
+    if ((int64_t)records_count > (int64_t)last_offset_delta + 1) {
         snprintf(reason, KR_REASON_MAX,
-                 "lastOffsetDelta %" PRId32 " does not match recordsCount %" PRId32,
-                 last_offset_delta, records_count);
+                 "recordsCount %" PRId32 " exceeds the %" PRId64 " offsets of lastOffsetDelta %" PRId32,
+                 records_count, (int64_t)last_offset_delta + 1, last_offset_delta);
         return -1;
     }
     if (compression == 0 &&

@@ -346,6 +346,9 @@ def validate_leader_batches(buf, bint walk_uncompressed=False, list fixups=None)
             b = &vec.items[i]
             if b.records_count == 0:
                 raise InvalidBatchError(b.position, "a batch from a producer must hold records")
+            if b.last_offset_delta != b.records_count - 1:  # only compaction leaves gaps
+                raise CorruptBatchError(b.position, f"lastOffsetDelta {b.last_offset_delta} does not "
+                                                    f"match recordsCount {b.records_count}")
             if b.attributes & 7:
                 compressed.append(i)
             elif walk_uncompressed:

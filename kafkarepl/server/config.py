@@ -105,6 +105,7 @@ class BrokerConfig:
     # Group coordinator (Kafka's names and defaults).
     offsets_topic_num_partitions: int = prop("offsets.topic.num.partitions", 50)
     offsets_topic_replication_factor: int = prop("offsets.topic.replication.factor", 3)
+    offsets_topic_segment_bytes: int = prop("offsets.topic.segment.bytes", 104857600)
     offsets_commit_timeout_ms: int = prop("offsets.commit.timeout.ms", 5000)
     offset_metadata_max_bytes: int = prop("offset.metadata.max.bytes", 4096)
     group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", 3000)

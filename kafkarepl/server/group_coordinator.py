@@ -258,7 +258,7 @@ class GroupCoordinatorService:
                 try:
                     await self.topics.create(
                         OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, None,
-                        {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+                        {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
                     )
                 except KafkaError as exc:
                     if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:

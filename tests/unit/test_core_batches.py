@@ -179,8 +179,7 @@ def test_huge_batch_length_runs_past_end():
 @pytest.mark.parametrize(
     ("records", "count", "delta", "attributes", "reason"),
     [
-        (b"\x00" * 14, 2, 0, 0, "lastOffsetDelta 0 does not match recordsCount 2"),
-        (b"\x00" * 14, 2, 5, 0, "lastOffsetDelta 5 does not match recordsCount 2"),
+        (b"\x00" * 14, 2, 0, 0, "recordsCount 2 exceeds the 1 offsets of lastOffsetDelta 0"),
         (b"\x00" * 14, -1, 0, 0, "negative recordsCount -1"),
         (b"\x00" * 14, 1, -1, 0, "negative lastOffsetDelta -1"),
         (b"\x00" * 13, 2, 1, 0, "recordsCount 2 cannot fit in 13 bytes of records"),
@@ -190,6 +189,16 @@ def test_huge_batch_length_runs_past_end():
 def test_incoherent_headers_are_rejected(records, count, delta, attributes, reason):
     with pytest.raises(CorruptBatchError, match=reason):
         _core.validate_batches(raw_batch(records, count, delta, attributes=attributes))
+
+
+def test_fewer_records_than_offsets_is_a_compacted_batch_but_no_producer_batch():
+    # Compaction keeps lastOffsetDelta and removes records: stored, replicated, read back.
+    buf = raw_batch(b"\x00" * 14, 2, 5)
+    [info] = _core.validate_batches(buf)
+    assert (info.records_count, info.last_offset_delta) == (2, 5)
+    # A producer numbers its records 0..count-1: the leader refuses anything else.
+    with pytest.raises(CorruptBatchError, match="lastOffsetDelta 5 does not match recordsCount 2"):
+        _core.validate_leader_batches(bytearray(buf))
 
 
 def test_compressed_batch_may_hold_more_records_than_bytes():
