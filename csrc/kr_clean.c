@@ -231,3 +231,19 @@ int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int
     *out_len = total;
     return KR_RECORDS_OK;
 }
+
+int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index, char *reason)
+{
+    const uint8_t *p = recs, *lim = recs + len;
+    *index = -1;
+    for (int32_t i = 0; i < count; i++) {
+        rec_view r;
+        if (next_record(&p, lim, &r, reason, i))
+            return KR_RECORDS_CORRUPT;
+        if (r.key == NULL) {
+            *index = i;
+            return KR_RECORDS_OK;
+        }
+    }
+    return KR_RECORDS_OK;
+}

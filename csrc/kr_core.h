@@ -165,6 +165,10 @@ int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int
                    int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
                    char *reason);
 
+/* *index = the position within the records section of the first record with a null key,
+ * or -1 (KIP-467: a compacted topic refuses them). KR_RECORDS_OK or KR_RECORDS_CORRUPT. */
+int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index, char *reason);
+
 /* ---- file I/O (all retry EINTR; -1 with errno on failure) ---------------------- */
 
 ssize_t kr_write_all(int fd, const void *data, size_t len);

@@ -116,6 +116,8 @@ cdef extern from "kr_core.h" nogil:
     int kr_filter_records(const kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
                           int64_t base_offset, int retain_tombstones, uint8_t *out, size_t cap,
                           size_t *out_len, int32_t *kept, char *reason)
+    int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index,
+                                 char *reason)
     int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int retain_tombstones,
                        int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
                        char *reason)
@@ -452,6 +454,23 @@ def check_records(data, int32_t expected, int64_t base_timestamp):
 
 
 # ---- log cleaner ---------------------------------------------------------------
+
+def first_keyless_record(recs, int32_t count):
+    """Index of the first record with a null key in an uncompressed records section, or
+    -1 (KIP-467). Raises CorruptBatchError on malformed records."""
+    cdef Py_buffer v
+    cdef char reason[KR_REASON_MAX]
+    cdef int32_t index = -1
+    cdef int rc
+    PyObject_GetBuffer(recs, &v, PyBUF_SIMPLE)
+    try:
+        rc = kr_records_first_keyless(<const uint8_t *>v.buf, <size_t>v.len, count, &index, reason)
+    finally:
+        PyBuffer_Release(&v)
+    if rc != KR_RECORDS_OK:
+        raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
+    return index
+
 
 cdef class OffsetMap:
     """The cleaner's key -> latest offset map (csrc/kr_clean.c) over a writable buffer the

@@ -194,6 +194,15 @@ class InvalidRecordError(KafkaError):
     code = ErrorCode.INVALID_RECORD
 
 
+class RecordValidationError(InvalidRecordError):
+    """INVALID_RECORD naming the records at fault (Produce v8+ record_errors): a list
+    of (batch_index, message), batch_index being the record's index in its batch."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str | None]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
 class InvalidTimestampError(KafkaError):
     """Kafka error INVALID_TIMESTAMP."""
 

@@ -169,6 +169,8 @@ class PartitionResponse:
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)  # KIP-467 and such
+    error_message: str | None = None
 
 
 ProduceCallback = Callable[[dict[TopicPartition, PartitionResponse]], None]
@@ -467,6 +469,9 @@ class ReplicaManager:
                         else lg.append_as_leader(records, epoch, wall))
             except KafkaError as exc:
                 res.error = exc.code
+                errors = getattr(exc, "record_errors", None)
+                if errors:
+                    res.record_errors, res.error_message = list(errors), str(exc)
                 continue
             except Exception:  # noqa: BLE001 - a bug must answer an error, not kill the request
                 log.exception("%s-%d: append failed", tp.topic, tp.partition)

@@ -99,7 +99,8 @@ class ReplicaApis:
                 "base_offset": r.base_offset,
                 "log_append_time_ms": r.log_append_time,
                 "log_start_offset": r.log_start_offset,
-                "record_errors": [],
+                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
+                "error_message": r.error_message,
             })
         return {
             "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],

@@ -23,6 +23,7 @@ from kafkarepl.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
+    RecordValidationError,
 )
 from kafkarepl.storage.cleaner import (
     STAGING_DIR,
@@ -44,7 +45,7 @@ from kafkarepl.storage.records import (
 from kafkarepl.storage.segment import LogSegment, segment_file
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
 from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
-from kafkarepl.storage.validation import check_compressed
+from kafkarepl.storage.validation import check_compressed, current_budget, inflate
 
 log = logging.getLogger("kafkarepl.storage")
 
@@ -372,6 +373,8 @@ class Log:
         if not batches:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: no record batches")
         has_pid = self._check_sizes(batches, len(buf))
+        if "compact" in self.config.cleanup_policy:
+            self._check_keys(buf, batches)
         if has_pid and not control_allowed and any(b.attributes & CONTROL_MASK for b in batches):
             raise InvalidRecordError(f"{self.topic}-{self.partition}: clients may not write control batches")
         if compressed:
@@ -403,6 +406,27 @@ class Log:
         self._appended(next_offset, count)
         return AppendInfo(first, next_offset - 1, max_ts,
                           -1 if append_time is None else append_time, count, len(buf), False)
+
+    def _check_keys(self, buf: memoryview, batches: list) -> None:
+        """KIP-467: a compacted topic refuses records without a key (Kafka's
+        LogValidator): INVALID_RECORD naming the first such record of each batch."""
+        errors: list[tuple[int, str | None]] = []
+        msg = (f"Compacted topic cannot accept message without key in topic partition "
+               f"{self.topic}-{self.partition}.")
+        for b in batches:
+            if b.attributes & CONTROL_MASK:
+                continue
+            batch = buf[b.position : b.position + b.size]
+            if b.attributes & 0x07 == 0:
+                recs: bytes | memoryview = batch[61:]
+            else:  # charged to the request's decompression budget, like the validation
+                recs = b"".join(bytes(p) for p in inflate(b.attributes & 0x07, batch[61:],
+                                                          current_budget(), b.position))
+            index = _core.first_keyless_record(recs, b.records_count)
+            if index >= 0:
+                errors.append((index, msg))
+        if errors:
+            raise RecordValidationError(msg, errors)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Append batches that carry the leader's offsets and epochs; they must start at

@@ -97,3 +97,21 @@ def test_replicas_compact_and_consumers_read_latest_values(cluster_factory) -> N
                "the restarted replica back in the ISR")
     got = consume_all(c.alive_bootstrap(), "cmp")
     assert {k: v for _o, k, v in got} == latest
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_a_compacted_topic_refuses_keyless_records_kip467(cluster_factory, codec) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    c = cluster_factory(1)
+    c.create_topic("kl", 1, 1, configs={"cleanup.policy": "compact"})
+    results: list = []
+    p = Producer({"bootstrap.servers": c.bootstrap, "compression.type": codec, "retries": 0,
+                  "on_delivery": lambda err, m: results.append((err, m.key()))})
+    p.produce("kl", value=b"no key")
+    p.flush(10)
+    p.produce("kl", key=b"k", value=b"keyed")
+    p.flush(10)
+    (err, _), (ok, key) = results
+    assert err is not None and err.code() == KafkaError.INVALID_RECORD, err
+    assert ok is None and key == b"k"
