@@ -62,7 +62,9 @@ def test_cleaning_keeps_latest_per_key_at_original_offsets_and_merges_segments(l
     for i in range(60):
         k = b"k%d" % (i % 4)
         offsets[k] = put(log, k, b"v%d" % i)
+    log.reconfigure(cfg(cleanup_policy="delete"))  # written before the topic was compacted
     put(log, None, b"keyless")  # a keyless record is not kept by compaction
+    log.reconfigure(cfg())
     active_before = log.active_segment.base_offset
     n_before, size_before = len(log.segments), log.size_in_bytes
     assert run_cleaning(log) == active_before
