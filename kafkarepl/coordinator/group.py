@@ -247,17 +247,46 @@ class Group:
     def _join_new(self, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
         member_id = self._new_member_id(r.client_id)
         if r.group_instance_id is not None:
-            # Static member (re)joining: the newest join of an instance id wins, the
-            # old member id is fenced. (Kafka can skip the rebalance when nothing
-            # changed; this takes the simple path and rebalances.)
             old = self.static_members.get(r.group_instance_id)
             if old is not None and old in self.members:
-                self._remove_member(self.members[old], ErrorCode.FENCED_INSTANCE_ID)
+                return self._replace_static_member(self.members[old], member_id, r, now_ms)
             return self._add_member_and_rebalance(r, member_id, now_ms)
         if r.require_known_member_id:
             self.pending_members[member_id] = now_ms + r.session_timeout_ms
             return JoinResponse(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         return self._add_member_and_rebalance(r, member_id, now_ms)
+
+    def _replace_static_member(self, old: Member, member_id: str, r: JoinRequest,
+                                now_ms: int) -> JoinResponse | Parked:
+        """A static member (group.instance.id) rejoining with a new member id, e.g. after
+        a restart (KIP-345, Kafka's updateStaticMemberAndRebalance): the new id takes the
+        old one's place and assignment, the old id is fenced. In a Stable group whose
+        protocol would not change, that is all: no rebalance, the member gets the
+        current generation and syncs its old assignment; the response names the
+        leader as it was, so a rejoining leader does not reassign."""
+        current_leader = self.leader_id or ""
+        if old.join_token is not None:
+            self.outbox.complete(old.join_token, JoinResponse(ErrorCode.FENCED_INSTANCE_ID, old.member_id))
+        if old.sync_token is not None:
+            self.outbox.complete(old.sync_token, SyncResponse(ErrorCode.FENCED_INSTANCE_ID))
+        del self.members[old.member_id]
+        m = Member(member_id, r.group_instance_id, r.client_id, r.client_host, r.session_timeout_ms,
+                   r.rebalance_timeout_ms, r.protocol_type, list(r.protocols), assignment=old.assignment,
+                   is_new=False)
+        m.keep_alive(now_ms)
+        self.members[member_id] = m
+        self.static_members[r.group_instance_id or ""] = member_id
+        if self.leader_id == old.member_id:
+            self.leader_id = member_id
+        if self.state is GroupState.STABLE and self.select_protocol() == self.protocol_name:
+            return JoinResponse(ErrorCode.NONE, member_id, self.generation_id, self.protocol_type,
+                                self.protocol_name, current_leader, [])
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(now_ms)  # the protocol changes, or assignments are in flight
+        m.join_token = self.outbox.park()
+        parked = Parked(m.join_token)
+        self.maybe_complete_join(now_ms)
+        return parked
 
     def _join_known(self, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
         m = self.members.get(r.member_id)

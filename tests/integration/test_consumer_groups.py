@@ -391,3 +391,48 @@ def test_committed_offsets_survive_coordinator_kill(cluster_factory) -> None:
         assert sorted((tp.partition, tp.offset) for tp in positions) == [(0, 100), (1, 101), (2, 102)]
     finally:
         cons.close()
+
+
+def test_restarted_static_member_rejoins_without_a_rebalance(cluster_factory) -> None:
+    # KIP-345 (librdkafka's 0102_static_group_rebalance): a static member that restarts
+    # within session.timeout.ms gets its partitions back; the other member sees no
+    # revoke and no new assignment.
+    from confluent_kafka import Consumer
+
+    c = cluster_factory(1, **FAST)
+    c.create_topic("static", 4, 1)
+    events: dict[str, list[tuple[str, list[int]]]] = {"a": [], "b": []}
+
+    def consumer(name: str) -> Consumer:
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "static-g", "group.instance.id": name,
+                         "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+                         "partition.assignment.strategy": "range"})
+        cons.subscribe(["static"],
+                       on_assign=lambda _c, ps: events[name].append(("assign", sorted(p.partition for p in ps))),
+                       on_revoke=lambda _c, ps: events[name].append(("revoke", sorted(p.partition for p in ps))))
+        return cons
+
+    def poll_until(cond, consumers, timeout=30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            assert time.monotonic() < deadline, events
+            for x in consumers:
+                x.poll(0.1)
+
+    a, b = consumer("a"), consumer("b")
+    poll_until(lambda: events["a"] and events["b"] and
+               len(events["a"][-1][1]) + len(events["b"][-1][1]) == 4 and events["a"][-1][0] == "assign"
+               and events["b"][-1][0] == "assign", [a, b])
+    before_a, b_parts = list(events["a"]), events["b"][-1][1]
+    b.close()  # a static member leaves no LeaveGroup behind: the group keeps its place
+    b2 = consumer("b")
+    events["b"].clear()
+    poll_until(lambda: events["b"] and events["b"][-1][0] == "assign", [a, b2])
+    assert events["b"][-1][1] == b_parts
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:  # and nothing happens to "a" afterwards either
+        a.poll(0.1)
+        b2.poll(0.1)
+    assert events["a"] == before_a, events
+    a.close()
+    b2.close()

@@ -265,16 +265,34 @@ def test_initial_rebalance_delay_gathers_members() -> None:
     assert sorted(m[0] for m in ra.members) == sorted([a, b])
 
 
-def test_static_member_rejoin_fences_old_id() -> None:
+def test_static_member_rejoin_fences_old_id_without_a_rebalance() -> None:
+    # KIP-345: a restarted static member gets a new member id, the old one's assignment
+    # and the current generation; the group stays Stable (no revoke for anyone).
     h = Harness()
     p1 = h.join(client="s", instance="inst-1")
     old = h.result(p1).member_id
     h.sync(old, 1, {old: b"x"})
-    p2 = h.join(client="s", instance="inst-1")
-    new = h.result(p2).member_id
-    assert new != old
+    assert h.state() is GroupState.STABLE
+    r = h.join(client="s", instance="inst-1")
+    assert isinstance(r, JoinResponse) and r.error is E.NONE
+    new = r.member_id
+    assert new != old and r.generation_id == 1 and h.state() is GroupState.STABLE
+    assert r.leader_id == old and r.members == []  # the leader as it was: no reassignment
+    synced = h.sync(new, 1)
+    assert isinstance(synced, SyncResponse) and synced.assignment == b"x"
     assert h.c.heartbeat(G, old, "inst-1", 1, h.now) in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID)
+    assert h.c.heartbeat(G, new, "inst-1", 1, h.now) is E.NONE
     assert h.c.leave(G, [("", "inst-1")], h.now) == (E.NONE, [E.NONE])
+
+
+def test_static_member_rejoining_with_another_protocol_rebalances() -> None:
+    h = Harness()
+    p1 = h.join(client="s", instance="inst-1")
+    old = h.result(p1).member_id
+    h.sync(old, 1, {old: b"x"})
+    r = h.join(client="s", instance="inst-1", protocols=(("roundrobin", b"m"), ("range", b"m")))
+    assert isinstance(r, Parked)
+    assert h.result(r).error is E.NONE and h.result(r).generation_id == 2
 
 
 def test_coordinator_errors_and_unload() -> None:
