@@ -280,6 +280,41 @@ class GroupCoordinator:
             if not wanted or g.state.value.lower() in wanted
         ]
 
+    # --------------------------------------------------------- offset retention -----
+    def expire_offsets(self, now_ms: int, wall_ms: int,
+                       retention_ms: int) -> dict[int, list[tuple[str, TopicPartition]]]:
+        """offsets.retention.minutes, as Kafka since 2.1 (KIP-211): the offsets of an
+        Empty group expire retention_ms after it became Empty (or after their commit,
+        when it never had members here); a consumer group with members loses those of
+        topics it no longer subscribes to, retention_ms after their commit. They leave
+        the cache now; the caller writes their tombstones, returned per
+        `__consumer_offsets` partition as (group id, partition). An Empty group left
+        without offsets is forgotten (Dead). now_ms: the group timers' (monotonic) clock;
+        wall_ms: the clock of commit timestamps."""
+        out: dict[int, list[tuple[str, TopicPartition]]] = {}
+        for gid, g in list(self.groups.items()):
+            if not self._owned.get(self.partition_for(gid)):
+                continue
+            if g.state is GroupState.EMPTY and g.is_empty:
+                since = g.empty_since_ms
+                expired = [tp for tp, o in g.offsets.items()
+                           if (now_ms - since if since is not None else wall_ms - o.commit_timestamp_ms)
+                           >= retention_ms]
+            elif g.protocol_type == "consumer" and g.state is GroupState.STABLE:
+                subscribed = g.subscribed_topics()
+                if subscribed is None:
+                    continue
+                expired = [tp for tp, o in g.offsets.items()
+                           if tp[0] not in subscribed and wall_ms - o.commit_timestamp_ms >= retention_ms]
+            else:
+                continue
+            for tp in expired:
+                del g.offsets[tp]
+            if expired:
+                out.setdefault(self.partition_for(gid), []).extend((gid, tp) for tp in sorted(expired))
+            self._gc(gid)
+        return out
+
     # ------------------------------------------------------------------ timers -----
     def poll(self, now_ms: int) -> None:
         for gid in list(self.groups):

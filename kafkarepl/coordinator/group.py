@@ -145,6 +145,9 @@ class Group:
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_members: dict[str, int] = {}  # MEMBER_ID_REQUIRED ids -> expiry
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # When the group last became Empty (None: never had members here): offsets of an
+        # Empty group expire offsets.retention.minutes after it (KIP-211).
+        self.empty_since_ms: int | None = None
         self.rebalance_deadline_ms: int | None = None
         # Kafka's InitialDelayedJoin: a rebalance of an Empty group waits
         # group.initial.rebalance.delay.ms, again while members keep arriving, up to
@@ -387,6 +390,7 @@ class Group:
         self.generation_id += 1
         if not self.members:
             self.state = GroupState.EMPTY
+            self.empty_since_ms = now_ms
             self.protocol_name = None
             self.leader_id = None  # the protocol type stays (Kafka lists it as "consumer")
             return

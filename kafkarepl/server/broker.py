@@ -196,6 +196,7 @@ class Broker:
             self._every(cfg.log_retention_check_interval_ms / 1000, self._retention),
             self._every(1.0, self._flush_dirty),
             self._every(cfg.log_cleaner_backoff_ms / 1000, self.cleaner.run_once),
+            self._every(cfg.offsets_retention_check_interval_ms / 1000, self.groups.expire_offsets),
         ]
         if cfg.metrics_port >= 0:
             await self.metrics.serve(self.server.host, cfg.metrics_port)

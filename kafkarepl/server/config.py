@@ -106,6 +106,16 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = prop("offsets.topic.num.partitions", 50)
     offsets_topic_replication_factor: int = prop("offsets.topic.replication.factor", 3)
     offsets_topic_segment_bytes: int = prop("offsets.topic.segment.bytes", 104857600)
+    offsets_retention_minutes: int = prop("offsets.retention.minutes", 10080)
+    offsets_retention_check_interval_ms: int = prop("offsets.retention.check.interval.ms", 600000)
+    # kafkarepl's own, for tests: retention in ms, overriding offsets.retention.minutes when >= 0
+    offsets_retention_ms_override: int = prop("kafkarepl.offsets.retention.ms", -1)
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        if self.offsets_retention_ms_override >= 0:
+            return self.offsets_retention_ms_override
+        return self.offsets_retention_minutes * 60_000
     offsets_commit_timeout_ms: int = prop("offsets.commit.timeout.ms", 5000)
     offset_metadata_max_bytes: int = prop("offset.metadata.max.bytes", 4096)
     group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", 3000)

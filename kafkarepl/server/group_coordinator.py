@@ -382,7 +382,10 @@ class GroupCoordinatorService:
                                              for (t, i), o in offsets.items()])
 
     async def _append(self, group_id: str, records: list[tuple[bytes | None, bytes | None]]) -> ErrorCode:
-        tp = TopicPartition(OFFSETS_TOPIC, self.core.partition_for(group_id))
+        return await self._append_to(self.core.partition_for(group_id), records)
+
+    async def _append_to(self, partition: int, records: list[tuple[bytes | None, bytes | None]]) -> ErrorCode:
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
         p = self.replicas.get(tp)
         if p is None or not p.is_leader:
             return ErrorCode.NOT_COORDINATOR
@@ -456,6 +459,23 @@ class GroupCoordinatorService:
             by_topic.setdefault(t, []).append({"partition_index": i, "error_code": int(codes.get((t, i), ErrorCode.NONE))})
         return {"error_code": int(err), "throttle_time_ms": 0,
                 "topics": [] if err else [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    async def expire_offsets(self) -> int:
+        """offsets.retention.check.interval.ms: expire committed offsets as Kafka does
+        (GroupCoordinator.expire_offsets) and write their tombstones, so the cleaner
+        removes them from __consumer_offsets. Returns how many expired."""
+        expired = self.core.expire_offsets(self.clock.monotonic_ms(), self.clock.wall_ms(),
+                                           self.config.offsets_retention_ms)
+        n = 0
+        for partition, entries in expired.items():
+            code = await self._append_to(partition, [(encode_key(g, t, i), None) for g, (t, i) in entries])
+            if code is not ErrorCode.NONE:  # gone from the cache already; a later load replays them
+                log.warning("tombstones of %d expired offsets not written: %s", len(entries), code.name)
+            n += len(entries)
+        if n:
+            log.info("expired %d committed offsets (retention %d ms)", n, self.config.offsets_retention_ms)
+        self._after()
+        return n
 
     async def delete_groups(self, req: Request) -> dict[str, Any]:
         """DeleteGroups (kafka-consumer-groups.sh --delete): empty groups only; their

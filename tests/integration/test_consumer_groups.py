@@ -436,3 +436,44 @@ def test_restarted_static_member_rejoins_without_a_rebalance(cluster_factory) ->
     assert events["a"] == before_a, events
     a.close()
     b2.close()
+
+
+def test_committed_offsets_of_an_empty_group_expire_with_tombstones(cluster_factory) -> None:
+    # offsets.retention.minutes (here kafkarepl's test knob in ms): the offsets of a
+    # group without members expire, tombstones go to __consumer_offsets (so compaction
+    # removes them and no coordinator failover brings them back).
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as TP
+
+    from kafkarepl.coordinator.offsets import encode_key
+
+    c = cluster_factory(3, group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=1,
+                        offsets_topic_replication_factor=3, kafkarepl_offsets_retention_ms=1500,
+                        offsets_retention_check_interval_ms=200)
+    c.create_topic("exp", 1, 3)
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "expiring", "enable.auto.commit": False})
+    cons.commit(offsets=[TP("exp", 0, 42)], asynchronous=False)
+    assert cons.committed([TP("exp", 0)], timeout=10)[0].offset == 42
+    deadline = time.monotonic() + 20
+    while cons.committed([TP("exp", 0)], timeout=10)[0].offset == 42:
+        assert time.monotonic() < deadline, "the committed offset never expired"
+        time.sleep(0.3)
+    cons.close()
+    reader = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "reader", "enable.auto.commit": False,
+                       "enable.partition.eof": True})
+    reader.assign([TP("__consumer_offsets", 0, 0)])
+    key = encode_key("expiring", "exp", 0)
+    values = []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        m = reader.poll(0.5)
+        if m is None:
+            continue
+        if m.error() is not None:
+            if m.error().code() == -191:
+                break
+            continue
+        if m.key() == key:
+            values.append(m.value())
+    reader.close()
+    assert len(values) == 2 and values[0] is not None and values[1] is None, values  # commit, then tombstone

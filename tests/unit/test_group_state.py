@@ -340,3 +340,42 @@ def test_commit_metadata_limit(metadata: str, code: E) -> None:
     c.finish_loading(0)
     offs = {("t", 0): OffsetAndMetadata(1, metadata=metadata)}
     assert c.validate_commit("g", "", None, -1, offs, 0) == (E.NONE, {("t", 0): code})
+
+
+def test_offsets_of_an_empty_group_expire_after_retention_from_when_it_emptied() -> None:
+    import struct
+
+    from kafkarepl.coordinator.offsets import OffsetAndMetadata
+
+    h = Harness()
+    m = h.new_member("a")
+    subscription = struct.pack(">hih", 0, 1, 1) + b"t" + struct.pack(">i", -1)  # consumer protocol: ["t"]
+    gen = h.result(h.join(m, client="a", protocols=(("range", subscription),))).generation_id
+    h.sync(m, gen, {m: b"x"})
+    wall = 5_000_000
+    h.c.apply_commit(G, {("t", 0): OffsetAndMetadata(10, commit_timestamp_ms=wall),
+                         ("u", 0): OffsetAndMetadata(3, commit_timestamp_ms=wall)})
+    retention = 60_000
+    # With members, only offsets of topics no member subscribes to expire (by commit time).
+    assert h.c.expire_offsets(h.now, wall + retention - 1, retention) == {}
+    assert h.c.expire_offsets(h.now, wall + retention, retention) == {h.c.partition_for(G): [(G, ("u", 0))]}
+    h.c.apply_commit(G, {("u", 0): OffsetAndMetadata(3, commit_timestamp_ms=wall)})
+    h.c.leave(G, [(m, None)], h.now)
+    h.tick(1)
+    assert h.state() is GroupState.EMPTY
+    emptied = h.c.groups[G].empty_since_ms
+    assert h.c.expire_offsets(emptied + retention - 1, wall + 10 * retention, retention) == {}
+    out = h.c.expire_offsets(emptied + retention, wall, retention)
+    assert out == {h.c.partition_for(G): [(G, ("t", 0)), (G, ("u", 0))]}
+    assert G not in h.c.groups  # an Empty group without offsets is gone (Dead)
+
+
+def test_offsets_committed_without_membership_expire_from_their_commit_time() -> None:
+    from kafkarepl.coordinator.offsets import OffsetAndMetadata
+
+    h = Harness()
+    h.c.apply_commit(G, {("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=1000),
+                         ("t", 1): OffsetAndMetadata(1, commit_timestamp_ms=5000)})
+    assert h.c.expire_offsets(h.now, 1000 + 3999, 4000) == {}
+    assert h.c.expire_offsets(h.now, 5000, 4000) == {h.c.partition_for(G): [(G, ("t", 0))]}
+    assert h.c.fetch_offsets(G, None)[1] == {("t", 1): OffsetAndMetadata(1, commit_timestamp_ms=5000)}
