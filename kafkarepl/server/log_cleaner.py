@@ -19,11 +19,10 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkarepl import _core
 from kafkarepl.errors import CheckpointCorruptError
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.storage.checkpoints import read_offsets, write_offsets
-from kafkarepl.storage.cleaner import MAP_SLOT_BYTES, Throttle, clean, new_offset_map
+from kafkarepl.storage.cleaner import Throttle, clean
 from kafkarepl.storage.log import Log
 from kafkarepl.storage.manager import LogManager
 
@@ -108,21 +107,14 @@ class LogCleanerService:
         done = await asyncio.gather(*(self._clean_one(tp, lg, fd, end, now) for _r, tp, lg, fd, end in picks))
         return sum(done)
 
-    def _map_for(self, dirty_bytes: int) -> _core.OffsetMap:
-        """A map sized to the dirty section (a record takes 7 bytes at least), capped by
-        log.cleaner.dedupe.buffer.size per thread: memory follows the work."""
-        load = self.config.log_cleaner_io_buffer_load_factor
-        need = int(max(dirty_bytes, 1) / 7 / load + 1) * MAP_SLOT_BYTES
-        return new_offset_map(min(self._map_bytes, max(need, 1024)), load)
-
     async def _clean_one(self, tp: TopicPartition, lg: Log, first_dirty: int, end: int, now_ms: int) -> int:
         loop = asyncio.get_running_loop()
         self._busy.add(tp)
         plan = lg.cleaning_plan(first_dirty, end, now_ms)
-        offset_map = self._map_for(sum(seg.size for seg in plan.segments if seg.next_offset > first_dirty))
         try:
             throttle = Throttle(self.config.log_cleaner_io_max_bytes_per_second)
-            result = await loop.run_in_executor(self._executor, clean, plan, offset_map, throttle)
+            result = await loop.run_in_executor(self._executor, clean, plan, None, throttle, self._map_bytes,
+                                                self.config.log_cleaner_io_buffer_load_factor)
             if self.log_manager.get_log(*tp) is not lg or not lg.replace_segments(plan, result):
                 log.info("%s-%d: changed while cleaning; the cleaning is discarded", *tp)
                 return 0

@@ -132,6 +132,23 @@ def new_offset_map(buffer_bytes: int, load_factor: float) -> _core.OffsetMap:
     return _core.OffsetMap(mem, slots, load_factor)
 
 
+def sized_offset_map(plan: CleaningPlan, budget_bytes: int, load_factor: float) -> _core.OffsetMap:
+    """A map for the dirty section's records, estimated from a 1 MiB sample of its
+    headers, capped by the budget (log.cleaner.dedupe.buffer.size per thread): a map no
+    larger than needed stays in cache and costs no page faults."""
+    dirty = [s for s in plan.segments if s.next_offset > plan.first_dirty]
+    dirty_bytes = sum(s.size for s in dirty)
+    per_byte = 1 / 7  # at most one record per 7 bytes
+    if dirty:
+        sample = os.pread(dirty[0].fd, min(_READ_CHUNK, dirty[0].size), 0)
+        infos = _core.scan_batches(sample, 0, False)[0]
+        sampled = sum(b.size for b in infos)
+        if sampled:
+            per_byte = min(per_byte, 1.25 * sum(b.records_count for b in infos) / sampled)
+    need = int(dirty_bytes * per_byte / load_factor + 16) * MAP_SLOT_BYTES
+    return new_offset_map(min(budget_bytes, need), load_factor)
+
+
 def batches_of(seg: SourceSegment, throttle: Throttle | None = None) -> Iterator[tuple[int, memoryview]]:
     """(position, bytes) of each whole batch of the segment, read in ~1 MiB preads (no
     mmap: a concurrent truncation must give short reads, not SIGBUS)."""
@@ -268,9 +285,13 @@ def group_segments(plan: CleaningPlan, end: int) -> list[list[SourceSegment]]:
     return groups
 
 
-def clean(plan: CleaningPlan, offset_map: _core.OffsetMap, throttle: Throttle | None = None) -> CleaningResult:
-    """Clean the planned log (cleaner thread). Writes `<base>.*.swap` files for
-    Log.replace_segments; raises on I/O or corruption (nothing is swapped then)."""
+def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttle: Throttle | None = None,
+          map_budget_bytes: int = 128 * 1024 * 1024, load_factor: float = 0.9) -> CleaningResult:
+    """Clean the planned log (cleaner thread): stages the cleaned segments for
+    Log.replace_segments; raises on I/O or corruption (nothing is swapped then).
+    Without an offset map, one sized to the dirty section is made (sized_offset_map)."""
+    if offset_map is None:
+        offset_map = sized_offset_map(plan, map_budget_bytes, load_factor)
     result = CleaningResult()
     end = build_offset_map(plan, offset_map, throttle)
     result.cleaned_up_to = end
