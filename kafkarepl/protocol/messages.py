@@ -679,6 +679,133 @@ WRITE_TXN_MARKERS = api(
     ],
 )
 
+_TXN_TOPICS = A(S(
+    F('Name', STRING, '0+'),
+    F('Partitions', A(INT32), '0+'),
+  ))
+
+ADD_PARTITIONS_TO_TXN = api(
+    ApiKey.ADD_PARTITIONS_TO_TXN, 'AddPartitionsToTxn', '0-3', '3+',
+    request=[
+        F('V3AndBelowTransactionalId', STRING, '0-3'),
+        F('V3AndBelowProducerId', INT64, '0-3'),
+        F('V3AndBelowProducerEpoch', INT16, '0-3'),
+        F('V3AndBelowTopics', _TXN_TOPICS, '0-3'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ResultsByTopicV3AndBelow', A(S(
+            F('Name', STRING, '0+'),
+            F('ResultsByPartition', A(S(
+                F('PartitionIndex', INT32, '0+'),
+                F('PartitionErrorCode', INT16, '0+'),
+              )), '0+'),
+          )), '0-3'),
+    ],
+)
+
+ADD_OFFSETS_TO_TXN = api(
+    ApiKey.ADD_OFFSETS_TO_TXN, 'AddOffsetsToTxn', '0-3', '3+',
+    request=[
+        F('TransactionalId', STRING, '0+'),
+        F('ProducerId', INT64, '0+'),
+        F('ProducerEpoch', INT16, '0+'),
+        F('GroupId', STRING, '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ErrorCode', INT16, '0+'),
+    ],
+)
+
+END_TXN = api(
+    ApiKey.END_TXN, 'EndTxn', '0-3', '3+',
+    request=[
+        F('TransactionalId', STRING, '0+'),
+        F('ProducerId', INT64, '0+'),
+        F('ProducerEpoch', INT16, '0+'),
+        F('Committed', BOOL, '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ErrorCode', INT16, '0+'),
+    ],
+)
+
+TXN_OFFSET_COMMIT = api(
+    ApiKey.TXN_OFFSET_COMMIT, 'TxnOffsetCommit', '0-3', '3+',
+    request=[
+        F('TransactionalId', STRING, '0+'),
+        F('GroupId', STRING, '0+'),
+        F('ProducerId', INT64, '0+'),
+        F('ProducerEpoch', INT16, '0+'),
+        F('GenerationId', INT32, '3+', default=-1),
+        F('MemberId', STRING, '3+', default=''),
+        F('GroupInstanceId', STRING, '3+', nullable='3+', default=None),
+        F('Topics', A(S(
+            F('Name', STRING, '0+'),
+            F('Partitions', A(S(
+                F('PartitionIndex', INT32, '0+'),
+                F('CommittedOffset', INT64, '0+'),
+                F('CommittedLeaderEpoch', INT32, '2+', default=-1),
+                F('CommittedMetadata', STRING, '0+', nullable='0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Topics', A(S(
+            F('Name', STRING, '0+'),
+            F('Partitions', A(S(
+                F('PartitionIndex', INT32, '0+'),
+                F('ErrorCode', INT16, '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
+DESCRIBE_TRANSACTIONS = api(
+    ApiKey.DESCRIBE_TRANSACTIONS, 'DescribeTransactions', '0', '0+',
+    request=[
+        F('TransactionalIds', A(STRING), '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('TransactionStates', A(S(
+            F('ErrorCode', INT16, '0+'),
+            F('TransactionalId', STRING, '0+'),
+            F('TransactionState', STRING, '0+'),
+            F('TransactionTimeoutMs', INT32, '0+'),
+            F('TransactionStartTimeMs', INT64, '0+'),
+            F('ProducerId', INT64, '0+'),
+            F('ProducerEpoch', INT16, '0+'),
+            F('Topics', A(S(
+                F('Topic', STRING, '0+'),
+                F('Partitions', A(INT32), '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
+LIST_TRANSACTIONS = api(
+    ApiKey.LIST_TRANSACTIONS, 'ListTransactions', '0-1', '0+',
+    request=[
+        F('StateFilters', A(STRING), '0+'),
+        F('ProducerIdFilters', A(INT64), '0+'),
+        F('DurationFilter', INT64, '1+', default=-1),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ErrorCode', INT16, '0+'),
+        F('UnknownStateFilters', A(STRING), '0+'),
+        F('TransactionStates', A(S(
+            F('TransactionalId', STRING, '0+'),
+            F('ProducerId', INT64, '0+'),
+            F('TransactionState', STRING, '0+'),
+          )), '0+'),
+    ],
+)
+
 OFFSET_DELETE = api(
     ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
     request=[
@@ -1188,6 +1315,12 @@ APIS: tuple[ApiSpec, ...] = (
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     WRITE_TXN_MARKERS,
+    ADD_PARTITIONS_TO_TXN,
+    ADD_OFFSETS_TO_TXN,
+    END_TXN,
+    TXN_OFFSET_COMMIT,
+    DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

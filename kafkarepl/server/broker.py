@@ -29,6 +29,7 @@ from typing import Any
 from kafkarepl.controller.channel import NetworkBrokerChannel
 from kafkarepl.controller.controller import Controller
 from kafkarepl.coordinator import OFFSETS_TOPIC
+from kafkarepl.coordinator.txn_log import TXN_TOPIC
 from kafkarepl.replication import ReplicaManager, ReplicationMetrics, TopicPartition
 from kafkarepl.server.acl_apis import AclApis
 from kafkarepl.server.alter_partition import AlterPartitionManager
@@ -52,6 +53,7 @@ from kafkarepl.server.replica_apis import ReplicaApis
 from kafkarepl.server.replica_fetcher import ReplicaFetcherManager
 from kafkarepl.server.replica_storage import LogStorage, log_config
 from kafkarepl.server.topics import TopicApis, TopicService
+from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 from kafkarepl.server.zk_guard import GuardedStore
 from kafkarepl.storage.manager import LogManager
 from kafkarepl.zk.client import AsyncZk
@@ -89,7 +91,7 @@ class Broker:
             clock,
             ReplicationMetrics(),
             known_partition=lambda tp: metadata.partition(tp.topic, tp.partition) is not None,
-            internal_topics=frozenset({OFFSETS_TOPIC}),
+            internal_topics=frozenset({OFFSETS_TOPIC, TXN_TOPIC}),
             wakeup_at=self._arm_purgatory,
         )
         self.fetchers.replicas = replicas
@@ -97,19 +99,24 @@ class Broker:
         topics = TopicService(guarded, config, storage, metadata)
         configs = ConfigService(bid, guarded, config, storage, replicas)
         self.config_changes = ConfigChangeListener(zk, store, replicas, configs.topic_overrides)
-        self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock)
+        producer_ids = ProducerIdManager(bid, guarded)
+        self.txn = TransactionCoordinatorService(config, metadata, replicas, topics, clock, producer_ids.next_id)
+        replicas.add_listener(self.txn.on_partition_changed)
+        self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
         replicas.add_listener(self.groups.on_partition_changed)
         handlers = RequestHandlers(
             ReplicaApis(replicas, metadata, configs.topic_overrides, self._checkpoint_log_starts,
-                        clock_ms=clock.wall_ms, marker_timeout_ms=config.request_timeout_ms),
+                        on_txn_marker=self.groups.on_txn_marker, clock_ms=clock.wall_ms,
+                        marker_timeout_ms=config.request_timeout_ms),
             MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
             TopicApis(topics, metadata),
             ConfigApis(configs),
             ControllerApis(channel),
             self.groups,
-            ProducerIdManager(bid, guarded),
+            producer_ids,
             AclApis(),
             LogDirApis(self.log_manager, replicas),
+            self.txn,
         )
         host, port = config.listener()
         self.server = SocketServer(
@@ -197,6 +204,10 @@ class Broker:
             self._every(1.0, self._flush_dirty),
             self._every(cfg.log_cleaner_backoff_ms / 1000, self.cleaner.run_once),
             self._every(cfg.offsets_retention_check_interval_ms / 1000, self.groups.expire_offsets),
+            self._every(cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
+                        self.txn.abort_timed_out),
+            self._every(cfg.transaction_remove_expired_transaction_cleanup_interval_ms / 1000,
+                        self.txn.expire_transactional_ids),
         ]
         if cfg.metrics_port >= 0:
             await self.metrics.serve(self.server.host, cfg.metrics_port)
@@ -257,6 +268,7 @@ class Broker:
         if self._purgatory_timer is not None:
             self._purgatory_timer.cancel()
         self.groups.shutdown()
+        self.txn.shutdown()
         self._io_executor.shutdown(wait=True)  # no checkpoint write in flight past here
         self.cleaner.shutdown()  # a cleaning in flight ends; its staged files are dropped at open
         await self.fetchers.shutdown()

@@ -106,6 +106,17 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = prop("offsets.topic.num.partitions", 50)
     offsets_topic_replication_factor: int = prop("offsets.topic.replication.factor", 3)
     offsets_topic_segment_bytes: int = prop("offsets.topic.segment.bytes", 104857600)
+    # Transactions (server/txn_coordinator.py), Kafka's names and defaults.
+    transaction_state_log_num_partitions: int = prop("transaction.state.log.num.partitions", 50)
+    transaction_state_log_replication_factor: int = prop("transaction.state.log.replication.factor", 3)
+    transaction_state_log_min_isr: int = prop("transaction.state.log.min.isr", 2)
+    transaction_state_log_segment_bytes: int = prop("transaction.state.log.segment.bytes", 104857600)
+    transaction_max_timeout_ms: int = prop("transaction.max.timeout.ms", 900000)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = prop(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000)
+    transactional_id_expiration_ms: int = prop("transactional.id.expiration.ms", 604800000)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = prop(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000)
     offsets_retention_minutes: int = prop("offsets.retention.minutes", 10080)
     offsets_retention_check_interval_ms: int = prop("offsets.retention.check.interval.ms", 600000)
     # kafkarepl's own, for tests: retention in ms, overriding offsets.retention.minutes when >= 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkarepl import _core
@@ -33,10 +34,13 @@ from kafkarepl.coordinator import (
     iter_records,
     partition_for,
 )
+from kafkarepl.coordinator.offsets import decode_key, decode_value
+from kafkarepl.coordinator.records import TRANSACTIONAL_BIT
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import PartitionResponse, TopicPartition
 from kafkarepl.server.authorized_ops import ResourceType, authorized_operations
+from kafkarepl.storage.records import CONTROL_COMMIT, control_record_type
 
 if TYPE_CHECKING:
     from kafkarepl.replication import Clock, PartitionState, ReplicaManager
@@ -76,7 +80,10 @@ class GroupCoordinatorService:
         replicas: ReplicaManager,
         topics: TopicService,
         clock: Clock,
+        find_transaction_coordinator: Callable[[str], Awaitable[tuple[ErrorCode, str | None, int, str, int]]]
+        | None = None,
     ) -> None:
+        self.find_transaction_coordinator = find_transaction_coordinator
         self.config = cfg = config
         self.clock = clock  # group timers: monotonic; commit timestamps: wall
         self.metadata = metadata
@@ -92,6 +99,10 @@ class GroupCoordinatorService:
             cfg.offsets_topic_num_partitions,
         )
         self._waiters: dict[int, asyncio.Future] = {}
+        # TxnOffsetCommit: offsets written in a producer's open transaction, applied when
+        # its COMMIT marker reaches the group's partition, dropped at ABORT.
+        # producer id -> group id -> offsets
+        self._txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._loads: dict[int, asyncio.Task] = {}
         self._create_lock = asyncio.Lock()
@@ -166,7 +177,7 @@ class GroupCoordinatorService:
     async def _load(self, idx: int, p: PartitionState) -> None:
         while True:
             try:
-                records = await self._read_offsets_log(p)
+                records, open_txns = await self._read_offsets_log(p)
                 break
             except asyncio.CancelledError:
                 raise
@@ -176,16 +187,23 @@ class GroupCoordinatorService:
         if self._loads.get(idx) is not asyncio.current_task():
             return
         n = self.core.load(idx, records)
+        for pid, held in open_txns.items():  # their markers may still come
+            for key, value in held:
+                k, o = decode_key(key) if key else None, decode_value(value) if value else None
+                if k is not None and o is not None:
+                    self._txn_offsets.setdefault(pid, {}).setdefault(k.group_id, {})[(k.topic, k.partition)] = o
         self.core.finish_loading(idx)
         self._loads.pop(idx, None)
         self._after()
         log.info("group coordinator: loaded %s-%d (%d offset records)", OFFSETS_TOPIC, idx, n)
 
     @staticmethod
-    async def _read_offsets_log(p: PartitionState) -> list[tuple[bytes | None, bytes | None]]:
+    async def _read_offsets_log(p: PartitionState) -> tuple[list[tuple[bytes | None, bytes | None]],
+                                                             dict[int, list[tuple[bytes | None, bytes | None]]]]:
         """Every (key, value) of the log up to its end as of now; nothing else appends to
         it while loading (commits are refused until the load finishes)."""
         out: list[tuple[bytes | None, bytes | None]] = []
+        pending: dict[int, list[tuple[bytes | None, bytes | None]]] = {}  # open transactions
         lg: Any = p.log
         offset, end = lg.log_start_offset, lg.log_end_offset
         while offset < end:
@@ -197,12 +215,21 @@ class GroupCoordinatorService:
             if not batches:
                 break
             for b in batches:
-                for rec_offset, key, value in iter_records(buf[b.position : b.position + b.size]):
-                    if rec_offset >= offset:
-                        out.append((key, value))
+                batch = buf[b.position : b.position + b.size]
+                if b.attributes & 0x20:  # a marker: its producer's pending records count or go
+                    held = pending.pop(b.producer_id, [])
+                    if control_record_type(batch, 0, len(batch)) == CONTROL_COMMIT:
+                        out.extend(held)
+                elif b.attributes & 0x10:  # TxnOffsetCommit: pending until its marker
+                    pending.setdefault(b.producer_id, []).extend(
+                        (key, value) for o, key, value in iter_records(batch) if o >= offset)
+                else:
+                    for rec_offset, key, value in iter_records(batch):
+                        if rec_offset >= offset:
+                            out.append((key, value))
                 offset = b.base_offset + b.last_offset_delta + 1
             await asyncio.sleep(0)  # other requests run between chunks
-        return out
+        return out, pending
 
     # ------------------------------------------------------- FindCoordinator -----
     async def find_coordinator(self, req: Request) -> dict[str, Any]:
@@ -223,9 +250,9 @@ class GroupCoordinatorService:
             return code, message, -1, "", -1
 
         if key_type == KEY_TYPE_TRANSACTION:
-            # Not retriable, so a transactional producer fails at once instead of retrying
-            # for max.block.ms (60 s) on COORDINATOR_NOT_AVAILABLE.
-            return error(ErrorCode.INVALID_REQUEST, "transactions are not supported by this kafkarepl version")
+            if self.find_transaction_coordinator is None:
+                return error(ErrorCode.INVALID_REQUEST, "no transaction coordinator")
+            return await self.find_transaction_coordinator(key)
         if key_type != KEY_TYPE_GROUP:
             return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
         cache = self.metadata
@@ -375,6 +402,66 @@ class GroupCoordinatorService:
             by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": int(code)})
         return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
+    async def txn_offset_commit(self, req: Request) -> dict[str, Any]:
+        """TxnOffsetCommit (send_offsets_to_transaction): the offsets are written to the
+        group's partition inside the producer's transaction and become visible when its
+        COMMIT marker arrives (on_txn_marker)."""
+        b, v = req.body, req.api_version
+        group_id = b["group_id"]
+        now = self.clock.wall_ms()
+        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        for t in b["topics"] or []:
+            info = self.metadata.topics.get(t["name"])
+            for p in t["partitions"] or []:
+                tp = (t["name"], p["partition_index"])
+                codes[tp] = ErrorCode.NONE
+                if info is None or tp[1] not in info.partitions:
+                    codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1),
+                                                p["committed_metadata"] or "", now)
+        err = self.core.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if not err and v >= 3 and b.get("generation_id", -1) >= 0:
+            err, _valid = self.core.validate_commit(group_id, b.get("member_id") or "", b.get("group_instance_id"),
+                                                    b["generation_id"], offsets, self.clock.monotonic_ms())
+            self._after()
+        if err:
+            codes.update({tp: err for tp in offsets})
+        elif offsets:
+            pid, epoch = b["producer_id"], b["producer_epoch"]
+            code = await self._append_to(
+                self.core.partition_for(group_id),
+                [(encode_key(group_id, t, i), encode_value(o)) for (t, i), o in offsets.items()], (pid, epoch))
+            if code is ErrorCode.NONE:
+                self._txn_offsets.setdefault(pid, {}).setdefault(group_id, {}).update(offsets)
+            elif code is ErrorCode.UNKNOWN_SERVER_ERROR:
+                code = ErrorCode.INVALID_PRODUCER_EPOCH  # e.g. a fenced producer epoch
+            codes.update({tp: code for tp in offsets})
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), code in codes.items():
+            by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": int(code)})
+        return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    def _pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        return {tp for by_group in self._txn_offsets.values() for tp in by_group.get(group_id, {})}
+
+    def on_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker was written to a partition (WriteTxnMarkers): for a
+        __consumer_offsets partition, the producer's transactional offsets of the groups
+        there become visible (commit) or are dropped (abort)."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        by_group = self._txn_offsets.get(producer_id)
+        if not by_group:
+            return
+        for gid in [g for g in by_group if self.core.partition_for(g) == tp.partition]:
+            offsets = by_group.pop(gid)
+            if committed:
+                self.core.apply_commit(gid, offsets)
+        if not by_group:
+            self._txn_offsets.pop(producer_id, None)
+
     async def _append_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> ErrorCode:
         """Write the commit to the group's __consumer_offsets partition as its leader and
         wait until every ISR member has it (acks=all: HW past the batch)."""
@@ -384,7 +471,8 @@ class GroupCoordinatorService:
     async def _append(self, group_id: str, records: list[tuple[bytes | None, bytes | None]]) -> ErrorCode:
         return await self._append_to(self.core.partition_for(group_id), records)
 
-    async def _append_to(self, partition: int, records: list[tuple[bytes | None, bytes | None]]) -> ErrorCode:
+    async def _append_to(self, partition: int, records: list[tuple[bytes | None, bytes | None]],
+                         producer: tuple[int, int] | None = None) -> ErrorCode:
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         p = self.replicas.get(tp)
         if p is None or not p.is_leader:
@@ -395,7 +483,11 @@ class GroupCoordinatorService:
             if not fut.done():
                 fut.set_result(results[tp].error)
 
-        batch = memoryview(build_batch(records, self.clock.wall_ms()))
+        if producer is None:
+            batch = memoryview(build_batch(records, self.clock.wall_ms()))
+        else:  # a transactional offset commit: part of the producer's transaction
+            batch = memoryview(build_batch(records, self.clock.wall_ms(), producer_id=producer[0],
+                                           producer_epoch=producer[1], attributes=TRANSACTIONAL_BIT))
         self.replicas.append_records(
             self.config.offsets_commit_timeout_ms, -1, {tp: batch}, done, internal_topics_allowed=True
         )
@@ -409,15 +501,19 @@ class GroupCoordinatorService:
         err, found = self.core.fetch_offsets(b["group_id"], wanted)
         if err and wanted is not None:
             found = {(t, p): None for t, parts in wanted for p in parts}
+        # KIP-447: a client asking for stable offsets learns that a transaction still has
+        # offsets of the partition pending (UNSTABLE_OFFSET_COMMIT, retriable).
+        unstable = self._pending_txn_partitions(b["group_id"]) if b.get("require_stable") and not err else set()
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, index), o in found.items():
+            pending = (topic, index) in unstable
             by_topic.setdefault(topic, []).append({
                 "partition_index": index,
-                "committed_offset": -1 if o is None else o.offset,
-                "committed_leader_epoch": -1 if o is None else o.leader_epoch,
-                "metadata": "" if o is None else o.metadata,
+                "committed_offset": -1 if o is None or pending else o.offset,
+                "committed_leader_epoch": -1 if o is None or pending else o.leader_epoch,
+                "metadata": "" if o is None or pending else o.metadata,
                 # Before v2 there is no top-level code: the group error goes per partition.
-                "error_code": int(err) if v < 2 else 0,
+                "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if pending else (int(err) if v < 2 else 0),
             })
         return {"throttle_time_ms": 0, "error_code": int(err),
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kafkarepl.server.producer_ids import ProducerIdManager
     from kafkarepl.server.replica_apis import ReplicaApis
     from kafkarepl.server.topics import TopicApis
+    from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,12 @@ SERVED = (
     ApiKey.DESCRIBE_LOG_DIRS,
     ApiKey.DESCRIBE_PRODUCERS,
     ApiKey.WRITE_TXN_MARKERS,
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    ApiKey.END_TXN,
+    ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.DESCRIBE_TRANSACTIONS,
+    ApiKey.LIST_TRANSACTIONS,
 )
 
 
@@ -99,8 +106,11 @@ class RequestHandlers:
         producer_ids: ProducerIdManager,
         acls: AclApis,
         log_dirs: LogDirApis,
+        txn: TransactionCoordinatorService,
     ) -> None:
         self.groups = groups
+        self.producer_ids = producer_ids
+        self.txn = txn
         self._table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: metadata.metadata_request,
@@ -118,7 +128,13 @@ class RequestHandlers:
             ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
             ApiKey.ALTER_CONFIGS: configs.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
-            ApiKey.INIT_PRODUCER_ID: producer_ids.init_producer_id,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: lambda req: txn.add_offsets_to_txn(req, groups.core.partition_for),
+            ApiKey.END_TXN: txn.end_txn,
+            ApiKey.TXN_OFFSET_COMMIT: groups.txn_offset_commit,
+            ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
             ApiKey.ELECT_LEADERS: controller.elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: controller.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: controller.list_partition_reassignments,
@@ -152,6 +168,12 @@ class RequestHandlers:
             raise UnsupportedVersionError(f"API {req.api_key} is not served by this broker")
         result: dict[str, Any] | None = await fn(req)
         return result
+
+    async def init_producer_id(self, req: Request) -> dict[str, Any]:
+        """Idempotent producers get an id here; transactional ones from their coordinator."""
+        if req.body.get("transactional_id") is not None:
+            return await self.txn.init_producer_id(req)
+        return await self.producer_ids.init_producer_id(req)
 
     async def api_versions(self, req: Request) -> dict[str, Any]:
         return {"error_code": 0, "api_keys": api_versions_list(), "throttle_time_ms": 0}

@@ -21,13 +21,16 @@ def test_java_admin_creates_and_describes_a_topic(cluster_factory) -> None:
     assert java_tools.run("describe-topic", c.bootstrap, "orders") == "partitions=3 isr0=3"
 
 
-def test_java_transactional_producer_fails_fast(cluster_factory) -> None:
-    c = cluster_factory(1)
-    out = java_tools.run("init-transactions", c.bootstrap)
-    m = re.match(r"failed ms=(\d+) (\w+): (.*)", out)
-    assert m, out
-    assert int(m.group(1)) < 15_000, out  # not max.block.ms (60 s) of retries
-    assert "not supported" in m.group(3), out
+def test_java_transactional_producer_and_kafka_transactions_describe(cluster_factory) -> None:
+    from tests.integration.test_transactions import consume
+
+    c = cluster_factory(1, transaction_state_log_num_partitions=2, offsets_topic_num_partitions=1)
+    c.create_topic("jtx", 1, 1)
+    assert java_tools.run("transactions", c.bootstrap, "jtx") == "done"
+    got = consume(c.bootstrap, "jtx", "read_committed", 4, partitions=1)
+    assert sorted(got) == [b"java-0", b"java-1", b"java-2", b"java-5"]
+    assert java_tools.run("describe-transactions", c.bootstrap, "java-tx") == (
+        "list=[java-tx:CompleteCommit] state=CompleteCommit epoch=0 timeout=60000")
 
 
 def test_max_timestamp_offset_as_kafka_get_offsets_time_minus_3(cluster_factory) -> None:

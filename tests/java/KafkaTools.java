@@ -184,20 +184,38 @@ public class KafkaTools {
                 }
                 break;
             }
-            case "init-transactions": {  // a transactional producer: fails how, and how fast
+            case "transactions": {  // the Java transactional producer: TOPIC; commits 3, aborts 2, commits 1
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-                p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "tx-1");
-                p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
+                p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java-tx");
+                p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
                 p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
                 p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                long t0 = System.nanoTime();
                 try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
                     prod.initTransactions();
-                    System.out.println("initialized");
+                    int[][] plan = {{3, 1}, {2, 0}, {1, 1}};
+                    int n = 0;
+                    for (int[] step : plan) {
+                        prod.beginTransaction();
+                        for (int i = 0; i < step[0]; i++) {
+                            prod.send(new ProducerRecord<>(args[2], "k", "java-" + (n++))).get();
+                        }
+                        if (step[1] == 1) prod.commitTransaction(); else prod.abortTransaction();
+                    }
+                    System.out.println("done");
                 } catch (Exception e) {
-                    long ms = (System.nanoTime() - t0) / 1_000_000;
-                    System.out.println("failed ms=" + ms + " " + e.getClass().getSimpleName() + ": " + e.getMessage());
+                    System.out.println("failed " + e.getClass().getSimpleName() + ": " + e.getMessage());
+                }
+                break;
+            }
+            case "describe-transactions": {  // kafka-transactions.sh list + describe: TRANSACTIONAL_ID
+                try (Admin a = admin(bootstrap)) {
+                    List<String> ids = new ArrayList<>();
+                    for (TransactionListing l : a.listTransactions().all().get()) ids.add(l.transactionalId() + ":" + l.state());
+                    Collections.sort(ids);
+                    TransactionDescription d = a.describeTransactions(List.of(args[2])).description(args[2]).get();
+                    System.out.println("list=" + ids + " state=" + d.state() + " epoch=" + d.producerEpoch()
+                        + " timeout=" + d.transactionTimeoutMs());
                 }
                 break;
             }

@@ -1,0 +1,115 @@
+"""Transactions with real brokers and real clients: confluent-kafka's transactional
+producer (commit, abort, zombie fencing, send_offsets_to_transaction) against
+read_committed and read_uncommitted consumers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+TXN = {"transaction_state_log_num_partitions": 3, "offsets_topic_num_partitions": 3,
+       "group_initial_rebalance_delay_ms": 0}
+
+
+def consume(bootstrap: str, topic: str, isolation: str, expect: int, partitions: int = 2) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.monotonic()}", "isolation.level": isolation,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(got) < expect and time.monotonic() < deadline:
+        m = c.poll(0.3)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    end = time.monotonic() + 1.0  # nothing more
+    while time.monotonic() < end:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    return got
+
+
+def producer(bootstrap: str, tid: str):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 20000})
+    p.init_transactions(20)
+    return p
+
+
+def test_committed_transactions_are_read_and_aborted_ones_are_not(cluster_factory) -> None:
+    c = cluster_factory(3, **TXN)
+    c.create_topic("tx-out", 2, 3, configs={"min.insync.replicas": "2"})
+    p = producer(c.bootstrap, "tx-1")
+    for txn, (n, commit) in enumerate([(10, True), (5, False), (3, True)]):
+        p.begin_transaction()
+        for i in range(n):
+            p.produce("tx-out", value=b"t%d-%d" % (txn, i), partition=i % 2)
+        if commit:
+            p.commit_transaction(20)
+        else:
+            assert p.flush(20) == 0  # in the log, then aborted (else the client just drops them)
+            p.abort_transaction(20)
+    committed = consume(c.bootstrap, "tx-out", "read_committed", 13)
+    assert sorted(committed) == sorted([b"t0-%d" % i for i in range(10)] + [b"t2-%d" % i for i in range(3)])
+    everything = consume(c.bootstrap, "tx-out", "read_uncommitted", 18)
+    assert len(everything) == 18
+
+
+def test_a_zombie_producer_is_fenced(cluster_factory) -> None:
+    from confluent_kafka import KafkaException
+
+    c = cluster_factory(1, **TXN)
+    c.create_topic("z", 1, 1)
+    old = producer(c.bootstrap, "tx-z")
+    old.begin_transaction()
+    old.produce("z", value=b"zombie")
+    old.flush(10)
+    new = producer(c.bootstrap, "tx-z")  # same id: aborts the old one's transaction, bumps the epoch
+    new.begin_transaction()
+    new.produce("z", value=b"alive")
+    new.commit_transaction(20)
+    with pytest.raises(KafkaException) as e:
+        old.commit_transaction(10)
+    assert e.value.args[0].fatal() or "fenced" in str(e.value).lower(), e.value
+    assert consume(c.bootstrap, "z", "read_committed", 1, partitions=1) == [b"alive"]
+
+
+def test_consume_transform_produce_commits_offsets_in_the_transaction(cluster_factory) -> None:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as TP
+
+    c = cluster_factory(1, **TXN)
+    c.create_topic("in", 1, 1)
+    c.create_topic("out", 1, 1)
+    plain = Producer({"bootstrap.servers": c.bootstrap})
+    for i in range(20):
+        plain.produce("in", value=b"%d" % i)
+    assert plain.flush(10) == 0
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "ctp", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    cons.subscribe(["in"])
+    p = producer(c.bootstrap, "tx-ctp")
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < 20 and time.monotonic() < deadline:
+        msgs = cons.consume(20, 0.5)
+        if not msgs:
+            continue
+        p.begin_transaction()
+        for m in msgs:
+            p.produce("out", value=b"x" + m.value())
+        seen += len(msgs)
+        p.send_offsets_to_transaction(cons.position(cons.assignment()), cons.consumer_group_metadata(), 20)
+        p.commit_transaction(20)
+    assert seen == 20
+    assert cons.committed([TP("in", 0)], timeout=10)[0].offset == 20
+    cons.close()
+    assert sorted(consume(c.bootstrap, "out", "read_committed", 20, partitions=1)) == sorted(
+        b"x%d" % i for i in range(20))
