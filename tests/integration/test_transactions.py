@@ -113,3 +113,33 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(cluster_fa
     cons.close()
     assert sorted(consume(c.bootstrap, "out", "read_committed", 20, partitions=1)) == sorted(
         b"x%d" % i for i in range(20))
+
+
+def test_kafkarepl_transactions_lists_and_describes(cluster_factory) -> None:
+    import subprocess
+    import sys
+
+    c = cluster_factory(1, **TXN)
+    c.create_topic("cli-tx", 2, 1)
+    done = producer(c.bootstrap, "tx-done")
+    done.begin_transaction()
+    done.produce("cli-tx", value=b"a", partition=0)
+    done.commit_transaction(20)
+    open_ = producer(c.bootstrap, "tx-open")
+    open_.begin_transaction()
+    open_.produce("cli-tx", value=b"b", partition=1)
+    assert open_.flush(10) == 0
+
+    def cli(*args: str) -> list[list[str]]:
+        out = subprocess.run([sys.executable, "-m", "kafkarepl", "transactions", "--bootstrap-server", c.bootstrap,
+                              *args], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return [line.split() for line in out.stdout.splitlines()]
+
+    listed = cli("--list")
+    assert listed[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert {(r[0], r[3]) for r in listed[1:]} == {("tx-done", "CompleteCommit"), ("tx-open", "Ongoing")}
+    header, row = cli("--describe", "--transactional-id", "tx-open")
+    assert header[0] == "CoordinatorId" and header[-1] == "TopicPartitions"
+    assert row[1] == "tx-open" and row[4] == "Ongoing" and row[-1] == "cli-tx-1"
+    open_.abort_transaction(20)
