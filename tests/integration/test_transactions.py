@@ -143,3 +143,79 @@ def test_kafkarepl_transactions_lists_and_describes(cluster_factory) -> None:
     assert header[0] == "CoordinatorId" and header[-1] == "TopicPartitions"
     assert row[1] == "tx-open" and row[4] == "Ongoing" and row[-1] == "cli-tx-1"
     open_.abort_transaction(20)
+
+
+def test_kill9_of_coordinator_and_leaders_keeps_transactions_atomic(cluster_factory) -> None:
+    """Transactions (each writes 3 records to each of 3 partitions, then commits or
+    aborts) while the transaction coordinator's broker and then a partition leader are
+    killed with -9 and restarted. A read_committed consumer must see every transaction
+    whose commit succeeded, no aborted one, and every other one entirely or not at all."""
+    from confluent_kafka import KafkaException
+
+    c = cluster_factory(3, **TXN, min_insync_replicas=2)
+    c.create_topic("atomic", 3, 3)
+    committed: set[int] = set()
+    aborted: set[int] = set()
+    uncertain: set[int] = set()
+    p = producer(c.bootstrap, "tx-chaos")
+    kills = {7: "coordinator", 19: "leader"}  # commits (n % 3 != 2)
+    import threading
+
+    def kill_and_restart(victim: int) -> None:
+        c.kill(victim)
+        c.brokers[victim].start()
+
+    killers: list[threading.Thread] = []
+    for n in range(32):
+        try:
+            p.begin_transaction()
+            for part in range(3):
+                for i in range(3):
+                    p.produce("atomic", value=b"%d:%d:%d" % (n, part, i), partition=part)
+            if n in kills:  # killed while the commit is on its way: markers half written
+                victim = _txn_coordinator(c, "tx-chaos") if kills[n] == "coordinator" else c.leader_of("atomic", 1)
+                t = threading.Timer(0.005, kill_and_restart, (victim,))
+                t.start()
+                killers.append(t)
+            if n % 3 == 2:
+                p.abort_transaction(30)
+                aborted.add(n)
+            else:
+                p.commit_transaction(30)
+                committed.add(n)
+        except KafkaException as exc:
+            uncertain.add(n)
+            err = exc.args[0]
+            if err.txn_requires_abort():
+                try:
+                    p.abort_transaction(30)
+                    aborted.add(n)
+                    uncertain.discard(n)
+                except KafkaException:
+                    p = producer(c.alive_bootstrap(), "tx-chaos")
+            else:
+                p = producer(c.alive_bootstrap(), "tx-chaos")
+    for t in killers:
+        t.join()
+    for b in c.brokers:
+        c.wait_serving(b)
+    seen: dict[int, set[bytes]] = {}
+    for v in consume(c.bootstrap, "atomic", "read_committed", 9 * len(committed), partitions=3):
+        seen.setdefault(int(v.split(b":")[0]), set()).add(v)
+    print(f"committed {len(committed)} aborted {len(aborted)} uncertain {sorted(uncertain)}")
+    assert committed, "no transaction committed"
+    for n in committed:
+        assert len(seen.get(n, ())) == 9, (n, sorted(seen.get(n, ())))
+    for n in aborted:
+        assert n not in seen, (n, sorted(seen[n]))
+    for n in uncertain:
+        assert len(seen.get(n, ())) in (0, 9), (n, sorted(seen.get(n, ())))  # all or nothing
+
+
+def _txn_coordinator(c, tid: str) -> int:
+    from kafkarepl.cli import wire
+    from kafkarepl.protocol import ApiKey
+
+    port = next(iter(c.brokers.values())).port
+    r = wire.call("127.0.0.1", port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [tid]})
+    return r["coordinators"][0]["node_id"]
