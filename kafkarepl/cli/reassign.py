@@ -65,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--additional", action="store_true",
                    help="execute even though other reassignments are in progress")
     p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
-                   help="not supported: replication is not throttled (accepted, ignored)")
+                   help="with --execute: limit the moving replicas' replication to this rate "
+                        "(cleared by --verify once the reassignment is complete)")
     p.add_argument("--preserve-throttles", action="store_true", help="accepted, no effect")
     p.add_argument("--timeout-ms", type=int, default=30000)
     p.set_defaults(func=cmd_reassign)
@@ -324,8 +325,7 @@ async def _execute(client: ClusterClient, args: argparse.Namespace, *, plan: Ass
                        f"({', '.join(tp_str(tp) for tp in sorted(moving))}); "
                        "use --additional to start this one as well")
     if args.throttle >= 0:
-        print("Warning: --throttle is not supported: kafkarepl brokers do not throttle "
-              "replication, so this reassignment runs unthrottled.", file=sys.stderr)
+        await _set_throttles(client, plan, current, args.throttle)
     # Roll back to where a reassignment in progress came from, not to its union.
     rollback = {}
     for tp in plan:
@@ -392,7 +392,61 @@ async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assi
         else:
             print(f"There is no active reassignment of partition {tp_str(tp)}, but replica set is "
                   f"{_ids(current[tp])} rather than {_ids(plan[tp])}.")
-    return 0 if all(s == "completed" for s in status.values()) else 1
+    done = all(s == "completed" for s in status.values())
+    if done:
+        await _clear_throttles(client, plan)
+    return 0 if done else 1
+
+
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+OP_SET, OP_DELETE = 0, 1
+RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+REPLICA_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+def _alter_errors(resp: dict) -> list[str]:
+    return [f"{r['resource_name']}: {code_name(r['error_code'])} {r.get('error_message') or ''}".rstrip()
+            for r in resp.get("responses", []) if r["error_code"]]
+
+
+async def _set_throttles(client: ClusterClient, plan: Assignment, current: Assignment, rate: int) -> None:
+    """As kafka-reassign-partitions.sh: leader throttles on the moving partitions'
+    current replicas, follower throttles on the replicas they gain, and the rate on every
+    broker involved."""
+    leader: dict[str, set[str]] = {}
+    follower: dict[str, set[str]] = {}
+    for (topic, p), target in plan.items():
+        leader.setdefault(topic, set()).update(f"{p}:{b}" for b in current[(topic, p)])
+        adding = [b for b in target if b not in current[(topic, p)]]
+        if adding:
+            follower.setdefault(topic, set()).update(f"{p}:{b}" for b in adding)
+    errors: list[str] = []
+    for topic in sorted(leader):
+        ops: list[tuple[str, int, str | None]] = [(REPLICA_CONFIGS[0], OP_SET, ",".join(sorted(leader[topic])))]
+        if follower.get(topic):
+            ops.append((REPLICA_CONFIGS[1], OP_SET, ",".join(sorted(follower[topic]))))
+        errors += _alter_errors(await client.incremental_alter_configs({(RESOURCE_TOPIC, topic): ops}))
+    brokers = sorted({b for tp, target in plan.items() for b in (*current[tp], *target)})
+    for b in brokers:
+        errors += _alter_errors(await client.incremental_alter_configs(
+            {(RESOURCE_BROKER, str(b)): [(k, OP_SET, str(rate)) for k in RATE_CONFIGS]}))
+    if errors:
+        raise CliError("setting the throttle failed: " + "; ".join(errors))
+    print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+          "throttle is removed.")
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+async def _clear_throttles(client: ClusterClient, plan: Assignment) -> None:
+    brokers = sorted(client.brokers)
+    for b in brokers:
+        await client.incremental_alter_configs(
+            {(RESOURCE_BROKER, str(b)): [(k, OP_DELETE, None) for k in RATE_CONFIGS]})
+    print(f"Clearing broker-level throttles on brokers {','.join(str(b) for b in brokers)}")
+    for topic in sorted({t for t, _p in plan}):
+        await client.incremental_alter_configs(
+            {(RESOURCE_TOPIC, topic): [(k, OP_DELETE, None) for k in REPLICA_CONFIGS]})
+        print(f"Clearing topic-level throttles on topic {topic}")
 
 
 async def _cancel(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment) -> int:

@@ -81,6 +81,7 @@ class FetchWait:
     leader_epoch: int  # the partition's epoch when the fetch arrived
     from_follower: bool  # replica fetch reads to LEO, consumer fetch to HW
     read_committed: bool = False  # a read_committed consumer reads to the LSO
+    throttled: bool = False  # a follower over its replication quota: its bytes do not count
 
 
 # (key, wait) -> bytes readable in [wait.fetch_offset, upper bound); the server asks its

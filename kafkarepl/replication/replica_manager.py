@@ -220,6 +220,16 @@ DeleteRecordsCallback = Callable[[dict[TopicPartition, tuple[ErrorCode, int]]], 
 ChangeListener = Callable[[TopicPartition, PartitionState], None]
 
 
+class LeaderThrottle(Protocol):
+    """Replication throttle of the leader side (leader.replication.throttled.*)."""
+
+    def is_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def should_throttle(self, topic: str, partition: int, in_sync: bool) -> bool: ...
+
+    def record(self, nbytes: int) -> None: ...
+
+
 @dataclass
 class _DeleteRecordsContext:
     results: dict[TopicPartition, tuple[ErrorCode, int]]
@@ -255,6 +265,7 @@ class ReplicaManager:
         wakeup_at: Callable[[int], None] | None = None,
         partition_factory: Callable[..., PartitionState] = PartitionState,
         fetcher_factory: Callable[[PartitionState, int, int], FollowerFetcher] | None = None,
+        leader_throttle: LeaderThrottle | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.storage = storage
@@ -265,6 +276,7 @@ class ReplicaManager:
         self.known_partition = known_partition  # in the metadata: not ours vs. unknown
         self.internal_topics = internal_topics  # clients may not produce to these
         self.wakeup_at = wakeup_at  # "call poll() at this monotonic ms"
+        self.leader_throttle = leader_throttle
         # Mutation tests swap these for deliberately broken variants (tests/sim/mutants.py).
         self.partition_factory = partition_factory
         self.fetcher_factory = fetcher_factory
@@ -550,6 +562,8 @@ class ReplicaManager:
         ctx.callback(self._read(ctx, record_progress=True)[0])
 
     def _available_bytes(self, tp: Any, w: FetchWait) -> int:
+        if w.throttled:
+            return 0  # as Kafka's DelayedFetch: a throttled replica's bytes do not complete it
         end = w.partition.fetch_upper_bound(w.from_follower, w.read_committed)
         log_: Any = w.partition.log
         return int(log_.read(w.fetch_offset, 1 << 30, end).size)
@@ -570,8 +584,11 @@ class ReplicaManager:
                 has_error = True
             elif data.diverging_epoch is None and data.preferred_read_replica < 0:
                 p = self.partitions[f.tp]
+                throttled = (params.from_follower and self.leader_throttle is not None
+                             and self.leader_throttle.should_throttle(f.tp.topic, f.tp.partition,
+                                                                      params.replica_id in p.isr))
                 waits[f.tp] = FetchWait(p, f.fetch_offset, p.leader_epoch, params.from_follower,
-                                        params.read_committed and not params.from_follower)
+                                        params.read_committed and not params.from_follower, throttled)
             total += data.size
             budget = max(0, budget - data.size)
         return out, total, has_error, waits
@@ -619,6 +636,14 @@ class ReplicaManager:
                     out.high_watermark, out.log_start_offset = p.high_watermark, lg.log_start_offset
                     return out
         read_committed = params.read_committed and not params.from_follower
+        throttle = self.leader_throttle if params.from_follower else None
+        in_sync = params.replica_id in p.isr
+        if throttle is not None and throttle.should_throttle(tp.topic, tp.partition, in_sync):
+            # Over leader.replication.throttled.rate: no records for a throttled replica
+            # outside the ISR this time (Kafka's shouldLeaderThrottle).
+            out.high_watermark, out.last_stable_offset = p.high_watermark, p.last_stable_offset
+            out.log_start_offset = lg.log_start_offset
+            return out
         out.high_watermark = p.high_watermark
         out.last_stable_offset = p.last_stable_offset
         upto = out.last_stable_offset if read_committed else p.fetch_upper_bound(params.from_follower)
@@ -633,6 +658,8 @@ class ReplicaManager:
             out.error = ErrorCode.UNKNOWN_SERVER_ERROR
             return out
         out.records, out.size = (sl, sl.size) if sl.size else (None, 0)
+        if throttle is not None and sl.size and not in_sync and throttle.is_throttled(tp.topic, tp.partition):
+            throttle.record(sl.size)
         if read_committed:
             aborted = getattr(lg, "aborted_transactions", None)
             txns = aborted(f.fetch_offset, upto, sl) if aborted is not None and sl.size else []

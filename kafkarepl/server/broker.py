@@ -52,6 +52,13 @@ from kafkarepl.server.producer_ids import ProducerIdManager
 from kafkarepl.server.replica_apis import ReplicaApis
 from kafkarepl.server.replica_fetcher import ReplicaFetcherManager
 from kafkarepl.server.replica_storage import LogStorage, log_config
+from kafkarepl.server.replication_quota import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationThrottle,
+)
 from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 from kafkarepl.server.zk_guard import GuardedStore
@@ -81,7 +88,9 @@ class Broker:
         )
         self.controller_channel = channel = ControllerChannel(bid, metadata, self.controller,
                                                               on_connection_lost=fencer.suspect)
-        self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of, fencer.suspect)
+        self.leader_throttle = ReplicationThrottle(bid, LEADER_REPLICAS, clock.monotonic_ms)
+        self.follower_throttle = ReplicationThrottle(bid, FOLLOWER_REPLICAS, clock.monotonic_ms)
+        self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of, fencer.suspect, self.follower_throttle)
         alter_partition = AlterPartitionManager(bid, lambda: self.replicas.broker_epoch, channel, self._topic_id)
         self.replicas = replicas = ReplicaManager(
             bid,
@@ -93,19 +102,22 @@ class Broker:
             known_partition=lambda tp: metadata.partition(tp.topic, tp.partition) is not None,
             internal_topics=frozenset({OFFSETS_TOPIC, TXN_TOPIC}),
             wakeup_at=self._arm_purgatory,
+            leader_throttle=self.leader_throttle,
         )
         self.fetchers.replicas = replicas
         self.cleaner = LogCleanerService(self.log_manager, config, self._partition_high_watermark, clock.wall_ms)
         topics = TopicService(guarded, config, storage, metadata)
         configs = ConfigService(bid, guarded, config, storage, replicas)
-        self.config_changes = ConfigChangeListener(zk, store, replicas, configs.topic_overrides)
+        self._configs = configs
+        self.config_changes = ConfigChangeListener(zk, store, replicas, self._topic_overrides,
+                                                   on_broker_configs=self._load_broker_configs)
         producer_ids = ProducerIdManager(bid, guarded)
         self.txn = TransactionCoordinatorService(config, metadata, replicas, topics, clock, producer_ids.next_id)
         replicas.add_listener(self.txn.on_partition_changed)
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
         replicas.add_listener(self.groups.on_partition_changed)
         handlers = RequestHandlers(
-            ReplicaApis(replicas, metadata, configs.topic_overrides, self._checkpoint_log_starts,
+            ReplicaApis(replicas, metadata, self._topic_overrides, self._checkpoint_log_starts,
                         on_txn_marker=self.groups.on_txn_marker, clock_ms=clock.wall_ms,
                         marker_timeout_ms=config.request_timeout_ms),
             MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
@@ -135,6 +147,7 @@ class Broker:
         self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
         self.started_at = 0.0
         self._stopping = False
+        self._throttled_before = False
 
     @classmethod
     async def connect(cls, config: BrokerConfig) -> Broker:
@@ -157,6 +170,25 @@ class Broker:
     def _partition_high_watermark(self, topic: str, partition: int) -> int | None:
         p = self.replicas.get(TopicPartition(topic, partition))
         return None if p is None else p.high_watermark
+
+    async def _topic_overrides(self, topic: str) -> dict[str, str]:
+        """A topic's overrides, as LeaderAndIsr and config changes read them; the
+        replication throttles take their `*.replication.throttled.replicas` from here."""
+        overrides = await self._configs.topic_overrides(topic)
+        self.leader_throttle.update_topic(topic, overrides)
+        self.follower_throttle.update_topic(topic, overrides)
+        return overrides
+
+    async def _load_broker_configs(self) -> None:
+        """Dynamic broker configs in effect here (own over the cluster default): the
+        replication throttle rates."""
+        merged = {**await self.store.get_broker_config(), **await self.store.get_broker_config(self.broker_id)}
+        self.leader_throttle.set_rate(merged.get(LEADER_RATE))
+        self.follower_throttle.set_rate(merged.get(FOLLOWER_RATE))
+        if LEADER_RATE in merged or FOLLOWER_RATE in merged or self._throttled_before:
+            log.info("broker %d: replication throttle rates leader %s follower %s B/s", self.broker_id,
+                     merged.get(LEADER_RATE, "unlimited"), merged.get(FOLLOWER_RATE, "unlimited"))
+        self._throttled_before = LEADER_RATE in merged or FOLLOWER_RATE in merged
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.metadata.topics.get(topic)
@@ -195,6 +227,7 @@ class Broker:
         self.zk.on_session_reestablished(self._on_session_reestablished)
         self.zk.on_session_lost(self._on_session_lost)
         await self.controller.start()
+        await self._load_broker_configs()
         await self.config_changes.start()
         cfg = self.config
         self._tasks = [

@@ -31,7 +31,9 @@ class ConfigChangeListener:
         self, zk: AsyncZk, store: KafkaZkStore, replicas: ReplicaManager,
         topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
         change_expiration_ms: int = CHANGE_EXPIRATION_MS,
+        on_broker_configs: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self.on_broker_configs = on_broker_configs  # dynamic broker configs changed
         self.change_expiration_ms = change_expiration_ms  # handled notifications are purged after it
         self.zk = zk
         self.store = store
@@ -64,6 +66,7 @@ class ConfigChangeListener:
     async def _apply(self, seqs: list[int]) -> None:
         async with self._lock:
             topics: set[str] = set()
+            brokers_changed = False
             for seq in seqs:
                 try:
                     entity = await self.store.config_change_entity(f"{PREFIX}{seq:010d}")
@@ -72,6 +75,13 @@ class ConfigChangeListener:
                     continue
                 if entity and entity.startswith("topics/"):
                     topics.add(entity[len("topics/"):])
+                elif entity and entity.startswith("brokers/"):
+                    brokers_changed = True
+            if brokers_changed and self.on_broker_configs is not None:
+                try:
+                    await self.on_broker_configs()
+                except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand
+                    log.warning("broker config change not applied: %r", exc)
             local = {tp.topic for tp in self.replicas.partitions}
             for topic in sorted(topics & local):
                 try:

@@ -29,8 +29,8 @@ CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 CONFIG_SOURCE_STATIC_BROKER = 4
 # Broker configs an operator may change at run time (kafka-configs.sh --entity-type
 # brokers; kafka-reassign-partitions.sh sets and clears the throttles). Stored in
-# /config/brokers/<id> (or <default>) as Kafka's ZooKeeper mode does. The throttles are
-# recorded and shown; kafkarepl does not throttle replication yet.
+# /config/brokers/<id> (or <default>) as Kafka's ZooKeeper mode does; every broker applies
+# them at once through /config/changes (the throttles: server/replication_quota.py).
 DYNAMIC_BROKER_CONFIGS = frozenset({
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",

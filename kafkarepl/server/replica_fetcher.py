@@ -27,6 +27,7 @@ from kafkarepl.replication import (
     TopicPartition,
 )
 from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.replication_quota import ReplicationThrottle
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,11 @@ class ReplicaFetcher:
     def __init__(
         self, broker_id: int, leader_id: int, config: BrokerConfig, replicas: ReplicaManager, endpoint: Endpoint,
         on_connection_lost: Callable[[int], None] | None = None,
+        throttle: ReplicationThrottle | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.on_connection_lost = on_connection_lost  # the leader may be dead (server/liveness.py)
+        self.throttle = throttle  # follower.replication.throttled.*
         self.leader_id = leader_id
         self.config = config
         self.replicas = replicas
@@ -98,6 +101,12 @@ class ReplicaFetcher:
             epoch_reqs: Pending = []
             fetch_reqs: Pending = []
             for tp in list(self.partitions):
+                if self.throttle is not None and self.throttle.should_throttle(tp.topic, tp.partition,
+                                                                               self._in_sync(tp)):
+                    # Over follower.replication.throttled.rate: a throttled replica outside
+                    # the ISR sits this round out (Kafka's shouldFollowerThrottle); asked
+                    # before a request is taken, which would then await its answer.
+                    continue
                 nxt = self.replicas.follower_request(tp)
                 if nxt is None:
                     continue
@@ -124,6 +133,10 @@ class ReplicaFetcher:
                 for _tp, f, req in [*epoch_reqs, *fetch_reqs]:
                     self.replicas.on_follower_request_failed(f, req)
                 await self._sleep(backoff_s)
+
+    def _in_sync(self, tp: TopicPartition) -> bool:
+        p = self.replicas.get(tp)
+        return p is not None and self.broker_id in p.isr
 
     async def _sleep(self, seconds: float) -> None:
         self._wakeup.clear()
@@ -200,6 +213,9 @@ class ReplicaFetcher:
             fr = FetchResponse(
                 ErrorCode(r["error_code"]), r["high_watermark"], r["log_start_offset"], r["records"] or None, diverging
             )
+            if self.throttle is not None and r["records"] and self.throttle.is_throttled(tp.topic, tp.partition) \
+                    and not self._in_sync(tp):
+                self.throttle.record(len(r["records"]))
             out = self.replicas.on_fetch_response(tp, f, req, fr)
             if out.error and not out.stale:
                 log.info("%s-%d: fetch from %d: %s", tp.topic, tp.partition, self.leader_id, out.error.name)
@@ -213,11 +229,13 @@ class ReplicaFetcherManager:
     """FetcherControl for the replica manager: one fetcher task per (leader, index)."""
 
     def __init__(self, broker_id: int, config: BrokerConfig, endpoint: Endpoint,
-                 on_connection_lost: Callable[[int], None] | None = None) -> None:
+                 on_connection_lost: Callable[[int], None] | None = None,
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.endpoint = endpoint
         self.on_connection_lost = on_connection_lost
+        self.throttle = throttle
         self.replicas: ReplicaManager | None = None  # bound once built (it needs us first)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
@@ -230,7 +248,7 @@ class ReplicaFetcherManager:
         f = self.fetchers.get(key)
         if f is None:
             f = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.config, self.replicas,
-                                                    self.endpoint, self.on_connection_lost)
+                                                    self.endpoint, self.on_connection_lost, self.throttle)
             f.start()
         f.add(tp)
         self._assigned[tp] = f
