@@ -136,6 +136,7 @@ class BrokerConfig:
     cluster_name: str = prop("cluster.name", "kafkarepl")
     # Properties we do not interpret are kept, so topic-level defaults can be derived.
     extra: dict[str, str] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()  # the keys server.properties / overrides set
 
     @classmethod
     def from_props(cls, props: dict[str, str]) -> BrokerConfig:
@@ -152,7 +153,7 @@ class BrokerConfig:
                 kwargs[attr] = conv(raw)
             except ValueError as exc:
                 raise ConfigError(f"invalid value for {key}: {raw!r} ({exc})") from None
-        cfg = cls(**kwargs, extra=extra)
+        cfg = cls(**kwargs, extra=extra, explicit=frozenset(props))
         cfg.validate()
         return cfg
 

@@ -37,6 +37,30 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "replica.alter.log.dirs.io.max.bytes.per.second",
 })
 OP_SET, OP_DELETE = 0, 1
+Synonym = tuple[str, str, int]  # name, value, source
+
+
+def broker_synonyms(topic_config: str) -> list[str]:
+    """The broker settings a topic config defaults to, most specific first (Kafka's
+    synonyms: retention.ms <- log.retention.ms, log.retention.minutes, log.retention.hours)."""
+    special = {
+        "retention.ms": ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+        "segment.ms": ["log.roll.ms", "log.roll.hours"],
+        "max.message.bytes": ["message.max.bytes"],
+        "cleanup.policy": ["log.cleanup.policy"],
+        "delete.retention.ms": ["log.cleaner.delete.retention.ms"],
+        "min.cleanable.dirty.ratio": ["log.cleaner.min.cleanable.ratio"],
+        "min.compaction.lag.ms": ["log.cleaner.min.compaction.lag.ms"],
+        "max.compaction.lag.ms": ["log.cleaner.max.compaction.lag.ms"],
+        "flush.messages": ["log.flush.interval.messages"],
+        "flush.ms": ["log.flush.interval.ms"],
+        "index.interval.bytes": ["log.index.interval.bytes"],
+        "segment.index.bytes": ["log.index.size.max.bytes"],
+        "min.insync.replicas": ["min.insync.replicas"],
+        "unclean.leader.election.enable": ["unclean.leader.election.enable"],
+        "compression.type": ["compression.type"],
+    }
+    return special.get(topic_config, [f"log.{topic_config}"])
 Body = dict[str, Any]
 Entry = tuple[str, int, bool]  # value, source, read-only
 
@@ -55,24 +79,51 @@ class ConfigService:
         return dict(await self.store.get_topic_config(require_valid_topic_name(name)))
 
     async def describe(self, rtype: int, rname: str) -> dict[str, Entry]:
+        return {k: (v[0], v[1], v[2]) for k, v in (await self.describe_with_synonyms(rtype, rname)).items()}
+
+    async def describe_with_synonyms(self, rtype: int, rname: str) -> dict[str, tuple[str, int, bool, list[Synonym]]]:
+        """name -> (value, source, read-only, synonyms): the synonyms in Kafka's order of
+        precedence (DescribeConfigs v1+ include_synonyms): for a topic, its own override,
+        then the broker setting(s) it defaults to; for a broker, the dynamic per-broker
+        value, the dynamic cluster default, server.properties, the built-in default."""
+        cfg = self.config
+        props = cfg.as_props()
         if rtype == RESOURCE_TOPIC:
             require_valid_topic_name(rname)
             if not await self.store.topic_exists(rname):
                 raise KafkaError(f"Topic '{rname}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            entries = {k: (v, CONFIG_SOURCE_DEFAULT, False) for k, v in self.config.topic_defaults().items()}
             overrides = await self.topic_overrides(rname)
-            entries.update({k: (v, CONFIG_SOURCE_TOPIC, False) for k, v in overrides.items()})
-            return entries
+            out: dict[str, tuple[str, int, bool, list[Synonym]]] = {}
+            for k, v in cfg.topic_defaults().items():
+                syn: list[Synonym] = [(k, overrides[k], CONFIG_SOURCE_TOPIC)] if k in overrides else []
+                for b in broker_synonyms(k):
+                    if b in props:
+                        syn.append((b, props[b], CONFIG_SOURCE_STATIC_BROKER if b in cfg.explicit
+                                    else CONFIG_SOURCE_DEFAULT))
+                if k in overrides:
+                    out[k] = (overrides[k], CONFIG_SOURCE_TOPIC, False, syn)
+                else:
+                    out[k] = (v, syn[0][2] if syn else CONFIG_SOURCE_DEFAULT, False, syn)
+            for k, v in overrides.items():
+                out.setdefault(k, (v, CONFIG_SOURCE_TOPIC, False, [(k, v, CONFIG_SOURCE_TOPIC)]))
+            return out
         if rtype == RESOURCE_BROKER:
             if rname not in ("", str(self.broker_id)):
                 raise KafkaError(f"broker {rname} is not this broker", ErrorCode.INVALID_REQUEST)
-            broker: dict[str, Entry] = {
-                k: (v, CONFIG_SOURCE_STATIC_BROKER, True) for k, v in self.config.as_props().items()}
             default = await self.store.get_broker_config()
-            broker.update({k: (v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, False) for k, v in default.items()})
-            if rname:
-                mine = await self.store.get_broker_config(self.broker_id)
-                broker.update({k: (v, CONFIG_SOURCE_DYNAMIC_BROKER, False) for k, v in mine.items()})
+            mine = await self.store.get_broker_config(self.broker_id) if rname else {}
+            broker: dict[str, tuple[str, int, bool, list[Synonym]]] = {}
+            for k in sorted({*props, *default, *mine}):
+                syn = []
+                if k in mine:
+                    syn.append((k, mine[k], CONFIG_SOURCE_DYNAMIC_BROKER))
+                if k in default:
+                    syn.append((k, default[k], CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER))
+                if k in props:
+                    syn.append((k, props[k], CONFIG_SOURCE_STATIC_BROKER if k in cfg.explicit
+                                else CONFIG_SOURCE_DEFAULT))
+                read_only = k not in DYNAMIC_BROKER_CONFIGS
+                broker[k] = (syn[0][1], syn[0][2], read_only, syn)
             return broker
         raise KafkaError(f"unsupported resource type {rtype}", ErrorCode.INVALID_REQUEST)
 
@@ -122,17 +173,19 @@ class ConfigApis:
             }
             results.append(res)
             try:
-                entries = await self.configs.describe(r["resource_type"], r["resource_name"])
+                entries = await self.configs.describe_with_synonyms(r["resource_type"], r["resource_name"])
             except KafkaError as exc:
                 res["error_code"], res["error_message"] = int(exc.code), str(exc)
                 continue
-            for name, (value, source, read_only) in sorted(entries.items()):
+            with_synonyms = bool(req.body.get("include_synonyms"))
+            for name, (value, source, read_only, syn) in sorted(entries.items()):
                 if keys is not None and name not in keys:
                     continue
                 res["configs"].append({
                     "name": name, "value": value, "read_only": read_only,
                     "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
-                    "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None,
+                    "is_sensitive": False, "config_type": 0, "documentation": None,
+                    "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in syn] if with_synonyms else [],
                 })
         return {"throttle_time_ms": 0, "results": results}
 

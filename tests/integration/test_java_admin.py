@@ -46,6 +46,19 @@ def test_max_timestamp_offset_as_kafka_get_offsets_time_minus_3(cluster_factory)
     assert java_tools.run("max-timestamp", c.bootstrap, "ts", "0") == "offset=1 timestamp=1700000009000"
 
 
+def test_describe_configs_synonyms_in_kafkas_order(cluster_factory) -> None:
+    c = cluster_factory(1, log_retention_ms=3_600_000)
+    c.create_topic("syn", 1, 1, configs={"retention.ms": "60000"})
+    java_tools.run("broker-throttle", c.bootstrap, "1", "5000")
+    out = java_tools.run("synonyms", c.bootstrap, "syn", "retention.ms", "1", "leader.replication.throttled.rate")
+    topic, broker = out.split("] ")
+    # A topic override first, then the broker setting it would fall back to.
+    assert topic.startswith("retention.ms=60000:DYNAMIC_TOPIC_CONFIG [retention.ms=60000:DYNAMIC_TOPIC_CONFIG;"
+                            "log.retention.ms=3600000:STATIC_BROKER_CONFIG;"), out
+    assert broker.startswith("leader.replication.throttled.rate=5000:DYNAMIC_BROKER_CONFIG "
+                             "[leader.replication.throttled.rate=5000:DYNAMIC_BROKER_CONFIG;"), out
+
+
 def test_acls_without_an_authorizer_answer_security_disabled(cluster_factory) -> None:
     c = cluster_factory(1)
     assert java_tools.run("describe-acls", c.bootstrap) == "failed SecurityDisabledException"

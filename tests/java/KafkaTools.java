@@ -70,6 +70,26 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "synonyms": {  // kafka-configs.sh --describe --all (includeSynonyms): TOPIC KEY BROKER KEY
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.config.ConfigResource t = new org.apache.kafka.common.config.ConfigResource(
+                        org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
+                    org.apache.kafka.common.config.ConfigResource b = new org.apache.kafka.common.config.ConfigResource(
+                        org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[4]);
+                    Map<org.apache.kafka.common.config.ConfigResource, Config> cs =
+                        a.describeConfigs(List.of(t, b), new DescribeConfigsOptions().includeSynonyms(true)).all().get();
+                    StringBuilder out = new StringBuilder();
+                    for (String[] q : new String[][]{{"topic", args[3]}, {"broker", args[5]}}) {
+                        ConfigEntry e = cs.get(q[0].equals("topic") ? t : b).get(q[1]);
+                        out.append(q[1]).append("=").append(e.value()).append(":").append(e.source()).append(" [");
+                        for (ConfigEntry.ConfigSynonym syn : e.synonyms())
+                            out.append(syn.name()).append("=").append(syn.value()).append(":").append(syn.source()).append(";");
+                        out.append("] ");
+                    }
+                    System.out.println(out.toString().trim());
+                }
+                break;
+            }
             case "describe-acls": {  // kafka-acls.sh --list
                 try (Admin a = admin(bootstrap)) {
                     a.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get();
