@@ -136,7 +136,7 @@ class BrokerConfig:
     cluster_name: str = prop("cluster.name", "kafkarepl")
     # Properties we do not interpret are kept, so topic-level defaults can be derived.
     extra: dict[str, str] = field(default_factory=dict)
-    explicit: frozenset[str] = frozenset()  # the keys server.properties / overrides set
+    explicit: frozenset[str] = field(default=frozenset(), compare=False)  # keys the properties set
 
     @classmethod
     def from_props(cls, props: dict[str, str]) -> BrokerConfig:
