@@ -65,7 +65,8 @@ def produce(bootstrap: str, topic: str, n: int, txn_every: int | None = None, tx
 
 def consume(bootstrap: str, topic: str, partitions: int, isolation: str, n: int) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{isolation}-{time.time()}",
-                  "isolation.level": isolation, "enable.auto.commit": False})
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "fetch.queue.backoff.ms": 10})  # librdkafka backs off 1 s when its queue is full
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     t0 = time.perf_counter()
