@@ -219,3 +219,29 @@ def _txn_coordinator(c, tid: str) -> int:
     port = next(iter(c.brokers.values())).port
     r = wire.call("127.0.0.1", port, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [tid]})
     return r["coordinators"][0]["node_id"]
+
+
+def test_an_abandoned_transaction_times_out_and_is_aborted(cluster_factory) -> None:
+    # A producer that dies mid-transaction (here: simply never ends it) holds the LSO back
+    # until transaction.timeout.ms; then the coordinator aborts it with an epoch bump and
+    # read_committed consumers move on.
+    from confluent_kafka import KafkaException
+
+    c = cluster_factory(1, **TXN, transaction_abort_timed_out_transaction_cleanup_interval_ms=200)
+    c.create_topic("abandon", 1, 1)
+    from confluent_kafka import Producer
+
+    dead = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "tx-dead",
+                     "transaction.timeout.ms": 1500})
+    dead.init_transactions(20)
+    dead.begin_transaction()
+    dead.produce("abandon", value=b"never")
+    assert dead.flush(10) == 0
+    alive = producer(c.bootstrap, "tx-alive")
+    alive.begin_transaction()
+    alive.produce("abandon", value=b"later")
+    alive.commit_transaction(20)
+    # Blocked behind the open transaction at first, then readable once it is aborted.
+    assert consume(c.bootstrap, "abandon", "read_committed", 1, partitions=1) == [b"later"]
+    with pytest.raises(KafkaException):  # the abandoned producer was fenced by the abort
+        dead.commit_transaction(10)

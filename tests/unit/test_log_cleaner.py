@@ -208,3 +208,36 @@ def test_model_latest_values_and_young_tombstones_read_back(tmp_path_factory, pr
         assert lg.log_end_offset == len(written)
     finally:
         lg.close()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_are_cleaned_and_recompressed_with_their_codec(tmp_path, codec):
+    lg = Log.open(tmp_path / "t-0", cfg(segment_bytes=4000))
+    try:
+        latest = {}
+        for n in range(12):  # batches of 20 records over 5 keys
+            keys = [b"k%d" % ((n * 20 + i) % 5) for i in range(20)]
+            values = [b"v%d-%d" % (n, i) * 10 for i in range(20)]
+            batch = build_batch(values, keys=keys, compression=codec)
+            assert batch[22] & 7 != 0  # really compressed
+            first = lg.append_as_leader(batch, 0, T0).first_offset
+            for i, k in enumerate(keys):
+                latest[k] = (first + i, values[i])
+        active = lg.active_segment.base_offset
+        run_cleaning(lg)
+        got = records(lg)  # kafka-python decompresses and checks every CRC
+        cleaned = [(o, k, v) for o, k, v in got if o < active]
+        assert active > 0 and len(cleaned) < active  # superseded records removed from compressed batches
+        for k, (off, v) in latest.items():
+            if off < active:
+                assert (off, k, v) in got
+        for seg in lg.segments[:-1]:  # the cleaned batches kept their codec
+            data = os.pread(seg.fd, seg.size, 0)
+            pos = 0
+            while pos < len(data):
+                length = int.from_bytes(data[pos + 8 : pos + 12], "big")
+                assert data[pos + 22] & 7 == {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
+                pos += 12 + length
+        assert [o for o, _, _ in got] == sorted({o for o, _, _ in got})
+    finally:
+        lg.close()
