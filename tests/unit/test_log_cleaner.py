@@ -212,7 +212,7 @@ def test_model_latest_values_and_young_tombstones_read_back(tmp_path_factory, pr
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compressed_batches_are_cleaned_and_recompressed_with_their_codec(tmp_path, codec):
-    lg = Log.open(tmp_path / "t-0", cfg(segment_bytes=4000))
+    lg = Log.open(tmp_path / "t-0", cfg(segment_bytes=700))
     try:
         latest = {}
         for n in range(12):  # batches of 20 records over 5 keys
