@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import ssl
 from typing import Any
 
 from ..errors import ErrorCode, KafkaError, UnsupportedVersionError
@@ -54,7 +55,9 @@ class _Pending:
 class BrokerConnection:
     def __init__(self, host: str, port: int, client_id: str | None = "kafkarepl", *,
                  connect_timeout: float = 10.0, request_timeout: float = 30.0,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.ssl_context = ssl_context  # an SSL listener: TLS with this context
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -88,8 +91,11 @@ class BrokerConnection:
             raise BrokerConnectionError(f"{self} is already connected")
         loop = asyncio.get_running_loop()
         try:
+            ctx = self.ssl_context
+            tls: dict[str, Any] = {} if ctx is None else {
+                "ssl": ctx, "server_hostname": self.host if ctx.check_hostname else None}
             transport, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: _Protocol(self), self.host, self.port),
+                loop.create_connection(lambda: _Protocol(self), self.host, self.port, **tls),
                 self.connect_timeout)
         except asyncio.TimeoutError:
             raise BrokerConnectionError(

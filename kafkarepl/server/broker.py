@@ -59,6 +59,7 @@ from kafkarepl.server.replication_quota import (
     LEADER_REPLICAS,
     ReplicationThrottle,
 )
+from kafkarepl.server.tls import client_context, server_context
 from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 from kafkarepl.server.zk_guard import GuardedStore
@@ -80,17 +81,22 @@ class Broker:
         self.metadata = metadata = MetadataCache()
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
+        tls = config.security_protocol() == "SSL"
+        client_tls = client_context(config) if tls else None  # this broker's connections to others
         self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker,
                                                 enabled=config.fast_failover_enable)
         self.controller = Controller(
-            bid, zk, NetworkBrokerChannel(client_id=f"controller-{bid}", on_connection_lost=fencer.suspect),
+            bid, zk, NetworkBrokerChannel(client_id=f"controller-{bid}", on_connection_lost=fencer.suspect,
+                                          ssl_context=client_tls),
             config=config.as_props(), store=store,
         )
         self.controller_channel = channel = ControllerChannel(bid, metadata, self.controller,
-                                                              on_connection_lost=fencer.suspect)
+                                                              on_connection_lost=fencer.suspect,
+                                                              ssl_context=client_tls)
         self.leader_throttle = ReplicationThrottle(bid, LEADER_REPLICAS, clock.monotonic_ms)
         self.follower_throttle = ReplicationThrottle(bid, FOLLOWER_REPLICAS, clock.monotonic_ms)
-        self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of, fencer.suspect, self.follower_throttle)
+        self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of, fencer.suspect, self.follower_throttle,
+                                              client_tls)
         alter_partition = AlterPartitionManager(bid, lambda: self.replicas.broker_epoch, channel, self._topic_id)
         self.replicas = replicas = ReplicaManager(
             bid,
@@ -112,7 +118,8 @@ class Broker:
         self.config_changes = ConfigChangeListener(zk, store, replicas, self._topic_overrides,
                                                    on_broker_configs=self._load_broker_configs)
         producer_ids = ProducerIdManager(bid, guarded)
-        self.txn = TransactionCoordinatorService(config, metadata, replicas, topics, clock, producer_ids.next_id)
+        self.txn = TransactionCoordinatorService(config, metadata, replicas, topics, clock, producer_ids.next_id,
+                                                 client_tls)
         replicas.add_listener(self.txn.on_partition_changed)
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
         replicas.add_listener(self.groups.on_partition_changed)
@@ -137,6 +144,7 @@ class Broker:
             queued_max_request_bytes=config.queued_max_request_bytes,
             max_connections_per_ip=config.max_connections_per_ip,
             max_decompressed_request_bytes=config.max_decompressed_request_bytes,
+            ssl_context=server_context(config) if tls else None,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller)
         self._tasks: list[asyncio.Future] = []

@@ -32,6 +32,21 @@ class BrokerConfig:
     broker_id: int = prop("broker.id", 0)
     listeners: str = prop("listeners", "PLAINTEXT://127.0.0.1:9092")
     advertised_listeners: str = prop("advertised.listeners", "")
+    listener_security_protocol_map: str = prop(
+        "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
+    # TLS (server/tls.py), Kafka's names; PEM files or inline PEM (ssl.keystore.type=PEM)
+    ssl_keystore_type: str = prop("ssl.keystore.type", "PEM")
+    ssl_keystore_location: str = prop("ssl.keystore.location", "")
+    ssl_keystore_certificate_chain: str = prop("ssl.keystore.certificate.chain", "")
+    ssl_keystore_key: str = prop("ssl.keystore.key", "")
+    ssl_key_password: str = prop("ssl.key.password", "")
+    ssl_truststore_type: str = prop("ssl.truststore.type", "PEM")
+    ssl_truststore_location: str = prop("ssl.truststore.location", "")
+    ssl_truststore_certificates: str = prop("ssl.truststore.certificates", "")
+    ssl_client_auth: str = prop("ssl.client.auth", "none")
+    ssl_enabled_protocols: str = prop("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
+    ssl_cipher_suites: str = prop("ssl.cipher.suites", "")
+    ssl_endpoint_identification_algorithm: str = prop("ssl.endpoint.identification.algorithm", "https")
     log_dirs: str = prop("log.dirs", "/tmp/kafkarepl-logs")
     zookeeper_connect: str = prop("zookeeper.connect", "127.0.0.1:2181")
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", 18000)
@@ -185,10 +200,22 @@ class BrokerConfig:
         if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
             raise ConfigError("offsets.topic.num.partitions and offsets.topic.replication.factor must be >= 1")
         self.listener()  # raises on a malformed listener
+        self.security_protocol()
 
     def listener(self) -> tuple[str, int]:
-        """(host, port) of the first PLAINTEXT listener."""
+        """(host, port) of the (first) listener."""
         return parse_listener(self.listeners)
+
+    def security_protocol(self) -> str:
+        """The security protocol of the (first) listener, by its name and
+        listener.security.protocol.map: PLAINTEXT or SSL (SASL: not yet)."""
+        first = self.listeners.split(",")[0].strip()
+        name = first.split("://", 1)[0].upper() if "://" in first else "PLAINTEXT"
+        mapping = dict(kv.split(":", 1) for kv in self.listener_security_protocol_map.split(",") if ":" in kv)
+        protocol = mapping.get(name, name).upper()
+        if protocol not in ("PLAINTEXT", "SSL"):
+            raise ConfigError(f"listener {name}: security protocol {protocol} is not supported yet")
+        return protocol
 
     def advertised(self) -> tuple[str, int]:
         host, port = parse_listener(self.advertised_listeners or self.listeners)

@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -89,12 +90,81 @@ class ConnectionClosing(Exception):
     closed (after the responses before it), as Kafka does."""
 
 
+class _Tls:
+    """TLS over the connection's non-blocking socket through memory BIOs, so the
+    event loop keeps driving the socket itself. Writes (ours and any the TLS layer makes
+    while reading) go out under one lock: records of two writers never interleave."""
+
+    HANDSHAKE_TIMEOUT_S = 10.0
+
+    def __init__(self, ctx: ssl.SSLContext, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        self.sock, self.loop = sock, loop
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        self._lock = asyncio.Lock()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            data = self.outgoing.read()
+            if data:
+                await self.loop.sock_sendall(self.sock, data)
+
+    async def _fill(self) -> None:
+        data = await self.loop.sock_recv(self.sock, 256 * 1024)
+        if not data:
+            raise EOFError
+        self.incoming.write(data)
+
+    async def handshake(self) -> None:
+        async def run() -> None:
+            while True:
+                try:
+                    self.obj.do_handshake()
+                    await self._flush()
+                    return
+                except ssl.SSLWantReadError:
+                    await self._flush()
+                    await self._fill()
+
+        try:
+            await asyncio.wait_for(run(), self.HANDSHAKE_TIMEOUT_S)
+        except ssl.SSLError as exc:
+            raise ConnectionClosing(f"TLS handshake failed: {exc}") from None
+        except asyncio.TimeoutError:
+            raise ConnectionClosing("TLS handshake timed out") from None
+
+    async def recv_into(self, view: memoryview) -> int:
+        while True:
+            try:
+                n = int(self.obj.read(len(view), view))  # with a buffer: the count read
+            except ssl.SSLWantReadError:
+                await self._flush()
+                await self._fill()
+                continue
+            except ssl.SSLZeroReturnError:
+                raise EOFError from None
+            except ssl.SSLError as exc:
+                raise ConnectionClosing(f"TLS error: {exc}") from None
+            if n == 0:
+                raise EOFError
+            return n
+
+    async def sendall(self, data: Any) -> None:
+        view = memoryview(data).cast("B")
+        while view:
+            n = self.obj.write(view[: 256 * 1024])
+            view = view[n:]
+            await self._flush()
+
+
 class Connection:
     def __init__(self, server: SocketServer, sock: socket.socket, peer: Any) -> None:
         self.server = server
         self.sock = sock
         self.peer = peer
         self.loop = asyncio.get_running_loop()
+        self.tls: _Tls | None = (_Tls(server.ssl_context, sock, self.loop)
+                                 if server.ssl_context is not None else None)
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
@@ -109,6 +179,8 @@ class Connection:
 
     # -- reading --------------------------------------------------------------------
     async def _recv_into(self, view: memoryview) -> int:
+        if self.tls is not None:
+            return await self.tls.recv_into(view)
         n = await self.loop.sock_recv_into(self.sock, view)
         if n == 0:
             raise EOFError
@@ -265,11 +337,27 @@ class Connection:
             raise ConnectionClosing(f"error response for API {key} failed: {exc}") from exc
 
     async def send_chunks(self, chunks: list[Any]) -> None:
+        tls = self.tls
         for chunk in chunks:
             if isinstance(chunk, FileRange):
-                await self._sendfile(chunk)
+                if tls is not None:  # TLS encrypts in user space: no sendfile
+                    await self._send_file_range_tls(tls, chunk)
+                else:
+                    await self._sendfile(chunk)
+            elif tls is not None:
+                await tls.sendall(chunk)
             else:
                 await self.loop.sock_sendall(self.sock, chunk)
+
+    async def _send_file_range_tls(self, tls: _Tls, rng: FileRange) -> None:
+        offset, left = rng.position, rng.size
+        while left > 0:
+            data = os.pread(rng.fd, min(left, 256 * 1024), offset)
+            if not data:
+                raise ConnectionError(f"file range ended at offset {offset}")
+            await tls.sendall(data)
+            offset += len(data)
+            left -= len(data)
 
     async def _sendfile(self, rng: FileRange) -> None:
         fd = self.sock.fileno()
@@ -306,9 +394,12 @@ class Connection:
 
     # -- lifecycle ------------------------------------------------------------------
     async def serve(self) -> None:
-        writer = asyncio.ensure_future(self.write_loop())
+        writer: asyncio.Future | None = None
         reader: asyncio.Future | None = None
         try:
+            if self.tls is not None:
+                await self.tls.handshake()
+            writer = asyncio.ensure_future(self.write_loop())
             reader = asyncio.ensure_future(self.read_loop())
             done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
@@ -321,7 +412,7 @@ class Connection:
             await writer
         except (FrameError, KafkaError, ConnectionClosing) as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
-        except (ConnectionError, OSError) as exc:
+        except (ConnectionError, OSError, EOFError) as exc:
             log.debug("connection from %s ended: %s", self.peer, exc)
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
@@ -357,7 +448,9 @@ class SocketServer:
         queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES,
         max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP,
         max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self.ssl_context = ssl_context  # an SSL listener (server/tls.py)
         self.host = host
         self.port = port
         self.handler = handler

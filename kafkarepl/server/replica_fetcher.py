@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -43,8 +44,10 @@ class ReplicaFetcher:
         self, broker_id: int, leader_id: int, config: BrokerConfig, replicas: ReplicaManager, endpoint: Endpoint,
         on_connection_lost: Callable[[int], None] | None = None,
         throttle: ReplicationThrottle | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.ssl_context = ssl_context  # the inter-broker listener is SSL
         self.on_connection_lost = on_connection_lost  # the leader may be dead (server/liveness.py)
         self.throttle = throttle  # follower.replication.throttled.*
         self.leader_id = leader_id
@@ -86,7 +89,8 @@ class ReplicaFetcher:
         ep = self.endpoint(self.leader_id)
         if ep is None:
             raise ConnectionError(f"leader {self.leader_id} is not in the metadata cache yet")
-        conn = BrokerConnection(ep[0], ep[1], client_id=f"replica-fetcher-{self.broker_id}")
+        conn = BrokerConnection(ep[0], ep[1], client_id=f"replica-fetcher-{self.broker_id}",
+                                ssl_context=self.ssl_context)
         await conn.connect()
         self._conn = conn
         return conn
@@ -230,12 +234,14 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, config: BrokerConfig, endpoint: Endpoint,
                  on_connection_lost: Callable[[int], None] | None = None,
-                 throttle: ReplicationThrottle | None = None) -> None:
+                 throttle: ReplicationThrottle | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.endpoint = endpoint
         self.on_connection_lost = on_connection_lost
         self.throttle = throttle
+        self.ssl_context = ssl_context
         self.replicas: ReplicaManager | None = None  # bound once built (it needs us first)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
@@ -248,7 +254,8 @@ class ReplicaFetcherManager:
         f = self.fetchers.get(key)
         if f is None:
             f = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.config, self.replicas,
-                                                    self.endpoint, self.on_connection_lost, self.throttle)
+                                                    self.endpoint, self.on_connection_lost, self.throttle,
+                                                    self.ssl_context)
             f.start()
         f.add(tp)
         self._assigned[tp] = f

@@ -78,7 +78,9 @@ def txn_partition_for(transactional_id: str, partitions: int) -> int:
 
 class TransactionCoordinatorService:
     def __init__(self, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
-                 topics: TopicService, clock: Clock, new_producer_id: Callable[[], Awaitable[int]]) -> None:
+                 topics: TopicService, clock: Clock, new_producer_id: Callable[[], Awaitable[int]],
+                 ssl_context: Any = None) -> None:
+        self.ssl_context = ssl_context  # ssl.SSLContext of an SSL inter-broker listener
         self.config = config
         self.metadata = metadata
         self.replicas = replicas
@@ -282,7 +284,7 @@ class TransactionCoordinatorService:
         info = self.metadata.broker(broker)
         if info is None:
             raise KafkaError(f"broker {broker} unknown", ErrorCode.LEADER_NOT_AVAILABLE)
-        conn = BrokerConnection(info.host, info.port, client_id="txn-coordinator")
+        conn = BrokerConnection(info.host, info.port, client_id="txn-coordinator", ssl_context=self.ssl_context)
         await conn.connect()
         self._conns[broker] = conn
         return conn

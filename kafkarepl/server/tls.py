@@ -1,0 +1,81 @@
+"""TLS contexts from Kafka's ssl.* settings (PEM keystores and truststores, as Kafka's
+`ssl.keystore.type=PEM`): the listener's server context and the client context the
+broker's own connections to other brokers use (replica fetchers, controller requests,
+transaction markers) when the listener is SSL."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+
+from kafkarepl.server.config import BrokerConfig, ConfigError
+
+_PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def _protocols(ctx: ssl.SSLContext, config: BrokerConfig) -> None:
+    wanted = [p.strip() for p in config.ssl_enabled_protocols.split(",") if p.strip()]
+    versions = [_PROTOCOLS[p] for p in wanted if p in _PROTOCOLS]
+    if not versions:
+        raise ConfigError(f"ssl.enabled.protocols {config.ssl_enabled_protocols!r}: none of TLSv1.2, TLSv1.3")
+    ctx.minimum_version, ctx.maximum_version = min(versions), max(versions)
+    if config.ssl_cipher_suites:
+        ctx.set_ciphers(":".join(c.strip() for c in config.ssl_cipher_suites.split(",")))
+
+
+def _load_keystore(ctx: ssl.SSLContext, config: BrokerConfig) -> bool:
+    password = config.ssl_key_password or None
+    if config.ssl_keystore_location:
+        ctx.load_cert_chain(config.ssl_keystore_location, password=password)
+        return True
+    if config.ssl_keystore_certificate_chain and config.ssl_keystore_key:
+        # Inline PEM: ssl wants files; written to a private temporary file and removed.
+        fd, path = tempfile.mkstemp(suffix=".pem")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(config.ssl_keystore_key.strip() + "\n" + config.ssl_keystore_certificate_chain.strip() + "\n")
+            ctx.load_cert_chain(path, password=password)
+        finally:
+            os.unlink(path)
+        return True
+    return False
+
+
+def _load_truststore(ctx: ssl.SSLContext, config: BrokerConfig) -> bool:
+    if config.ssl_truststore_location:
+        ctx.load_verify_locations(cafile=config.ssl_truststore_location)
+        return True
+    if config.ssl_truststore_certificates:
+        ctx.load_verify_locations(cadata=config.ssl_truststore_certificates)
+        return True
+    return False
+
+
+def server_context(config: BrokerConfig) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _protocols(ctx, config)
+    if not _load_keystore(ctx, config):
+        raise ConfigError("an SSL listener needs ssl.keystore.location (PEM) or "
+                          "ssl.keystore.certificate.chain and ssl.keystore.key")
+    auth = config.ssl_client_auth.lower()
+    if auth in ("required", "requested"):
+        if not _load_truststore(ctx, config):
+            raise ConfigError(f"ssl.client.auth={auth} needs a truststore")
+        ctx.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
+    elif auth != "none":
+        raise ConfigError(f"ssl.client.auth must be none, requested or required, not {auth!r}")
+    return ctx
+
+
+def client_context(config: BrokerConfig) -> ssl.SSLContext:
+    """For this broker's connections to the others: verifies them against the
+    truststore (and their host name unless ssl.endpoint.identification.algorithm is
+    empty) and presents the keystore (for ssl.client.auth)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _protocols(ctx, config)
+    if not _load_truststore(ctx, config):
+        ctx.load_default_certs()
+    ctx.check_hostname = bool(config.ssl_endpoint_identification_algorithm)
+    _load_keystore(ctx, config)
+    return ctx

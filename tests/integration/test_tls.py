@@ -1,0 +1,105 @@
+"""TLS listeners (listeners=SSL://..., PEM keystore and truststore): clients produce and
+consume over TLS, replication and controller requests between brokers run over it, and a
+client that does not speak TLS is refused without harm."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.tls_certs import make_ca, make_cert
+
+pytestmark = pytest.mark.integration
+
+
+def start_tls_cluster(cluster_factory, tmp_path, n: int = 3, client_auth: str = "none"):
+    ca, ca_key, ca_cert = make_ca(tmp_path)
+    c = cluster_factory(n, start=False)
+    for b in c.brokers.values():
+        cert = make_cert(tmp_path, f"broker{b.broker_id}", ca_key, ca_cert)
+        text = b.config.read_text().replace("PLAINTEXT://", "SSL://")
+        text += (f"ssl.keystore.type=PEM\nssl.keystore.location={cert}\nssl.truststore.type=PEM\n"
+                 f"ssl.truststore.location={ca}\nssl.client.auth={client_auth}\n")
+        b.config.write_text(text)
+        b.start()
+    return c, ca, ca_key, ca_cert
+
+
+def tls_conf(c, ca, **extra) -> dict:
+    return {"bootstrap.servers": c.bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(ca), **extra}
+
+
+def wait_tls_cluster(c, ca, topic: str, partitions: int, rf: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(tls_conf(c, ca))
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            md = admin.list_topics(timeout=5)
+            if len(md.brokers) == len(c.brokers):
+                break
+        except Exception:  # noqa: BLE001 - starting
+            pass
+        assert time.monotonic() < deadline, "TLS cluster not serving"
+        time.sleep(0.2)
+    admin.create_topics([NewTopic(topic, partitions, rf, config={"min.insync.replicas": str(min(2, rf))})])[
+        topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        t = admin.list_topics(topic, timeout=5).topics[topic]
+        if t.partitions and all(len(p.isrs) == rf and p.leader >= 0 for p in t.partitions.values()):
+            return
+        assert time.monotonic() < deadline, "partitions not fully replicated over TLS"
+        time.sleep(0.2)
+
+
+def test_clients_and_replication_over_tls(cluster_factory, tmp_path) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    c, ca, _k, _c = start_tls_cluster(cluster_factory, tmp_path)
+    wait_tls_cluster(c, ca, "secure", 3, 3)  # the ISRs fill through TLS replica fetchers
+    p = Producer(tls_conf(c, ca, acks="all"))
+    for i in range(300):
+        p.produce("secure", value=b"%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    cons = Consumer(tls_conf(c, ca, **{"group.id": "tls", "auto.offset.reset": "earliest"}))
+    cons.subscribe(["secure"])
+    got: set[bytes] = set()
+    deadline = time.monotonic() + 30
+    while len(got) < 300 and time.monotonic() < deadline:
+        m = cons.poll(0.5)
+        if m is not None and m.error() is None:
+            got.add(m.value())
+    cons.close()
+    assert got == {b"%d" % i for i in range(300)}
+    # A plaintext client gets no answer but a closed connection; the broker goes on.
+    port = next(iter(c.brokers.values())).port
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"\x00\x00\x00\x10" + b"\x00" * 16)
+        s.settimeout(5)
+        received = b""
+        while chunk := s.recv(1024):  # at most a TLS alert, then EOF (a timeout fails)
+            received += chunk
+        assert len(received) < 64 and b"\x00\x00\x00" not in received[:4]  # no Kafka frame
+    p2 = Producer(tls_conf(c, ca, acks="all"))
+    p2.produce("secure", value=b"after", partition=0)
+    assert p2.flush(30) == 0
+
+
+def test_required_client_certificates(cluster_factory, tmp_path) -> None:
+    from confluent_kafka import Producer
+
+    c, ca, ca_key, ca_cert = start_tls_cluster(cluster_factory, tmp_path, n=1, client_auth="required")
+    client = make_cert(tmp_path, "client", ca_key, ca_cert)
+    ok = tls_conf(c, ca, **{"ssl.certificate.location": str(client), "ssl.key.location": str(client)})
+    p = Producer(ok)
+    p.produce("mtls-auto", value=b"x")
+    assert p.flush(30) == 0  # topic auto-created; the client presented its certificate
+    results: list = []
+    anon = Producer(tls_conf(c, ca, **{"message.timeout.ms": 3000, "error_cb": lambda _e: None}))
+    anon.produce("mtls-auto", value=b"y", on_delivery=lambda err, _m: results.append(err))
+    anon.flush(15)
+    assert len(results) == 1 and results[0] is not None  # refused: no client certificate
