@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
-import ssl
 from typing import Any
+
+from kafkarepl.client.security import ClientSecurity, sasl_login
 
 from ..errors import ErrorCode, KafkaError, UnsupportedVersionError
 from ..protocol import (
@@ -56,8 +57,8 @@ class BrokerConnection:
     def __init__(self, host: str, port: int, client_id: str | None = "kafkarepl", *,
                  connect_timeout: float = 10.0, request_timeout: float = 30.0,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        self.ssl_context = ssl_context  # an SSL listener: TLS with this context
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security  # TLS and/or SASL (a secured listener)
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -91,7 +92,7 @@ class BrokerConnection:
             raise BrokerConnectionError(f"{self} is already connected")
         loop = asyncio.get_running_loop()
         try:
-            ctx = self.ssl_context
+            ctx = self.security.ssl_context if self.security is not None else None
             tls: dict[str, Any] = {} if ctx is None else {
                 "ssl": ctx, "server_hostname": self.host if ctx.check_hostname else None}
             transport, protocol = await asyncio.wait_for(
@@ -109,6 +110,12 @@ class BrokerConnection:
         self._can_write.set()
         if negotiate:
             await self._negotiate_versions()
+        if self.security is not None and self.security.sasl_mechanism:
+            try:
+                await sasl_login(self.send, self.security)
+            except BaseException:
+                self.close()
+                raise
 
     async def _negotiate_versions(self) -> None:
         body = {"client_software_name": SOFTWARE_NAME,

@@ -56,10 +56,10 @@ class NetworkBrokerChannel:
         retry_backoff_s: float = 0.1,
         max_backoff_s: float = 1.0,
         on_connection_lost: Any = None,
-        ssl_context: Any = None,
+        security: Any = None,
     ) -> None:
         self.client_id = client_id
-        self.ssl_context = ssl_context  # ssl.SSLContext of an SSL inter-broker listener
+        self.security = security  # ssl.SSLContext of an SSL inter-broker listener
         self.on_connection_lost = on_connection_lost  # broker id -> None: it may be dead
         self.retry_backoff_s = retry_backoff_s
         self.max_backoff_s = max_backoff_s
@@ -125,7 +125,7 @@ class NetworkBrokerChannel:
                 try:
                     if bq.conn is None:
                         conn = BrokerConnection(bq.address[0], bq.address[1], self.client_id,
-                                                ssl_context=self.ssl_context)
+                                                security=self.security)
                         await conn.connect()
                         bq.conn = conn
                     response = await bq.conn.send(api_key, API_VERSIONS[api_key], body)

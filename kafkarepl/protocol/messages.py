@@ -806,6 +806,78 @@ LIST_TRANSACTIONS = api(
     ],
 )
 
+SASL_HANDSHAKE = api(
+    ApiKey.SASL_HANDSHAKE, 'SaslHandshake', '1', None,
+    request=[
+        F('Mechanism', STRING, '0+'),
+    ],
+    response=[
+        F('ErrorCode', INT16, '0+'),
+        F('Mechanisms', A(STRING), '0+'),
+    ],
+)
+
+SASL_AUTHENTICATE = api(
+    ApiKey.SASL_AUTHENTICATE, 'SaslAuthenticate', '0-2', '2+',
+    request=[
+        F('AuthBytes', BYTES, '0+'),
+    ],
+    response=[
+        F('ErrorCode', INT16, '0+'),
+        F('ErrorMessage', STRING, '0+', nullable='0+'),
+        F('AuthBytes', BYTES, '0+'),
+        F('SessionLifetimeMs', INT64, '1+', default=0),
+    ],
+)
+
+DESCRIBE_USER_SCRAM_CREDENTIALS = api(
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 'DescribeUserScramCredentials', '0', '0+',
+    request=[
+        F('Users', A(S(
+            F('Name', STRING, '0+'),
+          )), '0+', nullable='0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ErrorCode', INT16, '0+'),
+        F('ErrorMessage', STRING, '0+', nullable='0+'),
+        F('Results', A(S(
+            F('User', STRING, '0+'),
+            F('ErrorCode', INT16, '0+'),
+            F('ErrorMessage', STRING, '0+', nullable='0+'),
+            F('CredentialInfos', A(S(
+                F('Mechanism', INT8, '0+'),
+                F('Iterations', INT32, '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
+ALTER_USER_SCRAM_CREDENTIALS = api(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 'AlterUserScramCredentials', '0', '0+',
+    request=[
+        F('Deletions', A(S(
+            F('Name', STRING, '0+'),
+            F('Mechanism', INT8, '0+'),
+          )), '0+'),
+        F('Upsertions', A(S(
+            F('Name', STRING, '0+'),
+            F('Mechanism', INT8, '0+'),
+            F('Iterations', INT32, '0+'),
+            F('Salt', BYTES, '0+'),
+            F('SaltedPassword', BYTES, '0+'),
+          )), '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Results', A(S(
+            F('User', STRING, '0+'),
+            F('ErrorCode', INT16, '0+'),
+            F('ErrorMessage', STRING, '0+', nullable='0+'),
+          )), '0+'),
+    ],
+)
+
 OFFSET_DELETE = api(
     ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
     request=[
@@ -1321,6 +1393,10 @@ APIS: tuple[ApiSpec, ...] = (
     TXN_OFFSET_COMMIT,
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
+    SASL_HANDSHAKE,
+    SASL_AUTHENTICATE,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

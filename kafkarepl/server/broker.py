@@ -59,7 +59,8 @@ from kafkarepl.server.replication_quota import (
     LEADER_REPLICAS,
     ReplicationThrottle,
 )
-from kafkarepl.server.tls import client_context, server_context
+from kafkarepl.server.scram_credentials import ScramCredentials
+from kafkarepl.server.tls import client_security, sasl_factory, server_context
 from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 from kafkarepl.server.zk_guard import GuardedStore
@@ -81,22 +82,24 @@ class Broker:
         self.metadata = metadata = MetadataCache()
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
-        tls = config.security_protocol() == "SSL"
-        client_tls = client_context(config) if tls else None  # this broker's connections to others
+        self.scram = ScramCredentials(store)  # SCRAM logins and Alter/DescribeUserScramCredentials
+        protocol = config.security_protocol()
+        tls = protocol in ("SSL", "SASL_SSL")
+        security = client_security(config)  # this broker's connections to the others
         self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker,
                                                 enabled=config.fast_failover_enable)
         self.controller = Controller(
             bid, zk, NetworkBrokerChannel(client_id=f"controller-{bid}", on_connection_lost=fencer.suspect,
-                                          ssl_context=client_tls),
+                                          security=security),
             config=config.as_props(), store=store,
         )
         self.controller_channel = channel = ControllerChannel(bid, metadata, self.controller,
                                                               on_connection_lost=fencer.suspect,
-                                                              ssl_context=client_tls)
+                                                              security=security)
         self.leader_throttle = ReplicationThrottle(bid, LEADER_REPLICAS, clock.monotonic_ms)
         self.follower_throttle = ReplicationThrottle(bid, FOLLOWER_REPLICAS, clock.monotonic_ms)
         self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of, fencer.suspect, self.follower_throttle,
-                                              client_tls)
+                                              security)
         alter_partition = AlterPartitionManager(bid, lambda: self.replicas.broker_epoch, channel, self._topic_id)
         self.replicas = replicas = ReplicaManager(
             bid,
@@ -116,10 +119,11 @@ class Broker:
         configs = ConfigService(bid, guarded, config, storage, replicas)
         self._configs = configs
         self.config_changes = ConfigChangeListener(zk, store, replicas, self._topic_overrides,
-                                                   on_broker_configs=self._load_broker_configs)
+                                                   on_broker_configs=self._load_broker_configs,
+                                                   on_user_change=self.scram.reload)
         producer_ids = ProducerIdManager(bid, guarded)
         self.txn = TransactionCoordinatorService(config, metadata, replicas, topics, clock, producer_ids.next_id,
-                                                 client_tls)
+                                                 security)
         replicas.add_listener(self.txn.on_partition_changed)
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
         replicas.add_listener(self.groups.on_partition_changed)
@@ -136,6 +140,7 @@ class Broker:
             AclApis(),
             LogDirApis(self.log_manager, replicas),
             self.txn,
+            self.scram,
         )
         host, port = config.listener()
         self.server = SocketServer(
@@ -145,6 +150,8 @@ class Broker:
             max_connections_per_ip=config.max_connections_per_ip,
             max_decompressed_request_bytes=config.max_decompressed_request_bytes,
             ssl_context=server_context(config) if tls else None,
+            sasl_factory=sasl_factory(config, self.scram) if protocol.startswith("SASL") else None,
+            failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller)
         self._tasks: list[asyncio.Future] = []
@@ -230,6 +237,7 @@ class Broker:
     async def start(self) -> None:
         self.started_at = time.monotonic()
         self.log_manager.startup()
+        await self.scram.load()
         await self.server.start()
         await self._register()
         self.zk.on_session_reestablished(self._on_session_reestablished)

@@ -47,6 +47,11 @@ class BrokerConfig:
     ssl_enabled_protocols: str = prop("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
     ssl_cipher_suites: str = prop("ssl.cipher.suites", "")
     ssl_endpoint_identification_algorithm: str = prop("ssl.endpoint.identification.algorithm", "https")
+    # SASL (server/sasl.py): Kafka's names (Kafka's default mechanism is GSSAPI, not offered here)
+    sasl_enabled_mechanisms: str = prop("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
+    sasl_mechanism_inter_broker_protocol: str = prop("sasl.mechanism.inter.broker.protocol", "PLAIN")
+    sasl_jaas_config: str = prop("sasl.jaas.config", "")
+    connection_failed_authentication_delay_ms: int = prop("connection.failed.authentication.delay.ms", 100)
     log_dirs: str = prop("log.dirs", "/tmp/kafkarepl-logs")
     zookeeper_connect: str = prop("zookeeper.connect", "127.0.0.1:2181")
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", 18000)
@@ -213,9 +218,18 @@ class BrokerConfig:
         name = first.split("://", 1)[0].upper() if "://" in first else "PLAINTEXT"
         mapping = dict(kv.split(":", 1) for kv in self.listener_security_protocol_map.split(",") if ":" in kv)
         protocol = mapping.get(name, name).upper()
-        if protocol not in ("PLAINTEXT", "SSL"):
-            raise ConfigError(f"listener {name}: security protocol {protocol} is not supported yet")
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ConfigError(f"listener {name}: unknown security protocol {protocol}")
         return protocol
+
+    def listener_name(self) -> str:
+        first = self.listeners.split(",")[0].strip()
+        return first.split("://", 1)[0].upper() if "://" in first else "PLAINTEXT"
+
+    def jaas_config(self, mechanism: str) -> str:
+        """listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config."""
+        key = f"listener.name.{self.listener_name().lower()}.{mechanism.lower()}.sasl.jaas.config"
+        return self.extra.get(key) or self.sasl_jaas_config
 
     def advertised(self) -> tuple[str, int]:
         host, port = parse_listener(self.advertised_listeners or self.listeners)

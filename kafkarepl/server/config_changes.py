@@ -32,7 +32,9 @@ class ConfigChangeListener:
         topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
         change_expiration_ms: int = CHANGE_EXPIRATION_MS,
         on_broker_configs: Callable[[], Awaitable[None]] | None = None,
+        on_user_change: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
+        self.on_user_change = on_user_change  # SCRAM credentials of a user changed
         self.on_broker_configs = on_broker_configs  # dynamic broker configs changed
         self.change_expiration_ms = change_expiration_ms  # handled notifications are purged after it
         self.zk = zk
@@ -77,6 +79,11 @@ class ConfigChangeListener:
                     topics.add(entity[len("topics/"):])
                 elif entity and entity.startswith("brokers/"):
                     brokers_changed = True
+                elif entity and entity.startswith("users/") and self.on_user_change is not None:
+                    try:
+                        await self.on_user_change(entity[len("users/"):])
+                    except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the next change retries
+                        log.warning("user %s: credentials not reloaded: %r", entity, exc)
             if brokers_changed and self.on_broker_configs is not None:
                 try:
                     await self.on_broker_configs()

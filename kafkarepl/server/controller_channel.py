@@ -40,9 +40,9 @@ class ControllerChannel:
     def __init__(
         self, broker_id: int, metadata: MetadataCache, local: LocalController, request_timeout_s: float = 30.0,
         on_connection_lost: Callable[[int], None] | None = None,
-        ssl_context: Any = None,
+        security: Any = None,
     ) -> None:
-        self.ssl_context = ssl_context  # ssl.SSLContext of an SSL inter-broker listener
+        self.security = security  # ssl.SSLContext of an SSL inter-broker listener
         self.broker_id = broker_id
         self.on_connection_lost = on_connection_lost  # the controller's broker may be dead
         self.metadata = metadata
@@ -93,7 +93,7 @@ class ControllerChannel:
             raise KafkaError("no controller known yet", ErrorCode.NOT_CONTROLLER)
         conn = BrokerConnection(
             info.host, info.port, client_id=f"broker-{self.broker_id}-to-controller",
-            request_timeout=self.request_timeout_s, ssl_context=self.ssl_context,
+            request_timeout=self.request_timeout_s, security=self.security,
         )
         await conn.connect()
         self._conn, self._conn_to = conn, cid

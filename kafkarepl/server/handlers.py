@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kafkarepl.server.network import Connection
     from kafkarepl.server.producer_ids import ProducerIdManager
     from kafkarepl.server.replica_apis import ReplicaApis
+    from kafkarepl.server.scram_credentials import ScramCredentials
     from kafkarepl.server.topics import TopicApis
     from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 
@@ -78,6 +79,10 @@ SERVED = (
     ApiKey.TXN_OFFSET_COMMIT,
     ApiKey.DESCRIBE_TRANSACTIONS,
     ApiKey.LIST_TRANSACTIONS,
+    ApiKey.SASL_HANDSHAKE,
+    ApiKey.SASL_AUTHENTICATE,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 )
 
 
@@ -107,6 +112,7 @@ class RequestHandlers:
         acls: AclApis,
         log_dirs: LogDirApis,
         txn: TransactionCoordinatorService,
+        scram: ScramCredentials,
     ) -> None:
         self.groups = groups
         self.producer_ids = producer_ids
@@ -135,6 +141,10 @@ class RequestHandlers:
             ApiKey.TXN_OFFSET_COMMIT: groups.txn_offset_commit,
             ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
             ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.alter,
+            ApiKey.SASL_HANDSHAKE: self.sasl_not_enabled,
+            ApiKey.SASL_AUTHENTICATE: self.sasl_not_enabled,
             ApiKey.ELECT_LEADERS: controller.elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: controller.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: controller.list_partition_reassignments,
@@ -168,6 +178,14 @@ class RequestHandlers:
             raise UnsupportedVersionError(f"API {req.api_key} is not served by this broker")
         result: dict[str, Any] | None = await fn(req)
         return result
+
+    async def sasl_not_enabled(self, req: Request) -> dict[str, Any]:
+        """SASL requests on a listener without SASL (a SASL listener's connections
+        answer them before they get here, network.py)."""
+        if req.api_key == ApiKey.SASL_HANDSHAKE:
+            return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
+        return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "error_message": "SASL is not enabled on this listener",
+                "auth_bytes": b"", "session_lifetime_ms": 0}
 
     async def init_producer_id(self, req: Request) -> dict[str, Any]:
         """Idempotent producers get an id here; transactional ones from their coordinator."""

@@ -29,6 +29,7 @@ from kafkarepl.errors import (
 )
 from kafkarepl.protocol import (
     API,
+    ApiKey,
     EncodeError,
     FileRange,
     Request,
@@ -165,6 +166,8 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.tls: _Tls | None = (_Tls(server.ssl_context, sock, self.loop)
                                  if server.ssl_context is not None else None)
+        self.sasl = server.sasl_factory() if server.sasl_factory is not None else None
+        self.principal = "User:ANONYMOUS"
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
@@ -176,6 +179,7 @@ class Connection:
         self._room = asyncio.Event()
         self._room.set()
         self.closed = False
+        self._close_after_failure = False
 
     # -- reading --------------------------------------------------------------------
     async def _recv_into(self, view: memoryview) -> int:
@@ -253,12 +257,34 @@ class Connection:
             # The error answer to ApiVersions is always encoded at v0.
             self._enqueue(int(exc.api_key or 0), 0, cid, fut, held)
             return
+        sasl = self.sasl
+        if sasl is not None and not sasl.complete and req.api_key != ApiKey.API_VERSIONS:
+            self._authenticate(sasl, req, held)
+            return
         # Each request's handler runs in its own context holding its decompression
         # budget (kafkarepl.max.decompressed.request.bytes, storage.validation).
         ctx = contextvars.copy_context()
         ctx.run(request_budget, self.server.max_decompressed_request_bytes)
         task: asyncio.Future = ctx.run(self.loop.create_task, self.server.handler(req, self))  # type: ignore[arg-type]
         self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held)
+
+    def _authenticate(self, sasl: Any, req: Any, held: int) -> None:
+        """Before authentication only SaslHandshake and SaslAuthenticate are served
+        (synchronously, so a pipelined request after them sees the outcome)."""
+        if req.api_key == ApiKey.SASL_HANDSHAKE:
+            body = sasl.handshake(req.body["mechanism"] or "")
+        elif req.api_key == ApiKey.SASL_AUTHENTICATE:
+            body = sasl.authenticate(bytes(req.body["auth_bytes"] or b""))
+            if sasl.complete:
+                self.principal = sasl.principal
+        else:
+            raise ConnectionClosing(f"request {req.api_key} before SASL authentication")
+        fut = self.loop.create_future()
+        fut.set_result(body)
+        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
+        if sasl.failed:
+            # Answer, then close after connection.failed.authentication.delay.ms.
+            self._close_after_failure = True
 
     def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int) -> None:
         self._pending.append((key, version, cid, fut, held))
@@ -283,6 +309,9 @@ class Connection:
             if chunks is None:
                 continue
             await self.send_chunks(chunks)
+            if self._close_after_failure and not self._pending:
+                await asyncio.sleep(self.server.failed_authentication_delay_ms / 1000)
+                raise ConnectionClosing("SASL authentication failed")
 
     async def _result(self, fut: asyncio.Future) -> dict[str, Any] | None | BaseException:
         """The handler's body; its exception (not raised) when it failed."""
@@ -449,8 +478,12 @@ class SocketServer:
         max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP,
         max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
         ssl_context: ssl.SSLContext | None = None,
+        sasl_factory: Callable[[], Any] | None = None,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.ssl_context = ssl_context  # an SSL listener (server/tls.py)
+        self.sasl_factory = sasl_factory  # a SASL listener: a SaslAuthenticator per connection
+        self.failed_authentication_delay_ms = failed_authentication_delay_ms
         self.host = host
         self.port = port
         self.handler = handler

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Callable
 from typing import Any
 
 from kafkarepl.client import BrokerConnection
+from kafkarepl.client.security import ClientSecurity
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey
 from kafkarepl.replication import (
@@ -44,10 +44,10 @@ class ReplicaFetcher:
         self, broker_id: int, leader_id: int, config: BrokerConfig, replicas: ReplicaManager, endpoint: Endpoint,
         on_connection_lost: Callable[[int], None] | None = None,
         throttle: ReplicationThrottle | None = None,
-        ssl_context: ssl.SSLContext | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
-        self.ssl_context = ssl_context  # the inter-broker listener is SSL
+        self.security = security  # the inter-broker listener is SSL
         self.on_connection_lost = on_connection_lost  # the leader may be dead (server/liveness.py)
         self.throttle = throttle  # follower.replication.throttled.*
         self.leader_id = leader_id
@@ -90,7 +90,7 @@ class ReplicaFetcher:
         if ep is None:
             raise ConnectionError(f"leader {self.leader_id} is not in the metadata cache yet")
         conn = BrokerConnection(ep[0], ep[1], client_id=f"replica-fetcher-{self.broker_id}",
-                                ssl_context=self.ssl_context)
+                                security=self.security)
         await conn.connect()
         self._conn = conn
         return conn
@@ -235,13 +235,13 @@ class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: BrokerConfig, endpoint: Endpoint,
                  on_connection_lost: Callable[[int], None] | None = None,
                  throttle: ReplicationThrottle | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.endpoint = endpoint
         self.on_connection_lost = on_connection_lost
         self.throttle = throttle
-        self.ssl_context = ssl_context
+        self.security = security
         self.replicas: ReplicaManager | None = None  # bound once built (it needs us first)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
@@ -255,7 +255,7 @@ class ReplicaFetcherManager:
         if f is None:
             f = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.config, self.replicas,
                                                     self.endpoint, self.on_connection_lost, self.throttle,
-                                                    self.ssl_context)
+                                                    self.security)
             f.start()
         f.add(tp)
         self._assigned[tp] = f

@@ -1,4 +1,4 @@
-"""TLS contexts from Kafka's ssl.* settings (PEM keystores and truststores, as Kafka's
+"""Listener security from Kafka's settings: TLS contexts from the ssl.* settings (PEM keystores and truststores, as Kafka's
 `ssl.keystore.type=PEM`): the listener's server context and the client context the
 broker's own connections to other brokers use (replica fetchers, controller requests,
 transaction markers) when the listener is SSL."""
@@ -6,10 +6,15 @@ transaction markers) when the listener is SSL."""
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
+from collections.abc import Callable
 
+from kafkarepl.client.security import ClientSecurity
 from kafkarepl.server.config import BrokerConfig, ConfigError
+from kafkarepl.server.sasl import MECHANISMS, SaslAuthenticator, parse_jaas_users
+from kafkarepl.server.scram_credentials import ScramCredentials
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -79,3 +84,31 @@ def client_context(config: BrokerConfig) -> ssl.SSLContext:
     ctx.check_hostname = bool(config.ssl_endpoint_identification_algorithm)
     _load_keystore(ctx, config)
     return ctx
+
+
+def client_security(config: BrokerConfig) -> ClientSecurity:
+    """How this broker connects to the others on its (inter-broker) listener: TLS for
+    SSL/SASL_SSL, and for SASL_* the inter-broker mechanism with the username and password
+    of the listener's JAAS config (Kafka's username="..." password="..." options)."""
+    protocol = config.security_protocol()
+    ctx = client_context(config) if protocol in ("SSL", "SASL_SSL") else None
+    if not protocol.startswith("SASL"):
+        return ClientSecurity(ctx)
+    mech = config.sasl_mechanism_inter_broker_protocol
+    jaas = config.jaas_config(mech)
+    user = re.search(r'\busername\s*=\s*"([^"]*)"', jaas)
+    password = re.search(r'\bpassword\s*=\s*"([^"]*)"', jaas)
+    if user is None or password is None:
+        raise ConfigError(f"a {protocol} listener needs username and password in its {mech} JAAS config "
+                          "for the broker's own connections")
+    return ClientSecurity(ctx, mech, user.group(1), password.group(1))
+
+
+def sasl_factory(config: BrokerConfig, scram: ScramCredentials) -> Callable[[], SaslAuthenticator]:
+    """A new SaslAuthenticator per connection of a SASL listener."""
+    enabled = [m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
+    unknown = [m for m in enabled if m != "PLAIN" and m not in MECHANISMS]
+    if unknown:
+        raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not supported")
+    plain_users = parse_jaas_users(config.jaas_config("PLAIN")) if "PLAIN" in enabled else {}
+    return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup)

@@ -79,8 +79,8 @@ def txn_partition_for(transactional_id: str, partitions: int) -> int:
 class TransactionCoordinatorService:
     def __init__(self, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
                  topics: TopicService, clock: Clock, new_producer_id: Callable[[], Awaitable[int]],
-                 ssl_context: Any = None) -> None:
-        self.ssl_context = ssl_context  # ssl.SSLContext of an SSL inter-broker listener
+                 security: Any = None) -> None:
+        self.security = security  # ssl.SSLContext of an SSL inter-broker listener
         self.config = config
         self.metadata = metadata
         self.replicas = replicas
@@ -284,7 +284,7 @@ class TransactionCoordinatorService:
         info = self.metadata.broker(broker)
         if info is None:
             raise KafkaError(f"broker {broker} unknown", ErrorCode.LEADER_NOT_AVAILABLE)
-        conn = BrokerConnection(info.host, info.port, client_id="txn-coordinator", ssl_context=self.ssl_context)
+        conn = BrokerConnection(info.host, info.port, client_id="txn-coordinator", security=self.security)
         await conn.connect()
         self._conns[broker] = conn
         return conn

@@ -41,6 +41,7 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
+CONFIG_USERS = "/config/users"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 
@@ -692,6 +693,19 @@ class KafkaZkStore:
 
     async def set_broker_config(self, broker: int | str, config: Mapping[str, str]) -> None:
         await self._set_config(f"{CONFIG_BROKERS}/{broker}", f"brokers/{broker}", config)
+
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        """A user's SCRAM credentials ({"SCRAM-SHA-256": "salt=...,..."}), Kafka's layout."""
+        return await self._get_config(f"{CONFIG_USERS}/{user}")
+
+    async def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
+        await self._set_config(f"{CONFIG_USERS}/{user}", f"users/{user}", config)
+
+    async def get_user_names(self) -> list[str]:
+        try:
+            return sorted(await self.zk.get_children(CONFIG_USERS))
+        except NoNodeError:
+            return []
 
     # --- partition state -----------------------------------------------------------
 
