@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import ErrorCode, KafkaError
 from ..protocol import ApiKey
 from .connection import BrokerConnection, BrokerConnectionError
+from .security import ClientSecurity
 
 # DescribeConfigs / AlterConfigs resource types
 RESOURCE_TOPIC = 2
@@ -77,7 +78,9 @@ def raise_for_errors(body: Any, path: str = "") -> None:
 
 class ClusterClient:
     def __init__(self, bootstrap: str, client_id: str = "kafkarepl-admin", *,
-                 request_timeout: float = 30.0, connect_timeout: float = 10.0) -> None:
+                 request_timeout: float = 30.0, connect_timeout: float = 10.0,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security  # TLS / SASL of a secured listener
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -116,7 +119,7 @@ class ClusterClient:
         self._any = None
 
     async def _open(self, host: str, port: int) -> BrokerConnection:
-        conn = BrokerConnection(host, port, self.client_id, connect_timeout=self.connect_timeout,
+        conn = BrokerConnection(host, port, self.client_id, connect_timeout=self.connect_timeout, security=self.security,
                                 request_timeout=self.request_timeout)
         await conn.connect()
         self._conns[(host, port)] = conn

@@ -32,7 +32,9 @@ from kafkarepl.coordinator import OFFSETS_TOPIC
 from kafkarepl.coordinator.txn_log import TXN_TOPIC
 from kafkarepl.replication import ReplicaManager, ReplicationMetrics, TopicPartition
 from kafkarepl.server.acl_apis import AclApis
+from kafkarepl.server.acl_store import AclStore
 from kafkarepl.server.alter_partition import AlterPartitionManager
+from kafkarepl.server.authorizer import Authorizer
 from kafkarepl.server.clock import SystemClock
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.config_changes import ConfigChangeListener
@@ -59,6 +61,7 @@ from kafkarepl.server.replication_quota import (
     LEADER_REPLICAS,
     ReplicationThrottle,
 )
+from kafkarepl.server.request_authorization import RequestAuthorizer
 from kafkarepl.server.scram_credentials import ScramCredentials
 from kafkarepl.server.tls import client_security, sasl_factory, server_context
 from kafkarepl.server.topics import TopicApis, TopicService
@@ -83,6 +86,11 @@ class Broker:
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
         self.scram = ScramCredentials(store)  # SCRAM logins and Alter/DescribeUserScramCredentials
+        # ACLs (authorizer.class.name): cached on every broker from ZooKeeper (acl_store.py)
+        self.authorizer = (Authorizer([u.strip() for u in config.super_users.split(";") if u.strip()],
+                                      config.allow_everyone_if_no_acl_found)
+                           if config.authorizer_class_name else None)
+        self.acl_store = AclStore(zk, self.authorizer) if self.authorizer is not None else None
         protocol = config.security_protocol()
         tls = protocol in ("SSL", "SASL_SSL")
         security = client_security(config)  # this broker's connections to the others
@@ -137,10 +145,11 @@ class Broker:
             ControllerApis(channel),
             self.groups,
             producer_ids,
-            AclApis(),
+            AclApis(self.authorizer, self.acl_store),
             LogDirApis(self.log_manager, replicas),
             self.txn,
             self.scram,
+            RequestAuthorizer(self.authorizer),
         )
         host, port = config.listener()
         self.server = SocketServer(
@@ -238,6 +247,8 @@ class Broker:
         self.started_at = time.monotonic()
         self.log_manager.startup()
         await self.scram.load()
+        if self.acl_store is not None:
+            await self.acl_store.start()
         await self.server.start()
         await self._register()
         self.zk.on_session_reestablished(self._on_session_reestablished)

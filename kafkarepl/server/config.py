@@ -52,6 +52,10 @@ class BrokerConfig:
     sasl_mechanism_inter_broker_protocol: str = prop("sasl.mechanism.inter.broker.protocol", "PLAIN")
     sasl_jaas_config: str = prop("sasl.jaas.config", "")
     connection_failed_authentication_delay_ms: int = prop("connection.failed.authentication.delay.ms", 100)
+    # ACLs (server/authorizer.py): any authorizer.class.name turns Kafka's ACL semantics on
+    authorizer_class_name: str = prop("authorizer.class.name", "")
+    super_users: str = prop("super.users", "")
+    allow_everyone_if_no_acl_found: bool = prop("allow.everyone.if.no.acl.found", False)
     log_dirs: str = prop("log.dirs", "/tmp/kafkarepl-logs")
     zookeeper_connect: str = prop("zookeeper.connect", "127.0.0.1:2181")
     zookeeper_session_timeout_ms: int = prop("zookeeper.session.timeout.ms", 18000)

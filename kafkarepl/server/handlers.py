@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkarepl.errors import ErrorCode, UnsupportedVersionError
 from kafkarepl.protocol import API, ApiKey, Request
+from kafkarepl.server.request_authorization import RequestAuthorizer, set_session
 
 if TYPE_CHECKING:
     from kafkarepl.server.acl_apis import AclApis
@@ -113,7 +114,9 @@ class RequestHandlers:
         log_dirs: LogDirApis,
         txn: TransactionCoordinatorService,
         scram: ScramCredentials,
+        authz: RequestAuthorizer | None = None,
     ) -> None:
+        self.authz = authz or RequestAuthorizer(None)
         self.groups = groups
         self.producer_ids = producer_ids
         self.txn = txn
@@ -170,6 +173,10 @@ class RequestHandlers:
         }
 
     async def handle(self, req: Request, conn: Connection) -> dict[str, Any] | None:
+        removed = None
+        if self.authz.enabled:
+            set_session(getattr(conn, "principal", "User:ANONYMOUS"), conn.peer[0] if conn.peer else "*")
+            removed = self.authz.gate(req)  # KafkaError: denied as a whole
         if req.api_key == ApiKey.JOIN_GROUP:  # the member's host is shown by DescribeGroups
             return await self.groups.join_group(req, f"/{conn.peer[0]}" if conn.peer else "")
         fn = self._table.get(req.api_key)
@@ -177,6 +184,8 @@ class RequestHandlers:
             # Declared by the codec but not served: the client ignored ApiVersions.
             raise UnsupportedVersionError(f"API {req.api_key} is not served by this broker")
         result: dict[str, Any] | None = await fn(req)
+        if removed is not None:
+            result = self.authz.merge(req, removed, result)
         return result
 
     async def sasl_not_enabled(self, req: Request) -> dict[str, Any]:

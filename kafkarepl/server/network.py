@@ -116,6 +116,16 @@ class _Tls:
             raise EOFError
         self.incoming.write(data)
 
+    def principal(self) -> str | None:
+        """User:CN=<name> of a verified client certificate (Kafka's default principal
+        builder uses the whole distinguished name; the common name is what matters here)."""
+        cert: Any = self.obj.getpeercert() or {}
+        for rdn in cert.get("subject", ()):
+            for pair in rdn:
+                if pair[0] == "commonName":
+                    return f"User:CN={pair[1]}"
+        return None
+
     async def handshake(self) -> None:
         async def run() -> None:
             while True:
@@ -428,6 +438,8 @@ class Connection:
         try:
             if self.tls is not None:
                 await self.tls.handshake()
+                if self.sasl is None:
+                    self.principal = self.tls.principal() or self.principal
             writer = asyncio.ensure_future(self.write_loop())
             reader = asyncio.ensure_future(self.read_loop())
             done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)

@@ -1,0 +1,123 @@
+"""`kafkarepl acls`: add, remove and list ACLs, with kafka-acls.sh's options and output.
+
+    kafkarepl acls --bootstrap-server H:P [--command-config client.properties] \\
+        --add --allow-principal User:alice --operation Read --topic orders [--group g]
+    kafkarepl acls ... --list [--topic orders]
+    kafkarepl acls ... --remove --allow-principal User:alice --operation Read --topic orders
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from kafkarepl.client.client_config import load_client_security
+from kafkarepl.client.cluster import ClusterClient
+from kafkarepl.errors import ErrorCode, KafkaError
+from kafkarepl.protocol import ApiKey
+from kafkarepl.server.acl_store import OPERATION_IDS, OPERATION_NAMES, RESOURCE_NAMES
+
+PATTERNS = {"LITERAL": 3, "PREFIXED": 4, "ANY": 1, "MATCH": 2}
+PATTERN_NAMES = {v: k for k, v in PATTERNS.items()}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--command-config", help="client properties (security.protocol, ssl.*, sasl.*)")
+    act = p.add_mutually_exclusive_group(required=True)
+    act.add_argument("--add", action="store_true")
+    act.add_argument("--remove", action="store_true")
+    act.add_argument("--list", action="store_true")
+    p.add_argument("--allow-principal", action="append", default=[])
+    p.add_argument("--deny-principal", action="append", default=[])
+    p.add_argument("--allow-host", action="append", default=[])
+    p.add_argument("--deny-host", action="append", default=[])
+    p.add_argument("--operation", action="append", default=[])
+    p.add_argument("--topic", action="append", default=[])
+    p.add_argument("--group", action="append", default=[])
+    p.add_argument("--transactional-id", action="append", default=[])
+    p.add_argument("--cluster", action="store_true")
+    p.add_argument("--resource-pattern-type", default=None, choices=sorted(PATTERNS, key=str.lower) +
+                   [k.lower() for k in PATTERNS])
+    p.add_argument("--force", action="store_true", help="accepted (no prompt is ever shown)")
+    p.set_defaults(func=run)
+
+
+def _resources(args: argparse.Namespace) -> list[tuple[int, str]]:
+    out = [(2, t) for t in args.topic] + [(3, g) for g in args.group] + [(5, t) for t in args.transactional_id]
+    if args.cluster:
+        out.append((4, "kafka-cluster"))
+    return out
+
+
+def _operation(name: str) -> int:
+    key = {n.lower(): n for n in OPERATION_IDS}.get(name.replace("-", "").replace("_", "").lower())
+    if key is None:
+        raise ValueError(f"unknown operation {name!r}")
+    return OPERATION_IDS[key]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_run(args))
+    except (KafkaError, OSError, ValueError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _print_resource(rtype: int, name: str, pattern: int, acls: list[dict]) -> None:
+    print(f"Current ACLs for resource `ResourcePattern(resourceType={RESOURCE_NAMES[rtype].upper()}, name={name}, "
+          f"patternType={PATTERN_NAMES.get(pattern, pattern)})`: ")
+    for a in acls:
+        print(f" \t(principal={a['principal']}, host={a['host']}, operation={OPERATION_NAMES[a['operation']].upper()}, "
+              f"permissionType={'ALLOW' if a['permission_type'] == 3 else 'DENY'})")
+    print()
+
+
+async def _run(args: argparse.Namespace) -> int:
+    security = load_client_security(args.command_config)
+    async with ClusterClient(args.bootstrap_server, client_id="kafkarepl-acls", security=security) as client:
+        await client.metadata([])
+        resources = _resources(args)
+        pattern = PATTERNS[(args.resource_pattern_type or ("ANY" if args.list else "LITERAL")).upper()]
+        if args.list:
+            filters = resources or [(1, None)]
+            for rtype, name in filters:
+                resp = await client.send(ApiKey.DESCRIBE_ACLS, {
+                    "resource_type_filter": rtype, "resource_name_filter": name, "pattern_type_filter": pattern,
+                    "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}, None, 2)
+                if resp["error_code"]:
+                    raise KafkaError(resp.get("error_message") or ErrorCode(resp["error_code"]).name,
+                                     ErrorCode(resp["error_code"]))
+                for r in resp["resources"]:
+                    _print_resource(r["resource_type"], r["resource_name"], r["pattern_type"], r["acls"])
+            return 0
+        if not resources:
+            raise ValueError("name a resource: --topic, --group, --transactional-id or --cluster")
+        entries = ([(p, h, 3) for p in args.allow_principal for h in (args.allow_host or ["*"])]
+                   + [(p, h, 2) for p in args.deny_principal for h in (args.deny_host or ["*"])])
+        if not entries:
+            raise ValueError("--allow-principal or --deny-principal is required")
+        ops = [_operation(o) for o in (args.operation or ["All"])]
+        acls = [(rt, rn, pr, h, op, perm) for rt, rn in resources for pr, h, perm in entries for op in ops]
+        if args.add:
+            for rt, rn in resources:
+                print(f"Adding ACLs for resource `ResourcePattern(resourceType={RESOURCE_NAMES[rt].upper()}, "
+                      f"name={rn}, patternType={PATTERN_NAMES[pattern]})`: ")
+            resp = await client.send(ApiKey.CREATE_ACLS, {"creations": [
+                {"resource_type": rt, "resource_name": rn, "resource_pattern_type": pattern, "principal": pr,
+                 "host": h, "operation": op, "permission_type": perm} for rt, rn, pr, h, op, perm in acls]}, None, 2)
+            errors = [r.get("error_message") or ErrorCode(r["error_code"]).name
+                      for r in resp["results"] if r["error_code"]]
+        else:
+            resp = await client.send(ApiKey.DELETE_ACLS, {"filters": [
+                {"resource_type_filter": rt, "resource_name_filter": rn, "pattern_type_filter": pattern,
+                 "principal_filter": pr, "host_filter": h, "operation": op, "permission_type": perm}
+                for rt, rn, pr, h, op, perm in acls]}, None, 2)
+            errors = [r.get("error_message") or ErrorCode(r["error_code"]).name
+                      for r in resp["filter_results"] if r["error_code"]]
+        if errors:
+            raise KafkaError("; ".join(errors), ErrorCode.INVALID_REQUEST)
+        return 0

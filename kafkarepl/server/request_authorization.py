@@ -1,0 +1,214 @@
+"""Which requests an authenticated principal may make (Kafka's KafkaApis authorization
+checks), applied around the request layer when an authorizer is configured
+(authorizer.class.name).
+
+`gate(req)` runs before the handler: it answers requests denied as a whole (a cluster
+action, a group, a transactional id) with Kafka's *_AUTHORIZATION_FAILED code, and takes
+the topics a principal may not use out of Produce, Fetch, ListOffsets, Metadata,
+CreateTopics, DeleteTopics and the config APIs. `merge(req, response)` then puts those
+topics back into the response with TOPIC_AUTHORIZATION_FAILED, and drops from a Metadata
+listing of all topics the ones the principal may not describe.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkarepl.errors import ErrorCode, KafkaError
+from kafkarepl.protocol import ApiKey, Request
+from kafkarepl.server.authorized_ops import AclOperation as Op
+from kafkarepl.server.authorized_ops import ResourceType as R
+from kafkarepl.server.authorizer import Authorizer
+
+CLUSTER = "kafka-cluster"
+_session: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
+    "kafkarepl_session", default=("User:ANONYMOUS", "*"))
+
+CLUSTER_ACTIONS = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+                   ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS}
+CLUSTER_ALTER = {ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ELECT_LEADERS,
+                 ApiKey.ALTER_PARTITION_REASSIGNMENTS}
+CLUSTER_DESCRIBE = {ApiKey.DESCRIBE_ACLS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                    ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.LIST_GROUPS}
+GROUP_READ = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_FETCH,
+              ApiKey.OFFSET_DELETE}
+TXN_WRITE = {ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT}
+
+
+def set_session(principal: str, host: str) -> None:
+    """The current request's authenticated principal and client address (a context
+    variable: each request's handler task has its own)."""
+    _session.set((principal, host))
+
+
+@dataclass
+class Removed:
+    """Topics taken out of a request, to answer as TOPIC_AUTHORIZATION_FAILED."""
+
+    topics: dict[str, list[int]] = field(default_factory=dict)  # topic -> partitions
+    filter_listing: bool = False  # Metadata of all topics: drop what may not be described
+
+
+class RequestAuthorizer:
+    def __init__(self, authorizer: Authorizer | None) -> None:
+        self.authorizer = authorizer
+
+    @property
+    def enabled(self) -> bool:
+        return self.authorizer is not None
+
+    def allowed(self, op: Op, rtype: R, name: str) -> bool:
+        if self.authorizer is None:
+            return True
+        principal, host = _session.get()
+        return self.authorizer.authorize(principal, host, op, rtype, name)
+
+    def _require(self, op: Op, rtype: R, name: str, code: ErrorCode) -> None:
+        if not self.allowed(op, rtype, name):
+            raise KafkaError(f"{_session.get()[0]} may not {op.name} {rtype.name} {name}", code)
+
+    def gate(self, req: Request) -> Removed | None:
+        if self.authorizer is None:
+            return None
+        k, b = req.api_key, req.body
+        if k in CLUSTER_ACTIONS:
+            self._require(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        elif k in CLUSTER_ALTER:
+            self._require(Op.ALTER, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        elif k in CLUSTER_DESCRIBE:
+            self._require(Op.DESCRIBE, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        elif k in GROUP_READ:
+            self._require(Op.READ, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        elif k in TXN_WRITE:
+            tid = b.get("transactional_id") or b.get("v3_and_below_transactional_id") or ""
+            self._require(Op.WRITE, R.TRANSACTIONAL_ID, tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif k == ApiKey.INIT_PRODUCER_ID:
+            tid = b.get("transactional_id")
+            if tid is not None:
+                self._require(Op.WRITE, R.TRANSACTIONAL_ID, tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            else:
+                self._require(Op.IDEMPOTENT_WRITE, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        elif k == ApiKey.FIND_COORDINATOR:
+            rtype = R.TRANSACTIONAL_ID if b.get("key_type", 0) == 1 else R.GROUP
+            code = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if rtype is R.TRANSACTIONAL_ID
+                    else ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            for key in (b.get("coordinator_keys") or []) if req.api_version >= 4 else [b.get("key") or ""]:
+                self._require(Op.DESCRIBE, rtype, key, code)
+        elif k == ApiKey.OFFSET_COMMIT:
+            self._require(Op.READ, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            return self._take(b, "topics", "name", "partitions", "partition_index", Op.READ)
+        elif k == ApiKey.PRODUCE:
+            tid = b.get("transactional_id")
+            if tid is not None:
+                self._require(Op.WRITE, R.TRANSACTIONAL_ID, tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return self._take(b, "topic_data", "name", "partition_data", "index", Op.WRITE)
+        elif k == ApiKey.FETCH:
+            if (b.get("replica_id") or -1) >= 0:
+                self._require(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                return None
+            return self._take(b, "topics", "topic", "partitions", "partition", Op.READ)
+        elif k == ApiKey.LIST_OFFSETS:
+            return self._take(b, "topics", "name", "partitions", "partition_index", Op.DESCRIBE)
+        elif k == ApiKey.METADATA:
+            topics = b.get("topics")
+            if topics is None or (req.api_version == 0 and not topics):
+                return Removed(filter_listing=True)
+            removed = Removed()
+            keep = []
+            for t in topics:
+                if t.get("name") is not None and not self.allowed(Op.DESCRIBE, R.TOPIC, t["name"]):
+                    removed.topics[t["name"]] = []
+                else:
+                    keep.append(t)
+            b["topics"] = keep
+            if not keep and removed.topics:
+                b["allow_auto_topic_creation"] = False
+            return removed
+        elif k == ApiKey.CREATE_TOPICS:
+            if self.allowed(Op.CREATE, R.CLUSTER, CLUSTER):
+                return None
+            return self._take_named(b, "topics", Op.CREATE)
+        elif k == ApiKey.DELETE_TOPICS:
+            removed = Removed()
+            names = b.get("topic_names") or [t.get("name") for t in b.get("topics") or []]
+            for n in names:
+                if n is not None and not self.allowed(Op.DELETE, R.TOPIC, n):
+                    removed.topics[n] = []
+            if "topic_names" in b and b["topic_names"] is not None:
+                b["topic_names"] = [n for n in b["topic_names"] if n not in removed.topics]
+            if b.get("topics"):
+                b["topics"] = [t for t in b["topics"] if t.get("name") not in removed.topics]
+            return removed
+        elif k in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            op = Op.DESCRIBE_CONFIGS if k == ApiKey.DESCRIBE_CONFIGS else Op.ALTER_CONFIGS
+            for r in b.get("resources") or []:
+                if r["resource_type"] == 2:
+                    self._require(op, R.TOPIC, r["resource_name"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                else:
+                    self._require(op, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return None
+
+    def _take(self, b: dict[str, Any], key: str, name_key: str, parts_key: str, index_key: str, op: Op) -> Removed:
+        removed = Removed()
+        keep = []
+        for t in b.get(key) or []:
+            name = t.get(name_key)
+            if name is not None and not self.allowed(op, R.TOPIC, name):
+                removed.topics[name] = [p[index_key] for p in t.get(parts_key) or []]
+            else:
+                keep.append(t)
+        b[key] = keep
+        return removed
+
+    def _take_named(self, b: dict[str, Any], key: str, op: Op) -> Removed:
+        removed = Removed()
+        keep = []
+        for t in b.get(key) or []:
+            if not self.allowed(op, R.TOPIC, t["name"]):
+                removed.topics[t["name"]] = []
+            else:
+                keep.append(t)
+        b[key] = keep
+        return removed
+
+    def merge(self, req: Request, removed: Removed, resp: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Put the removed topics back into the response with TOPIC_AUTHORIZATION_FAILED."""
+        if resp is None:
+            return None
+        code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        k = req.api_key
+        if k == ApiKey.METADATA:
+            if removed.filter_listing:
+                resp["topics"] = [t for t in resp["topics"] if self.allowed(Op.DESCRIBE, R.TOPIC, t["name"] or "")]
+            for name in removed.topics:
+                resp["topics"].append({"error_code": code, "name": name, "topic_id": uuid.UUID(int=0),
+                                       "is_internal": False, "partitions": [],
+                                       "topic_authorized_operations": -2147483648})
+        elif k == ApiKey.PRODUCE:
+            for name, parts in removed.topics.items():
+                resp["responses"].append({"name": name, "partition_responses": [
+                    {"index": p, "error_code": code, "base_offset": -1, "record_errors": []} for p in parts]})
+        elif k == ApiKey.FETCH:
+            for name, parts in removed.topics.items():
+                resp["responses"].append({"topic": name, "partitions": [
+                    {"partition_index": p, "error_code": code, "high_watermark": -1, "records": b""} for p in parts]})
+        elif k == ApiKey.LIST_OFFSETS:
+            for name, parts in removed.topics.items():
+                resp["topics"].append({"name": name, "partitions": [
+                    {"partition_index": p, "error_code": code, "old_style_offsets": [], "timestamp": -1,
+                     "offset": -1, "leader_epoch": -1} for p in parts]})
+        elif k == ApiKey.OFFSET_COMMIT:
+            for name, parts in removed.topics.items():
+                resp["topics"].append({"name": name, "partitions": [
+                    {"partition_index": p, "error_code": code} for p in parts]})
+        elif k == ApiKey.CREATE_TOPICS:
+            for name in removed.topics:
+                resp["topics"].append({"name": name, "error_code": code, "error_message": "Authorization failed.",
+                                       "num_partitions": -1, "replication_factor": -1, "configs": None})
+        elif k == ApiKey.DELETE_TOPICS:
+            for name in removed.topics:
+                resp["responses"].append({"name": name, "error_code": code})
+        return resp
