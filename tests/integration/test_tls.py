@@ -103,3 +103,54 @@ def test_required_client_certificates(cluster_factory, tmp_path) -> None:
     anon.produce("mtls-auto", value=b"y", on_delivery=lambda err, _m: results.append(err))
     anon.flush(15)
     assert len(results) == 1 and results[0] is not None  # refused: no client certificate
+
+
+def test_kcat_kafka_python_and_aiokafka_over_tls(cluster_factory, tmp_path) -> None:
+    import asyncio
+    import shutil
+    import ssl
+    import subprocess
+
+    c, ca, _k, _c = start_tls_cluster(cluster_factory, tmp_path, n=1)
+    wait_tls_cluster(c, ca, "clients", 1, 1)
+    bootstrap = c.bootstrap
+    # kcat (librdkafka's command line)
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is installed by tools/setup.sh"
+    r = subprocess.run([kcat, "-b", bootstrap, "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={ca}",
+                        "-P", "-t", "clients", "-p", "0"], input=b"from-kcat\n", capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    # kafka-python
+    from kafka import KafkaConsumer, KafkaProducer
+
+    ctx = ssl.create_default_context(cafile=str(ca))
+    kp = KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=ctx)
+    kp.send("clients", b"from-kafka-python", partition=0).get(timeout=30)
+    kp.close()
+
+    # aiokafka
+    async def aio() -> list[bytes]:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=ctx)
+        await p.start()
+        try:
+            await p.send_and_wait("clients", b"from-aiokafka", partition=0)
+        finally:
+            await p.stop()
+        cons = AIOKafkaConsumer("clients", bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=ctx,
+                                auto_offset_reset="earliest", group_id=None)
+        await cons.start()
+        try:
+            got = await cons.getmany(timeout_ms=10000)
+            return [m.value for msgs in got.values() for m in msgs]
+        finally:
+            await cons.stop()
+
+    values = asyncio.run(aio())
+    kc = KafkaConsumer("clients", bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=ctx,
+                       auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    seen = [m.value for m in kc]
+    kc.close()
+    for got in (values, seen):
+        assert got[:3] == [b"from-kcat", b"from-kafka-python", b"from-aiokafka"], got
