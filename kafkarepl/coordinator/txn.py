@@ -102,6 +102,21 @@ class TxnDecisions:
         nxt.last_update_ms = now_ms
         return Decision(ErrorCode.NONE, nxt)
 
+    def verify_partitions(self, current: TxnMetadata | None, producer_id: int, epoch: int,
+                          partitions: set[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890 part 1 (AddPartitionsToTxn v4, verify_only): whether each partition is
+        in the producer's ongoing transaction, so its leader may append a transactional
+        batch; a late write of a finished (e.g. aborted) transaction is refused."""
+        err = self._check_producer(current, producer_id, epoch)
+        if err is ErrorCode.CONCURRENT_TRANSACTIONS:
+            err = ErrorCode.NONE  # a state write in flight does not change the partitions
+        if err is not ErrorCode.NONE:
+            return dict.fromkeys(partitions, err)
+        assert current is not None
+        ongoing = current.state is TxnState.ONGOING
+        return {tp: ErrorCode.NONE if ongoing and tp in current.partitions else ErrorCode.INVALID_TXN_STATE
+                for tp in partitions}
+
     # ------------------------------------------------------------------ EndTxn -----
     def end_txn(self, current: TxnMetadata | None, producer_id: int, epoch: int, commit: bool,
                 now_ms: int) -> Decision:

@@ -684,9 +684,24 @@ _TXN_TOPICS = A(S(
     F('Partitions', A(INT32), '0+'),
   ))
 
+_TXN_RESULTS = A(S(
+    F('Name', STRING, '0+'),
+    F('ResultsByPartition', A(S(
+        F('PartitionIndex', INT32, '0+'),
+        F('PartitionErrorCode', INT16, '0+'),
+      )), '0+'),
+  ))
+
 ADD_PARTITIONS_TO_TXN = api(
-    ApiKey.ADD_PARTITIONS_TO_TXN, 'AddPartitionsToTxn', '0-3', '3+',
+    ApiKey.ADD_PARTITIONS_TO_TXN, 'AddPartitionsToTxn', '0-4', '3+',
     request=[
+        F('Transactions', A(S(
+            F('TransactionalId', STRING, '4+'),
+            F('ProducerId', INT64, '4+'),
+            F('ProducerEpoch', INT16, '4+'),
+            F('VerifyOnly', BOOL, '4+', default=False),
+            F('Topics', _TXN_TOPICS, '4+'),
+          )), '4+'),
         F('V3AndBelowTransactionalId', STRING, '0-3'),
         F('V3AndBelowProducerId', INT64, '0-3'),
         F('V3AndBelowProducerEpoch', INT16, '0-3'),
@@ -694,13 +709,12 @@ ADD_PARTITIONS_TO_TXN = api(
     ],
     response=[
         F('ThrottleTimeMs', INT32, '0+'),
-        F('ResultsByTopicV3AndBelow', A(S(
-            F('Name', STRING, '0+'),
-            F('ResultsByPartition', A(S(
-                F('PartitionIndex', INT32, '0+'),
-                F('PartitionErrorCode', INT16, '0+'),
-              )), '0+'),
-          )), '0-3'),
+        F('ErrorCode', INT16, '4+'),
+        F('ResultsByTransaction', A(S(
+            F('TransactionalId', STRING, '4+'),
+            F('TopicResults', _TXN_RESULTS, '4+'),
+          )), '4+'),
+        F('ResultsByTopicV3AndBelow', _TXN_RESULTS, '0-3'),
     ],
 )
 

@@ -66,6 +66,7 @@ from kafkarepl.server.scram_credentials import ScramCredentials
 from kafkarepl.server.tls import client_security, sasl_factory, server_context
 from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
+from kafkarepl.server.txn_verification import TransactionVerifier
 from kafkarepl.server.zk_guard import GuardedStore
 from kafkarepl.storage.manager import LogManager
 from kafkarepl.zk.client import AsyncZk
@@ -133,11 +134,14 @@ class Broker:
         self.txn = TransactionCoordinatorService(config, metadata, replicas, topics, clock, producer_ids.next_id,
                                                  security)
         replicas.add_listener(self.txn.on_partition_changed)
+        self.txn_verifier = TransactionVerifier(bid, metadata, self.txn, security)
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
         replicas.add_listener(self.groups.on_partition_changed)
         handlers = RequestHandlers(
             ReplicaApis(replicas, metadata, self._topic_overrides, self._checkpoint_log_starts,
-                        on_txn_marker=self.groups.on_txn_marker, clock_ms=clock.wall_ms,
+                        on_txn_marker=self.groups.on_txn_marker,
+                        verify_txn=self.txn_verifier.verify if config.transaction_partition_verification_enable else None,
+                        clock_ms=clock.wall_ms,
                         marker_timeout_ms=config.request_timeout_ms),
             MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
             TopicApis(topics, metadata),
@@ -329,6 +333,7 @@ class Broker:
             self._purgatory_timer.cancel()
         self.groups.shutdown()
         self.txn.shutdown()
+        self.txn_verifier.close()
         self._io_executor.shutdown(wait=True)  # no checkpoint write in flight past here
         self.cleaner.shutdown()  # a cleaning in flight ends; its staged files are dropped at open
         await self.fetchers.shutdown()

@@ -139,6 +139,7 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = prop(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000)
     transactional_id_expiration_ms: int = prop("transactional.id.expiration.ms", 604800000)
+    transaction_partition_verification_enable: bool = prop("transaction.partition.verification.enable", True)
     transaction_remove_expired_transaction_cleanup_interval_ms: int = prop(
         "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000)
     offsets_retention_minutes: int = prop("offsets.retention.minutes", 10080)

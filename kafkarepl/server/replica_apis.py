@@ -41,6 +41,18 @@ Body = dict[str, Any]
 T = TypeVar("T")
 # (partition, producer id, producer epoch, committed): a marker was written and committed
 TxnMarkerListener = Callable[[TopicPartition, int, int, bool], None]
+# (transactional id, producer id, epoch, partitions) -> error per partition
+TxnVerify = Callable[[str, int, int, set[tuple[str, int]]], Awaitable[dict[tuple[str, int], ErrorCode]]]
+
+
+def _batch_head(records: Any) -> tuple[int, int, bool] | None:
+    """(producer id, producer epoch, transactional) of the first batch, or None."""
+    if records is None or len(records) < 61:
+        return None
+    head = bytes(memoryview(records)[:61])
+    attrs = int.from_bytes(head[21:23], "big")
+    return (int.from_bytes(head[43:51], "big", signed=True), int.from_bytes(head[51:53], "big", signed=True),
+            bool(attrs & 0x10))
 
 
 def _callback_future() -> tuple[asyncio.Future, Callable[[Any], None]]:
@@ -55,6 +67,14 @@ def _callback_future() -> tuple[asyncio.Future, Callable[[Any], None]]:
     return fut, done
 
 
+class _Gate:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class ReplicaApis:
     def __init__(
         self,
@@ -63,17 +83,20 @@ class ReplicaApis:
         topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
         checkpoint_log_starts: Callable[[], Awaitable[None]] | None = None,
         on_txn_marker: TxnMarkerListener | None = None,
+        verify_txn: TxnVerify | None = None,
         clock_ms: Callable[[], int] | None = None,
         marker_timeout_ms: int = 30_000,
     ) -> None:
         self.replicas = replicas
         self.on_txn_marker = on_txn_marker  # e.g. the group coordinator's txn offsets
+        self.verify_txn = verify_txn  # KIP-890: the coordinator confirms a transaction's partitions
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.marker_timeout_ms = marker_timeout_ms  # Kafka: request.timeout.ms
         self.metadata = metadata
         self.topic_overrides = topic_overrides
         self.checkpoint_log_starts = checkpoint_log_starts  # off the loop: fsyncs
         self._orders = asyncio.Lock()
+        self._txn_gates: dict[str, _Gate] = {}  # transactional id -> produce order
 
     # ------------------------------------------------------------------ produce -----
     async def produce(self, req: Request) -> Body | None:
@@ -83,12 +106,31 @@ class ReplicaApis:
         for topic in body["topic_data"]:
             for pd in topic["partition_data"]:
                 entries[TopicPartition(topic["name"], pd["index"])] = pd["records"]
+        refused: dict[TopicPartition, PartitionResponse] = {}
+        tid = body.get("transactional_id")
         if acks not in (0, 1, -1):
             results = {tp: PartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS) for tp in entries}
-        else:
-            fut, done = _callback_future()
-            self.replicas.append_records(body["timeout_ms"], acks, entries, done)
+        elif tid is not None and self.verify_txn is not None:
+            # One transactional producer's pipelined requests are verified and appended
+            # in arrival order: a request waiting on its coordinator must not let a
+            # later one (next sequence numbers) append first.
+            gate = self._txn_gates.get(tid)
+            if gate is None:
+                gate = self._txn_gates[tid] = _Gate()
+            gate.users += 1
+            try:
+                async with gate.lock:
+                    refused = await self._verify_transactional(tid, entries)
+                    fut = self._append({tp: r for tp, r in entries.items() if tp not in refused},
+                                       body["timeout_ms"], acks)
+            finally:
+                gate.users -= 1
+                if gate.users == 0:
+                    del self._txn_gates[tid]
             results = await fut
+        else:
+            results = await self._append(entries, body["timeout_ms"], acks)
+        results = {**results, **refused}
         if acks == 0:
             return None
         by_topic: dict[str, list[Body]] = {}
@@ -106,6 +148,42 @@ class ReplicaApis:
             "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
             "throttle_time_ms": 0,
         }
+
+    def _append(self, entries: dict[TopicPartition, Any], timeout_ms: int, acks: int
+                ) -> asyncio.Future:
+        """Starts the append now (log order is decided here); the future gets the answers."""
+        fut, done = _callback_future()
+        if entries:
+            self.replicas.append_records(timeout_ms, acks, entries, done)
+        else:
+            done({})
+        return fut
+
+    async def _verify_transactional(self, tid: str, entries: dict[TopicPartition, Any]
+                                    ) -> dict[TopicPartition, PartitionResponse]:
+        """KIP-890: partitions where this producer has no transaction open yet are
+        confirmed with the coordinator first; the refused ones answer with its error."""
+        need: dict[tuple[int, int], set[tuple[str, int]]] = {}
+        for tp, records in entries.items():
+            head = _batch_head(records)
+            if head is None:
+                continue  # validation answers it
+            pid, epoch, transactional = head
+            if not transactional or pid < 0:
+                continue
+            p = self.replicas.get(tp)
+            table: Any = getattr(p.log, "producer_state", None) if p is not None else None
+            entry = table.producers.get(pid) if table is not None else None
+            if entry is not None and entry.producer_epoch == epoch and entry.current_txn_first_offset >= 0:
+                continue  # its transaction is open here already: verified before
+            need.setdefault((pid, epoch), set()).add((tp.topic, tp.partition))
+        refused: dict[TopicPartition, PartitionResponse] = {}
+        assert self.verify_txn is not None
+        for (pid, epoch), parts in need.items():
+            for (t, i), code in (await self.verify_txn(tid, pid, epoch, parts)).items():
+                if code is not ErrorCode.NONE:
+                    refused[TopicPartition(t, i)] = PartitionResponse(code)
+        return refused
 
     # -------------------------------------------------------------------- fetch -----
     async def fetch(self, req: Request) -> Body:

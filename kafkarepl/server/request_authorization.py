@@ -82,6 +82,9 @@ class RequestAuthorizer:
             self._require(Op.DESCRIBE, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         elif k in GROUP_READ:
             self._require(Op.READ, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        elif k == ApiKey.ADD_PARTITIONS_TO_TXN and req.api_version >= 4:
+            # The batched form is broker to broker (KIP-890 verification), as Kafka.
+            self._require(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         elif k in TXN_WRITE:
             tid = b.get("transactional_id") or b.get("v3_and_below_transactional_id") or ""
             self._require(Op.WRITE, R.TRANSACTIONAL_ID, tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

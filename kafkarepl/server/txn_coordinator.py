@@ -372,17 +372,37 @@ class TransactionCoordinatorService:
         m = self.txns[tid]
         return answer(ErrorCode.NONE, m.producer_id, m.producer_epoch)
 
+    def verify(self, tid: str, producer_id: int, epoch: int,
+               partitions: set[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890 verification for a partition leader (local call or AddPartitionsToTxn v4)."""
+        err = self._coordinator_error(tid)
+        if err is not ErrorCode.NONE:
+            return dict.fromkeys(partitions, err)
+        return self.decisions.verify_partitions(self.txns.get(tid), producer_id, epoch, partitions)
+
     async def add_partitions_to_txn(self, req: Request) -> Body:
         b = req.body
+        if req.api_version >= 4:  # from a broker: a batch of transactions (verify_only: KIP-890)
+            results: list[Body] = []
+            for t in b["transactions"] or []:
+                parts = {(x["name"], i) for x in t["topics"] for i in x["partitions"]}
+                if t["verify_only"]:
+                    codes = self.verify(t["transactional_id"], t["producer_id"], t["producer_epoch"], parts)
+                else:
+                    codes = dict.fromkeys(parts, ErrorCode.INVALID_REQUEST)  # KIP-890 part 2: not served
+                results.append({"transactional_id": t["transactional_id"],
+                                "topic_results": self._add_partitions_answer(
+                                    {"v3_and_below_topics": t["topics"]}, codes)["results_by_topic_v3_and_below"]})
+            return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
         tid = b["v3_and_below_transactional_id"]
         parts = {(t["name"], i) for t in b["v3_and_below_topics"] for i in t["partitions"]}
         code = self._coordinator_error(tid)
         if code is ErrorCode.NONE:
             unknown = {(t, i) for t, i in parts if self.metadata.partition(t, i) is None}
             if unknown:
-                results = {tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                                else ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in parts}
-                return self._add_partitions_answer(b, results)
+                codes = {tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                              else ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in parts}
+                return self._add_partitions_answer(b, codes)
             current = self.txns.get(tid)
             d = self.decisions.add_partitions(current, b["v3_and_below_producer_id"],
                                               b["v3_and_below_producer_epoch"], parts, self.clock.wall_ms())

@@ -245,3 +245,76 @@ def test_an_abandoned_transaction_times_out_and_is_aborted(cluster_factory) -> N
     assert consume(c.bootstrap, "abandon", "read_committed", 1, partitions=1) == [b"later"]
     with pytest.raises(KafkaException):  # the abandoned producer was fenced by the abort
         dead.commit_transaction(10)
+
+
+def test_a_late_transactional_write_is_refused_by_the_coordinator_check(cluster_factory) -> None:
+    """KIP-890 part 1: a transactional batch reaches a partition only if the partition is
+    in the producer's ongoing transaction, asked of the coordinator (locally or by
+    AddPartitionsToTxn v4 from another broker). A retry arriving after its transaction was
+    aborted would otherwise open a transaction nobody ends and hold the LSO for ever."""
+    from kafkarepl.cli import wire
+    from kafkarepl.protocol import ApiKey
+    from tests.batches import build_batch
+
+    host = "127.0.0.1"
+    c = cluster_factory(3, **TXN)
+    c.create_topic("late", 3, 3, configs={"min.insync.replicas": "2"})
+    tid = "late-1"
+    deadline = time.monotonic() + 30
+    while True:  # the coordinator of tid, once __transaction_state exists
+        r = wire.call(host, next(iter(c.brokers.values())).port, ApiKey.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
+        if r["error_code"] == 0:
+            coord = r["port"]
+            init = wire.call(host, coord, ApiKey.INIT_PRODUCER_ID, 2,
+                             {"transactional_id": tid, "transaction_timeout_ms": 60000})
+            if init["error_code"] == 0:
+                break
+        assert time.monotonic() < deadline, r
+        time.sleep(0.3)
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    leaders = {p: c.brokers[c.leader_of("late", p)].port for p in range(3)}
+    assert coord in leaders.values() and set(leaders.values()) - {coord}, "want local and remote checks"
+
+    def produce(p: int, seq: int) -> int:
+        batch = build_batch([b"v%d" % seq], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                            transactional=True)
+        body = {"transactional_id": tid, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": "late", "partition_data": [{"index": p, "records": bytes(batch)}]}]}
+        resp = wire.call(host, leaders[p], ApiKey.PRODUCE, 9, body, timeout=15)
+        return resp["responses"][0]["partition_responses"][0]["error_code"]
+
+    def add_partitions() -> None:
+        body = {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": "late", "partitions": [0, 1, 2]}]}
+        r = wire.call(host, coord, ApiKey.ADD_PARTITIONS_TO_TXN, 3, body)
+        assert {x["partition_error_code"] for x in r["results_by_topic_v3_and_below"][0]["results_by_partition"]} == {0}
+
+    def stable(p: int) -> bool:
+        offs = []
+        for isolation in (0, 1):
+            body = {"replica_id": -1, "isolation_level": isolation, "topics": [{"name": "late", "partitions": [
+                {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}]}]}
+            offs.append(wire.call(host, leaders[p], ApiKey.LIST_OFFSETS, 5, body)["topics"][0]["partitions"][0]["offset"])
+        return offs[0] == offs[1]
+
+    invalid_txn_state = 48
+    # Not added to any transaction yet: refused, whether the coordinator is local or not.
+    assert [produce(p, 0) for p in range(3)] == [invalid_txn_state] * 3
+    add_partitions()
+    assert [produce(p, 0) for p in range(3)] == [0, 0, 0]
+    assert [produce(p, 1) for p in range(3)] == [0, 0, 0]  # open here: no second check
+    r = wire.call(host, coord, ApiKey.END_TXN, 3, {"transactional_id": tid, "producer_id": pid,
+                                                  "producer_epoch": epoch, "committed": False})
+    assert r["error_code"] == 0
+    deadline = time.monotonic() + 15
+    while not all(stable(p) for p in range(3)):
+        assert time.monotonic() < deadline, "abort markers not written"
+        time.sleep(0.2)
+    # The late retry of the aborted transaction: refused, and the LSO stays at the HW.
+    assert [produce(p, 2) for p in range(3)] == [invalid_txn_state] * 3
+    assert all(stable(p) for p in range(3))
+    # The producer's next transaction goes on with the same epoch and sequences.
+    add_partitions()
+    assert [produce(p, 2) for p in range(3)] == [0, 0, 0]
+    assert not any(stable(p) for p in range(3))

@@ -69,7 +69,9 @@ def _pids(port: int, n: int) -> list[int]:
 
 
 def test_read_committed_consumers_skip_aborted_and_wait_for_open_transactions(cluster_factory) -> None:
-    c = cluster_factory(3)
+    # This test plays the transaction coordinator itself (no AddPartitionsToTxn), so the
+    # leaders' KIP-890 check with the coordinator is off.
+    c = cluster_factory(3, transaction_partition_verification_enable=False)
     c.create_topic("tx", 1, 3, configs={"min.insync.replicas": 2})
     leader = c.leader_of("tx")
     port = c.brokers[leader].port
