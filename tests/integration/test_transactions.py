@@ -318,3 +318,46 @@ def test_a_late_transactional_write_is_refused_by_the_coordinator_check(cluster_
     add_partitions()
     assert [produce(p, 2) for p in range(3)] == [0, 0, 0]
     assert not any(stable(p) for p in range(3))
+
+
+_DYING_PRODUCER = r"""
+import sys, time
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "tx-phoenix",
+              "transaction.timeout.ms": 60000})
+p.init_transactions(20)
+p.begin_transaction()
+for i in range(50):
+    p.produce("phoenix", value=b"dead-%d" % i, partition=i % 2)
+assert p.flush(20) == 0
+print("in the log", flush=True)
+time.sleep(600)
+"""
+
+
+def test_kill9_of_the_producer_process_then_its_successor_aborts_its_transaction(cluster_factory) -> None:
+    """A transactional producer process killed -9 mid-transaction, its records in the log:
+    the next producer with the same transactional.id fences it at InitProducerId and the
+    coordinator aborts the open transaction at once (not after transaction.timeout.ms),
+    so read_committed consumers see the successor's commit and never the dead records."""
+    import subprocess
+    import sys
+
+    c = cluster_factory(3, **TXN, min_insync_replicas=2)
+    c.create_topic("phoenix", 2, 3)
+    dying = subprocess.Popen([sys.executable, "-c", _DYING_PRODUCER, c.bootstrap], stdout=subprocess.PIPE, text=True)
+    try:
+        assert dying.stdout is not None and dying.stdout.readline().strip() == "in the log"
+    finally:
+        dying.kill()
+        dying.wait()
+    assert len(consume(c.bootstrap, "phoenix", "read_uncommitted", 50)) == 50
+    start = time.monotonic()
+    p = producer(c.bootstrap, "tx-phoenix")  # well inside the dead one's 60 s timeout
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("phoenix", value=b"alive-%d" % i, partition=i % 2)
+    p.commit_transaction(20)
+    assert time.monotonic() - start < 30
+    got = consume(c.bootstrap, "phoenix", "read_committed", 10)
+    assert sorted(got) == sorted(b"alive-%d" % i for i in range(10))
