@@ -165,7 +165,7 @@ void kr_batch_vec_free(kr_batch_vec *v)
     v->count = v->capacity = 0;
 }
 
-static int vec_push(kr_batch_vec *v, const kr_batch_info *info)
+int kr_batch_vec_push(kr_batch_vec *v, const kr_batch_info *info)
 {
     if (v->count == v->capacity) {
         size_t cap = v->capacity ? v->capacity * 2 : 16;
@@ -199,7 +199,7 @@ int kr_scan_batches(const uint8_t *buf, size_t len, size_t start, int check_crc,
             *error_position = pos;
             return 1;
         }
-        if (vec_push(out, &info) < 0)
+        if (kr_batch_vec_push(out, &info) < 0)
             return -1;
         pos += (size_t)info.size;
         *valid_bytes = pos;

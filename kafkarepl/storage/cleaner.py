@@ -13,7 +13,14 @@ producer fields.
 
 This module is the part that runs on a cleaner thread, never on the event loop: it reads
 the segments through duplicated descriptors (plan) and writes each cleaned group as a
-complete, fsynced segment in the staging directory `<partition>/cleaning/`.
+complete, fsynced segment in the staging directory `<partition>/cleaning/`. Both passes
+work on whole 1 MiB read pieces: one C call (GIL released) maps or cleans every plain
+batch of a piece (uncompressed, neither transactional nor control); Python sees only the
+other batches, one by one. The C call parses all records of the piece first and then
+probes the map with prefetching, so a large map's cache misses overlap. The cleaned
+batches' BatchInfo comes back from C and feeds the index directly (no second walk), and
+writeback of each written piece starts at once (sync_file_range), so the final fdatasync
+has little left to wait for.
 `Log.replace_segments` (on the loop, where truncations happen, so a cleaning made void by
 one is never swapped in) renames the files to `<base>.log.swap` (and `.index.swap`, ...),
 retires the old segments and renames the swap files to their final names. A crash before
@@ -33,7 +40,7 @@ import os
 import shutil
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +57,7 @@ STAGING_DIR = "cleaning"
 SWAP_SUFFIX = ".swap"
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _READ_CHUNK = 1 << 20
+TIMEINDEX_ENTRY = _core.TIMEINDEX_ENTRY_SIZE
 # Bytes per offset map slot pair (hash, offset), as Kafka counts 24 bytes per entry.
 MAP_SLOT_BYTES = 16
 
@@ -146,54 +154,86 @@ def sized_offset_map(plan: CleaningPlan, budget_bytes: int, load_factor: float) 
         if sampled:
             per_byte = min(per_byte, 1.25 * sum(b.records_count for b in infos) / sampled)
     need = int(dirty_bytes * per_byte / load_factor + 16) * MAP_SLOT_BYTES
-    return new_offset_map(min(budget_bytes, need), load_factor)
+    # new_offset_map rounds down to a power of two; round up instead while in budget, so
+    # the map holds the estimate below its load limit (fewer probes per key).
+    return new_offset_map(min(budget_bytes, 1 << (need - 1).bit_length()), load_factor)
 
 
-def batches_of(seg: SourceSegment, throttle: Throttle | None = None) -> Iterator[tuple[int, memoryview]]:
-    """(position, bytes) of each whole batch of the segment, read in ~1 MiB preads (no
-    mmap: a concurrent truncation must give short reads, not SIGBUS)."""
+class _MapFull(Exception):
+    """The offset map reached its load limit."""
+
+
+def _read_segment(seg: SourceSegment, buf: list[bytearray], throttle: Throttle | None,
+                  handle: Callable[[memoryview], int]) -> None:
+    """Feed the segment to handle(chunk) in preads of buf[0]'s size (reused, no mmap: a
+    concurrent truncation must give short reads, not SIGBUS); handle returns how many
+    bytes of whole batches it used, the rest is read again with the next piece. A batch
+    larger than the buffer grows it."""
     pos = 0
     while pos < seg.size:
-        chunk = os.pread(seg.fd, min(max(_READ_CHUNK, 0), seg.size - pos), pos)
-        if not chunk:
-            return
+        want = min(len(buf[0]), seg.size - pos)
+        view = memoryview(buf[0])[:want]
+        n = os.preadv(seg.fd, [view], pos)
         if throttle is not None:
-            throttle(len(chunk))
-        infos, valid, _err, _errpos = _core.scan_batches(chunk, 0, False)
-        if not infos:
-            if len(chunk) < _HEADER.size:
-                return
-            length = _HEADER.unpack_from(chunk, 0)[1] + 12
-            if length <= len(chunk) or pos + length > seg.size:
-                raise CorruptBatchError(pos, "unreadable batch while cleaning")
-            chunk = os.pread(seg.fd, length, pos)  # one batch larger than the chunk
-            infos, valid, _err, _errpos = _core.scan_batches(chunk, 0, False)
-            if not infos:
-                raise CorruptBatchError(pos, "unreadable batch while cleaning")
-        view = memoryview(chunk)
-        for b in infos:
-            yield pos + b.position, view[b.position : b.position + b.size]
-        pos += valid
+            throttle(n)
+        used = handle(view[:n]) if n else 0
+        if used:
+            pos += used
+            continue
+        if n < want:
+            return  # the file shrank under us: a truncation, which voids this cleaning
+        if n < _HEADER.size:
+            raise CorruptBatchError(pos, "torn batch while cleaning")
+        length = int.from_bytes(view[8:12], "big", signed=True) + 12
+        if length <= n or pos + length > seg.size:
+            raise CorruptBatchError(pos, "unreadable batch while cleaning")
+        buf[0] = bytearray(length)
+
+
+def _whole_batch(chunk: memoryview, pos: int) -> memoryview | None:
+    """The batch at chunk[pos], or None when the chunk ends before it does."""
+    if len(chunk) - pos < _HEADER.size:
+        return None
+    length = int.from_bytes(chunk[pos + 8 : pos + 12], "big", signed=True) + 12
+    if length < _HEADER.size:
+        raise CorruptBatchError(pos, f"batch length {length - 12} while cleaning")
+    return chunk[pos : pos + length] if pos + length <= len(chunk) else None
 
 
 def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
                      throttle: Throttle | None = None) -> int:
     """Map the dirty section; returns the offset up to which it is fully mapped (the
-    cleaning end: a full map stops at the start of the segment that did not fit)."""
-    offset_map.clear()
-    end = plan.first_dirty
-    for seg in plan.segments:
-        if seg.next_offset <= plan.first_dirty:
-            continue
-        for _pos, batch in batches_of(seg, throttle):
+    cleaning end: a full map stops at the start of the segment that did not fit).
+    Plain batches are mapped by the C chunk loop; compressed ones here, one by one."""
+    if offset_map.size:  # a new map is already clear; clearing touches all its pages
+        offset_map.clear()
+    first_dirty = plan.first_dirty
+    buf = [bytearray(_READ_CHUNK)]
+
+    def handle(chunk: memoryview) -> int:
+        pos = 0
+        while True:
+            full, pos = offset_map.map_batches(chunk, pos, first_dirty)
+            if full:
+                raise _MapFull
+            batch = _whole_batch(chunk, pos)
+            if batch is None:
+                return pos
             h = _HEADER.unpack_from(batch, 0)
             base, attrs, count = h[0], h[5], h[12]
-            if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK) or base + h[6] < plan.first_dirty:
-                continue
-            recs = batch[61:] if attrs & 0x07 == 0 else records_section(batch)
-            full, _mapped = offset_map.map_records(recs, count, base)
-            if full:
-                return max(end, plan.first_dirty)
+            if not attrs & (CONTROL_MASK | TRANSACTIONAL_MASK) and base + h[6] >= first_dirty:
+                if offset_map.map_records(records_section(batch), count, base)[0]:
+                    raise _MapFull
+            pos += len(batch)
+
+    end = first_dirty
+    for seg in plan.segments:
+        if seg.next_offset <= first_dirty:
+            continue
+        try:
+            _read_segment(seg, buf, throttle, handle)
+        except _MapFull:
+            return max(end, first_dirty)
         end = seg.next_offset
     return end
 
@@ -317,38 +357,82 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class _Output:
+    """Cleaned batches gathered in a reused buffer, written to the new segment (and
+    indexed from their BatchInfo, no second walk) about once per read piece."""
+
+    def __init__(self, seg: LogSegment, size: int, throttle: Throttle | None, result: CleaningResult) -> None:
+        self.seg, self.throttle, self.result = seg, throttle, result
+        self.buf = bytearray(size)
+        self.used = 0
+        self.infos: list = []
+
+    def reserve(self, n: int) -> None:
+        if len(self.buf) - self.used < n:
+            self.flush()
+            if len(self.buf) < n:
+                self.buf = bytearray(n)
+
+    def add(self, batch: bytes | memoryview) -> None:
+        """One batch cleaned outside the C chunk loop."""
+        self.reserve(len(batch))
+        info = _core.validate_batches(batch, False)[0]
+        self.buf[self.used : self.used + len(batch)] = batch
+        self.infos.append(info._replace(position=self.used))
+        self.used += len(batch)
+
+    def flush(self) -> None:
+        if self.used:
+            start = self.seg.size
+            with memoryview(self.buf) as view:
+                self.seg.append(view[: self.used], self.infos)
+            # Disk writes start now, in the background, not all at the final fdatasync.
+            _core.file_writeback_start(self.seg.fd, start, self.used)
+            if self.throttle is not None:
+                self.throttle(self.used)
+            self.result.bytes_written += self.used
+            self.used, self.infos = 0, []
+
+
 def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _core.OffsetMap,
                  staging: Path, scratch: bytearray, result: CleaningResult,
                  throttle: Throttle | None) -> CleanedGroup:
     base = group[0].base_offset
-    seg = LogSegment(staging, base, plan.index_interval_bytes, plan.segment_index_bytes)
+    # Indexes preallocated to what the group can need, not segment.index.bytes: the first
+    # write to each page of a large sparse mapping reads a window around it (zeroed pages)
+    # that the trim then drops again, which cost more than the index entries themselves.
+    need = (sum(s.size for s in group) // max(1, plan.index_interval_bytes) + 4) * TIMEINDEX_ENTRY
+    seg = LogSegment(staging, base, plan.index_interval_bytes, min(plan.segment_index_bytes, need))
+    horizon = plan.now_ms - plan.delete_retention_ms
+    retain = np.array(sorted(plan.last_batch_offsets.values()), dtype=np.int64)
+    buf = [bytearray(_READ_CHUNK)]
     removed = 0
     try:
         seg.make_active()
-        pending: list[bytes | memoryview] = []
-        pending_size = 0
+        out = _Output(seg, 2 * _READ_CHUNK, throttle, result)
 
-        def flush_pending() -> None:
-            nonlocal pending, pending_size
-            if pending:
-                data = b"".join(pending)
-                seg.append(data, _core.validate_batches(data, False))
-                if throttle is not None:
-                    throttle(len(data))
-                result.bytes_written += len(data)
-                pending, pending_size = [], 0
+        def handle(chunk: memoryview) -> int:
+            nonlocal removed
+            pos = 0
+            while True:  # plain batches in C, the others one by one (clean_batch)
+                out.reserve(len(chunk) - pos)
+                n, pos, infos, lost = offset_map.clean_batches(chunk, pos, horizon, retain, out.buf, out.used)
+                out.used += n
+                out.infos += infos
+                removed += lost
+                batch = _whole_batch(chunk, pos)
+                if batch is None:
+                    return pos
+                cleaned, lost = clean_batch(batch, offset_map, plan, scratch)
+                removed += lost
+                if cleaned is not None:
+                    out.add(cleaned)
+                pos += len(batch)
 
         for src in group:
             result.bytes_read += src.size
-            for _pos, batch in batches_of(src, throttle):
-                out, lost = clean_batch(batch, offset_map, plan, scratch)
-                removed += lost
-                if out is not None:
-                    pending.append(bytes(out))
-                    pending_size += len(out)
-                    if pending_size >= _READ_CHUNK:
-                        flush_pending()
-        flush_pending()
+            _read_segment(src, buf, throttle, handle)
+        out.flush()
         seg.make_inactive()
         seg.flush()
         size, next_offset = seg.size, max(seg.next_offset, group[-1].next_offset)

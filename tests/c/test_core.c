@@ -407,6 +407,110 @@ static void test_clean(long iterations)
     free(out);
 }
 
+/* A batch of `count` make_record records (keys "kk" or null) at base_offset. */
+static size_t make_keyed_batch(uint8_t *out, int64_t base_offset, int32_t count, uint16_t attributes)
+{
+    size_t n = KR_BATCH_HEADER_SIZE;
+    for (int32_t i = 0; i < count; i++)
+        n += make_record(out + n, i, (size_t)(rnd() % 50), (int)(i % 2));
+    memset(out, 0, KR_BATCH_HEADER_SIZE);
+    put64(out, (uint64_t)base_offset);
+    put32(out + 8, (uint32_t)(n - KR_LOG_OVERHEAD));
+    out[16] = 2;
+    out[21] = (uint8_t)(attributes >> 8);
+    out[22] = (uint8_t)attributes;
+    put32(out + 23, (uint32_t)(count - 1));
+    put64(out + 27, 1000);
+    put64(out + 35, 1000 + 3 * (uint64_t)(count - 1));
+    put64(out + 43, (uint64_t)(attributes & 0x10 ? 7 : -1));
+    out[51] = 0xff;
+    out[52] = 0xff;
+    put32(out + 53, (uint32_t)-1);
+    put32(out + 57, (uint32_t)count);
+    put32(out + 17, kr_crc32c_table(0, out + 21, n - 21));
+    return n;
+}
+
+/* The chunk loops (kr_map_batches, kr_clean_batches): a valid chunk maps and cleans up to
+ * its first transactional batch, every written batch is sound with a right CRC; cut or
+ * mutated chunks are results or errors, never reads or writes out of bounds. */
+static void test_clean_chunks(long iterations)
+{
+    static uint64_t slots[2 * 1024];
+    kr_offset_map m;
+    kr_clean_scratch scratch = {0};
+    char reason[KR_REASON_MAX];
+    uint8_t *buf = malloc(1 << 16), *out = malloc(1 << 16);
+    size_t len = 0, stop_at = 0;
+    int64_t base = 100;
+    for (int b = 0; b < 6; b++) {
+        int32_t count = (int32_t)(1 + rnd() % 20);
+        if (b == 4)
+            stop_at = len;
+        len += make_keyed_batch(buf + len, base, count, b == 4 ? 0x10 : 0);
+        base += count;
+    }
+    int64_t retain[1] = {99};
+    kr_clean_opts opts = {0, retain, 1};
+    size_t consumed = 0, out_len = 0;
+    int64_t removed = 0;
+    kr_batch_vec written = {0};
+    uint8_t *p = exact(buf, len);
+    CHECK(kr_offset_map_init(&m, slots, 1024, 0.9) == 0);
+    CHECK(kr_map_batches(&m, p, len, 0, 0, &scratch, &consumed, reason) == KR_RECORDS_OK);
+    CHECK(consumed == stop_at && m.used == 1);
+    CHECK(kr_clean_batches(&m, p, len, 0, &opts, &scratch, out, 1 << 16, 0, &out_len, &consumed,
+                           &written, &removed, reason) == KR_RECORDS_OK);
+    CHECK(consumed == stop_at && written.count == 1 && removed > 0); /* one "kk" survives */
+    kr_batch_info info;
+    CHECK(written.count == 1 && kr_batch_check(out, out_len, 0, 1, &info, reason) == 0 &&
+          info.records_count == 1 && (size_t)info.size == out_len);
+    kr_batch_vec_free(&written);
+    /* from the batch after the transactional one: nothing left to map, the rest cleaned */
+    size_t after = stop_at + (size_t)(int32_t)((uint32_t)p[stop_at + 8] << 24 | (uint32_t)p[stop_at + 9] << 16 |
+                                               (uint32_t)p[stop_at + 10] << 8 | p[stop_at + 11]) + 12;
+    CHECK(kr_map_batches(&m, p, len, after, 0, &scratch, &consumed, reason) == KR_RECORDS_OK &&
+          consumed == len);
+    free(p);
+    for (long it = 0; it < iterations; it++) {
+        uint8_t tmp[1 << 12];
+        size_t n = len < sizeof(tmp) ? len : sizeof(tmp);
+        memcpy(tmp, buf, n);
+        for (int k = (int)(rnd() % 4); k > 0; k--)
+            tmp[rnd() % n] ^= (uint8_t)(1u << (rnd() % 8));
+        n = (size_t)(rnd() % (n + 1));
+        size_t start = (size_t)(rnd() % (n + 2)); /* also one past the end */
+        p = exact(tmp, n);
+        if (it % 7 == 0)
+            kr_offset_map_init(&m, slots, 8, 0.5); /* fills at once */
+        else if (it % 7 == 1)
+            kr_offset_map_init(&m, slots, 1024, 0.9);
+        int a = kr_map_batches(&m, p, n, start, (int64_t)(rnd() % 200), &scratch, &consumed, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_MAP_FULL);
+        CHECK(consumed <= n || (a == KR_RECORDS_CORRUPT && consumed == start));
+        size_t cap = (size_t)(rnd() % (n + 1)), out_pos = (size_t)(rnd() % 8);
+        uint8_t *o = exact(out, cap);
+        opts.tombstone_horizon_ms = (int64_t)(rnd() % 2000);
+        a = kr_clean_batches(&m, p, n, start, &opts, &scratch, o, cap, out_pos, &out_len, &consumed,
+                             &written, &removed, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        if (a == KR_RECORDS_OK) {
+            CHECK(consumed >= start && consumed <= n && out_pos + out_len <= cap);
+            for (size_t i = 0; i < written.count; i++) {
+                kr_batch_info *w = &written.items[i];
+                CHECK(kr_batch_check(o, out_pos + out_len, (size_t)w->position, 0, &info, reason) == 0 &&
+                      info.size == w->size && info.records_count == w->records_count);
+            }
+        }
+        kr_batch_vec_free(&written);
+        free(o);
+        free(p);
+    }
+    kr_clean_scratch_free(&scratch);
+    free(buf);
+    free(out);
+}
+
 static void test_indexes(long iterations)
 {
     uint8_t tmp[600];
@@ -508,6 +612,7 @@ int main(int argc, char **argv)
     test_batches(iterations);
     test_records(iterations);
     test_clean(iterations);
+    test_clean_chunks(iterations);
     test_indexes(iterations);
     test_checkpoint();
     test_io();
