@@ -507,7 +507,10 @@ cdef class OffsetMap:
         if <size_t>self.view.len < capacity * 16:
             raise ValueError(f"buffer of {self.view.len} bytes cannot hold {capacity} slots")
         self.load_factor = load_factor
-        if kr_offset_map_init(&self.m, <uint64_t *>self.view.buf, capacity, load_factor) != 0:
+        cdef int rc
+        with nogil:  # zeroes the whole map: up to log.cleaner.dedupe.buffer.size bytes
+            rc = kr_offset_map_init(&self.m, <uint64_t *>self.view.buf, capacity, load_factor)
+        if rc != 0:
             raise ValueError(f"capacity {capacity} must be a power of two >= 2, load factor in (0, 1]")
 
     def __dealloc__(self):
@@ -524,7 +527,8 @@ cdef class OffsetMap:
         return self.m.limit
 
     def clear(self):
-        kr_offset_map_init(&self.m, self.m.slots, self.m.capacity, self.load_factor)
+        with nogil:
+            kr_offset_map_init(&self.m, self.m.slots, self.m.capacity, self.load_factor)
 
     def get(self, key):
         """The latest offset mapped for key (bytes), or -1."""

@@ -45,6 +45,8 @@ from kafkarepl.storage.records import (
 from kafkarepl.storage.segment import LogSegment, segment_file
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
 from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
+
+SWAP_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
 from kafkarepl.storage.validation import check_compressed, current_budget, inflate
 
 log = logging.getLogger("kafkarepl.storage")
@@ -102,6 +104,7 @@ class Log:
         self.producer_state = ProducerStateTable()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted txns
         self.truncations = 0  # bumped by every truncation: a cleaning planned before is void
+        self._pending_swap: list[Path] | None = None  # swap files of a swap begun (begin_swap)
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._closed = False
@@ -236,29 +239,61 @@ class Log:
                             cfg.segment_index_bytes, cfg.delete_retention_ms, last, now_ms, self.truncations)
 
     def replace_segments(self, plan: CleaningPlan, result: CleaningResult) -> bool:
-        """Swap the cleaned groups in (on the loop, after the cleaner thread staged them).
-        Refused (False, staged files removed) when the log changed under the cleaning:
-        truncated, or segments of a group gone (retention, DeleteRecords). The steps are
-        crash-safe: staged -> `.swap` (durable), old segments retired, `.swap` -> final."""
-        staging = self.dir / STAGING_DIR
-        current = {seg.base_offset: seg for seg in self._segments[:-1]}
-        ok = plan.truncations == self.truncations and all(
+        """Swap the cleaned groups in, all at once (begin_swap, directory fsync,
+        complete_swap, directory fsync). The broker runs the steps apart so that the
+        fsyncs happen off the event loop (server/log_cleaner.py)."""
+        if not self.begin_swap(plan, result):
+            return False
+        _fsync_dir(self.dir)
+        if not self.complete_swap(plan, result):
+            return False
+        _fsync_dir(self.dir)
+        return True
+
+    def _cleaning_still_valid(self, plan: CleaningPlan, result: CleaningResult) -> bool:
+        current = {seg.base_offset for seg in self._segments[:-1]}
+        return not self._closed and plan.truncations == self.truncations and all(
             all(b in current for b in g.replaced) for g in result.groups)
-        if not ok:
+
+    def begin_swap(self, plan: CleaningPlan, result: CleaningResult) -> bool:
+        """First swap step, on the loop, after the cleaner thread staged the cleaned
+        groups: renames them `<base>.log.swap` (...). Refused (False, staged files
+        removed) when the log changed under the cleaning: truncated, or segments of a group
+        gone (retention, DeleteRecords). The caller makes the renames durable (fsync of the
+        directory, anywhere) before complete_swap: only then may old segments go. A
+        truncation or deletion meanwhile removes the swap files first (_abort_swap), so a
+        crash never completes a swap the log has moved past."""
+        self._abort_swap()
+        staging = self.dir / STAGING_DIR
+        if not self._cleaning_still_valid(plan, result):
             shutil.rmtree(staging, ignore_errors=True)
             return False
-        suffixes = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
+        pending = []
         for g in result.groups:
-            for suffix in suffixes:
+            for suffix in SWAP_SUFFIXES:
                 staged = staging / f"{g.base_offset:020d}{suffix}"
                 if staged.exists():
-                    os.replace(staged, self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}")
-        _fsync_dir(self.dir)
+                    swap = self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}"
+                    os.replace(staged, swap)
+                    pending.append(swap)
+        self._pending_swap = pending
+        return True
+
+    def complete_swap(self, plan: CleaningPlan, result: CleaningResult) -> bool:
+        """Second swap step, on the loop, once the swap files are durable: old segments
+        retired, swap files renamed to their final names, the new segments loaded. False
+        (swap files removed) if the log changed since begin_swap. Nothing here waits for
+        the disk; a directory fsync afterwards makes it durable (until then a crash
+        completes the swap at the next open, storage.loader.complete_swaps)."""
+        if self._pending_swap is None or not self._cleaning_still_valid(plan, result):
+            self._abort_swap()
+            return False
+        current = {seg.base_offset: seg for seg in self._segments[:-1]}
         for g in result.groups:
             olds = [current[b] for b in g.replaced]
             for old in olds:  # unlinked now; their descriptors stay open for readers
                 self._retire(old)
-            for suffix in suffixes:
+            for suffix in SWAP_SUFFIXES:
                 swap = self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}"
                 if swap.exists():
                     os.replace(swap, self.dir / f"{g.base_offset:020d}{suffix}")
@@ -271,10 +306,19 @@ class Log:
             idx = TransactionIndex.load(self._txn_index_path(g.base_offset))
             if idx.entries:
                 self._txn_indexes[g.base_offset] = idx
-        _fsync_dir(self.dir)
-        shutil.rmtree(staging, ignore_errors=True)
+        self._pending_swap = None
+        shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
         self._close_retired()
         return True
+
+    def _abort_swap(self) -> None:
+        """Drop a swap begun but not completed (its swap files, the staging directory)."""
+        if self._pending_swap is None:
+            return
+        for path in self._pending_swap:
+            path.unlink(missing_ok=True)
+        self._pending_swap = None
+        shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
 
     # ================================================================ transactions
     def _txn_index_path(self, base: int) -> Path:
@@ -588,6 +632,7 @@ class Log:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        self._abort_swap()
         while len(self._segments) > 1 and self._bases[-1] >= offset:
             self._retire(self._segments.pop())
             self._bases.pop()
@@ -610,6 +655,7 @@ class Log:
         """Delete everything and restart the log empty at `offset`."""
         if offset < 0:
             raise ValueError(f"cannot start a log at negative offset {offset}")
+        self._abort_swap()
         self.truncations += 1
         for seg in self._segments:
             self._retire(seg)
@@ -649,6 +695,7 @@ class Log:
                 n = max(n, k)
         if not n:
             return 0
+        self._abort_swap()
         for seg in self._segments[:n]:
             self._retire(seg)
         del self._segments[:n]
@@ -723,6 +770,7 @@ class Log:
         self._close_files()
 
     def _close_files(self) -> None:
+        self._abort_swap()
         self._closed = True
         for seg in self._segments:
             seg.close()
