@@ -45,9 +45,9 @@ from kafkarepl.storage.records import (
 from kafkarepl.storage.segment import LogSegment, segment_file
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
 from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
+from kafkarepl.storage.validation import check_compressed, current_budget, inflate
 
 SWAP_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
-from kafkarepl.storage.validation import check_compressed, current_budget, inflate
 
 log = logging.getLogger("kafkarepl.storage")
 
