@@ -27,10 +27,17 @@ retires the old segments and renames the swap files to their final names. A cras
 the `.swap` rename leaves the staging directory (removed at the next open, the old
 segments intact); after it, the next open completes the swap (storage.loader).
 
-Transactional batches are neither mapped nor cleaned (copied as they are), so an aborted
-write never makes an older committed value look superseded and open or aborted
-transactions keep their records and markers (Kafka removes aborted data and old markers;
-not done here yet).
+Transactions, as Kafka's LogCleaner (CleanedTransactionMetadata): the aborted
+transactions of every .txnindex file tell which transactional batches are aborted. Those
+are never mapped (an aborted write never makes an older committed value look superseded)
+and are removed; committed transactional records are mapped and cleaned like any others.
+A marker stays while any batch of its transaction is still in the log (seen in this
+cleaning's pass, which covers the log from its start), and after that until
+delete.retention.ms has passed since it was written (measured on its timestamp, as
+tombstones here); an ABORT marker whose batches this pass still saw keeps its .txnindex
+entry in the cleaned segment. Each producer's last data batch is kept, emptied if need
+be, so its sequence and epoch survive, and the marker after it survives with it. Only the
+cleanable range is cleaned: it ends at the LSO, so every transaction in it is decided.
 """
 
 from __future__ import annotations
@@ -48,10 +55,16 @@ import numpy as np
 
 from kafkarepl import _core
 from kafkarepl.errors import CorruptBatchError
-from kafkarepl.storage.records import CONTROL_MASK, TRANSACTIONAL_MASK
+from kafkarepl.storage.records import (
+    CONTROL_ABORT,
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
+    control_record_type,
+)
 from kafkarepl.storage.segment import LogSegment
 from kafkarepl.storage.timestamps import records_section
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
+from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
 
 STAGING_DIR = "cleaning"
 SWAP_SUFFIX = ".swap"
@@ -70,7 +83,6 @@ class SourceSegment:
     next_offset: int
     size: int
     fd: int
-    txn_entries: tuple = ()  # its aborted transactions (storage.txn_index.AbortedTxn)
 
 
 @dataclass
@@ -86,6 +98,9 @@ class CleaningPlan:
     last_batch_offsets: dict[int, int]  # producer id -> last offset of its last batch (kept)
     now_ms: int
     truncations: int = 0  # the log's truncation count when planned (Log.replace_segments)
+    # every aborted transaction of the log's .txnindex files starting below the cleaning
+    # end (markers past it included), by first offset
+    aborted: tuple[AbortedTxn, ...] = ()
 
     def close(self) -> None:
         """Release the duplicated descriptors."""
@@ -179,6 +194,47 @@ def sized_offset_map(plan: CleaningPlan, budget_bytes: int, load_factor: float,
     return buffer.offset_map(size, load_factor) if buffer is not None else new_offset_map(size, load_factor)
 
 
+class TxnCleaning:
+    """Kafka's CleanedTransactionMetadata, over one pass through the log in offset order:
+    which transactional batches are aborted, and which markers guard nothing any more."""
+
+    def __init__(self, aborted: tuple[AbortedTxn, ...]) -> None:
+        self._pending = sorted(aborted, key=lambda a: a.first_offset, reverse=True)  # popped from the end
+        self._aborted: dict[int, list] = {}  # producer id -> [AbortedTxn, a batch seen]
+        self._committed: set[int] = set()  # producers with batches of an open commit seen
+        self.kept_entries: list[AbortedTxn] = []  # for the cleaned segment's .txnindex
+
+    def _reach(self, offset: int) -> None:
+        while self._pending and self._pending[-1].first_offset <= offset:
+            a = self._pending.pop()
+            self._aborted.setdefault(a.producer_id, [a, False])
+
+    def on_batch(self, producer_id: int, last_offset: int) -> bool:
+        """A transactional data batch: True when its transaction was aborted."""
+        self._reach(last_offset)
+        state = self._aborted.get(producer_id)
+        if state is not None:
+            state[1] = True
+            return True
+        self._committed.add(producer_id)
+        return False
+
+    def on_marker(self, producer_id: int, last_offset: int, abort: bool) -> bool:
+        """A control batch: True when no batch of its transaction was seen in this pass
+        (it may go once delete.retention.ms has passed)."""
+        self._reach(last_offset)
+        if abort:
+            state = self._aborted.pop(producer_id, None)
+            if state is not None and state[1]:
+                self.kept_entries.append(state[0])
+                return False
+            return True
+        if producer_id in self._committed:
+            self._committed.discard(producer_id)
+            return False
+        return True
+
+
 class _MapFull(Exception):
     """The offset map reached its load limit."""
 
@@ -229,6 +285,7 @@ def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
         offset_map.clear()
     first_dirty = plan.first_dirty
     buf = [bytearray(_READ_CHUNK)]
+    txn = TxnCleaning(plan.aborted)  # aborted batches are not mapped
 
     def handle(chunk: memoryview) -> int:
         pos = 0
@@ -240,9 +297,13 @@ def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
             if batch is None:
                 return pos
             h = _HEADER.unpack_from(batch, 0)
-            base, attrs, count = h[0], h[5], h[12]
-            if not attrs & (CONTROL_MASK | TRANSACTIONAL_MASK) and base + h[6] >= first_dirty:
-                if offset_map.map_records(records_section(batch), count, base)[0]:
+            base, attrs, pid, count = h[0], h[5], h[9], h[12]
+            last = base + h[6]
+            if attrs & CONTROL_MASK:
+                txn.on_marker(pid, last, control_record_type(batch, 0, len(batch)) == CONTROL_ABORT)
+            elif not (attrs & TRANSACTIONAL_MASK and txn.on_batch(pid, last)) and last >= first_dirty:
+                recs = batch[61:] if attrs & 0x07 == 0 else records_section(batch)
+                if offset_map.map_records(recs, count, base)[0]:
                     raise _MapFull
             pos += len(batch)
 
@@ -295,14 +356,26 @@ def _rebuild_batch(batch: memoryview, records: bytes, kept: int) -> bytes:
 
 
 def clean_batch(batch: memoryview, offset_map: _core.OffsetMap, plan: CleaningPlan,
-                out: bytearray) -> tuple[bytes | memoryview | None, int]:
-    """The cleaned form of one batch (None: dropped) and how many records it lost."""
+                out: bytearray, txn: TxnCleaning | None = None) -> tuple[bytes | memoryview | None, int]:
+    """The cleaned form of one batch (None: dropped) and how many records it lost.
+    Without `txn`, transactional and control batches are kept as they are."""
     h = _HEADER.unpack_from(batch, 0)
     base, delta, attrs, max_ts, pid, count = h[0], h[6], h[5], h[8], h[9], h[12]
-    if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK):
-        return batch, 0
-    retain_tombstones = max_ts > plan.now_ms - plan.delete_retention_ms
     keep_if_empty = pid >= 0 and plan.last_batch_offsets.get(pid) == base + delta
+    if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK):
+        if txn is None:
+            return batch, 0
+        if attrs & CONTROL_MASK:
+            abort = control_record_type(batch, 0, len(batch)) == CONTROL_ABORT
+            unguarded = txn.on_marker(pid, base + delta, abort)
+            if unguarded and max_ts <= plan.now_ms - plan.delete_retention_ms:
+                return None, count
+            return batch, 0
+        if txn.on_batch(pid, base + delta):  # aborted: its records go
+            if keep_if_empty:  # the producer's last batch: its sequence and epoch stay
+                return _rebuild_batch(batch, b"", 0), count
+            return None, count
+    retain_tombstones = max_ts > plan.now_ms - plan.delete_retention_ms
     codec = attrs & 0x07
     if codec == 0:
         if len(out) < len(batch):
@@ -361,9 +434,10 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     scratch = bytearray()
+    txn = TxnCleaning(plan.aborted)  # one pass from the log start: spans the groups
     try:
         for group in group_segments(plan, end):
-            result.groups.append(_clean_group(plan, group, offset_map, staging, scratch, result, throttle))
+            result.groups.append(_clean_group(plan, group, offset_map, staging, scratch, result, throttle, txn))
         fsync_dir(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -418,7 +492,7 @@ class _Output:
 
 def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _core.OffsetMap,
                  staging: Path, scratch: bytearray, result: CleaningResult,
-                 throttle: Throttle | None) -> CleanedGroup:
+                 throttle: Throttle | None, txn: TxnCleaning) -> CleanedGroup:
     base = group[0].base_offset
     # Indexes preallocated to what the group can need, not segment.index.bytes: the first
     # write to each page of a large sparse mapping reads a window around it (zeroed pages)
@@ -445,7 +519,7 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
                 batch = _whole_batch(chunk, pos)
                 if batch is None:
                     return pos
-                cleaned, lost = clean_batch(batch, offset_map, plan, scratch)
+                cleaned, lost = clean_batch(batch, offset_map, plan, scratch, txn)
                 removed += lost
                 if cleaned is not None:
                     out.add(cleaned)
@@ -461,13 +535,11 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
         seg.close()
     result.records_removed += removed
     names = [f"{base:020d}{suffix}" for suffix in (".log", ".index", ".timeindex")]
-    entries = [e for src in group for e in src.txn_entries]
-    if entries:  # aborted transactions stay indexed (their batches are kept as they are)
-        from kafkarepl.storage.txn_index import TransactionIndex
-
+    if txn.kept_entries:  # aborted transactions whose markers in this group stayed
         idx = TransactionIndex(staging / f"{base:020d}{TXN_INDEX_SUFFIX}")
-        for e in entries:
+        for e in txn.kept_entries:
             idx.append(e)
+        txn.kept_entries = []
         names.append(f"{base:020d}{TXN_INDEX_SUFFIX}")
     for name in names:  # durable before the loop renames them into the log directory
         fd = os.open(staging / name, os.O_RDONLY)

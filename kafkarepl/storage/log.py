@@ -230,13 +230,16 @@ class Log:
         for seg in self._segments[:-1]:
             if seg.next_offset > end:
                 break
-            idx = self._txn_indexes.get(seg.base_offset)
-            segs.append(SourceSegment(seg.base_offset, seg.next_offset, seg.size, os.dup(seg.fd),
-                                      tuple(idx.entries) if idx else ()))
+            segs.append(SourceSegment(seg.base_offset, seg.next_offset, seg.size, os.dup(seg.fd)))
         last = {pid: e.last_offset for pid, e in self.producer_state.producers.items() if e.batches}
+        # Transactions aborted below the end, their markers wherever (Kafka's
+        # collectAbortedTransactions reads on into later segments' indexes).
+        aborted = tuple(sorted((e for _b, idx in sorted(self._txn_indexes.items()) for e in idx.entries
+                                if e.first_offset < end), key=lambda e: e.first_offset))
         cfg = self.config
         return CleaningPlan(self.dir, segs, first_dirty, end, cfg.segment_bytes, cfg.index_interval_bytes,
-                            cfg.segment_index_bytes, cfg.delete_retention_ms, last, now_ms, self.truncations)
+                            cfg.segment_index_bytes, cfg.delete_retention_ms, last, now_ms, self.truncations,
+                            aborted)
 
     def replace_segments(self, plan: CleaningPlan, result: CleaningResult) -> bool:
         """Swap the cleaned groups in, all at once (begin_swap, directory fsync,

@@ -173,3 +173,60 @@ def test_a_long_running_group_keeps_its_offsets_partition_bounded(cluster_factor
     assert reader.committed([TP("events", 0)], timeout=10)[0].offset == consumed
     reader.close()
     watcher.close()
+
+
+def test_aborted_transactions_are_removed_by_the_cleaner(cluster_factory) -> None:
+    """A transactional producer on a compacted topic: after cleaning, even a
+    read_uncommitted consumer no longer sees the aborted records (the cleaner removed
+    them, as Kafka's does), and both isolation levels read every key's latest committed
+    value at its original offset."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    c = cluster_factory(1, **{**CLEANER, "offsets_topic_replication_factor": 1,
+                              "transaction_state_log_replication_factor": 1,
+                              "transaction_state_log_min_isr": 1})
+    c.create_topic("tx", 1, 1, configs={"cleanup.policy": "compact", "segment.bytes": "2048"})
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "cleaner-tx"})
+    p.init_transactions(30)
+    committed: dict[bytes, bytes] = {}
+    for i in range(60):
+        p.begin_transaction()
+        k, v = b"k%d" % (i % 5), b"v%03d" % i
+        p.produce("tx", key=k, value=v)
+        if i % 3 == 2:
+            assert p.flush(10) == 0  # written, then aborted (unsent records are just purged)
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed[k] = v
+    for i in range(40):  # plain records roll the segments past the transactions
+        p.begin_transaction()
+        p.produce("tx", key=b"filler", value=b"f%03d" % i)
+        p.commit_transaction(30)
+    committed[b"filler"] = b"f039"
+
+    def read(isolation: str) -> list[tuple[int, bytes, bytes]]:
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"r-{isolation}-{time.monotonic()}",
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+        cons.assign([TopicPartition("tx", 0, 0)])
+        out = []
+        while True:
+            m = cons.poll(10)
+            assert m is not None, "no end of partition"
+            if m.error() is not None:
+                if m.error().code() == -191:
+                    break
+                continue
+            out.append((m.offset(), m.key(), m.value()))
+        cons.close()
+        return out
+
+    aborted = {b"v%03d" % i for i in range(60) if i % 3 == 2}
+    wait_until(lambda: not aborted & {v for _o, _k, v in read("read_uncommitted")}, 60,
+               "the aborted records cleaned away")
+    for isolation in ("read_uncommitted", "read_committed"):
+        got = read(isolation)
+        assert {k: v for _o, k, v in got} == committed
+        assert [o for o, _k, _v in got] == sorted({o for o, _k, _v in got})
+    p.flush(10)

@@ -1,7 +1,8 @@
 """The cleaner's chunk path (OffsetMap.map_batches / clean_batches over whole read pieces,
 Python only for compressed, transactional and control batches) gives byte for byte what
 cleaning batch by batch gives (clean_batch, itself checked against kafka-python), for any
-read size: batches cut by a piece's end, and batches larger than a piece."""
+read size: batches cut by a piece's end, and batches larger than a piece. The offset map
+holds every key's latest offset outside aborted transactions."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from kafkarepl import _core
 from kafkarepl.coordinator.records import build_marker
 from kafkarepl.storage import Log, LogConfig, cleaner
-from kafkarepl.storage.cleaner import STAGING_DIR, clean, clean_batch, new_offset_map
+from kafkarepl.storage.cleaner import STAGING_DIR, TxnCleaning, clean, clean_batch, new_offset_map
 from tests.batches import build_batch
 
 T0 = 1_700_000_000_000
@@ -30,7 +31,7 @@ batch_spec = st.tuples(
 
 
 def write_log(lg: Log, specs: list) -> dict[bytes, int]:
-    """Append the batches; returns each key's latest offset among non-transactional ones."""
+    """Append the batches; returns each key's latest offset outside aborted transactions."""
     latest: dict[bytes, int] = {}
     seq = txn_seq = 0
     for kind, recs, age in specs:
@@ -50,7 +51,7 @@ def write_log(lg: Log, specs: list) -> dict[bytes, int]:
         if kind.startswith("txn"):
             m = build_marker(5, 0, kind == "txn-commit", 0, ts)
             lg.append_as_leader(m, 0, ts, control_allowed=True)
-        else:
+        if kind != "txn-abort":
             for i, k in enumerate(keys):
                 if k is not None:
                     latest[k] = first + i
@@ -81,11 +82,12 @@ def test_chunked_cleaning_equals_batch_by_batch(tmp_path_factory, specs, chunk) 
             want = bytearray()
             removed = 0
             scratch = bytearray()
+            txn = TxnCleaning(plan.aborted)
             for seg in plan.segments:
                 data = os.pread(seg.fd, seg.size, 0)
                 for info in _core.validate_batches(data, False):
                     out, lost = clean_batch(memoryview(data)[info.position : info.position + info.size],
-                                            m, plan, scratch)
+                                            m, plan, scratch, txn)
                     removed += lost
                     if out is not None:
                         want += out
