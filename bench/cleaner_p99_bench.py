@@ -1,20 +1,24 @@
 """Produce latency while the log cleaner runs, against the same broker idle (issue 12: p99
-no more than 1.2x). Prints one JSON line per round and one summary line.
+no more than 1.2x). Prints one JSON line per round and a summary line.
 
-    python bench/cleaner_p99_bench.py [--rounds 3] [--mib 512] [--rate 1000]
+    python bench/cleaner_p99_bench.py [--rounds 3] [--mib 2048] [--partitions 4] [--rate 1000]
 
 One broker (LocalCluster). Each round:
-  1. a topic `cmp-<round>` (2 partitions, cleanup.policy=delete at first) gets --mib MiB of
-     keyed records (100-byte values, keys drawn from 1,000,000: ~25% superseded, the
-     cleaner's costliest case per byte), then the page cache is written back (sync);
+  1. a topic `cmp-<round>` (--partitions partitions, cleanup.policy=delete at first) gets
+     --mib MiB of keyed records (100-byte values, keys drawn at random from 1,000,000:
+     most records superseded, ~250,000 keys per partition's offset map), then the page
+     cache is written back (sync);
   2. idle: a confluent-kafka producer sends 100-byte records to the non-compacted topic
      `lat` at --rate records/s (acks=all, linger.ms 0), one at a time on a fixed
      schedule, for --idle seconds; each record's latency is send -> delivery report;
-  3. cleaning: the same producer goes on while `cmp-<round>` is switched to
+  3. cleaning: the producer goes on while `cmp-<round>` is switched to
      cleanup.policy=compact (IncrementalAlterConfigs); the cleaner (log.cleaner.backoff.ms
-     200) cleans both partitions. Records sent while a cleaning ran (from its plan to the
-     end of its swap, as the broker logs them) are the "cleaning" sample.
-The figure: p99 (and p50, p99.9, max) of both samples and the ratio cleaning/idle.
+     200) cleans every partition. Records sent while a cleaning ran (from its plan to the
+     end of its swap, as the broker logs them) are the "cleaning" sample;
+  4. idle again for --idle seconds (the idle sample is both idle windows: the load of
+     other processes on the host changes, this brackets the cleaning).
+The figures: p50/p99/p99.9/max of both samples per round, and over all rounds pooled;
+the ratio cleaning/idle of the p99s.
 """
 
 from __future__ import annotations
@@ -133,9 +137,10 @@ def summary(xs: list[float]) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--mib", type=int, default=512)
+    ap.add_argument("--mib", type=int, default=2048)
+    ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rate", type=float, default=1000)
-    ap.add_argument("--idle", type=float, default=8.0)
+    ap.add_argument("--idle", type=float, default=5.0)
     ap.add_argument("--props", default="", help="extra broker properties, k=v,k=v")
     ap.add_argument("--data-dir", default=None, help="keep the cluster's files here")
     args = ap.parse_args()
@@ -143,14 +148,18 @@ def main() -> None:
              "offsets.topic.replication.factor": "1"}
     props.update(dict(kv.split("=", 1) for kv in args.props.split(",") if kv))
     results = []
+    pooled_idle: list[float] = []
+    pooled_cleaning: list[float] = []
     with LocalCluster(brokers=1, broker_properties=props, data_dir=args.data_dir) as cl:
         assert cl.data_dir is not None
         b = cl.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": b})
         cl.create_topic("lat", partitions=1, replication_factor=1)
+        broker_log = cl.data_dir / "broker-1" / "broker.log"
         for r in range(args.rounds):
             topic = f"cmp-{r}"
-            cl.create_topic(topic, partitions=2, replication_factor=1, configs={"cleanup.policy": "delete"})
+            cl.create_topic(topic, partitions=args.partitions, replication_factor=1,
+                            configs={"cleanup.policy": "delete"})
             t0 = time.monotonic()
             load(b, topic, args.mib)
             load_s = time.monotonic() - t0
@@ -160,39 +169,48 @@ def main() -> None:
             lp.run(args.idle)
             idle = [lat for _t, lat in lp.samples]
             lp.samples = []
-            broker_log = cl.data_dir / "broker-1" / "broker.log"
             set_policy(admin, topic, "compact")
             done = threading.Event()
 
-            def finished(topic: str = topic, done: threading.Event = done, broker_log: Path = broker_log) -> None:
-                while len(cleanings(broker_log, topic)) < 2:  # both partitions
+            def finished(topic: str = topic, done: threading.Event = done) -> None:
+                while len(cleanings(broker_log, topic)) < args.partitions:
                     time.sleep(0.1)
-                time.sleep(1.0)
                 done.set()
 
             threading.Thread(target=finished, daemon=True).start()
-            lp.run(300, until=done)
+            lp.run(600, until=done)
             spans = cleanings(broker_log, topic)
 
             def covers(t: float, spans: list[tuple[float, float]] = spans) -> bool:
                 return any(a <= t <= b for a, b in spans)
 
             cleaning = [lat for t, lat in lp.samples if covers(t)]
-            # where the slowest records of the cleaning sample were sent: seconds after the
-            # start of the cleaning they fell in, and its length
-            slow = sorted(((lat, t) for t, lat in lp.samples if covers(t)), reverse=True)[:5]
+            # the slowest records of the cleaning sample: when sent, in seconds after the
+            # start of the cleaning they fell in, and that cleaning's length
+            slow = sorted(((lat, t) for t, lat in lp.samples if covers(t)), reverse=True)[:3]
             where = [(round(lat * 1000, 1), next((round(t - a, 3), round(b - a, 3))
                                                 for a, b in spans if a <= t <= b)) for lat, t in slow]
+            lp.samples = []
+            lp.run(args.idle)
+            idle += [lat for _t, lat in lp.samples]
+            pooled_idle += idle
+            pooled_cleaning += cleaning
             row = {"round": r, "load_mib": args.mib, "load_s": round(load_s, 1), "rate": args.rate,
-                   "cleanings": [round(b - a, 2) for a, b in spans], "idle": summary(idle),
-                   "cleaning": summary(cleaning), "errors": lp.errors, "load1": os.getloadavg()[0],
+                   "cleanings_s": [round(b - a, 2) for a, b in spans], "idle": summary(idle),
+                   "cleaning": summary(cleaning), "errors": lp.errors, "load1": round(os.getloadavg()[0], 2),
                    "slowest_during_cleaning": where}
             row["p99_ratio"] = round(row["cleaning"]["p99_ms"] / row["idle"]["p99_ms"], 2)
             print(json.dumps(row), flush=True)
             results.append(row)
             cl.delete_topic(topic)
+        swaps = [line.split("(swap ")[1].rstrip(")") for line in broker_log.read_text().splitlines()
+                 if "(swap " in line]
     ratios = sorted(r["p99_ratio"] for r in results)
-    print(json.dumps({"bench": "cleaner-p99", "ratios": ratios, "median_ratio": ratios[len(ratios) // 2]}))
+    pooled = {"idle": summary(pooled_idle), "cleaning": summary(pooled_cleaning)}
+    print(json.dumps({"bench": "cleaner-p99", "per_round_ratios": ratios, "median_ratio": ratios[len(ratios) // 2],
+                      "pooled": pooled, "pooled_p99_ratio": round(pooled["cleaning"]["p99_ms"]
+                                                                  / pooled["idle"]["p99_ms"], 2),
+                      "swaps": swaps}))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,16 +38,18 @@ from kafkarepl.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
 
-# Cleaner threads run at this nice value (Linux: per thread): on a busy host the event
-# loop, whose latency every client sees, gets the CPU first; the cleaner takes the rest.
-CLEANER_NICE = 10
+# A cleaner thread takes the GIL back after every C call (one per 1 MiB piece); with
+# Python's default 5 ms switch interval the event loop, waking up for a request while
+# the cleaner holds it, may wait up to that long. 1 ms bounds the wait (the broker's
+# other threads mostly sleep, so more frequent switch requests cost next to nothing).
+# (A lower nice value for cleaner threads was tried: worse, a descheduled cleaner thread
+# holding the GIL then stalls the loop for a whole scheduling period.)
+SWITCH_INTERVAL_S = 0.001
 
 
-def _background_thread() -> None:
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CLEANER_NICE)
-    except (OSError, AttributeError):  # not Linux, or not allowed: same priority as the loop
-        pass
+def _cleaner_thread_started() -> None:
+    if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 TopicPartition = tuple[str, int]
@@ -63,7 +65,7 @@ class LogCleanerService:
         self.wall_ms = wall_ms
         threads = max(1, config.log_cleaner_threads)
         self._executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="log-cleaner",
-                                                               initializer=_background_thread)
+                                                               initializer=_cleaner_thread_started)
         self._local = threading.local()  # each cleaner thread's MapBuffer
         self._map_bytes = config.log_cleaner_dedupe_buffer_size // threads
         self._threads = threads
