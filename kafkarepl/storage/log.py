@@ -28,6 +28,7 @@ from kafkarepl.errors import (
 from kafkarepl.storage.cleaner import (
     STAGING_DIR,
     SWAP_SUFFIX,
+    CleanedGroup,
     CleaningPlan,
     CleaningResult,
     SourceSegment,
@@ -104,7 +105,7 @@ class Log:
         self.producer_state = ProducerStateTable()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted txns
         self.truncations = 0  # bumped by every truncation: a cleaning planned before is void
-        self._pending_swap: list[Path] | None = None  # swap files of a swap begun (begin_swap)
+        self._pending_swap: dict[int, list[Path]] | None = None  # group base -> swap files (begin_swap)
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._closed = False
@@ -243,8 +244,9 @@ class Log:
 
     def replace_segments(self, plan: CleaningPlan, result: CleaningResult) -> bool:
         """Swap the cleaned groups in, all at once (begin_swap, directory fsync,
-        complete_swap, directory fsync). The broker runs the steps apart so that the
-        fsyncs happen off the event loop (server/log_cleaner.py)."""
+        complete_swap, directory fsync). The broker runs the steps apart, group by group,
+        so that the loop is never held long and the fsyncs happen off it
+        (server/log_cleaner.py)."""
         if not self.begin_swap(plan, result):
             return False
         _fsync_dir(self.dir)
@@ -253,53 +255,59 @@ class Log:
         _fsync_dir(self.dir)
         return True
 
-    def _cleaning_still_valid(self, plan: CleaningPlan, result: CleaningResult) -> bool:
+    def _groups_still_valid(self, plan: CleaningPlan, groups: list[CleanedGroup]) -> bool:
         current = {seg.base_offset for seg in self._segments[:-1]}
         return not self._closed and plan.truncations == self.truncations and all(
-            all(b in current for b in g.replaced) for g in result.groups)
+            all(b in current for b in g.replaced) for g in groups)
 
-    def begin_swap(self, plan: CleaningPlan, result: CleaningResult) -> bool:
+    def begin_swap(self, plan: CleaningPlan, result: CleaningResult,
+                   groups: list[CleanedGroup] | None = None) -> bool:
         """First swap step, on the loop, after the cleaner thread staged the cleaned
-        groups: renames them `<base>.log.swap` (...). Refused (False, staged files
-        removed) when the log changed under the cleaning: truncated, or segments of a group
-        gone (retention, DeleteRecords). The caller makes the renames durable (fsync of the
-        directory, anywhere) before complete_swap: only then may old segments go. A
-        truncation or deletion meanwhile removes the swap files first (_abort_swap), so a
-        crash never completes a swap the log has moved past."""
-        self._abort_swap()
-        staging = self.dir / STAGING_DIR
-        if not self._cleaning_still_valid(plan, result):
-            shutil.rmtree(staging, ignore_errors=True)
+        groups: renames `groups` (default: all) `<base>.log.swap` (...). Refused (False,
+        every swap file and staged file removed) when the log changed under the cleaning:
+        truncated, or segments of a group gone (retention, DeleteRecords). The caller
+        makes the renames durable (fsync of the directory, anywhere) before complete_swap:
+        only then may old segments go. A truncation or deletion meanwhile removes the swap
+        files first (_abort_swap), so a crash never completes a swap the log has moved past."""
+        groups = result.groups if groups is None else groups
+        if not self._groups_still_valid(plan, groups):
+            self._abort_swap()
+            shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
             return False
-        pending = []
-        for g in result.groups:
+        staging = self.dir / STAGING_DIR
+        pending = self._pending_swap = self._pending_swap or {}
+        for g in groups:
+            paths = pending.setdefault(g.base_offset, [])
             for suffix in SWAP_SUFFIXES:
                 staged = staging / f"{g.base_offset:020d}{suffix}"
                 if staged.exists():
                     swap = self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}"
                     os.replace(staged, swap)
-                    pending.append(swap)
-        self._pending_swap = pending
+                    paths.append(swap)
         return True
 
-    def complete_swap(self, plan: CleaningPlan, result: CleaningResult) -> bool:
-        """Second swap step, on the loop, once the swap files are durable: old segments
-        retired, swap files renamed to their final names, the new segments loaded. False
-        (swap files removed) if the log changed since begin_swap. Nothing here waits for
+    def complete_swap(self, plan: CleaningPlan, result: CleaningResult,
+                      groups: list[CleanedGroup] | None = None) -> bool:
+        """Second swap step, on the loop, once the swap files are durable: for `groups`
+        (default: every group begun), old segments retired, swap files renamed to their
+        final names, the new segment loaded. Each group is whole on its own, so the steps
+        may be spread over several loop turns. False (the swap files left removed) if the
+        log changed since begin_swap; groups completed before stay. Nothing here waits for
         the disk; a directory fsync afterwards makes it durable (until then a crash
         completes the swap at the next open, storage.loader.complete_swaps)."""
-        if self._pending_swap is None or not self._cleaning_still_valid(plan, result):
+        pending = self._pending_swap
+        groups = result.groups if groups is None else groups
+        if pending is None or any(g.base_offset not in pending for g in groups) \
+                or not self._groups_still_valid(plan, groups):
             self._abort_swap()
             return False
         current = {seg.base_offset: seg for seg in self._segments[:-1]}
-        for g in result.groups:
+        for g in groups:
             olds = [current[b] for b in g.replaced]
             for old in olds:  # unlinked now; their descriptors stay open for readers
                 self._retire(old)
-            for suffix in SWAP_SUFFIXES:
-                swap = self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}"
-                if swap.exists():
-                    os.replace(swap, self.dir / f"{g.base_offset:020d}{suffix}")
+            for swap in pending.pop(g.base_offset):
+                os.replace(swap, swap.with_suffix(""))
             new = self._new_segment(g.base_offset)
             new.load()
             new.make_inactive()
@@ -309,17 +317,19 @@ class Log:
             idx = TransactionIndex.load(self._txn_index_path(g.base_offset))
             if idx.entries:
                 self._txn_indexes[g.base_offset] = idx
-        self._pending_swap = None
-        shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
+        if not pending:
+            self._pending_swap = None
+            shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
         self._close_retired()
         return True
 
     def _abort_swap(self) -> None:
-        """Drop a swap begun but not completed (its swap files, the staging directory)."""
+        """Drop the swap files of groups begun but not completed, and the staging dir."""
         if self._pending_swap is None:
             return
-        for path in self._pending_swap:
-            path.unlink(missing_ok=True)
+        for paths in self._pending_swap.values():
+            for path in paths:
+                path.unlink(missing_ok=True)
         self._pending_swap = None
         shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
 

@@ -282,3 +282,34 @@ def test_swap_steps_with_durable_renames_in_between(log):
     assert not list(log.dir.glob("*.swap")) and not (log.dir / STAGING_DIR).exists()
     got = records(log)
     assert got[-1] == (put_after, b"k0", b"late") and len(got) < put_after
+
+
+def test_swap_group_by_group_and_a_truncation_half_way(tmp_path):
+    """The broker swaps one group per loop turn: groups completed before a truncation
+    stay swapped (each is whole on its own), the others' swap files go, and the log
+    reopens to exactly what the truncation left."""
+    d = tmp_path / "t-0"
+    lg = Log.open(d, cfg())
+    for i in range(80):
+        put(lg, b"k%d" % (i % 3), b"v%d" % i)
+    fd, end, _ = lg.cleanable_range(0, lg.log_end_offset, T0)
+    plan = lg.cleaning_plan(fd, end, T0)
+    result = clean(plan, new_offset_map(1 << 16, 0.9))
+    plan.close()
+    assert len(result.groups) >= 3
+    for g in result.groups:
+        assert lg.begin_swap(plan, result, [g])
+    assert lg.complete_swap(plan, result, result.groups[:1])
+    first = result.groups[0]
+    cut = result.groups[2].base_offset  # inside the groups not swapped yet
+    lg.truncate_to(cut)
+    assert not list(d.glob("*.swap")) and not (d / STAGING_DIR).exists()
+    assert not lg.complete_swap(plan, result, result.groups[1:2])
+    got = records(lg)
+    assert lg.segments[0].base_offset == first.base_offset and lg.log_end_offset == cut
+    lg._close_files()  # kill -9
+    lg = Log.open(d, cfg(), recovery_point=0)
+    try:
+        assert records(lg) == got and lg.log_end_offset == cut
+    finally:
+        lg.close()
