@@ -17,6 +17,7 @@
  * Every length is checked against the buffer; malformed records are an error, never a
  * read outside [buf, buf + len).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -505,4 +506,147 @@ int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, siz
 too_small:
     snprintf(reason, KR_REASON_MAX, "output buffer too small");
     return KR_RECORDS_CORRUPT;
+}
+
+/* ---- whole segment files ----------------------------------------------------------- */
+
+/* What to do about the batch at buf[at] where a chunk loop stopped, n bytes read: 0 read
+ * on from there, 1 stop (w->stop, w->need set), -1 corrupt. */
+static int after_stop(const uint8_t *buf, size_t n, size_t at, int64_t file_left, size_t buf_cap,
+                      kr_seg_walk *w, char *reason)
+{
+    if (n - at < KR_LOG_OVERHEAD) {
+        if (at == 0) { /* fewer than 12 bytes left in the file */
+            snprintf(reason, KR_REASON_MAX, "torn batch at %" PRId64, w->pos);
+            return -1;
+        }
+        return 0;
+    }
+    int64_t size = (int64_t)(int32_t)be32(buf + at + 8) + KR_LOG_OVERHEAD;
+    if (size < KR_BATCH_HEADER_SIZE || size > file_left) {
+        snprintf(reason, KR_REASON_MAX, "batch of %" PRId64 " bytes at %" PRId64, size, w->pos);
+        return -1;
+    }
+    if ((size_t)size <= n - at) { /* whole: the chunk loop left it to the caller */
+        w->stop = KR_SEG_BATCH;
+        w->need = size;
+        return 1;
+    }
+    if (at == 0 && (size_t)size > buf_cap) {
+        w->stop = KR_SEG_GROW;
+        w->need = size;
+        return 1;
+    }
+    return 0; /* cut by the end of the piece: read on from it */
+}
+
+int kr_map_segment(kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                   int64_t min_last_offset, int64_t budget, kr_clean_scratch *s, kr_seg_walk *w,
+                   char *reason)
+{
+    w->stop = KR_SEG_END;
+    w->need = 0;
+    if (buf_cap < KR_BATCH_HEADER_SIZE || buf_cap > (size_t)INT32_MAX || w->pos < 0) {
+        snprintf(reason, KR_REASON_MAX, "bad arguments");
+        return KR_RECORDS_CORRUPT;
+    }
+    while (w->pos < end) {
+        if (budget > 0 && w->read >= budget) {
+            w->stop = KR_SEG_BUDGET;
+            return KR_RECORDS_OK;
+        }
+        size_t want = (size_t)(end - w->pos) < buf_cap ? (size_t)(end - w->pos) : buf_cap;
+        ssize_t n = kr_pread_full(in_fd, buf, want, w->pos);
+        if (n < 0)
+            return -1;
+        w->read += n;
+        if ((size_t)n < want) {
+            w->stop = KR_SEG_SHORT;
+            return KR_RECORDS_OK;
+        }
+        size_t consumed = 0;
+        int rc = kr_map_batches(m, buf, (size_t)n, 0, min_last_offset, s, &consumed, reason);
+        if (rc)
+            return rc;
+        int a = consumed == (size_t)n ? 0 : after_stop(buf, (size_t)n, consumed, end - w->pos - (int64_t)consumed, buf_cap, w, reason);
+        w->pos += (int64_t)consumed;
+        if (a < 0)
+            return KR_RECORDS_CORRUPT;
+        if (a > 0)
+            return KR_RECORDS_OK;
+    }
+    return KR_RECORDS_OK;
+}
+
+static int flush_out(int out_fd, const uint8_t *out, size_t *used, int64_t *out_size, kr_seg_walk *w)
+{
+    if (!*used)
+        return 0;
+    if (kr_write_all(out_fd, out, *used) < 0)
+        return -1;
+    kr_writeback_start(out_fd, *out_size, (int64_t)*used); /* a hint: failure is harmless */
+    *out_size += (int64_t)*used;
+    w->written += (int64_t)*used;
+    *used = 0;
+    return 0;
+}
+
+int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                     uint8_t *out, size_t out_cap, size_t flush_at, int out_fd, int64_t out_size,
+                     int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
+                     kr_seg_walk *w, char *reason)
+{
+    w->stop = KR_SEG_END;
+    w->need = 0;
+    if (buf_cap < KR_BATCH_HEADER_SIZE || buf_cap > (size_t)INT32_MAX || out_cap < buf_cap ||
+        flush_at > out_cap || w->pos < 0 || out_size < 0) {
+        snprintf(reason, KR_REASON_MAX, "bad arguments");
+        return KR_RECORDS_CORRUPT;
+    }
+    size_t used = 0; /* bytes in out, to go to the file at out_size */
+    int rc = KR_RECORDS_OK;
+    while (w->pos < end) {
+        if (budget > 0 && w->read >= budget) {
+            w->stop = KR_SEG_BUDGET;
+            break;
+        }
+        size_t want = (size_t)(end - w->pos) < buf_cap ? (size_t)(end - w->pos) : buf_cap;
+        ssize_t n = kr_pread_full(in_fd, buf, want, w->pos);
+        if (n < 0) {
+            rc = -1;
+            break;
+        }
+        w->read += n;
+        if ((size_t)n < want) {
+            w->stop = KR_SEG_SHORT;
+            break;
+        }
+        if (out_cap - used < (size_t)n && flush_out(out_fd, out, &used, &out_size, w)) {
+            rc = -1;
+            break;
+        }
+        size_t consumed = 0, out_len = 0, first = written->count;
+        rc = kr_clean_batches(m, buf, (size_t)n, 0, o, s, out, out_cap, used, &out_len, &consumed,
+                              written, &w->removed, reason);
+        if (rc)
+            break;
+        for (size_t i = first; i < written->count; i++) /* positions in out -> in the file */
+            written->items[i].position += out_size;
+        used += out_len;
+        int a = consumed == (size_t)n ? 0 : after_stop(buf, (size_t)n, consumed, end - w->pos - (int64_t)consumed, buf_cap, w, reason);
+        w->pos += (int64_t)consumed;
+        if (a < 0) {
+            rc = KR_RECORDS_CORRUPT;
+            break;
+        }
+        if (a > 0)
+            break;
+        if (used >= flush_at && flush_out(out_fd, out, &used, &out_size, w)) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == KR_RECORDS_OK && flush_out(out_fd, out, &used, &out_size, w))
+        rc = -1;
+    return rc;
 }

@@ -205,6 +205,35 @@ int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, siz
                      size_t out_pos, size_t *out_len, size_t *consumed, kr_batch_vec *written,
                      int64_t *removed, char *reason);
 
+/* Whole segment files (the cleaner's loops without the GIL): read [*pos, end) of in_fd in
+ * pieces of buf_cap bytes and map or clean them with the chunk loops above, until the end,
+ * a batch left to the caller, or `budget` bytes read (0: no limit). Cleaned batches are
+ * written to out_fd (opened O_APPEND, out_size bytes long) whenever out holds flush_at
+ * bytes, and always before returning, each write followed by kr_writeback_start; their
+ * infos (positions: in the output file) are appended to *written. Stop reasons: */
+#define KR_SEG_END 0    /* *pos == end */
+#define KR_SEG_BATCH 1  /* the batch at *pos (*need bytes) is the caller's */
+#define KR_SEG_GROW 2   /* the batch at *pos (*need bytes) is larger than buf_cap */
+#define KR_SEG_BUDGET 3 /* budget bytes read */
+#define KR_SEG_SHORT 4  /* the file ended before `end` (truncated meanwhile) */
+typedef struct {
+    int64_t pos;     /* in: where to start; out: where the walk stopped */
+    int64_t need;    /* KR_SEG_BATCH / KR_SEG_GROW: the batch's size */
+    int64_t read;    /* bytes read */
+    int64_t written; /* bytes written */
+    int64_t removed; /* records removed */
+    int stop;
+} kr_seg_walk;
+/* KR_RECORDS_OK, KR_RECORDS_CORRUPT (reason), KR_CLEAN_MAP_FULL, or -1 with errno (I/O,
+ * out-of-memory). */
+int kr_map_segment(kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                   int64_t min_last_offset, int64_t budget, kr_clean_scratch *s, kr_seg_walk *w,
+                   char *reason);
+int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                     uint8_t *out, size_t out_cap, size_t flush_at, int out_fd, int64_t out_size,
+                     int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
+                     kr_seg_walk *w, char *reason);
+
 /* *index = the position within the records section of the first record with a null key,
  * or -1 (KIP-467: a compacted topic refuses them). KR_RECORDS_OK or KR_RECORDS_CORRUPT. */
 int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index, char *reason);

@@ -45,6 +45,12 @@ def check_records(data: Buffer, expected: int, base_timestamp: int) -> int: ...
 
 def first_keyless_record(recs: Any, count: int) -> int: ...
 
+SEG_END: int
+SEG_BATCH: int
+SEG_GROW: int
+SEG_BUDGET: int
+SEG_SHORT: int
+
 class OffsetMap:
     def __init__(self, buf: Any, capacity: int, load_factor: float = 0.9) -> None: ...
     @property
@@ -61,6 +67,11 @@ class OffsetMap:
     def map_batches(self, chunk: Any, start: int, min_last_offset: int) -> tuple[bool, int]: ...
     def clean_batches(self, chunk: Any, start: int, tombstone_horizon_ms: int, retain_empty: Any,
                       out: Any, out_pos: int) -> tuple[int, int, list[BatchInfo], int]: ...
+    def map_segment(self, fd: int, pos: int, end: int, buf: Any, min_last_offset: int,
+                    budget: int = 0) -> tuple[int, int, int, int, bool]: ...
+    def clean_segment(self, fd: int, pos: int, end: int, buf: Any, out: Any, flush_at: int, out_fd: int,
+                      out_size: int, tombstone_horizon_ms: int, retain_empty: Any,
+                      budget: int = 0) -> tuple[int, int, int, int, int, int, list[BatchInfo]]: ...
 
 class RecordsValidator:
     @property

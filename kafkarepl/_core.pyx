@@ -126,6 +126,22 @@ cdef extern from "kr_core.h" nogil:
     void kr_clean_scratch_free(kr_clean_scratch *s)
     int kr_map_batches(kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
                        int64_t min_last_offset, kr_clean_scratch *s, size_t *consumed, char *reason)
+    enum:
+        KR_SEG_END
+        KR_SEG_BATCH
+        KR_SEG_GROW
+        KR_SEG_BUDGET
+        KR_SEG_SHORT
+    ctypedef struct kr_seg_walk:
+        int64_t pos
+        int64_t need
+        int64_t read
+        int64_t written
+        int64_t removed
+        int stop
+    int kr_map_segment(kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                       int64_t min_last_offset, int64_t budget, kr_clean_scratch *s, kr_seg_walk *w,
+                       char *reason)
     ctypedef struct kr_clean_opts:
         int64_t tombstone_horizon_ms
         const int64_t *retain_empty
@@ -134,6 +150,10 @@ cdef extern from "kr_core.h" nogil:
                          const kr_clean_opts *o, kr_clean_scratch *s, uint8_t *out, size_t cap,
                          size_t out_pos, size_t *out_len, size_t *consumed, kr_batch_vec *written,
                          int64_t *removed, char *reason)
+    int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                         uint8_t *out, size_t out_cap, size_t flush_at, int out_fd, int64_t out_size,
+                         int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
+                         kr_seg_walk *w, char *reason)
 
     Py_ssize_t kr_write_all(int fd, const void *data, size_t len)
     Py_ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset)
@@ -163,6 +183,7 @@ cdef enum:
     NOGIL_THRESHOLD = 65536
 
 BATCH_HEADER_SIZE = KR_BATCH_HEADER_SIZE
+SEG_END, SEG_BATCH, SEG_GROW, SEG_BUDGET, SEG_SHORT = KR_SEG_END, KR_SEG_BATCH, KR_SEG_GROW, KR_SEG_BUDGET, KR_SEG_SHORT
 INDEX_ENTRY_SIZE = KR_INDEX_ENTRY_SIZE
 TIMEINDEX_ENTRY_SIZE = KR_TIMEINDEX_ENTRY_SIZE
 
@@ -658,6 +679,85 @@ cdef class OffsetMap:
             kr_batch_vec_free(&vec)
             PyBuffer_Release(&v)
         return out_len, consumed, written, removed
+
+    def map_segment(self, fd, int64_t pos, int64_t end, buf, int64_t min_last_offset, int64_t budget=0):
+        """kr_map_segment over fd's [pos, end) in reads of len(buf) bytes, without the GIL.
+        Returns (stop, pos, need, bytes read, full): stop one of SEG_*, full when the map
+        reached its load limit (the walk is then incomplete). Raises CorruptBatchError,
+        OSError."""
+        cdef Py_buffer b
+        cdef char reason[KR_REASON_MAX]
+        cdef kr_seg_walk w
+        cdef int rc, err = 0
+        cdef int cfd = _fd(fd)
+        memset(&w, 0, sizeof(w))
+        w.pos = pos
+        PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            with nogil:
+                rc = kr_map_segment(&self.m, cfd, end, <uint8_t *>b.buf, <size_t>b.len, min_last_offset,
+                                    budget, &self.scratch, &w, reason)
+                if rc < 0:
+                    err = errno
+        finally:
+            PyBuffer_Release(&b)
+        if rc < 0:
+            raise _oserror(err, "map_segment")
+        if rc == KR_RECORDS_CORRUPT:
+            raise CorruptBatchError(w.pos, reason.decode("utf-8", "replace"))
+        return w.stop, w.pos, w.need, w.read, rc == KR_CLEAN_MAP_FULL
+
+    def clean_segment(self, fd, int64_t pos, int64_t end, buf, out, Py_ssize_t flush_at, out_fd,
+                      int64_t out_size, int64_t tombstone_horizon_ms, retain_empty, int64_t budget=0):
+        """kr_clean_segment: fd's [pos, end) cleaned into out_fd (O_APPEND, out_size bytes),
+        reading len(buf) bytes at a time, writing out (len(out) >= len(buf)) at flush_at
+        bytes, without the GIL. Returns (stop, pos, need, bytes read, bytes written,
+        records removed, BatchInfo of each written batch with its position in out_fd).
+        Raises CorruptBatchError, OSError."""
+        cdef Py_buffer b, o, keep
+        cdef char reason[KR_REASON_MAX]
+        cdef kr_seg_walk w
+        cdef kr_clean_opts opts
+        cdef kr_batch_vec vec
+        cdef int rc, err = 0
+        cdef int cfd = _fd(fd)
+        cdef int ofd = _fd(out_fd)
+        cdef size_t i
+        memset(&w, 0, sizeof(w))
+        memset(&vec, 0, sizeof(vec))
+        w.pos = pos
+        PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            PyObject_GetBuffer(out, &o, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            try:
+                PyObject_GetBuffer(retain_empty, &keep, PyBUF_SIMPLE)
+                try:
+                    if keep.len % 8:
+                        raise ValueError("retain_empty must hold int64 values")
+                    if flush_at < 0:
+                        raise ValueError("negative flush_at")
+                    opts.tombstone_horizon_ms = tombstone_horizon_ms
+                    opts.retain_empty = <const int64_t *>keep.buf
+                    opts.n_retain_empty = <size_t>(keep.len // 8)
+                    with nogil:
+                        rc = kr_clean_segment(&self.m, cfd, end, <uint8_t *>b.buf, <size_t>b.len,
+                                              <uint8_t *>o.buf, <size_t>o.len, <size_t>flush_at, ofd,
+                                              out_size, budget, &opts, &self.scratch, &vec, &w, reason)
+                        if rc < 0:
+                            err = errno
+                    if rc < 0:
+                        raise _oserror(err, "clean_segment")
+                    if rc != KR_RECORDS_OK:
+                        raise CorruptBatchError(w.pos, reason.decode("utf-8", "replace"))
+                    written = [_batch_info(&vec.items[i]) for i in range(vec.count)]
+                finally:
+                    PyBuffer_Release(&keep)
+            finally:
+                PyBuffer_Release(&o)
+        finally:
+            kr_batch_vec_free(&vec)
+            PyBuffer_Release(&b)
+        return w.stop, w.pos, w.need, w.read, w.written, w.removed, written
 
     def clean_batch(self, batch, bint retain_tombstones, bint keep_if_empty, out, Py_ssize_t out_pos):
         """Write the cleaned copy of one uncompressed batch (bytes-like) into the writable

@@ -235,86 +235,65 @@ class TxnCleaning:
         return True
 
 
-class _MapFull(Exception):
-    """The offset map reached its load limit."""
+def _budget(throttle: Throttle | None) -> int:
+    """Bytes one C call may read: unbounded, or ~50 ms of log.cleaner.io.max.bytes.per.second
+    so that the throttle's sleeps come in small steps."""
+    if throttle is None or throttle.rate <= 0 or throttle.rate == float("inf"):
+        return 0
+    return max(_READ_CHUNK, int(throttle.rate * 0.05))
 
 
-def _read_segment(seg: SourceSegment, buf: list[bytearray], throttle: Throttle | None,
-                  handle: Callable[[memoryview], int]) -> None:
-    """Feed the segment to handle(chunk) in preads of buf[0]'s size (reused, no mmap: a
-    concurrent truncation must give short reads, not SIGBUS); handle returns how many
-    bytes of whole batches it used, the rest is read again with the next piece. A batch
-    larger than the buffer grows it."""
-    pos = 0
-    while pos < seg.size:
-        want = min(len(buf[0]), seg.size - pos)
-        view = memoryview(buf[0])[:want]
-        n = os.preadv(seg.fd, [view], pos)
-        if throttle is not None:
-            throttle(n)
-        used = handle(view[:n]) if n else 0
-        if used:
-            pos += used
-            continue
-        if n < want:
-            return  # the file shrank under us: a truncation, which voids this cleaning
-        if n < _HEADER.size:
-            raise CorruptBatchError(pos, "torn batch while cleaning")
-        length = int.from_bytes(view[8:12], "big", signed=True) + 12
-        if length <= n or pos + length > seg.size:
-            raise CorruptBatchError(pos, "unreadable batch while cleaning")
-        buf[0] = bytearray(length)
+def _read_batch(seg: SourceSegment, pos: int, size: int) -> memoryview:
+    data = os.pread(seg.fd, size, pos)
+    if len(data) != size:
+        raise CorruptBatchError(pos, "batch cut short while cleaning")
+    return memoryview(data)
 
 
-def _whole_batch(chunk: memoryview, pos: int) -> memoryview | None:
-    """The batch at chunk[pos], or None when the chunk ends before it does."""
-    if len(chunk) - pos < _HEADER.size:
-        return None
-    length = int.from_bytes(chunk[pos + 8 : pos + 12], "big", signed=True) + 12
-    if length < _HEADER.size:
-        raise CorruptBatchError(pos, f"batch length {length - 12} while cleaning")
-    return chunk[pos : pos + length] if pos + length <= len(chunk) else None
+def _map_batch(batch: memoryview, offset_map: _core.OffsetMap, first_dirty: int, txn: TxnCleaning) -> bool:
+    """Map one batch the C loop left (compressed, transactional or control); True: full."""
+    h = _HEADER.unpack_from(batch, 0)
+    base, attrs, pid, count = h[0], h[5], h[9], h[12]
+    last = base + h[6]
+    if attrs & CONTROL_MASK:
+        txn.on_marker(pid, last, control_record_type(batch, 0, len(batch)) == CONTROL_ABORT)
+    elif not (attrs & TRANSACTIONAL_MASK and txn.on_batch(pid, last)) and last >= first_dirty:
+        recs = batch[61:] if attrs & 0x07 == 0 else records_section(batch)
+        return bool(offset_map.map_records(recs, count, base)[0])
+    return False
 
 
 def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
                      throttle: Throttle | None = None) -> int:
     """Map the dirty section; returns the offset up to which it is fully mapped (the
     cleaning end: a full map stops at the start of the segment that did not fit).
-    Plain batches are mapped by the C chunk loop; compressed ones here, one by one."""
+    Whole segments go through one C call each (plain batches, GIL released); only the
+    batches it leaves (compressed, transactional, control) come back here, one by one."""
     if offset_map.size:  # a new map is already clear; clearing touches all its pages
         offset_map.clear()
     first_dirty = plan.first_dirty
-    buf = [bytearray(_READ_CHUNK)]
+    buf = bytearray(_READ_CHUNK)
     txn = TxnCleaning(plan.aborted)  # aborted batches are not mapped
-
-    def handle(chunk: memoryview) -> int:
-        pos = 0
-        while True:
-            full, pos = offset_map.map_batches(chunk, pos, first_dirty)
-            if full:
-                raise _MapFull
-            batch = _whole_batch(chunk, pos)
-            if batch is None:
-                return pos
-            h = _HEADER.unpack_from(batch, 0)
-            base, attrs, pid, count = h[0], h[5], h[9], h[12]
-            last = base + h[6]
-            if attrs & CONTROL_MASK:
-                txn.on_marker(pid, last, control_record_type(batch, 0, len(batch)) == CONTROL_ABORT)
-            elif not (attrs & TRANSACTIONAL_MASK and txn.on_batch(pid, last)) and last >= first_dirty:
-                recs = batch[61:] if attrs & 0x07 == 0 else records_section(batch)
-                if offset_map.map_records(recs, count, base)[0]:
-                    raise _MapFull
-            pos += len(batch)
-
+    budget = _budget(throttle)
     end = first_dirty
     for seg in plan.segments:
         if seg.next_offset <= first_dirty:
             continue
-        try:
-            _read_segment(seg, buf, throttle, handle)
-        except _MapFull:
-            return max(end, first_dirty)
+        pos = 0
+        while pos < seg.size:
+            stop, pos, need, nread, full = offset_map.map_segment(seg.fd, pos, seg.size, buf, first_dirty, budget)
+            if throttle is not None:
+                throttle(nread)
+            if full:
+                return max(end, first_dirty)
+            if stop == _core.SEG_GROW:
+                buf = bytearray(need)
+            elif stop == _core.SEG_BATCH:
+                if _map_batch(_read_batch(seg, pos, need), offset_map, first_dirty, txn):
+                    return max(end, first_dirty)
+                pos += need
+            elif stop == _core.SEG_SHORT:
+                break  # the file shrank under us: a truncation, which voids this cleaning
         end = seg.next_offset
     return end
 
@@ -453,43 +432,6 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class _Output:
-    """Cleaned batches gathered in a reused buffer, written to the new segment (and
-    indexed from their BatchInfo, no second walk) about once per read piece."""
-
-    def __init__(self, seg: LogSegment, size: int, throttle: Throttle | None, result: CleaningResult) -> None:
-        self.seg, self.throttle, self.result = seg, throttle, result
-        self.buf = bytearray(size)
-        self.used = 0
-        self.infos: list = []
-
-    def reserve(self, n: int) -> None:
-        if len(self.buf) - self.used < n:
-            self.flush()
-            if len(self.buf) < n:
-                self.buf = bytearray(n)
-
-    def add(self, batch: bytes | memoryview) -> None:
-        """One batch cleaned outside the C chunk loop."""
-        self.reserve(len(batch))
-        info = _core.validate_batches(batch, False)[0]
-        self.buf[self.used : self.used + len(batch)] = batch
-        self.infos.append(info._replace(position=self.used))
-        self.used += len(batch)
-
-    def flush(self) -> None:
-        if self.used:
-            start = self.seg.size
-            with memoryview(self.buf) as view:
-                self.seg.append(view[: self.used], self.infos)
-            # Disk writes start now, in the background, not all at the final fdatasync.
-            _core.file_writeback_start(self.seg.fd, start, self.used)
-            if self.throttle is not None:
-                self.throttle(self.used)
-            self.result.bytes_written += self.used
-            self.used, self.infos = 0, []
-
-
 def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _core.OffsetMap,
                  staging: Path, scratch: bytearray, result: CleaningResult,
                  throttle: Throttle | None, txn: TxnCleaning) -> CleanedGroup:
@@ -501,34 +443,35 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
     seg = LogSegment(staging, base, plan.index_interval_bytes, min(plan.segment_index_bytes, need))
     horizon = plan.now_ms - plan.delete_retention_ms
     retain = np.array(sorted(plan.last_batch_offsets.values()), dtype=np.int64)
-    buf = [bytearray(_READ_CHUNK)]
+    buf = bytearray(_READ_CHUNK)
+    out = bytearray(2 * _READ_CHUNK)
+    budget = _budget(throttle)
     removed = 0
     try:
         seg.make_active()
-        out = _Output(seg, 2 * _READ_CHUNK, throttle, result)
-
-        def handle(chunk: memoryview) -> int:
-            nonlocal removed
-            pos = 0
-            while True:  # plain batches in C, the others one by one (clean_batch)
-                out.reserve(len(chunk) - pos)
-                n, pos, infos, lost = offset_map.clean_batches(chunk, pos, horizon, retain, out.buf, out.used)
-                out.used += n
-                out.infos += infos
-                removed += lost
-                batch = _whole_batch(chunk, pos)
-                if batch is None:
-                    return pos
-                cleaned, lost = clean_batch(batch, offset_map, plan, scratch, txn)
-                removed += lost
-                if cleaned is not None:
-                    out.add(cleaned)
-                pos += len(batch)
-
         for src in group:
             result.bytes_read += src.size
-            _read_segment(src, buf, throttle, handle)
-        out.flush()
+            pos = 0
+            while pos < src.size:  # plain batches in C, a whole segment per call
+                stop, pos, need, nread, nwritten, lost, infos = offset_map.clean_segment(
+                    src.fd, pos, src.size, buf, out, _READ_CHUNK, seg.fd, seg.size, horizon, retain, budget)
+                seg.appended(nwritten, infos)
+                removed += lost
+                result.bytes_written += nwritten
+                if throttle is not None:
+                    throttle(nread + nwritten)
+                if stop == _core.SEG_GROW:
+                    buf = bytearray(need)
+                    out = bytearray(2 * need)
+                elif stop == _core.SEG_BATCH:  # compressed, transactional or control
+                    cleaned, lost = clean_batch(_read_batch(src, pos, need), offset_map, plan, scratch, txn)
+                    removed += lost
+                    if cleaned is not None:
+                        seg.append(cleaned, _core.validate_batches(cleaned, False))
+                        result.bytes_written += len(cleaned)
+                    pos += need
+                elif stop == _core.SEG_SHORT:
+                    break  # the file shrank under us: a truncation, which voids this cleaning
         seg.make_inactive()  # no seg.flush(): its msync holds the GIL; the fsyncs below do it
         size, next_offset = seg.size, max(seg.next_offset, group[-1].next_offset)
     finally:

@@ -511,6 +511,109 @@ static void test_clean_chunks(long iterations)
     free(out);
 }
 
+/* A file holding buf[0, n), read back through a fresh descriptor. */
+static int file_with(const uint8_t *buf, size_t n)
+{
+    char path[] = "/tmp/kr_clean_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    CHECK(kr_write_all(fd, buf, n) == (ssize_t)n);
+    return fd;
+}
+
+static int out_file(void)
+{
+    char path[] = "/tmp/kr_out_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    int flags = fcntl(fd, F_GETFL);
+    CHECK(fcntl(fd, F_SETFL, flags | O_APPEND) == 0);
+    return fd;
+}
+
+/* The segment loops (kr_map_segment, kr_clean_segment): a file of batches maps and cleans
+ * to the first transactional batch, which is left to the caller; a read buffer smaller
+ * than a batch asks to grow; written batches land in the output file with their file
+ * positions; cut or mutated files are results or errors, never out-of-bounds accesses. */
+static void test_clean_segments(long iterations)
+{
+    static uint64_t slots[2 * 1024];
+    kr_offset_map m;
+    kr_clean_scratch scratch = {0};
+    char reason[KR_REASON_MAX];
+    uint8_t *buf = malloc(1 << 16), *file = malloc(1 << 16), *out = malloc(1 << 17);
+    size_t len = 0, stop_at = 0;
+    int64_t base = 100;
+    for (int b = 0; b < 6; b++) {
+        if (b == 4)
+            stop_at = len;
+        int32_t count = (int32_t)(1 + rnd() % 20);
+        len += make_keyed_batch(file + len, base, count, b == 4 ? 0x10 : 0);
+        base += count;
+    }
+    int in = file_with(file, len);
+    kr_seg_walk w = {0};
+    CHECK(kr_offset_map_init(&m, slots, 1024, 0.9) == 0);
+    CHECK(kr_map_segment(&m, in, (int64_t)len, buf, 64, 0, 0, &scratch, &w, reason) == KR_RECORDS_OK);
+    CHECK(w.stop == KR_SEG_GROW && w.pos == 0 && w.need > 64);
+    memset(&w, 0, sizeof(w));
+    CHECK(kr_map_segment(&m, in, (int64_t)len, buf, 1 << 16, 0, 0, &scratch, &w, reason) == KR_RECORDS_OK);
+    CHECK(w.stop == KR_SEG_BATCH && (size_t)w.pos == stop_at && w.read == (int64_t)len && m.used == 1);
+    int64_t retain[1] = {99};
+    kr_clean_opts opts = {0, retain, 1};
+    kr_batch_vec written = {0};
+    int outfd = out_file();
+    CHECK(kr_write_all(outfd, "x", 1) == 1); /* positions count from the file's size */
+    memset(&w, 0, sizeof(w));
+    CHECK(kr_clean_segment(&m, in, (int64_t)len, buf, 1 << 16, out, 1 << 17, 1 << 16, outfd, 1, 0, &opts,
+                           &scratch, &written, &w, reason) == KR_RECORDS_OK);
+    CHECK(w.stop == KR_SEG_BATCH && (size_t)w.pos == stop_at && w.written > 0 && written.count == 1);
+    CHECK(kr_file_size(outfd) == 1 + w.written && written.items[0].position == 1);
+    ssize_t n = kr_pread_full(outfd, out, (size_t)w.written, 1);
+    kr_batch_info info;
+    CHECK(n == w.written && kr_batch_check(out, (size_t)n, 0, 1, &info, reason) == 0 && info.size == n);
+    kr_batch_vec_free(&written);
+    close(outfd);
+    close(in);
+    for (long it = 0; it < iterations; it++) {
+        size_t cut = (size_t)(rnd() % (len + 1));
+        uint8_t *p = exact(file, cut);
+        for (int k = (int)(rnd() % 4); k > 0 && cut; k--)
+            p[rnd() % cut] ^= (uint8_t)(1u << (rnd() % 8));
+        in = file_with(p, cut);
+        outfd = out_file();
+        int64_t end = (int64_t)(rnd() % (len + 8)); /* also past the file's end */
+        size_t cap = 61 + (size_t)(rnd() % 600);
+        if (it % 5 == 0)
+            kr_offset_map_init(&m, slots, 8, 0.5);
+        else if (it % 5 == 1)
+            kr_offset_map_init(&m, slots, 1024, 0.9);
+        memset(&w, 0, sizeof(w));
+        int a = kr_map_segment(&m, in, end, buf, cap, 0, (int64_t)(rnd() % 2 ? 0 : 200), &scratch, &w, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_MAP_FULL);
+        CHECK(w.pos >= 0 && w.pos <= end);
+        memset(&w, 0, sizeof(w));
+        a = kr_clean_segment(&m, in, end, buf, cap, out, 2 * cap, cap, outfd, 0, 0, &opts, &scratch, &written,
+                             &w, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        if (a == KR_RECORDS_OK) {
+            CHECK(w.pos <= end && kr_file_size(outfd) == w.written);
+            if (w.stop == KR_SEG_BATCH || w.stop == KR_SEG_GROW)
+                CHECK(w.need >= KR_BATCH_HEADER_SIZE && w.pos + w.need <= end);
+        }
+        kr_batch_vec_free(&written);
+        close(outfd);
+        close(in);
+        free(p);
+    }
+    kr_clean_scratch_free(&scratch);
+    free(buf);
+    free(file);
+    free(out);
+}
+
 static void test_indexes(long iterations)
 {
     uint8_t tmp[600];
@@ -613,6 +716,7 @@ int main(int argc, char **argv)
     test_records(iterations);
     test_clean(iterations);
     test_clean_chunks(iterations);
+    test_clean_segments(iterations / 10);
     test_indexes(iterations);
     test_checkpoint();
     test_io();
