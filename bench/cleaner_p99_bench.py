@@ -1,7 +1,7 @@
 """Produce latency while the log cleaner runs, against the same broker idle (issue 12: p99
 no more than 1.2x). Prints one JSON line per round and a summary line.
 
-    python bench/cleaner_p99_bench.py [--rounds 3] [--mib 2048] [--partitions 4] [--rate 1000]
+    python bench/cleaner_p99_bench.py [--rounds 3] [--mib 2048] [--partitions 4] [--rate 1000] [--paired]
 
 One broker (LocalCluster). Each round:
   1. a topic `cmp-<round>` (--partitions partitions, cleanup.policy=delete at first) gets
@@ -19,6 +19,13 @@ One broker (LocalCluster). Each round:
      other processes on the host changes, this brackets the cleaning).
 The figures: p50/p99/p99.9/max of both samples per round, and over all rounds pooled;
 the ratio cleaning/idle of the p99s.
+
+--paired: two brokers on the host; the compacted topic and `lat` on broker 1, `lat-ref`
+on broker 2, a producer for each running at the same time, the whole round long. The
+figure is p99(lat) / p99(lat-ref) over the records sent while broker 1 cleaned: both
+see the same host (other processes' load, disk), so what remains is what the cleaning
+does to its own broker (event loop, GIL, swap); the cleaner's CPU use slows both.
+Outside cleanings the same ratio shows how even the pairing is.
 """
 
 from __future__ import annotations
@@ -134,6 +141,56 @@ def summary(xs: list[float]) -> dict[str, float]:
             "p999_ms": round(pct(xs, 0.999), 2), "max_ms": round(max(xs) * 1000, 2) if xs else None}
 
 
+def paired(args: argparse.Namespace, props: dict[str, str]) -> None:
+    rows = []
+    with LocalCluster(brokers=2, broker_properties=props, data_dir=args.data_dir) as cl:
+        assert cl.data_dir is not None
+        b = cl.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": b})
+        cl.create_topic("lat", assignments={0: [1]})
+        cl.create_topic("lat-ref", assignments={0: [2]})
+        broker_log = cl.data_dir / "broker-1" / "broker.log"
+        for r in range(args.rounds):
+            topic = f"cmp-{r}"
+            cl.create_topic(topic, assignments={p: [1] for p in range(args.partitions)},
+                            configs={"cleanup.policy": "delete"})
+            load(b, topic, args.mib)
+            os.sync()
+            time.sleep(1)
+            lp, ref = LatencyProducer(b, "lat", args.rate), LatencyProducer(b, "lat-ref", args.rate)
+            done = threading.Event()
+            threads = [threading.Thread(target=x.run, args=(600, done)) for x in (lp, ref)]
+            for t in threads:
+                t.start()
+            time.sleep(args.idle)
+            set_policy(admin, topic, "compact")
+            while len(cleanings(broker_log, topic)) < args.partitions:
+                time.sleep(0.1)
+            time.sleep(args.idle)
+            done.set()
+            for t in threads:
+                t.join()
+            spans = cleanings(broker_log, topic)
+
+            def covers(t: float, spans: list[tuple[float, float]] = spans) -> bool:
+                return any(a <= t <= b for a, b in spans)
+
+            row: dict = {"round": r, "cleanings_s": [round(b - a, 2) for a, b in spans],
+                         "load1": round(os.getloadavg()[0], 2), "errors": lp.errors + ref.errors}
+            for name, during in (("cleaning", True), ("idle", False)):
+                a = [lat for t, lat in lp.samples if covers(t) == during]
+                c = [lat for t, lat in ref.samples if covers(t) == during]
+                row[name] = {"lat": summary(a), "lat_ref": summary(c),
+                             "p99_ratio": round(pct(a, 0.99) / pct(c, 0.99), 2)}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            cl.delete_topic(topic)
+    ratios = sorted(r["cleaning"]["p99_ratio"] for r in rows)
+    even = sorted(r["idle"]["p99_ratio"] for r in rows)
+    print(json.dumps({"bench": "cleaner-p99-paired", "cleaning_p99_ratios": ratios,
+                      "median": ratios[len(ratios) // 2], "idle_p99_ratios": even}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -143,10 +200,14 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=5.0)
     ap.add_argument("--props", default="", help="extra broker properties, k=v,k=v")
     ap.add_argument("--data-dir", default=None, help="keep the cluster's files here")
+    ap.add_argument("--paired", action="store_true", help="a second broker as the reference")
     args = ap.parse_args()
     props = {"log.cleaner.backoff.ms": "200", "log.segment.bytes": str(64 << 20),
              "offsets.topic.replication.factor": "1"}
     props.update(dict(kv.split("=", 1) for kv in args.props.split(",") if kv))
+    if args.paired:
+        paired(args, props)
+        return
     results = []
     pooled_idle: list[float] = []
     pooled_cleaning: list[float] = []
