@@ -124,8 +124,6 @@ cdef extern from "kr_core.h" nogil:
     ctypedef struct kr_clean_scratch:
         pass
     void kr_clean_scratch_free(kr_clean_scratch *s)
-    int kr_map_batches(kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
-                       int64_t min_last_offset, kr_clean_scratch *s, size_t *consumed, char *reason)
     enum:
         KR_SEG_END
         KR_SEG_BATCH
@@ -146,10 +144,6 @@ cdef extern from "kr_core.h" nogil:
         int64_t tombstone_horizon_ms
         const int64_t *retain_empty
         size_t n_retain_empty
-    int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
-                         const kr_clean_opts *o, kr_clean_scratch *s, uint8_t *out, size_t cap,
-                         size_t out_pos, size_t *out_len, size_t *consumed, kr_batch_vec *written,
-                         int64_t *removed, char *reason)
     int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
                          uint8_t *out, size_t out_cap, size_t flush_at, int out_fd, int64_t out_size,
                          int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
@@ -602,83 +596,6 @@ cdef class OffsetMap:
         if rc != KR_RECORDS_OK:
             raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
         return out[:out_len], kept
-
-    def map_batches(self, chunk, Py_ssize_t start, int64_t min_last_offset):
-        """Map the keyed records of the plain batches (uncompressed, neither transactional
-        nor control) of chunk[start:] whose last offset is >= min_last_offset, up to the
-        first batch left to the caller or not whole in the chunk. Returns (full, stop):
-        full when the map reached its load limit (the chunk is then not fully mapped), stop
-        the position where the walk stopped. Raises CorruptBatchError."""
-        cdef Py_buffer v
-        cdef char reason[KR_REASON_MAX]
-        cdef size_t consumed = 0
-        cdef int rc
-        PyObject_GetBuffer(chunk, &v, PyBUF_SIMPLE)
-        try:
-            if start < 0 or start > v.len:
-                raise ValueError(f"start {start} outside the chunk ({v.len} bytes)")
-            with nogil:
-                rc = kr_map_batches(&self.m, <const uint8_t *>v.buf, <size_t>v.len, <size_t>start,
-                                    min_last_offset, &self.scratch, &consumed, reason)
-        finally:
-            PyBuffer_Release(&v)
-        if rc < 0:
-            raise MemoryError()
-        if rc == KR_CLEAN_MAP_FULL:
-            return True, consumed
-        if rc != KR_RECORDS_OK:
-            raise CorruptBatchError(consumed, reason.decode("utf-8", "replace"))
-        return False, consumed
-
-    def clean_batches(self, chunk, Py_ssize_t start, int64_t tombstone_horizon_ms, retain_empty, out,
-                      Py_ssize_t out_pos):
-        """Write the cleaned copies of the plain batches of chunk[start:] to the writable
-        buffer `out` from out_pos on (len(chunk) - start bytes of room always suffice), up
-        to the first batch left to the caller or not whole in the chunk. Tombstones go from
-        batches whose maxTimestamp is <= tombstone_horizon_ms; retain_empty: sorted int64
-        buffer of the last offsets of batches kept even when emptied. Returns (bytes
-        written, stop position, BatchInfo of each written batch with its position in out,
-        records removed)."""
-        cdef Py_buffer v, o, keep
-        cdef char reason[KR_REASON_MAX]
-        cdef size_t consumed = 0, out_len = 0, i
-        cdef int64_t removed = 0
-        cdef int rc
-        cdef kr_clean_opts opts
-        cdef kr_batch_vec vec
-        memset(&vec, 0, sizeof(vec))
-        PyObject_GetBuffer(chunk, &v, PyBUF_SIMPLE)
-        try:
-            PyObject_GetBuffer(out, &o, PyBUF_SIMPLE | PyBUF_WRITABLE)
-            try:
-                PyObject_GetBuffer(retain_empty, &keep, PyBUF_SIMPLE)
-                try:
-                    if start < 0 or start > v.len:
-                        raise ValueError(f"start {start} outside the chunk ({v.len} bytes)")
-                    if out_pos < 0 or out_pos > o.len:
-                        raise ValueError(f"out_pos {out_pos} outside the output ({o.len} bytes)")
-                    if keep.len % 8:
-                        raise ValueError("retain_empty must hold int64 values")
-                    opts.tombstone_horizon_ms = tombstone_horizon_ms
-                    opts.retain_empty = <const int64_t *>keep.buf
-                    opts.n_retain_empty = <size_t>(keep.len // 8)
-                    with nogil:
-                        rc = kr_clean_batches(&self.m, <const uint8_t *>v.buf, <size_t>v.len, <size_t>start,
-                                              &opts, &self.scratch, <uint8_t *>o.buf, <size_t>o.len,
-                                              <size_t>out_pos, &out_len, &consumed, &vec, &removed, reason)
-                    if rc < 0:
-                        raise MemoryError()
-                    if rc != KR_RECORDS_OK:
-                        raise CorruptBatchError(consumed, reason.decode("utf-8", "replace"))
-                    written = [_batch_info(&vec.items[i]) for i in range(vec.count)]
-                finally:
-                    PyBuffer_Release(&keep)
-            finally:
-                PyBuffer_Release(&o)
-        finally:
-            kr_batch_vec_free(&vec)
-            PyBuffer_Release(&v)
-        return out_len, consumed, written, removed
 
     def map_segment(self, fd, int64_t pos, int64_t end, buf, int64_t min_last_offset, int64_t budget=0):
         """kr_map_segment over fd's [pos, end) in reads of len(buf) bytes, without the GIL.

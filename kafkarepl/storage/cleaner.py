@@ -14,13 +14,13 @@ producer fields.
 This module is the part that runs on a cleaner thread, never on the event loop: it reads
 the segments through duplicated descriptors (plan) and writes each cleaned group as a
 complete, fsynced segment in the staging directory `<partition>/cleaning/`. Both passes
-work on whole 1 MiB read pieces: one C call (GIL released) maps or cleans every plain
-batch of a piece (uncompressed, neither transactional nor control); Python sees only the
-other batches, one by one. The C call parses all records of the piece first and then
-probes the map with prefetching, so a large map's cache misses overlap. The cleaned
-batches' BatchInfo comes back from C and feeds the index directly (no second walk), and
-writeback of each written piece starts at once (sync_file_range), so the final fdatasync
-has little left to wait for.
+take a whole segment per C call (kr_map_segment / kr_clean_segment, GIL released): 1 MiB
+preads, every plain batch (uncompressed, neither transactional nor control) mapped or
+cleaned, the output written; Python sees only the other batches, one by one. For each
+piece the C loop parses all records first and then probes the map with prefetching, so a
+large map's cache misses overlap. The written batches' BatchInfo comes back from C and
+feeds the index directly (no second walk), and writeback of each written piece starts at
+once (sync_file_range), so the final fsync has little left to wait for.
 `Log.replace_segments` (on the loop, where truncations happen, so a cleaning made void by
 one is never swapped in) renames the files to `<base>.log.swap` (and `.index.swap`, ...),
 retires the old segments and renames the swap files to their final names. A crash before

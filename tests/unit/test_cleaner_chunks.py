@@ -1,8 +1,8 @@
-"""The cleaner's chunk path (OffsetMap.map_batches / clean_batches over whole read pieces,
-Python only for compressed, transactional and control batches) gives byte for byte what
-cleaning batch by batch gives (clean_batch, itself checked against kafka-python), for any
-read size: batches cut by a piece's end, and batches larger than a piece. The offset map
-holds every key's latest offset outside aborted transactions."""
+"""The cleaner's C path (OffsetMap.map_segment / clean_segment over whole segments in read
+pieces, Python only for compressed, transactional and control batches) gives byte for
+byte what cleaning batch by batch gives (clean_batch, itself checked against
+kafka-python), for any read size: batches cut by a piece's end, and batches larger than
+a piece. The offset map holds every key's latest offset outside aborted transactions."""
 
 from __future__ import annotations
 
