@@ -17,7 +17,7 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kafkarepl import _core
@@ -37,6 +37,7 @@ from kafkarepl.protocol import (
     encode_response,
 )
 from kafkarepl.protocol.audit import missing_fields
+from kafkarepl.server.listeners import Listener, set_current_listener
 from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
 log = logging.getLogger(__name__)
@@ -169,14 +170,15 @@ class _Tls:
 
 
 class Connection:
-    def __init__(self, server: SocketServer, sock: socket.socket, peer: Any) -> None:
+    def __init__(self, server: SocketServer, sock: socket.socket, peer: Any, listener: Listener) -> None:
         self.server = server
         self.sock = sock
         self.peer = peer
+        self.listener = listener
         self.loop = asyncio.get_running_loop()
-        self.tls: _Tls | None = (_Tls(server.ssl_context, sock, self.loop)
-                                 if server.ssl_context is not None else None)
-        self.sasl = server.sasl_factory() if server.sasl_factory is not None else None
+        self.tls: _Tls | None = (_Tls(listener.ssl_context, sock, self.loop)
+                                 if listener.ssl_context is not None else None)
+        self.sasl = listener.sasl_factory() if listener.sasl_factory is not None else None
         self.principal = "User:ANONYMOUS"
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
@@ -275,6 +277,7 @@ class Connection:
         # budget (kafkarepl.max.decompressed.request.bytes, storage.validation).
         ctx = contextvars.copy_context()
         ctx.run(request_budget, self.server.max_decompressed_request_bytes)
+        ctx.run(set_current_listener, self.listener.name)
         task: asyncio.Future = ctx.run(self.loop.create_task, self.server.handler(req, self))  # type: ignore[arg-type]
         self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held)
 
@@ -492,12 +495,13 @@ class SocketServer:
         ssl_context: ssl.SSLContext | None = None,
         sasl_factory: Callable[[], Any] | None = None,
         failed_authentication_delay_ms: int = 100,
+        listener_name: str = "PLAINTEXT",
+        more_listeners: Sequence[Listener] = (),
     ) -> None:
-        self.ssl_context = ssl_context  # an SSL listener (server/tls.py)
-        self.sasl_factory = sasl_factory  # a SASL listener: a SaslAuthenticator per connection
+        # The first listener from the arguments, more from more_listeners; connection
+        # limits and the request memory pool are shared by all, as Kafka's.
+        self.listeners = [Listener(listener_name, host, port, ssl_context, sasl_factory), *more_listeners]
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
-        self.host = host
-        self.port = port
         self.handler = handler
         self.on_unsupported_version = on_unsupported_version
         self.max_request_bytes = max_request_bytes
@@ -507,26 +511,42 @@ class SocketServer:
         self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.connections: set[Connection] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
-        self._lsock: socket.socket | None = None
-        self._accept_task: asyncio.Task | None = None
+        self._lsocks: list[socket.socket] = []
+        self._accept_tasks: list[asyncio.Task] = []
         self._tasks: set[asyncio.Task] = set()
 
-    async def start(self) -> None:
-        lsock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
-        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        lsock.bind((self.host, self.port))
-        lsock.listen(1024)
-        lsock.setblocking(False)
-        self.port = lsock.getsockname()[1]
-        self._lsock = lsock
-        self._accept_task = asyncio.ensure_future(self._accept_loop())
+    @property
+    def host(self) -> str:
+        return self.listeners[0].host
 
-    async def _accept_loop(self) -> None:
+    @property
+    def port(self) -> int:
+        return self.listeners[0].port
+
+    def bound_ports(self) -> dict[str, int]:
+        return {lst.name: lst.port for lst in self.listeners}
+
+    async def start(self) -> None:
+        for lst in self.listeners:
+            lsock = socket.socket(socket.AF_INET6 if ":" in lst.host else socket.AF_INET)
+            try:
+                lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                lsock.bind((lst.host, lst.port))
+                lsock.listen(1024)
+                lsock.setblocking(False)
+            except OSError:
+                lsock.close()
+                await self.stop()
+                raise
+            lst.port = lsock.getsockname()[1]
+            self._lsocks.append(lsock)
+            self._accept_tasks.append(asyncio.ensure_future(self._accept_loop(lsock, lst)))
+
+    async def _accept_loop(self, lsock: socket.socket, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
-        assert self._lsock is not None
         while True:
             try:
-                sock, peer = await loop.sock_accept(self._lsock)
+                sock, peer = await loop.sock_accept(lsock)
             except OSError as exc:  # EMFILE and friends: back off, keep serving
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
@@ -544,7 +564,7 @@ class SocketServer:
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(self, sock, peer)
+            conn = Connection(self, sock, peer, listener)
             self.connections.add(conn)
             self._per_ip[ip] += 1
             task = asyncio.ensure_future(conn.serve())
@@ -559,10 +579,11 @@ class SocketServer:
             del self._per_ip[ip]
 
     async def stop(self) -> None:
-        if self._accept_task:
-            self._accept_task.cancel()
-        if self._lsock:
-            self._lsock.close()
+        for task in self._accept_tasks:
+            task.cancel()
+        for lsock in self._lsocks:
+            lsock.close()
+        self._accept_tasks, self._lsocks = [], []
         for t in list(self._tasks):
             t.cancel()
         if self._tasks:
