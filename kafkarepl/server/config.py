@@ -57,6 +57,7 @@ class BrokerConfig:
     sasl_mechanism_inter_broker_protocol: str = prop("sasl.mechanism.inter.broker.protocol", "PLAIN")
     sasl_jaas_config: str = prop("sasl.jaas.config", "")
     connection_failed_authentication_delay_ms: int = prop("connection.failed.authentication.delay.ms", 100)
+    connections_max_reauth_ms: int = prop("connections.max.reauth.ms", 0)  # KIP-368; 0: never
     # ACLs (server/authorizer.py): any authorizer.class.name turns Kafka's ACL semantics on
     authorizer_class_name: str = prop("authorizer.class.name", "")
     super_users: str = prop("super.users", "")

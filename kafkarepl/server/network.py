@@ -180,6 +180,8 @@ class Connection:
                                  if listener.ssl_context is not None else None)
         self.sasl = listener.sasl_factory() if listener.sasl_factory is not None else None
         self.principal = "User:ANONYMOUS"
+        self._session_expires: float | None = None  # loop time; connections.max.reauth.ms
+        self._reauth: Any = None  # a re-authentication in progress (KIP-368)
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
@@ -270,9 +272,16 @@ class Connection:
             self._enqueue(int(exc.api_key or 0), 0, cid, fut, held)
             return
         sasl = self.sasl
-        if sasl is not None and not sasl.complete and req.api_key != ApiKey.API_VERSIONS:
-            self._authenticate(sasl, req, held)
-            return
+        if sasl is not None and req.api_key != ApiKey.API_VERSIONS:
+            if not sasl.complete:
+                self._authenticate(sasl, req, held)
+                return
+            if req.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+                self._reauthenticate(req, held)
+                return
+            if self._session_expires is not None and self.loop.time() >= self._session_expires:
+                # KIP-368: no re-authentication within connections.max.reauth.ms
+                raise ConnectionClosing("SASL session expired without re-authentication")
         # Each request's handler runs in its own context holding its decompression
         # budget (kafkarepl.max.decompressed.request.bytes, storage.validation).
         ctx = contextvars.copy_context()
@@ -292,12 +301,54 @@ class Connection:
                 self.principal = sasl.principal
         else:
             raise ConnectionClosing(f"request {req.api_key} before SASL authentication")
-        fut = self.loop.create_future()
-        fut.set_result(body)
-        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
+        self._answer_now(req, body, held)
+        if sasl.complete:
+            self._start_session(sasl)
         if sasl.failed:
             # Answer, then close after connection.failed.authentication.delay.ms.
             self._close_after_failure = True
+
+    def _reauthenticate(self, req: Any, held: int) -> None:
+        """KIP-368: a SaslHandshake on an authenticated connection starts a new login with
+        the same mechanism; it must end with the same principal, else the connection closes."""
+        if req.api_key == ApiKey.SASL_HANDSHAKE:
+            assert self.listener.sasl_factory is not None
+            self._reauth = self.listener.sasl_factory()
+            mechanism = req.body["mechanism"] or ""
+            body = self._reauth.handshake(mechanism)
+            if self.sasl is None or mechanism != self.sasl.mechanism:
+                body = {**body, "error_code": int(ErrorCode.ILLEGAL_SASL_STATE)}
+                self._reauth.failed = True
+            failed = self._reauth.failed
+        else:
+            reauth = self._reauth
+            if reauth is None:
+                body = {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "error_message": "SaslHandshake first",
+                        "auth_bytes": b"", "session_lifetime_ms": 0}
+                failed = True
+            else:
+                body = reauth.authenticate(bytes(req.body["auth_bytes"] or b""))
+                if reauth.complete and reauth.principal != self.principal:
+                    body = {**body, "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "session_lifetime_ms": 0,
+                            "error_message": "re-authentication must keep the connection's principal"}
+                    reauth.failed = True
+                elif reauth.complete:
+                    self.sasl, self._reauth = reauth, None
+                    self._start_session(reauth)
+                    self.server.reauthentications += 1
+                failed = reauth.failed
+        self._answer_now(req, body, held)
+        if failed:
+            self._close_after_failure = True
+
+    def _start_session(self, sasl: Any) -> None:
+        lifetime = sasl.session_lifetime_ms
+        self._session_expires = self.loop.time() + lifetime / 1000 if lifetime > 0 else None
+
+    def _answer_now(self, req: Any, body: dict[str, Any], held: int) -> None:
+        fut = self.loop.create_future()
+        fut.set_result(body)
+        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
 
     def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int) -> None:
         self._pending.append((key, version, cid, fut, held))
@@ -502,6 +553,7 @@ class SocketServer:
         # limits and the request memory pool are shared by all, as Kafka's.
         self.listeners = [Listener(listener_name, host, port, ssl_context, sasl_factory), *more_listeners]
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
+        self.reauthentications = 0  # successful KIP-368 re-authentications
         self.handler = handler
         self.on_unsupported_version = on_unsupported_version
         self.max_request_bytes = max_request_bytes

@@ -75,8 +75,10 @@ CredentialLookup = Callable[[str, str], "ScramCredential | None"]  # (mechanism,
 class SaslAuthenticator:
     """The SASL state of one connection."""
 
-    def __init__(self, enabled: list[str], plain_users: dict[str, str], scram: CredentialLookup) -> None:
+    def __init__(self, enabled: list[str], plain_users: dict[str, str], scram: CredentialLookup,
+                 session_lifetime_ms: int = 0) -> None:
         self.enabled = enabled
+        self.session_lifetime_ms = session_lifetime_ms  # connections.max.reauth.ms (KIP-368); 0: none
         self.plain_users = plain_users
         self.scram = scram
         self.mechanism: str | None = None
@@ -107,7 +109,8 @@ class SaslAuthenticator:
             return self._fail("Authentication failed: malformed SASL message")
 
     def _ok(self, data: bytes = b"") -> dict:
-        return {"error_code": 0, "error_message": None, "auth_bytes": data, "session_lifetime_ms": 0}
+        return {"error_code": 0, "error_message": None, "auth_bytes": data,
+                "session_lifetime_ms": self.session_lifetime_ms if self.complete else 0}
 
     def _fail(self, message: str, code: ErrorCode = ErrorCode.SASL_AUTHENTICATION_FAILED) -> dict:
         self.failed = True

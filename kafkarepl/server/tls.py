@@ -113,4 +113,5 @@ def sasl_factory(config: BrokerConfig, scram: ScramCredentials, listener: str | 
     if unknown:
         raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not supported")
     plain_users = parse_jaas_users(config.jaas_config("PLAIN", listener)) if "PLAIN" in enabled else {}
-    return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup)
+    lifetime = config.connections_max_reauth_ms
+    return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup, lifetime)
