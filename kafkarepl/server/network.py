@@ -293,7 +293,11 @@ class Connection:
     def _authenticate(self, sasl: Any, req: Any, held: int) -> None:
         """Before authentication only SaslHandshake and SaslAuthenticate are served
         (synchronously, so a pipelined request after them sees the outcome)."""
-        if req.api_key == ApiKey.SASL_HANDSHAKE:
+        if req.api_key == ApiKey.SASL_HANDSHAKE and req.api_version == 0:
+            # v0 would be followed by raw SASL tokens, outside Kafka's framing: not served.
+            body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "mechanisms": sasl.enabled}
+            sasl.failed = True
+        elif req.api_key == ApiKey.SASL_HANDSHAKE:
             body = sasl.handshake(req.body["mechanism"] or "")
         elif req.api_key == ApiKey.SASL_AUTHENTICATE:
             body = sasl.authenticate(bytes(req.body["auth_bytes"] or b""))

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from kafkarepl.cli import wire
+from kafkarepl.tls_certs import make_ca, make_cert
 from tests.fixtures.cluster import free_port
 from tests.integration.test_sasl import JAAS, roundtrip
-from tests.tls_certs import make_ca, make_cert
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.tls_certs import make_ca, make_cert
+from kafkarepl.tls_certs import make_ca, make_cert
 
 pytestmark = pytest.mark.integration
 
