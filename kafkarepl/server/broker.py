@@ -64,6 +64,7 @@ from kafkarepl.server.replication_quota import (
 )
 from kafkarepl.server.request_authorization import RequestAuthorizer
 from kafkarepl.server.scram_credentials import ScramCredentials
+from kafkarepl.server.ssl_principal import SslPrincipalMapper
 from kafkarepl.server.tls import client_security, sasl_factory, server_context
 from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
@@ -163,7 +164,7 @@ class Broker:
             max_decompressed_request_bytes=config.max_decompressed_request_bytes,
             ssl_context=first.ssl_context, sasl_factory=first.sasl_factory,
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
-            listener_name=first.name, more_listeners=more,
+            listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller)
         self._tasks: list[asyncio.Future] = []
@@ -189,11 +190,13 @@ class Broker:
     def _listeners(self, config: BrokerConfig) -> list[Listener]:
         """Every listener with its own security (Kafka's listener.security.protocol.map)."""
         out = []
+        mapper = SslPrincipalMapper(config.ssl_principal_mapping_rules)
         for spec in config.listener_specs():
             out.append(Listener(
                 spec.name, spec.host, spec.port,
                 server_context(config) if spec.protocol in ("SSL", "SASL_SSL") else None,
-                sasl_factory(config, self.scram, spec.name) if spec.protocol.startswith("SASL") else None))
+                sasl_factory(config, self.scram, spec.name) if spec.protocol.startswith("SASL") else None,
+                mapper.name))
         return out
 
     def _advertised(self) -> dict[str, tuple[str, int]]:

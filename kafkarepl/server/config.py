@@ -52,6 +52,7 @@ class BrokerConfig:
     ssl_enabled_protocols: str = prop("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
     ssl_cipher_suites: str = prop("ssl.cipher.suites", "")
     ssl_endpoint_identification_algorithm: str = prop("ssl.endpoint.identification.algorithm", "https")
+    ssl_principal_mapping_rules: str = prop("ssl.principal.mapping.rules", "DEFAULT")
     # SASL (server/sasl.py): Kafka's names (Kafka's default mechanism is GSSAPI, not offered here)
     sasl_enabled_mechanisms: str = prop("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
     sasl_mechanism_inter_broker_protocol: str = prop("sasl.mechanism.inter.broker.protocol", "PLAIN")

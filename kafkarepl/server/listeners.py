@@ -19,6 +19,8 @@ class Listener:
     port: int  # 0: any free port, the bound one after start
     ssl_context: ssl.SSLContext | None = None  # an SSL or SASL_SSL listener
     sasl_factory: Callable[[], Any] | None = None  # a SASL listener: an authenticator per connection
+    # SSL: certificate subject DN -> principal name (ssl.principal.mapping.rules), None: refused
+    principal_name: Callable[[str], str | None] | None = None
 
 
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar("kafkarepl_listener", default=None)

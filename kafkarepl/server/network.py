@@ -38,6 +38,7 @@ from kafkarepl.protocol import (
 )
 from kafkarepl.protocol.audit import missing_fields
 from kafkarepl.server.listeners import Listener, set_current_listener
+from kafkarepl.server.ssl_principal import distinguished_name
 from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
 log = logging.getLogger(__name__)
@@ -117,15 +118,18 @@ class _Tls:
             raise EOFError
         self.incoming.write(data)
 
-    def principal(self) -> str | None:
-        """User:CN=<name> of a verified client certificate (Kafka's default principal
-        builder uses the whole distinguished name; the common name is what matters here)."""
+    def principal(self, name_of: Callable[[str], str | None] | None) -> str | None:
+        """User:<name> of a verified client certificate: its subject's RFC 2253 name,
+        mapped by ssl.principal.mapping.rules (Kafka's default principal builder); None
+        without a certificate. No matching rule fails the login, as Kafka."""
         cert: Any = self.obj.getpeercert() or {}
-        for rdn in cert.get("subject", ()):
-            for pair in rdn:
-                if pair[0] == "commonName":
-                    return f"User:CN={pair[1]}"
-        return None
+        if not cert.get("subject"):
+            return None
+        dn = distinguished_name(cert["subject"])
+        name = name_of(dn) if name_of is not None else dn
+        if name is None:
+            raise ConnectionClosing(f"no ssl.principal.mapping.rules rule matches {dn!r}")
+        return f"User:{name}"
 
     async def handshake(self) -> None:
         async def run() -> None:
@@ -497,7 +501,7 @@ class Connection:
             if self.tls is not None:
                 await self.tls.handshake()
                 if self.sasl is None:
-                    self.principal = self.tls.principal() or self.principal
+                    self.principal = self.tls.principal(self.listener.principal_name) or self.principal
             writer = asyncio.ensure_future(self.write_loop())
             reader = asyncio.ensure_future(self.read_loop())
             done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
@@ -551,11 +555,13 @@ class SocketServer:
         sasl_factory: Callable[[], Any] | None = None,
         failed_authentication_delay_ms: int = 100,
         listener_name: str = "PLAINTEXT",
+        principal_name: Callable[[str], str | None] | None = None,
         more_listeners: Sequence[Listener] = (),
     ) -> None:
         # The first listener from the arguments, more from more_listeners; connection
         # limits and the request memory pool are shared by all, as Kafka's.
-        self.listeners = [Listener(listener_name, host, port, ssl_context, sasl_factory), *more_listeners]
+        self.listeners = [Listener(listener_name, host, port, ssl_context, sasl_factory, principal_name),
+                          *more_listeners]
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
         self.reauthentications = 0  # successful KIP-368 re-authentications
         self.handler = handler
