@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -285,7 +286,20 @@ class BrokerConfig:
         (listener: default the inter-broker one)."""
         name = (listener or self.listener_name()).lower()
         key = f"listener.name.{name}.{mechanism.lower()}.sasl.jaas.config"
-        return self.extra.get(key) or self.sasl_jaas_config
+        return self.extra.get(key) or self.sasl_jaas_config or self._jaas_file_section(name)
+
+    def _jaas_file_section(self, listener: str) -> str:
+        """The `<listener>.KafkaServer { ... };` or `KafkaServer { ... };` section of a JAAS
+        file (java.security.auth.login.config, as Kafka's KAFKA_OPTS=-D... names it)."""
+        path = self.extra.get("java.security.auth.login.config")
+        if not path:
+            return ""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"java.security.auth.login.config: {exc}") from None
+        sections = dict(re.findall(r"([\w.-]+)\s*\{(.*?)\}\s*;", text, re.S))
+        return sections.get(f"{listener}.KafkaServer") or sections.get("KafkaServer", "")
 
     def advertised(self) -> tuple[str, int]:
         """The inter-broker listener's advertised (host, port)."""

@@ -115,3 +115,30 @@ def test_listener_jaas_config_by_listener_name():
         "sasl.jaas.config": "default", "listener.name.b.plain.sasl.jaas.config": "for-b"})
     assert cfg.jaas_config("PLAIN", "B") == "for-b"
     assert cfg.jaas_config("PLAIN", "A") == cfg.jaas_config("PLAIN") == "default"
+
+
+def test_plain_users_from_a_jaas_file(tmp_path):
+    from kafkarepl.server.sasl import parse_jaas_users
+
+    jaas = tmp_path / "kafka_server_jaas.conf"
+    jaas.write_text('''
+KafkaServer {
+    org.apache.kafka.common.security.plain.PlainLoginModule required
+    username="admin" password="admin-secret"
+    user_admin="admin-secret"
+    user_alice="alice-secret";
+};
+sasl_ssl.KafkaServer {
+    org.apache.kafka.common.security.plain.PlainLoginModule required
+    username="admin" password="admin-secret" user_admin="admin-secret" user_bob="bob-secret";
+};
+''')
+    cfg = BrokerConfig.from_props({"listeners": "SASL_PLAINTEXT://h:1,SASL_SSL://h:2",
+                                   "java.security.auth.login.config": str(jaas)})
+    assert parse_jaas_users(cfg.jaas_config("PLAIN", "SASL_PLAINTEXT")) == {"admin": "admin-secret",
+                                                                            "alice": "alice-secret"}
+    assert parse_jaas_users(cfg.jaas_config("PLAIN", "SASL_SSL")) == {"admin": "admin-secret", "bob": "bob-secret"}
+    # sasl.jaas.config (or the listener's) wins over the file, as in Kafka
+    cfg = BrokerConfig.from_props({"listeners": "SASL_PLAINTEXT://h:1", "java.security.auth.login.config": str(jaas),
+                                   "sasl.jaas.config": 'x required user_carol="c";'})
+    assert parse_jaas_users(cfg.jaas_config("PLAIN")) == {"carol": "c"}
