@@ -1,0 +1,213 @@
+"""Spark through the `kafkarepl` data source vs the bare confluent-kafka client, in one run on
+one fresh 1-broker cluster (issue 17). Prints one JSON line per figure.
+
+    python bench/spark_bench.py [--records 1000000] [--partitions 4] [--only write,read,...]
+
+write-bare       confluent-kafka produce loop (acks=all, idempotent) over Python lists
+write-spark      df.write.format("kafkarepl") from a cached DataFrame of the same records
+read-bare        confluent-kafka consume(10000) loop over every partition, counting messages
+read-spark       spark.read.format("kafkarepl").load().count()
+stream-spark     readStream availableNow + maxOffsetsPerTrigger into a noop sink (whole run)
+latency-spark    produce -> kafkarepl stream (processingTime 0) -> sink topic, p50/p99 ms
+
+Spark runs local[2] on this 2-core machine, as in the issue; figures include Spark's job
+scheduling and task start-up, since a user pays them too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafkarepl import LocalCluster
+
+TOPICS = ("bare", "spark")
+
+
+def records(n: int) -> tuple[list[bytes], list[bytes]]:
+    keys = [str(i).encode() for i in range(n)]
+    values = [f"event-{i:08d}".encode() for i in range(n)]
+    return keys, values
+
+
+def write_bare(boot: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
+    p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True})
+    p.produce(topic, b"warm-up")  # producer id and metadata out of the figure
+    p.flush(30)
+    t0 = time.perf_counter()
+    for k, v in zip(keys, values, strict=True):
+        while True:
+            try:
+                p.produce(topic, v, k)
+                break
+            except BufferError:
+                p.poll(0.01)
+    assert p.flush(120) == 0
+    return len(keys) / (time.perf_counter() - t0)
+
+
+def read_bare(boot: str, topic: str, partitions: int, n: int) -> float:
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"b-{time.time()}", "enable.auto.commit": False,
+                  "fetch.queue.backoff.ms": 0, "queued.min.messages": 1000000})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    t0 = time.perf_counter()
+    while got < n:
+        msgs = c.consume(10000, 5.0)
+        if not msgs:
+            break
+        got += sum(1 for m in msgs if m.error() is None)
+    rate = got / (time.perf_counter() - t0)
+    c.close()
+    assert got >= n, got
+    return rate
+
+
+def spark_session():
+    from pyspark.sql import SparkSession
+
+    from kafkarepl.spark import KafkareplDataSource
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    s = (SparkSession.builder.master("local[2]").appName("kafkarepl-bench")
+         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+         .config("spark.driver.memory", "2g").config("spark.sql.streaming.pollingDelay", "10ms")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    s.dataSource.register(KafkareplDataSource)
+    return s
+
+
+def write_spark(spark, boot: str, topic: str, n: int) -> float:
+    from pyspark.sql import functions as F
+
+    df = (spark.range(n, numPartitions=2)
+          .select(F.col("id").cast("string").cast("binary").alias("key"),
+                  F.concat(F.lit("event-"), F.lpad(F.col("id").cast("string"), 8, "0")).cast("binary").alias("value"))
+          .cache())
+    df.count()  # materialize the cache
+    w = df.write.format("kafkarepl").option("kafka.bootstrap.servers", boot).option("topic", topic).mode("append")
+    small = df.limit(10)
+    small.write.format("kafkarepl").option("kafka.bootstrap.servers", boot).option("topic", "warm").mode("append").save()
+    t0 = time.perf_counter()
+    w.save()
+    rate = n / (time.perf_counter() - t0)
+    df.unpersist()
+    return rate
+
+
+def read_spark(spark, boot: str, topic: str, n: int) -> float:
+    def load():
+        return spark.read.format("kafkarepl").option("kafka.bootstrap.servers", boot).option("subscribe", topic).load()
+
+    load().limit(1).count()  # warm-up: Python workers started
+    t0 = time.perf_counter()
+    got = load().count()
+    rate = got / (time.perf_counter() - t0)
+    assert got == n, got
+    return rate
+
+
+def stream_spark(spark, boot: str, topic: str, n: int, per_trigger: int) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as ckpt:
+        t0 = time.perf_counter()
+        q = (spark.readStream.format("kafkarepl").option("kafka.bootstrap.servers", boot)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", str(per_trigger)).load()
+             .writeStream.format("noop").option("checkpointLocation", ckpt)
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(600)
+        dt = time.perf_counter() - t0
+        rows = sum(p["numInputRows"] for p in q.recentProgress)
+        batches = sum(1 for p in q.recentProgress if p["numInputRows"])
+    assert rows == n, rows
+    return n / dt, batches
+
+
+def latency_spark(spark, cl, boot: str, probes: int) -> dict:
+    """p50/p99 of produce -> Spark stream -> sink topic, one small record at a time."""
+    src, dst = "lat-in", "lat-out"
+    cl.create_topic(src, partitions=1, replication_factor=1)
+    cl.create_topic(dst, partitions=1, replication_factor=1)
+    with tempfile.TemporaryDirectory() as ckpt:
+        q = (spark.readStream.format("kafkarepl").option("kafka.bootstrap.servers", boot)
+             .option("subscribe", src).option("startingOffsets", "latest").load()
+             .selectExpr("key", "value")
+             .writeStream.format("kafkarepl").option("kafka.bootstrap.servers", boot)
+             .option("topic", dst).option("checkpointLocation", ckpt)
+             .trigger(processingTime="0 seconds").start())
+        c = Consumer({"bootstrap.servers": boot, "group.id": f"lat-{time.time()}", "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 5})
+        c.assign([TopicPartition(dst, 0, 0)])
+        p = Producer({"bootstrap.servers": boot, "linger.ms": 0, "acks": "all", "enable.idempotence": True})
+        out: list[float] = []
+        try:
+            time.sleep(3)  # the first micro-batches (query start-up) out of the figure
+            for i in range(probes + 5):
+                sent = time.perf_counter()
+                p.produce(src, f"probe-{i}".encode(), str(i).encode())
+                p.flush(10)
+                while True:
+                    m = c.poll(10)
+                    assert m is not None, "probe lost"
+                    if m.error() is None and m.key() == str(i).encode():
+                        break
+                if i >= 5:
+                    out.append((time.perf_counter() - sent) * 1000)
+        finally:
+            q.stop()
+            c.close()
+    out.sort()
+    return {"p50_ms": round(statistics.median(out), 1), "p99_ms": round(out[int(len(out) * 0.99) - 1], 1),
+            "max_ms": round(out[-1], 1), "probes": len(out)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--only", default="write,read,stream,latency")
+    ap.add_argument("--per-trigger", type=int, default=250_000)
+    ap.add_argument("--probes", type=int, default=50)
+    args = ap.parse_args()
+    n, parts = args.records, args.partitions
+    only = set(args.only.split(","))
+    keys, values = records(n)
+
+    def emit(name: str, **fig: object) -> None:
+        print(json.dumps({"bench": name, "records": n, **fig, "load1": round(os.getloadavg()[0], 2)}), flush=True)
+
+    with LocalCluster(brokers=1, broker_properties={"num.partitions": parts}) as cl:
+        boot = cl.bootstrap_servers
+        for t in (*TOPICS, "warm"):
+            cl.create_topic(t, partitions=parts, replication_factor=1)
+        spark = spark_session()
+        try:
+            wb = write_bare(boot, "bare", keys, values)
+            emit("write-bare", rec_per_s=round(wb))
+            if "write" in only or "read" in only or "stream" in only:
+                ws = write_spark(spark, boot, "spark", n)
+                emit("write-spark", rec_per_s=round(ws), ratio=round(ws / wb, 3))
+            if "read" in only:
+                rb = read_bare(boot, "bare", parts, n)
+                emit("read-bare", rec_per_s=round(rb))
+                rs = read_spark(spark, boot, "spark", n)
+                emit("read-spark", rec_per_s=round(rs), ratio=round(rs / rb, 3))
+            if "stream" in only:
+                ss, batches = stream_spark(spark, boot, "spark", n, args.per_trigger)
+                emit("stream-spark", rec_per_s=round(ss), micro_batches=batches, max_offsets_per_trigger=args.per_trigger)
+            if "latency" in only:
+                emit("latency-spark", **latency_spark(spark, cl, boot, args.probes))
+        finally:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    main()
