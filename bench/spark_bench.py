@@ -28,9 +28,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkarepl import LocalCluster
 
-TOPICS = ("bare", "spark")
-
-
 def records(n: int) -> tuple[list[bytes], list[bytes]]:
     keys = [str(i).encode() for i in range(n)]
     values = [f"event-{i:08d}".encode() for i in range(n)]
@@ -78,14 +75,15 @@ def spark_session():
     os.environ["PYSPARK_PYTHON"] = sys.executable
     s = (SparkSession.builder.master("local[2]").appName("kafkarepl-bench")
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .config("spark.driver.memory", "2g").config("spark.sql.streaming.pollingDelay", "10ms")
+         .config("spark.driver.memory", "2g").config("spark.ui.showConsoleProgress", "false").config("spark.sql.streaming.pollingDelay", "10ms")
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     s.dataSource.register(KafkareplDataSource)
     return s
 
 
-def write_spark(spark, boot: str, topic: str, n: int) -> float:
+def write_spark(spark, boot: str, topics: list[str], n: int) -> list[float]:
+    """One timed write per topic (the first is a warm-up: Python workers, imports)."""
     from pyspark.sql import functions as F
 
     df = (spark.range(n, numPartitions=2)
@@ -93,23 +91,20 @@ def write_spark(spark, boot: str, topic: str, n: int) -> float:
                   F.concat(F.lit("event-"), F.lpad(F.col("id").cast("string"), 8, "0")).cast("binary").alias("value"))
           .cache())
     df.count()  # materialize the cache
-    w = df.write.format("kafkarepl").option("kafka.bootstrap.servers", boot).option("topic", topic).mode("append")
-    small = df.limit(10)
-    small.write.format("kafkarepl").option("kafka.bootstrap.servers", boot).option("topic", "warm").mode("append").save()
-    t0 = time.perf_counter()
-    w.save()
-    rate = n / (time.perf_counter() - t0)
+    rates = []
+    for topic in topics:
+        w = df.write.format("kafkarepl").option("kafka.bootstrap.servers", boot).option("topic", topic).mode("append")
+        t0 = time.perf_counter()
+        w.save()
+        rates.append(n / (time.perf_counter() - t0))
     df.unpersist()
-    return rate
+    return rates
 
 
 def read_spark(spark, boot: str, topic: str, n: int) -> float:
-    def load():
-        return spark.read.format("kafkarepl").option("kafka.bootstrap.servers", boot).option("subscribe", topic).load()
-
-    load().limit(1).count()  # warm-up: Python workers started
     t0 = time.perf_counter()
-    got = load().count()
+    got = (spark.read.format("kafkarepl").option("kafka.bootstrap.servers", boot)
+           .option("subscribe", topic).load().count())
     rate = got / (time.perf_counter() - t0)
     assert got == n, got
     return rate
@@ -176,6 +171,7 @@ def main() -> None:
     ap.add_argument("--only", default="write,read,stream,latency")
     ap.add_argument("--per-trigger", type=int, default=250_000)
     ap.add_argument("--probes", type=int, default=50)
+    ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     n, parts = args.records, args.partitions
     only = set(args.only.split(","))
@@ -186,22 +182,32 @@ def main() -> None:
 
     with LocalCluster(brokers=1, broker_properties={"num.partitions": parts}) as cl:
         boot = cl.bootstrap_servers
-        for t in (*TOPICS, "warm"):
+        runs = args.runs
+        spark_topics = [f"spark-{i}" for i in range(runs + 1)]
+        for t in ("bare", *spark_topics):
             cl.create_topic(t, partitions=parts, replication_factor=1)
         spark = spark_session()
         try:
-            wb = write_bare(boot, "bare", keys, values)
-            emit("write-bare", rec_per_s=round(wb))
-            if "write" in only or "read" in only or "stream" in only:
-                ws = write_spark(spark, boot, "spark", n)
-                emit("write-spark", rec_per_s=round(ws), ratio=round(ws / wb, 3))
+            if only & {"write", "read", "stream"}:
+                wb = [write_bare(boot, "bare", keys, values) for _ in range(runs)]
+                emit("write-bare", rec_per_s=round(statistics.median(wb)), runs=[round(x) for x in wb])
+                ws = write_spark(spark, boot, spark_topics, n)
+                emit("write-spark-cold", rec_per_s=round(ws[0]))
+                ws = ws[1:]
+                emit("write-spark", rec_per_s=round(statistics.median(ws)), runs=[round(x) for x in ws],
+                     ratio=round(statistics.median(ws) / statistics.median(wb), 3))
             if "read" in only:
-                rb = read_bare(boot, "bare", parts, n)
-                emit("read-bare", rec_per_s=round(rb))
-                rs = read_spark(spark, boot, "spark", n)
-                emit("read-spark", rec_per_s=round(rs), ratio=round(rs / rb, 3))
+                # Each topic holds n records: the bare reads use the first `runs` copies of "bare"
+                # (written runs times: read n of them), Spark one copy each.
+                rb = [read_bare(boot, "bare", parts, n) for _ in range(runs)]
+                emit("read-bare", rec_per_s=round(statistics.median(rb)), runs=[round(x) for x in rb])
+                cold = read_spark(spark, boot, spark_topics[0], n)
+                emit("read-spark-cold", rec_per_s=round(cold))
+                rs = [read_spark(spark, boot, t, n) for t in spark_topics[1:]]
+                emit("read-spark", rec_per_s=round(statistics.median(rs)), runs=[round(x) for x in rs],
+                     ratio=round(statistics.median(rs) / statistics.median(rb), 3))
             if "stream" in only:
-                ss, batches = stream_spark(spark, boot, "spark", n, args.per_trigger)
+                ss, batches = stream_spark(spark, boot, spark_topics[1], n, args.per_trigger)
                 emit("stream-spark", rec_per_s=round(ss), micro_batches=batches, max_offsets_per_trigger=args.per_trigger)
             if "latency" in only:
                 emit("latency-spark", **latency_spark(spark, cl, boot, args.probes))
