@@ -463,6 +463,62 @@ int kr_arrow_out_init(kr_arrow_out *o, int with_headers)
     return 0;
 }
 
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 when invalid (RFC 3629:
+ * no overlong forms, no surrogates, nothing past U+10FFFF). */
+static size_t utf8_seq(const uint8_t *p, size_t n)
+{
+    uint8_t c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    uint8_t lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0)
+            lo = 0xa0;
+        if (c == 0xed)
+            hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0)
+            lo = 0x90;
+        if (c == 0xf4)
+            hi = 0x8f;
+    } else
+        return 0;
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return len;
+}
+
+/* Appends a header key as Arrow utf8: bytes that are not UTF-8 become U+FFFD, as Kafka's
+ * Java client decodes header keys. */
+static int gb_put_utf8(kr_growbuf *b, const uint8_t *p, size_t n)
+{
+    static const uint8_t replacement[3] = {0xef, 0xbf, 0xbd};
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        size_t k;
+        while (run < n && (k = utf8_seq(p + run, n - run)) != 0)
+            run += k;
+        if (run > i && (run - i > MAX_ARROW_BYTES - b->len || gb_put(b, p + i, run - i) != 0))
+            return -1;
+        i = run;
+        if (i < n) {
+            if (3 > MAX_ARROW_BYTES - b->len || gb_put(b, replacement, 3) != 0)
+                return -1;
+            i++;
+        }
+    }
+    return 0;
+}
+
 #define CORRUPT(...)                                            \
     do {                                                        \
         snprintf(reason, KR_REASON_MAX, __VA_ARGS__);           \
@@ -537,7 +593,7 @@ int kr_arrow_decode_records(kr_arrow_out *o, const uint8_t *recs, size_t len, in
             if (keep && o->with_headers) {
                 if (gb_entry(&o->hval_valid, &o->hval_offsets, &o->hval_data, o->hdr_count, hvp,
                              (size_t)(hv > 0 ? hv : 0), &o->hval_nulls) ||
-                    hk > (int64_t)(MAX_ARROW_BYTES - o->hkey_data.len) || gb_put(&o->hkey_data, hkp, (size_t)hk))
+                    gb_put_utf8(&o->hkey_data, hkp, (size_t)hk))
                     NOMEM();
                 int32_t kend = (int32_t)o->hkey_data.len;
                 if (gb_put(&o->hkey_offsets, &kend, 4))
