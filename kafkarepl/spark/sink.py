@@ -193,7 +193,8 @@ class Sender:
             ready.setdefault(leader, []).append(deque(b for b in part.queue if not b.in_flight))
         for leader, queues in ready.items():
             while self.in_flight.get(leader, 0) < MAX_IN_FLIGHT:
-                batch, size = [], 0
+                batch: list[_Batch] = []
+                size = 0
                 for q in queues:  # one batch per partition per request
                     if q and size + len(q[0].data) <= MAX_REQUEST_BYTES or (q and not batch):
                         b = q.popleft()

@@ -7,6 +7,7 @@ driver, so a bad option fails the query before any task starts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from pyspark.sql.datasource import (
@@ -56,12 +57,12 @@ def _check_read_schema(schema: StructType, include_headers: bool) -> None:
                          f"a user-specified schema {schema.simpleString()} is not supported")
 
 
-def _source_options(options: dict, streaming: bool) -> SourceOptions:
+def _source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     opts = parse_source(options, streaming=streaming)
     return replace(opts, data_plane=choose(opts.data_plane, opts.kafka, sink=False))
 
 
-def _sink_options(options: dict) -> SinkOptions:
+def _sink_options(options: Mapping[str, str]) -> SinkOptions:
     opts = parse_sink(options)
     return replace(opts, data_plane=choose(opts.data_plane, opts.kafka, sink=True))
 

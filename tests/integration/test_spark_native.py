@@ -11,16 +11,19 @@ import pytest
 from confluent_kafka import Producer
 from kafka.partitioner.default import murmur2
 
-from tests.integration.test_spark import (  # noqa: F401 - fixtures
-    cluster,
+from tests.integration import test_spark as base
+from tests.integration.test_spark import (
     confluent_records,
     produce,
     reader,
     sample,
-    spark,
     spark_records,
     topic_name,
 )
+
+# The same module-scoped fixtures: a real 3-broker cluster and a local Spark session.
+spark = base.spark
+cluster = base.cluster
 
 pytestmark = pytest.mark.integration
 
