@@ -82,7 +82,11 @@ class Sender:
         self.seq: dict[TP, int] = {}  # next sequence per partition (encoding thread)
         self.producer_id, self.producer_epoch = -1, -1
         self._refreshing = False
-        self._call(self._start())
+        try:
+            self._call(self._start())
+        except BaseException:
+            self.close()
+            raise
 
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
