@@ -9,6 +9,8 @@ write-spark       the same, median of the next runs (Python workers warm)
 read-bare         confluent-kafka consume(10000) loop over the 4 partitions, counting messages
 read-spark-cold   spark.read.format("kafkarepl").load().count(): the session's first read
 read-spark        the same, median of the next runs
+read-spark-noop   the same read written to Spark's noop sink (every row reaches Spark), as a
+                  baseline for the stream, which writes to the noop sink too
 stream-spark      readStream availableNow + maxOffsetsPerTrigger (250k) into the noop sink,
                   whole query from start() to termination (cold: the session's first stream)
 latency-spark     produce -> kafkarepl stream (processingTime 0) -> kafkarepl sink topic ->
@@ -116,6 +118,14 @@ def read_spark(spark, boot: str, topic: str, n: int) -> float:
     return rate
 
 
+def read_spark_noop(spark, boot: str, topic: str) -> float:
+    """A batch read into the noop sink: every row reaches Spark (count() need not)."""
+    t0 = time.perf_counter()
+    (spark.read.format("kafkarepl").option("kafka.bootstrap.servers", boot).option("subscribe", topic).load()
+     .write.format("noop").mode("overwrite").save())
+    return 1 / (time.perf_counter() - t0)
+
+
 def stream_spark(spark, boot: str, topic: str, n: int, per_trigger: int) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as ckpt:
         t0 = time.perf_counter()
@@ -213,6 +223,8 @@ def main() -> None:
                 emit("read-spark", rec_per_s=round(statistics.median(rs)), runs=[round(x) for x in rs],
                      ratio=round(statistics.median(rs) / statistics.median(rb), 3))
             if "stream" in only:
+                rn = [n * read_spark_noop(spark, boot, t) for t in spark_topics[1:]]
+                emit("read-spark-noop", rec_per_s=round(statistics.median(rn)), runs=[round(x) for x in rn])
                 # The first streaming query of a session starts Spark's streaming Python workers.
                 for name in ("stream-spark-cold", "stream-spark"):
                     ss, batches = stream_spark(spark, boot, spark_topics[1], n, args.per_trigger)
