@@ -25,8 +25,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kafkarepl.tls_certs import make_ca, make_cert  # noqa: E402
 from kafkarepl.zk.local import LocalZooKeeper  # noqa: E402
-from tests.tls_certs import make_ca, make_cert  # noqa: E402
 
 VALUE = os.urandom(100)
 

@@ -8,8 +8,13 @@ PY=.venv/bin/python
 DATA=${KAFKAREPL_DATA_DIR:-$PWD/.kafkarepl/quickstart}
 BS=127.0.0.1:29092
 
-if [ -f "$DATA/cluster.json" ]; then $KR cluster down --data-dir "$DATA" >/dev/null 2>&1 || true; fi
-rm -rf "$DATA"
+SDATA=$DATA-secured
+SBS=127.0.0.1:29192
+
+for d in "$DATA" "$SDATA"; do
+  if [ -f "$d/cluster.json" ]; then $KR cluster down --data-dir "$d" >/dev/null 2>&1 || true; fi
+  rm -rf "$d"
+done
 echo "== starting ZooKeeper and 3 brokers"
 $KR cluster up --brokers 3 --base-port 29092 --data-dir "$DATA"
 $KR cluster status --data-dir "$DATA"
@@ -90,6 +95,17 @@ print(f"first member of the group: {parts} partitions assigned, read {n} records
 n, parts = consume()
 print(f"after a restart: {parts} partitions assigned, read {n} records (resumed after the commit)")
 PYEOF
+echo "== a secured cluster (TLS + SCRAM-SHA-512, ACLs on): kafkarepl cluster up --security"
+$KR cluster up --brokers 3 --base-port 29192 --zookeeper "127.0.0.1:29091/secured" --security --data-dir "$SDATA"
+$KR topics --bootstrap-server $SBS --command-config "$SDATA/security/client.properties" --create --topic payments \
+  --partitions 1 --replication-factor 3
+echo "secret-1" | kcat -F "$SDATA/security/librdkafka.properties" -b $SBS -P -t payments -X acks=all 2>/dev/null
+kcat -F "$SDATA/security/librdkafka.properties" -b $SBS -C -t payments -o beginning -e -q 2>/dev/null \
+  | sed 's/^/read over SASL_SSL: /'
+if kcat -b $SBS -L -m 3 >/dev/null 2>&1; then echo "UNEXPECTED: a plaintext client got in"; exit 1; fi
+echo "a plaintext client gets nothing from the secured cluster"
+$KR cluster down --data-dir "$SDATA"
+
 echo
 echo "The cluster is still running: '$KR cluster status --data-dir $DATA';"
 echo "stop it with '$KR cluster down --data-dir $DATA'."

@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafkarepl.cli import wire
+from kafkarepl.cli import cluster_security, wire
+from kafkarepl.client.client_config import load_client_security
+from kafkarepl.client.security import ClientSecurity
 from kafkarepl.server.config import BrokerConfig, ConfigError, parse_properties
 
 DEFAULT_DATA_DIR = os.environ.get("KAFKAREPL_DATA_DIR", str(Path.home() / ".kafkarepl" / "cluster"))
@@ -43,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     up.add_argument("--racks", help="comma list of broker.rack values, one per broker")
     up.add_argument("--timeout", type=float, default=60.0)
+    up.add_argument("--security", action="store_true",
+                    help="TLS + SCRAM (SASL_SSL) on every listener, ACLs on; writes client property files")
     st = add("status", "show brokers, pids, ports, racks, liveness, controller", cmd_status)
     st.add_argument("--json", action="store_true")
     add("down", "stop every broker and the ZooKeeper this cluster started", cmd_down)
@@ -133,14 +137,20 @@ def _spawn_broker(broker: dict[str, Any]) -> int:
     return proc.pid
 
 
-def _wait_serving(host: str, port: int, pid: int, timeout: float, expect_brokers: int = 0) -> dict[str, Any]:
+def _security(state: dict[str, Any]) -> ClientSecurity | None:
+    """How this command reaches a --security cluster: its client.properties."""
+    return load_client_security(state.get("security", {}).get("client_properties"))
+
+
+def _wait_serving(host: str, port: int, pid: int, timeout: float, expect_brokers: int = 0,
+                  security: ClientSecurity | None = None) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
         if not alive(pid):
             raise SystemExit(f"kafkarepl cluster: broker on port {port} exited during start-up (see its log)")
         try:
-            md = wire.metadata(host, port, [], timeout=2)
+            md = wire.metadata(host, port, [], timeout=2, security=security)
             if md.get("controller_id", -1) >= 0 and len(md["brokers"]) >= expect_brokers:
                 return md
         except (OSError, ConnectionError) as exc:
@@ -157,15 +167,17 @@ def _start_zookeeper(data_dir: Path, port: int) -> tuple[str, int]:
     return zk.connect_string, zk.pid or 0
 
 
-def _broker_props(args: argparse.Namespace, broker_id: int, zk: str, data_dir: Path, rack: str | None) -> dict[str, str]:
+def _broker_props(args: argparse.Namespace, broker_id: int, zk: str, data_dir: Path, rack: str | None,
+                  security: dict[str, str] | None = None) -> dict[str, str]:
     props: dict[str, str] = {}
     if args.config:
         props.update(parse_properties(Path(args.config).read_text()))
+    props.update(security or {})
     port = args.base_port + broker_id - 1
     props.update(
         {
             "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": f"{'SASL_SSL' if security else 'PLAINTEXT'}://127.0.0.1:{port}",
             "log.dirs": str(data_dir / f"broker-{broker_id}" / "logs"),
             "zookeeper.connect": zk,
         }
@@ -201,9 +213,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     else:
         zk, zk_pid = _start_zookeeper(data_dir, args.base_port - 1 if args.base_port > 1024 else 0)
     state: dict[str, Any] = {"zookeeper": zk, "zookeeper_pid": zk_pid, "brokers": {}}
+    secured: dict[int, dict[str, str]] = {}
+    if args.security:
+        secured, client, rdkafka = cluster_security.prepare(data_dir / "security", zk,
+                                                            list(range(1, args.brokers + 1)))
+        state["security"] = {"client_properties": str(client), "librdkafka_properties": str(rdkafka)}
     try:
         for i in range(1, args.brokers + 1):
-            props = _broker_props(args, i, zk, data_dir, racks[i - 1] if i - 1 < len(racks) else None)
+            props = _broker_props(args, i, zk, data_dir, racks[i - 1] if i - 1 < len(racks) else None,
+                                  secured.get(i))
             BrokerConfig.from_props(props)  # validate before starting anything
             bdir = data_dir / f"broker-{i}"
             bdir.mkdir(parents=True, exist_ok=True)
@@ -222,9 +240,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     _save(str(data_dir), state)
     t0 = time.monotonic()
     for info in state["brokers"].values():
-        _wait_serving(info["host"], info["port"], info["pid"], args.timeout, expect_brokers=args.brokers)
+        _wait_serving(info["host"], info["port"], info["pid"], args.timeout, expect_brokers=args.brokers,
+                      security=_security(state))
     print(f"cluster up in {time.monotonic() - t0:.1f}s: {args.brokers} brokers, ZooKeeper {zk}, data in {data_dir}")
     print("bootstrap servers: " + ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"].values()))
+    if args.security:
+        sec = state["security"]
+        print(f"security: SASL_SSL with {cluster_security.MECHANISM} as user {cluster_security.ADMIN} "
+              "(super user; ACLs on for everyone else)\n"
+              f"  Kafka tools / kafkarepl --command-config: {sec['client_properties']}\n"
+              f"  kcat -F / confluent-kafka:                {sec['librdkafka_properties']}")
     sys.stdout.flush()
     return 0
 
@@ -233,7 +258,7 @@ def _controller(state: dict[str, Any]) -> int:
     for info in state["brokers"].values():
         if alive(info.get("pid")):
             try:
-                return wire.metadata(info["host"], info["port"], [], timeout=2)["controller_id"]
+                return wire.metadata(info["host"], info["port"], [], timeout=2, security=_security(state))["controller_id"]
             except (OSError, ConnectionError):
                 continue
     return -1
@@ -309,6 +334,6 @@ def cmd_start_broker(args: argparse.Namespace) -> int:
         return 1
     info["pid"] = _spawn_broker(info)
     _save(args.data_dir, state)
-    _wait_serving(info["host"], info["port"], info["pid"], args.timeout)
+    _wait_serving(info["host"], info["port"], info["pid"], args.timeout, security=_security(state))
     print(f"broker {args.broker_id} serving on {info['host']}:{info['port']} (pid {info['pid']})")
     return 0

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from kafkarepl.cli import wire
+from kafkarepl.client.client_config import load_client_security
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey
 
@@ -20,6 +21,7 @@ RESOURCE_TOPIC = 2
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("topics", help="create, list, describe, alter and delete topics")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--command-config", help="client properties (security.protocol, ssl.*, sasl.*)")
     act = p.add_mutually_exclusive_group(required=True)
     act.add_argument("--create", action="store_true")
     act.add_argument("--list", action="store_true")
@@ -51,9 +53,10 @@ def _fail(msg: str) -> int:
 
 def _call(args: argparse.Namespace, key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
     last: Exception | None = None
+    security = load_client_security(args.command_config)
     for host, port in wire.parse_bootstrap(args.bootstrap_server):
         try:
-            return wire.call(host, port, key, version, body, timeout=args.timeout_ms / 1000 + 5)
+            return wire.call(host, port, key, version, body, timeout=args.timeout_ms / 1000 + 5, security=security)
         except (OSError, ConnectionError) as exc:
             last = exc
     raise ConnectionError(f"no broker of {args.bootstrap_server} answered: {last}")

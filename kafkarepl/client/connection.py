@@ -30,6 +30,9 @@ SOFTWARE_NAME = "kafkarepl"
 SOFTWARE_VERSION = "0.1.0"
 
 
+_SASL_KEYS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+
+
 class BrokerConnectionError(KafkaError):
     """Connecting failed, or the connection broke / was closed with requests in flight."""
 
@@ -73,6 +76,8 @@ class BrokerConnection:
         self._error: KafkaError | None = None
         self._can_write = asyncio.Event()
         self._can_write.set()
+        self._reauth_at: float | None = None  # loop time of the next SASL re-authentication
+        self._reauth_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port})"
@@ -112,9 +117,30 @@ class BrokerConnection:
             await self._negotiate_versions()
         if self.security is not None and self.security.sasl_mechanism:
             try:
-                await sasl_login(self.send, self.security)
+                self._session_started(await sasl_login(self.send, self.security))
             except BaseException:
                 self.close()
+                raise
+
+    def _session_started(self, lifetime_ms: int) -> None:
+        # Log in again at 85% of the session the broker granted (KIP-368), as Kafka's
+        # clients re-authenticate before connections.max.reauth.ms closes the connection.
+        self._reauth_at = (asyncio.get_running_loop().time() + lifetime_ms * 0.85 / 1000
+                           if lifetime_ms > 0 else None)
+
+    async def _reauthenticate(self) -> None:
+        """Nothing may be sent between the SASL requests of a re-authentication: later
+        senders wait on the lock, in-flight requests are answered first."""
+        async with self._reauth_lock:
+            if self._reauth_at is None or asyncio.get_running_loop().time() < self._reauth_at:
+                return  # done by another sender meanwhile
+            while self._pending and self._error is None:
+                await asyncio.sleep(0.005)
+            assert self.security is not None
+            try:
+                self._session_started(await sasl_login(self.send, self.security))
+            except KafkaError as exc:
+                self._fail(exc if isinstance(exc, BrokerConnectionError) else BrokerConnectionError(str(exc)))
                 raise
 
     async def _negotiate_versions(self) -> None:
@@ -150,6 +176,9 @@ class BrokerConnection:
             raise self._error
         if self._transport is None:
             raise BrokerConnectionError(f"{self} is not connected")
+        if (self._reauth_at is not None and api_key not in _SASL_KEYS
+                and asyncio.get_running_loop().time() >= self._reauth_at):
+            await self._reauthenticate()
         if api_version is None:
             api_version = self.pick_version(api_key)
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF

@@ -25,8 +25,9 @@ class ClientSecurity:
     sasl_password: str = ""
 
 
-async def sasl_login(send: Any, sec: ClientSecurity) -> None:
-    """SaslHandshake v1 + SaslAuthenticate over `send(api_key, version, body)`; raises
+async def sasl_login(send: Any, sec: ClientSecurity) -> int:
+    """SaslHandshake v1 + SaslAuthenticate over `send(api_key, version, body)`; returns
+    the session lifetime in ms the broker granted (0: no limit; KIP-368), raises
     KafkaError on failure."""
     from kafkarepl.protocol import ApiKey
 
@@ -34,17 +35,19 @@ async def sasl_login(send: Any, sec: ClientSecurity) -> None:
     r = await send(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mech})
     if r["error_code"]:
         raise KafkaError(f"SASL mechanism {mech}: {ErrorCode(r['error_code']).name}", ErrorCode(r["error_code"]))
+    lifetime = [0]
 
     async def step(data: bytes) -> bytes:
         resp = await send(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": data})
         if resp["error_code"]:
             raise KafkaError(resp.get("error_message") or "SASL authentication failed",
                              ErrorCode(resp["error_code"]))
+        lifetime[0] = resp.get("session_lifetime_ms") or 0
         return bytes(resp["auth_bytes"] or b"")
 
     if mech == "PLAIN":
         await step(f"\x00{sec.sasl_username}\x00{sec.sasl_password}".encode())
-        return
+        return lifetime[0]
     h = _HASH[mech]
     cnonce = base64.b64encode(os.urandom(18)).decode()
     user = sec.sasl_username.replace("=", "=3D").replace(",", "=2C")
@@ -65,3 +68,4 @@ async def sasl_login(send: Any, sec: ClientSecurity) -> None:
     expected = base64.b64encode(hmac.new(server_key, auth_message, h).digest()).decode()
     if server_final != f"v={expected}":
         raise KafkaError("SCRAM: the server's signature does not verify", ErrorCode.SASL_AUTHENTICATION_FAILED)
+    return lifetime[0]

@@ -43,6 +43,7 @@ from kafkarepl.server.controller_apis import ControllerApis, request_controlled_
 from kafkarepl.server.controller_channel import ControllerChannel
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
+from kafkarepl.server.listeners import Listener, endpoint_for
 from kafkarepl.server.liveness import DeadBrokerFencer
 from kafkarepl.server.log_cleaner import LogCleanerService
 from kafkarepl.server.log_dir_apis import LogDirApis
@@ -63,6 +64,7 @@ from kafkarepl.server.replication_quota import (
 )
 from kafkarepl.server.request_authorization import RequestAuthorizer
 from kafkarepl.server.scram_credentials import ScramCredentials
+from kafkarepl.server.ssl_principal import SslPrincipalMapper
 from kafkarepl.server.tls import client_security, sasl_factory, server_context
 from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
@@ -70,7 +72,7 @@ from kafkarepl.server.txn_verification import TransactionVerifier
 from kafkarepl.server.zk_guard import GuardedStore
 from kafkarepl.storage.manager import LogManager
 from kafkarepl.zk.client import AsyncZk
-from kafkarepl.zk.store import KafkaZkStore
+from kafkarepl.zk.store import Endpoint, KafkaZkStore
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ class Broker:
         self.zk, self.store, self.cluster_id = zk, store, cluster_id
         self.clock = clock = SystemClock()
         guarded = GuardedStore(store)
-        self.metadata = metadata = MetadataCache()
+        self.metadata = metadata = MetadataCache(config.listener_name())
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
         self.scram = ScramCredentials(store)  # SCRAM logins and Alter/DescribeUserScramCredentials
@@ -92,8 +94,6 @@ class Broker:
                                       config.allow_everyone_if_no_acl_found)
                            if config.authorizer_class_name else None)
         self.acl_store = AclStore(zk, self.authorizer) if self.authorizer is not None else None
-        protocol = config.security_protocol()
-        tls = protocol in ("SSL", "SASL_SSL")
         security = client_security(config)  # this broker's connections to the others
         self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker,
                                                 enabled=config.fast_failover_enable)
@@ -155,16 +155,16 @@ class Broker:
             self.scram,
             RequestAuthorizer(self.authorizer),
         )
-        host, port = config.listener()
+        first, *more = self._listeners(config)
         self.server = SocketServer(
-            host, port, handlers.handle, handlers.on_unsupported_version,
+            first.host, first.port, handlers.handle, handlers.on_unsupported_version,
             config.socket_request_max_bytes, config.max_connections,
             queued_max_request_bytes=config.queued_max_request_bytes,
             max_connections_per_ip=config.max_connections_per_ip,
             max_decompressed_request_bytes=config.max_decompressed_request_bytes,
-            ssl_context=server_context(config) if tls else None,
-            sasl_factory=sasl_factory(config, self.scram) if protocol.startswith("SASL") else None,
+            ssl_context=first.ssl_context, sasl_factory=first.sasl_factory,
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
+            listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller)
         self._tasks: list[asyncio.Future] = []
@@ -187,6 +187,23 @@ class Broker:
         return cls(config, zk, store, await store.get_cluster_id())
 
     # ------------------------------------------------------------- wiring helpers -----
+    def _listeners(self, config: BrokerConfig) -> list[Listener]:
+        """Every listener with its own security (Kafka's listener.security.protocol.map)."""
+        out = []
+        mapper = SslPrincipalMapper(config.ssl_principal_mapping_rules)
+        for spec in config.listener_specs():
+            out.append(Listener(
+                spec.name, spec.host, spec.port,
+                server_context(config) if spec.protocol in ("SSL", "SASL_SSL") else None,
+                sasl_factory(config, self.scram, spec.name) if spec.protocol.startswith("SASL") else None,
+                mapper.name))
+        return out
+
+    def _advertised(self) -> dict[str, tuple[str, int]]:
+        """Each listener's advertised endpoint, with the bound port for port 0."""
+        bound = self.server.bound_ports()
+        return {name: (host, port or bound[name]) for name, (host, port) in self.config.advertised_specs().items()}
+
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         info = self.metadata.broker(broker_id)
         return None if info is None else (info.host, info.port)
@@ -223,9 +240,10 @@ class Broker:
         return None if info is None else info.topic_id
 
     def _self_endpoint(self) -> dict[str, Any]:
-        host, port = self.config.advertised()
-        return {"node_id": self.broker_id, "host": host, "port": port or self.server.port,
-                "rack": self.config.broker_rack or None}
+        advertised = self._advertised()
+        host, port = endpoint_for(advertised, advertised[self.config.listener_name()]) or \
+            advertised[self.config.listener_name()]
+        return {"node_id": self.broker_id, "host": host, "port": port, "rack": self.config.broker_rack or None}
 
     def _arm_purgatory(self, at_ms: int) -> None:
         """The replica manager has a new purgatory deadline: make sure poll() runs by then."""
@@ -275,12 +293,18 @@ class Broker:
         ]
         if cfg.metrics_port >= 0:
             await self.metrics.serve(self.server.host, cfg.metrics_port)
-        log.info("broker %d serving on %s:%d", self.broker_id, self.server.host, self.server.port)
+        log.info("broker %d serving on %s", self.broker_id,
+                 ", ".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in self.server.listeners))
 
     async def _register(self) -> None:
-        host, port = self.config.advertised()
+        # Every listener's endpoint; host and port: the inter-broker listener's, which the
+        # other brokers' controllers connect to.
+        advertised = self._advertised()
+        protocols = {s.name: s.protocol for s in self.config.listener_specs()}
+        host, port = advertised[self.config.listener_name()]
         self.replicas.broker_epoch = await self.store.register_broker(
-            self.broker_id, host, self.server.port if port == 0 else port, self.config.broker_rack or None
+            self.broker_id, host, port, self.config.broker_rack or None,
+            endpoints=[Endpoint(name, h, p, protocols[name]) for name, (h, p) in advertised.items()],
         )
         # Another broker may delete it if it wrongly finds us dead (server/liveness.py).
         await self.store.watch_registration(self.broker_id, self._on_registration_deleted)

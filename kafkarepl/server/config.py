@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -34,6 +35,11 @@ class BrokerConfig:
     advertised_listeners: str = prop("advertised.listeners", "")
     listener_security_protocol_map: str = prop(
         "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
+    # The listener the broker's own connections use (replica fetchers, controller
+    # requests, transaction markers); unset: the one named by security.inter.broker.protocol
+    # if there is one (Kafka's default PLAINTEXT), else the first listener.
+    inter_broker_listener_name: str = prop("inter.broker.listener.name", "")
+    security_inter_broker_protocol: str = prop("security.inter.broker.protocol", "PLAINTEXT")
     # TLS (server/tls.py), Kafka's names; PEM files or inline PEM (ssl.keystore.type=PEM)
     ssl_keystore_type: str = prop("ssl.keystore.type", "PEM")
     ssl_keystore_location: str = prop("ssl.keystore.location", "")
@@ -47,11 +53,13 @@ class BrokerConfig:
     ssl_enabled_protocols: str = prop("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
     ssl_cipher_suites: str = prop("ssl.cipher.suites", "")
     ssl_endpoint_identification_algorithm: str = prop("ssl.endpoint.identification.algorithm", "https")
+    ssl_principal_mapping_rules: str = prop("ssl.principal.mapping.rules", "DEFAULT")
     # SASL (server/sasl.py): Kafka's names (Kafka's default mechanism is GSSAPI, not offered here)
     sasl_enabled_mechanisms: str = prop("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
     sasl_mechanism_inter_broker_protocol: str = prop("sasl.mechanism.inter.broker.protocol", "PLAIN")
     sasl_jaas_config: str = prop("sasl.jaas.config", "")
     connection_failed_authentication_delay_ms: int = prop("connection.failed.authentication.delay.ms", 100)
+    connections_max_reauth_ms: int = prop("connections.max.reauth.ms", 0)  # KIP-368; 0: never
     # ACLs (server/authorizer.py): any authorizer.class.name turns Kafka's ACL semantics on
     authorizer_class_name: str = prop("authorizer.class.name", "")
     super_users: str = prop("super.users", "")
@@ -209,38 +217,93 @@ class BrokerConfig:
             raise ConfigError("kafkarepl.max.decompressed.request.bytes must be > 0")
         if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
             raise ConfigError("offsets.topic.num.partitions and offsets.topic.replication.factor must be >= 1")
-        self.listener()  # raises on a malformed listener
-        self.security_protocol()
+        self.inter_broker_listener()  # raises on malformed listeners
+        self.advertised_specs()
 
     def listener(self) -> tuple[str, int]:
-        """(host, port) of the (first) listener."""
-        return parse_listener(self.listeners)
+        """(host, port) of the first listener."""
+        first = self.listener_specs()[0]
+        return first.host, first.port
 
-    def security_protocol(self) -> str:
-        """The security protocol of the (first) listener, by its name and
-        listener.security.protocol.map: PLAINTEXT or SSL (SASL: not yet)."""
-        first = self.listeners.split(",")[0].strip()
-        name = first.split("://", 1)[0].upper() if "://" in first else "PLAINTEXT"
-        mapping = dict(kv.split(":", 1) for kv in self.listener_security_protocol_map.split(",") if ":" in kv)
-        protocol = mapping.get(name, name).upper()
-        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-            raise ConfigError(f"listener {name}: unknown security protocol {protocol}")
-        return protocol
+    def listener_specs(self) -> list[ListenerSpec]:
+        """`listeners`, each with its security protocol (listener.security.protocol.map)."""
+        mapping = {k.strip().upper(): v.strip().upper() for k, _, v in
+                   (kv.partition(":") for kv in self.listener_security_protocol_map.split(",") if ":" in kv)}
+        specs: list[ListenerSpec] = []
+        for item in (x.strip() for x in self.listeners.split(",") if x.strip()):
+            name = item.split("://", 1)[0].upper() if "://" in item else "PLAINTEXT"
+            host, port = parse_listener(item)
+            protocol = mapping.get(name, name)
+            if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+                raise ConfigError(f"listener {name}: unknown security protocol {protocol} "
+                                  "(listener.security.protocol.map)")
+            if any(s.name == name for s in specs):
+                raise ConfigError(f"listeners: {name} appears twice")
+            if port and any(s.port == port and s.host == host for s in specs):
+                raise ConfigError(f"listeners: {host}:{port} appears twice")
+            specs.append(ListenerSpec(name, host, port, protocol))
+        if not specs:
+            raise ConfigError("listeners is empty")
+        return specs
+
+    def advertised_specs(self) -> dict[str, tuple[str, int]]:
+        """Each listener's advertised (host, port): advertised.listeners by name, else
+        the listener's own; port 0 means the port it was bound to."""
+        own = {s.name: (s.host, s.port) for s in self.listener_specs()}
+        out = dict(own)
+        for item in (x.strip() for x in self.advertised_listeners.split(",") if x.strip()):
+            name = item.split("://", 1)[0].upper() if "://" in item else self.listener_specs()[0].name
+            if name not in own:
+                raise ConfigError(f"advertised.listeners: {name} is not in listeners")
+            out[name] = parse_listener(item)
+        for name, (host, port) in out.items():
+            if host in ("", "0.0.0.0", "::"):
+                out[name] = (socket.gethostname(), port)
+        return out
+
+    def inter_broker_listener(self) -> ListenerSpec:
+        specs = self.listener_specs()
+        wanted = self.inter_broker_listener_name.strip().upper()
+        if wanted:
+            for s in specs:
+                if s.name == wanted:
+                    return s
+            raise ConfigError(f"inter.broker.listener.name {wanted} is not in listeners")
+        by_protocol = self.security_inter_broker_protocol.strip().upper()
+        return next((s for s in specs if s.name == by_protocol), specs[0])
+
+    def security_protocol(self, listener: str | None = None) -> str:
+        """The security protocol of a listener (default: the inter-broker one)."""
+        if listener is None:
+            return self.inter_broker_listener().protocol
+        return next(s.protocol for s in self.listener_specs() if s.name == listener)
 
     def listener_name(self) -> str:
-        first = self.listeners.split(",")[0].strip()
-        return first.split("://", 1)[0].upper() if "://" in first else "PLAINTEXT"
+        return self.inter_broker_listener().name
 
-    def jaas_config(self, mechanism: str) -> str:
-        """listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config."""
-        key = f"listener.name.{self.listener_name().lower()}.{mechanism.lower()}.sasl.jaas.config"
-        return self.extra.get(key) or self.sasl_jaas_config
+    def jaas_config(self, mechanism: str, listener: str | None = None) -> str:
+        """listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config
+        (listener: default the inter-broker one)."""
+        name = (listener or self.listener_name()).lower()
+        key = f"listener.name.{name}.{mechanism.lower()}.sasl.jaas.config"
+        return self.extra.get(key) or self.sasl_jaas_config or self._jaas_file_section(name)
+
+    def _jaas_file_section(self, listener: str) -> str:
+        """The `<listener>.KafkaServer { ... };` or `KafkaServer { ... };` section of a JAAS
+        file (java.security.auth.login.config, as Kafka's KAFKA_OPTS=-D... names it)."""
+        path = self.extra.get("java.security.auth.login.config")
+        if not path:
+            return ""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"java.security.auth.login.config: {exc}") from None
+        sections = dict(re.findall(r"([\w.-]+)\s*\{(.*?)\}\s*;", text, re.S))
+        return sections.get(f"{listener}.KafkaServer") or sections.get("KafkaServer", "")
 
     def advertised(self) -> tuple[str, int]:
-        host, port = parse_listener(self.advertised_listeners or self.listeners)
-        if host in ("", "0.0.0.0"):
-            host = socket.gethostname()
-        return host, port
+        """The inter-broker listener's advertised (host, port)."""
+        return self.advertised_specs()[self.listener_name()]
 
     def log_dir_list(self) -> list[str]:
         return [d.strip() for d in self.log_dirs.split(",") if d.strip()]
@@ -275,6 +338,14 @@ class BrokerConfig:
             "max.compaction.lag.ms": str(self.log_cleaner_max_compaction_lag_ms),
             "compression.type": "producer",
         }
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    name: str  # e.g. PLAINTEXT, SSL, or any name mapped by listener.security.protocol.map
+    host: str
+    port: int
+    protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
 
 
 def parse_listener(spec: str) -> tuple[str, int]:

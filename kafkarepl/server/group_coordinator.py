@@ -40,6 +40,7 @@ from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import PartitionResponse, TopicPartition
 from kafkarepl.server.authorized_ops import ResourceType, authorized_operations
+from kafkarepl.server.listeners import endpoint_for
 from kafkarepl.storage.records import CONTROL_COMMIT, control_record_type
 
 if TYPE_CHECKING:
@@ -265,7 +266,10 @@ class GroupCoordinatorService:
         broker = cache.broker(part.leader) if part is not None and part.leader >= 0 else None
         if broker is None:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's coordinator has no leader yet")
-        return ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port
+        ep = endpoint_for(broker.endpoints, (broker.host, broker.port))
+        if ep is None:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator has no endpoint on this listener")
+        return ErrorCode.NONE, None, broker.broker_id, ep[0], ep[1]
 
     async def _create_offsets_topic(self) -> None:
         """Create __consumer_offsets as Kafka does on first use, then wait briefly for

@@ -183,7 +183,11 @@ class RequestHandlers:
         if fn is None:
             # Declared by the codec but not served: the client ignored ApiVersions.
             raise UnsupportedVersionError(f"API {req.api_key} is not served by this broker")
-        result: dict[str, Any] | None = await fn(req)
+        result: dict[str, Any] | None
+        if removed is not None and removed.not_attempted:  # nothing of it may be done
+            result = {"throttle_time_ms": 0, "results_by_topic_v3_and_below": []}
+        else:
+            result = await fn(req)
         if removed is not None:
             result = self.authz.merge(req, removed, result)
         return result

@@ -10,6 +10,7 @@ from typing import Any
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import Request
 from kafkarepl.server.authorized_ops import OMITTED, ResourceType, authorized_operations
+from kafkarepl.server.listeners import endpoint_for
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.topics import TopicService, validate_topic_name
 
@@ -36,10 +37,12 @@ class MetadataApis:
         cache = self.metadata
         if not cache.brokers:  # before the first UpdateMetadata: at least ourselves
             return [self.self_endpoint()]
-        return [
-            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
-        ]
+        out = []
+        for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id):
+            ep = endpoint_for(b.endpoints, (b.host, b.port))
+            if ep is not None:  # a broker without the client's listener is left out
+                out.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
+        return out
 
     async def metadata_request(self, req: Request) -> Body:
         body = req.body

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 @dataclass
 class BrokerInfo:
     broker_id: int
-    host: str
+    host: str  # host and port: the inter-broker listener's endpoint
     port: int
     rack: str | None = None
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)  # listener -> (host, port)
 
 
 @dataclass
@@ -39,7 +40,8 @@ class TopicInfo:
 
 
 class MetadataCache:
-    def __init__(self) -> None:
+    def __init__(self, inter_broker_listener: str | None = None) -> None:
+        self.inter_broker_listener = inter_broker_listener
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.controller_id: int = -1
@@ -52,12 +54,13 @@ class MetadataCache:
         self.controller_epoch = max(self.controller_epoch, body.get("controller_epoch", -1))
         brokers: dict[int, BrokerInfo] = {}
         for b in body.get("live_brokers") or []:
-            eps = b.get("endpoints") or []
+            eps = {(e.get("listener") or "PLAINTEXT").upper(): (e["host"], e["port"]) for e in b.get("endpoints") or []}
             if eps:
-                host, port = eps[0]["host"], eps[0]["port"]
+                first = next(iter(eps.values()))
+                host, port = eps.get(self.inter_broker_listener or "", first)
             else:
                 host, port = b.get("v0_host", ""), b.get("v0_port", -1)
-            brokers[b["id"]] = BrokerInfo(b["id"], host, port, b.get("rack"))
+            brokers[b["id"]] = BrokerInfo(b["id"], host, port, b.get("rack"), eps)
         if brokers or body.get("live_brokers") is not None:
             self.brokers = brokers
         for ts in body.get("topic_states") or []:

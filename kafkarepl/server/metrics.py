@@ -48,6 +48,8 @@ class BrokerMetrics:
             "kafka_server_delayedoperationpurgatory_produce_waiting": len(rm.produce_purgatory),
             "kafka_server_delayedoperationpurgatory_fetch_waiting": len(rm.fetch_purgatory),
             "kafka_network_socketserver_connections": len(self.server.connections),
+            # Kafka's successful-reauthentication-total (KIP-368)
+            "kafka_server_socket_server_metrics_successful_reauthentication_total": self.server.reauthentications,
         }
         for k, v in self.controller.metrics.as_dict().items():
             out[f"kafka_controller_{k}"] = v

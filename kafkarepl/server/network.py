@@ -17,7 +17,7 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kafkarepl import _core
@@ -37,6 +37,8 @@ from kafkarepl.protocol import (
     encode_response,
 )
 from kafkarepl.protocol.audit import missing_fields
+from kafkarepl.server.listeners import Listener, set_current_listener
+from kafkarepl.server.ssl_principal import distinguished_name
 from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
 log = logging.getLogger(__name__)
@@ -116,15 +118,18 @@ class _Tls:
             raise EOFError
         self.incoming.write(data)
 
-    def principal(self) -> str | None:
-        """User:CN=<name> of a verified client certificate (Kafka's default principal
-        builder uses the whole distinguished name; the common name is what matters here)."""
+    def principal(self, name_of: Callable[[str], str | None] | None) -> str | None:
+        """User:<name> of a verified client certificate: its subject's RFC 2253 name,
+        mapped by ssl.principal.mapping.rules (Kafka's default principal builder); None
+        without a certificate. No matching rule fails the login, as Kafka."""
         cert: Any = self.obj.getpeercert() or {}
-        for rdn in cert.get("subject", ()):
-            for pair in rdn:
-                if pair[0] == "commonName":
-                    return f"User:CN={pair[1]}"
-        return None
+        if not cert.get("subject"):
+            return None
+        dn = distinguished_name(cert["subject"])
+        name = name_of(dn) if name_of is not None else dn
+        if name is None:
+            raise ConnectionClosing(f"no ssl.principal.mapping.rules rule matches {dn!r}")
+        return f"User:{name}"
 
     async def handshake(self) -> None:
         async def run() -> None:
@@ -169,15 +174,18 @@ class _Tls:
 
 
 class Connection:
-    def __init__(self, server: SocketServer, sock: socket.socket, peer: Any) -> None:
+    def __init__(self, server: SocketServer, sock: socket.socket, peer: Any, listener: Listener) -> None:
         self.server = server
         self.sock = sock
         self.peer = peer
+        self.listener = listener
         self.loop = asyncio.get_running_loop()
-        self.tls: _Tls | None = (_Tls(server.ssl_context, sock, self.loop)
-                                 if server.ssl_context is not None else None)
-        self.sasl = server.sasl_factory() if server.sasl_factory is not None else None
+        self.tls: _Tls | None = (_Tls(listener.ssl_context, sock, self.loop)
+                                 if listener.ssl_context is not None else None)
+        self.sasl = listener.sasl_factory() if listener.sasl_factory is not None else None
         self.principal = "User:ANONYMOUS"
+        self._session_expires: float | None = None  # loop time; connections.max.reauth.ms
+        self._reauth: Any = None  # a re-authentication in progress (KIP-368)
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
@@ -268,20 +276,32 @@ class Connection:
             self._enqueue(int(exc.api_key or 0), 0, cid, fut, held)
             return
         sasl = self.sasl
-        if sasl is not None and not sasl.complete and req.api_key != ApiKey.API_VERSIONS:
-            self._authenticate(sasl, req, held)
-            return
+        if sasl is not None and req.api_key != ApiKey.API_VERSIONS:
+            if not sasl.complete:
+                self._authenticate(sasl, req, held)
+                return
+            if req.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+                self._reauthenticate(req, held)
+                return
+            if self._session_expires is not None and self.loop.time() >= self._session_expires:
+                # KIP-368: no re-authentication within connections.max.reauth.ms
+                raise ConnectionClosing("SASL session expired without re-authentication")
         # Each request's handler runs in its own context holding its decompression
         # budget (kafkarepl.max.decompressed.request.bytes, storage.validation).
         ctx = contextvars.copy_context()
         ctx.run(request_budget, self.server.max_decompressed_request_bytes)
+        ctx.run(set_current_listener, self.listener.name)
         task: asyncio.Future = ctx.run(self.loop.create_task, self.server.handler(req, self))  # type: ignore[arg-type]
         self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held)
 
     def _authenticate(self, sasl: Any, req: Any, held: int) -> None:
         """Before authentication only SaslHandshake and SaslAuthenticate are served
         (synchronously, so a pipelined request after them sees the outcome)."""
-        if req.api_key == ApiKey.SASL_HANDSHAKE:
+        if req.api_key == ApiKey.SASL_HANDSHAKE and req.api_version == 0:
+            # v0 would be followed by raw SASL tokens, outside Kafka's framing: not served.
+            body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "mechanisms": sasl.enabled}
+            sasl.failed = True
+        elif req.api_key == ApiKey.SASL_HANDSHAKE:
             body = sasl.handshake(req.body["mechanism"] or "")
         elif req.api_key == ApiKey.SASL_AUTHENTICATE:
             body = sasl.authenticate(bytes(req.body["auth_bytes"] or b""))
@@ -289,12 +309,54 @@ class Connection:
                 self.principal = sasl.principal
         else:
             raise ConnectionClosing(f"request {req.api_key} before SASL authentication")
-        fut = self.loop.create_future()
-        fut.set_result(body)
-        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
+        self._answer_now(req, body, held)
+        if sasl.complete:
+            self._start_session(sasl)
         if sasl.failed:
             # Answer, then close after connection.failed.authentication.delay.ms.
             self._close_after_failure = True
+
+    def _reauthenticate(self, req: Any, held: int) -> None:
+        """KIP-368: a SaslHandshake on an authenticated connection starts a new login with
+        the same mechanism; it must end with the same principal, else the connection closes."""
+        if req.api_key == ApiKey.SASL_HANDSHAKE:
+            assert self.listener.sasl_factory is not None
+            self._reauth = self.listener.sasl_factory()
+            mechanism = req.body["mechanism"] or ""
+            body = self._reauth.handshake(mechanism)
+            if self.sasl is None or mechanism != self.sasl.mechanism:
+                body = {**body, "error_code": int(ErrorCode.ILLEGAL_SASL_STATE)}
+                self._reauth.failed = True
+            failed = self._reauth.failed
+        else:
+            reauth = self._reauth
+            if reauth is None:
+                body = {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "error_message": "SaslHandshake first",
+                        "auth_bytes": b"", "session_lifetime_ms": 0}
+                failed = True
+            else:
+                body = reauth.authenticate(bytes(req.body["auth_bytes"] or b""))
+                if reauth.complete and reauth.principal != self.principal:
+                    body = {**body, "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "session_lifetime_ms": 0,
+                            "error_message": "re-authentication must keep the connection's principal"}
+                    reauth.failed = True
+                elif reauth.complete:
+                    self.sasl, self._reauth = reauth, None
+                    self._start_session(reauth)
+                    self.server.reauthentications += 1
+                failed = reauth.failed
+        self._answer_now(req, body, held)
+        if failed:
+            self._close_after_failure = True
+
+    def _start_session(self, sasl: Any) -> None:
+        lifetime = sasl.session_lifetime_ms
+        self._session_expires = self.loop.time() + lifetime / 1000 if lifetime > 0 else None
+
+    def _answer_now(self, req: Any, body: dict[str, Any], held: int) -> None:
+        fut = self.loop.create_future()
+        fut.set_result(body)
+        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
 
     def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int) -> None:
         self._pending.append((key, version, cid, fut, held))
@@ -439,7 +501,7 @@ class Connection:
             if self.tls is not None:
                 await self.tls.handshake()
                 if self.sasl is None:
-                    self.principal = self.tls.principal() or self.principal
+                    self.principal = self.tls.principal(self.listener.principal_name) or self.principal
             writer = asyncio.ensure_future(self.write_loop())
             reader = asyncio.ensure_future(self.read_loop())
             done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
@@ -492,12 +554,16 @@ class SocketServer:
         ssl_context: ssl.SSLContext | None = None,
         sasl_factory: Callable[[], Any] | None = None,
         failed_authentication_delay_ms: int = 100,
+        listener_name: str = "PLAINTEXT",
+        principal_name: Callable[[str], str | None] | None = None,
+        more_listeners: Sequence[Listener] = (),
     ) -> None:
-        self.ssl_context = ssl_context  # an SSL listener (server/tls.py)
-        self.sasl_factory = sasl_factory  # a SASL listener: a SaslAuthenticator per connection
+        # The first listener from the arguments, more from more_listeners; connection
+        # limits and the request memory pool are shared by all, as Kafka's.
+        self.listeners = [Listener(listener_name, host, port, ssl_context, sasl_factory, principal_name),
+                          *more_listeners]
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
-        self.host = host
-        self.port = port
+        self.reauthentications = 0  # successful KIP-368 re-authentications
         self.handler = handler
         self.on_unsupported_version = on_unsupported_version
         self.max_request_bytes = max_request_bytes
@@ -507,26 +573,42 @@ class SocketServer:
         self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.connections: set[Connection] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
-        self._lsock: socket.socket | None = None
-        self._accept_task: asyncio.Task | None = None
+        self._lsocks: list[socket.socket] = []
+        self._accept_tasks: list[asyncio.Task] = []
         self._tasks: set[asyncio.Task] = set()
 
-    async def start(self) -> None:
-        lsock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
-        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        lsock.bind((self.host, self.port))
-        lsock.listen(1024)
-        lsock.setblocking(False)
-        self.port = lsock.getsockname()[1]
-        self._lsock = lsock
-        self._accept_task = asyncio.ensure_future(self._accept_loop())
+    @property
+    def host(self) -> str:
+        return self.listeners[0].host
 
-    async def _accept_loop(self) -> None:
+    @property
+    def port(self) -> int:
+        return self.listeners[0].port
+
+    def bound_ports(self) -> dict[str, int]:
+        return {lst.name: lst.port for lst in self.listeners}
+
+    async def start(self) -> None:
+        for lst in self.listeners:
+            lsock = socket.socket(socket.AF_INET6 if ":" in lst.host else socket.AF_INET)
+            try:
+                lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                lsock.bind((lst.host, lst.port))
+                lsock.listen(1024)
+                lsock.setblocking(False)
+            except OSError:
+                lsock.close()
+                await self.stop()
+                raise
+            lst.port = lsock.getsockname()[1]
+            self._lsocks.append(lsock)
+            self._accept_tasks.append(asyncio.ensure_future(self._accept_loop(lsock, lst)))
+
+    async def _accept_loop(self, lsock: socket.socket, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
-        assert self._lsock is not None
         while True:
             try:
-                sock, peer = await loop.sock_accept(self._lsock)
+                sock, peer = await loop.sock_accept(lsock)
             except OSError as exc:  # EMFILE and friends: back off, keep serving
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
@@ -544,7 +626,7 @@ class SocketServer:
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(self, sock, peer)
+            conn = Connection(self, sock, peer, listener)
             self.connections.add(conn)
             self._per_ip[ip] += 1
             task = asyncio.ensure_future(conn.serve())
@@ -559,10 +641,11 @@ class SocketServer:
             del self._per_ip[ip]
 
     async def stop(self) -> None:
-        if self._accept_task:
-            self._accept_task.cancel()
-        if self._lsock:
-            self._lsock.close()
+        for task in self._accept_tasks:
+            task.cancel()
+        for lsock in self._lsocks:
+            lsock.close()
+        self._accept_tasks, self._lsocks = [], []
         for t in list(self._tasks):
             t.cancel()
         if self._tasks:

@@ -4,16 +4,17 @@ checks), applied around the request layer when an authorizer is configured
 
 `gate(req)` runs before the handler: it answers requests denied as a whole (a cluster
 action, a group, a transactional id) with Kafka's *_AUTHORIZATION_FAILED code, and takes
-the topics a principal may not use out of Produce, Fetch, ListOffsets, Metadata,
-CreateTopics, DeleteTopics and the config APIs. `merge(req, response)` then puts those
-topics back into the response with TOPIC_AUTHORIZATION_FAILED, and drops from a Metadata
-listing of all topics the ones the principal may not describe.
+the topics (groups, transactional ids) a principal may not use out of the request.
+`merge(req, response)` then puts them back into the response with the matching
+*_AUTHORIZATION_FAILED code, and drops from listings (Metadata of all topics, ListGroups,
+ListTransactions) what the principal may not describe.
 """
 
 from __future__ import annotations
 
 import contextvars
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,9 +33,8 @@ CLUSTER_ACTIONS = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_MET
 CLUSTER_ALTER = {ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ELECT_LEADERS,
                  ApiKey.ALTER_PARTITION_REASSIGNMENTS}
 CLUSTER_DESCRIBE = {ApiKey.DESCRIBE_ACLS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-                    ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.LIST_GROUPS}
-GROUP_READ = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_FETCH,
-              ApiKey.OFFSET_DELETE}
+                    ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS}
+GROUP_READ = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP}
 TXN_WRITE = {ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT}
 
 
@@ -44,12 +44,24 @@ def set_session(principal: str, host: str) -> None:
     _session.set((principal, host))
 
 
+
+def _listed(parts_key: str, index_key: str) -> Callable[[dict[str, Any]], list[int]]:
+    """Partitions given as a list of structs with an index field."""
+    return lambda t: [p[index_key] for p in t.get(parts_key) or []]
+
+
+def _indexes(parts_key: str) -> Callable[[dict[str, Any]], list[int]]:
+    """Partitions given as a list of indexes."""
+    return lambda t: list(t.get(parts_key) or [])
+
 @dataclass
 class Removed:
     """Topics taken out of a request, to answer as TOPIC_AUTHORIZATION_FAILED."""
 
     topics: dict[str, list[int]] = field(default_factory=dict)  # topic -> partitions
     filter_listing: bool = False  # Metadata of all topics: drop what may not be described
+    names: list[str] = field(default_factory=list)  # groups / transactional ids taken out
+    not_attempted: dict[str, list[int]] = field(default_factory=dict)  # AddPartitionsToTxn's others
 
 
 class RequestAuthorizer:
@@ -88,6 +100,40 @@ class RequestAuthorizer:
         elif k in TXN_WRITE:
             tid = b.get("transactional_id") or b.get("v3_and_below_transactional_id") or ""
             self._require(Op.WRITE, R.TRANSACTIONAL_ID, tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            if k in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.TXN_OFFSET_COMMIT):
+                self._require(Op.READ, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            if k == ApiKey.TXN_OFFSET_COMMIT:
+                return self._take(b, "topics", Op.READ, parts=_listed("partitions", "partition_index"))
+            if k == ApiKey.ADD_PARTITIONS_TO_TXN:
+                # As Kafka: one topic refused and nothing is added (the others: not attempted).
+                removed = self._take(b, "v3_and_below_topics", Op.WRITE, parts=_indexes("partitions"))
+                if removed.topics:
+                    removed.not_attempted = {t["name"]: list(t["partitions"]) for t in b["v3_and_below_topics"]}
+                    b["v3_and_below_topics"] = []
+                return removed
+        elif k == ApiKey.OFFSET_FETCH:
+            self._require(Op.DESCRIBE, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            if b.get("topics") is not None:
+                return self._take(b, "topics", Op.DESCRIBE, parts=_indexes("partition_indexes"))
+        elif k == ApiKey.OFFSET_DELETE:
+            self._require(Op.DELETE, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        elif k == ApiKey.DESCRIBE_GROUPS:
+            return self._take_names(b, "groups", Op.DESCRIBE, R.GROUP)
+        elif k == ApiKey.DELETE_GROUPS:
+            return self._take_names(b, "groups_names", Op.DELETE, R.GROUP)
+        elif k == ApiKey.LIST_GROUPS:
+            # Kafka: every group with DESCRIBE on the cluster, else the describable ones.
+            return None if self.allowed(Op.DESCRIBE, R.CLUSTER, CLUSTER) else Removed(filter_listing=True)
+        elif k == ApiKey.DESCRIBE_TRANSACTIONS:
+            return self._take_names(b, "transactional_ids", Op.DESCRIBE, R.TRANSACTIONAL_ID)
+        elif k == ApiKey.LIST_TRANSACTIONS:
+            return Removed(filter_listing=True)
+        elif k == ApiKey.DELETE_RECORDS:
+            return self._take(b, "topics", Op.DELETE, parts=_listed("partitions", "partition_index"))
+        elif k == ApiKey.CREATE_PARTITIONS:
+            return self._take(b, "topics", Op.ALTER)
+        elif k == ApiKey.DESCRIBE_PRODUCERS:
+            return self._take(b, "topics", Op.READ, parts=_indexes("partition_indexes"))
         elif k == ApiKey.INIT_PRODUCER_ID:
             tid = b.get("transactional_id")
             if tid is not None:
@@ -102,19 +148,19 @@ class RequestAuthorizer:
                 self._require(Op.DESCRIBE, rtype, key, code)
         elif k == ApiKey.OFFSET_COMMIT:
             self._require(Op.READ, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
-            return self._take(b, "topics", "name", "partitions", "partition_index", Op.READ)
+            return self._take(b, "topics", Op.READ, parts=_listed("partitions", "partition_index"))
         elif k == ApiKey.PRODUCE:
             tid = b.get("transactional_id")
             if tid is not None:
                 self._require(Op.WRITE, R.TRANSACTIONAL_ID, tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            return self._take(b, "topic_data", "name", "partition_data", "index", Op.WRITE)
+            return self._take(b, "topic_data", Op.WRITE, parts=_listed("partition_data", "index"))
         elif k == ApiKey.FETCH:
             if (b.get("replica_id") or -1) >= 0:
                 self._require(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 return None
-            return self._take(b, "topics", "topic", "partitions", "partition", Op.READ)
+            return self._take(b, "topics", Op.READ, "topic", parts=_listed("partitions", "partition"))
         elif k == ApiKey.LIST_OFFSETS:
-            return self._take(b, "topics", "name", "partitions", "partition_index", Op.DESCRIBE)
+            return self._take(b, "topics", Op.DESCRIBE, parts=_listed("partitions", "partition_index"))
         elif k == ApiKey.METADATA:
             topics = b.get("topics")
             if topics is None or (req.api_version == 0 and not topics):
@@ -133,7 +179,7 @@ class RequestAuthorizer:
         elif k == ApiKey.CREATE_TOPICS:
             if self.allowed(Op.CREATE, R.CLUSTER, CLUSTER):
                 return None
-            return self._take_named(b, "topics", Op.CREATE)
+            return self._take(b, "topics", Op.CREATE)
         elif k == ApiKey.DELETE_TOPICS:
             removed = Removed()
             names = b.get("topic_names") or [t.get("name") for t in b.get("topics") or []]
@@ -154,27 +200,27 @@ class RequestAuthorizer:
                     self._require(op, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return None
 
-    def _take(self, b: dict[str, Any], key: str, name_key: str, parts_key: str, index_key: str, op: Op) -> Removed:
+    def _take(self, b: dict[str, Any], key: str, op: Op, name_key: str = "name",
+              parts: Callable[[dict[str, Any]], list[int]] = lambda _t: []) -> Removed:
+        """Topics of b[key] the principal may not `op`, taken out (with `parts(topic)`,
+        their partitions, to answer)."""
         removed = Removed()
         keep = []
         for t in b.get(key) or []:
             name = t.get(name_key)
             if name is not None and not self.allowed(op, R.TOPIC, name):
-                removed.topics[name] = [p[index_key] for p in t.get(parts_key) or []]
+                removed.topics[name] = parts(t)
             else:
                 keep.append(t)
         b[key] = keep
         return removed
 
-    def _take_named(self, b: dict[str, Any], key: str, op: Op) -> Removed:
+    def _take_names(self, b: dict[str, Any], key: str, op: Op, rtype: R) -> Removed:
+        """Groups or transactional ids the principal may not use, taken out of the request."""
         removed = Removed()
-        keep = []
-        for t in b.get(key) or []:
-            if not self.allowed(op, R.TOPIC, t["name"]):
-                removed.topics[t["name"]] = []
-            else:
-                keep.append(t)
-        b[key] = keep
+        names = b.get(key) or []
+        removed.names = [n for n in names if not self.allowed(op, rtype, n)]
+        b[key] = [n for n in names if n not in removed.names]
         return removed
 
     def merge(self, req: Request, removed: Removed, resp: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -214,4 +260,51 @@ class RequestAuthorizer:
         elif k == ApiKey.DELETE_TOPICS:
             for name in removed.topics:
                 resp["responses"].append({"name": name, "error_code": code})
+        elif k == ApiKey.DELETE_RECORDS:
+            for name, parts in removed.topics.items():
+                resp["topics"].append({"name": name, "partitions": [
+                    {"partition_index": p, "low_watermark": -1, "error_code": code} for p in parts]})
+        elif k == ApiKey.CREATE_PARTITIONS:
+            for name in removed.topics:
+                resp["results"].append({"name": name, "error_code": code, "error_message": "Authorization failed."})
+        elif k == ApiKey.DESCRIBE_PRODUCERS:
+            for name, parts in removed.topics.items():
+                resp["topics"].append({"name": name, "partitions": [
+                    {"partition_index": p, "error_code": code, "error_message": None, "active_producers": []}
+                    for p in parts]})
+        elif k in (ApiKey.TXN_OFFSET_COMMIT, ApiKey.OFFSET_FETCH):
+            for name, parts in removed.topics.items():
+                if k == ApiKey.OFFSET_FETCH:
+                    rows = [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                             "metadata": None, "error_code": code} for p in parts]
+                else:
+                    rows = [{"partition_index": p, "error_code": code} for p in parts]
+                resp["topics"].append({"name": name, "partitions": rows})
+        elif k == ApiKey.ADD_PARTITIONS_TO_TXN:
+            not_attempted = int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+            results = []
+            for name, parts in removed.not_attempted.items():
+                c = code if name in removed.topics else not_attempted
+                results.append({"name": name, "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": c} for p in parts]})
+            resp["results_by_topic_v3_and_below"] = results
+        elif k == ApiKey.DESCRIBE_GROUPS:
+            for g in removed.names:
+                resp["groups"].append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "group_id": g,
+                                       "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                                       "authorized_operations": -2147483648})
+        elif k == ApiKey.DELETE_GROUPS:
+            for g in removed.names:
+                resp["results"].append({"group_id": g, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
+        elif k == ApiKey.LIST_GROUPS:
+            resp["groups"] = [g for g in resp["groups"] if self.allowed(Op.DESCRIBE, R.GROUP, g["group_id"])]
+        elif k == ApiKey.DESCRIBE_TRANSACTIONS:
+            for t in removed.names:
+                resp["transaction_states"].append({
+                    "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "transactional_id": t,
+                    "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                    "producer_id": -1, "producer_epoch": -1, "topics": []})
+        elif k == ApiKey.LIST_TRANSACTIONS:
+            resp["transaction_states"] = [t for t in resp["transaction_states"]
+                                          if self.allowed(Op.DESCRIBE, R.TRANSACTIONAL_ID, t["transactional_id"])]
         return resp

@@ -75,14 +75,17 @@ CredentialLookup = Callable[[str, str], "ScramCredential | None"]  # (mechanism,
 class SaslAuthenticator:
     """The SASL state of one connection."""
 
-    def __init__(self, enabled: list[str], plain_users: dict[str, str], scram: CredentialLookup) -> None:
+    def __init__(self, enabled: list[str], plain_users: dict[str, str], scram: CredentialLookup,
+                 session_lifetime_ms: int = 0) -> None:
         self.enabled = enabled
+        self.session_lifetime_ms = session_lifetime_ms  # connections.max.reauth.ms (KIP-368); 0: none
         self.plain_users = plain_users
         self.scram = scram
         self.mechanism: str | None = None
         self.principal: str | None = None  # "User:<name>" once authenticated
         self.failed = False
-        self._scram_state: tuple[str, str, str, ScramCredential] | None = None  # user, nonce, first-bare+server-first
+        self._scram_state: tuple[str, str, str, str, ScramCredential] | None = None
+        # (user, client nonce, nonce, client-first-bare + server-first, credential)
 
     @property
     def complete(self) -> bool:
@@ -107,7 +110,8 @@ class SaslAuthenticator:
             return self._fail("Authentication failed: malformed SASL message")
 
     def _ok(self, data: bytes = b"") -> dict:
-        return {"error_code": 0, "error_message": None, "auth_bytes": data, "session_lifetime_ms": 0}
+        return {"error_code": 0, "error_message": None, "auth_bytes": data,
+                "session_lifetime_ms": self.session_lifetime_ms if self.complete else 0}
 
     def _fail(self, message: str, code: ErrorCode = ErrorCode.SASL_AUTHENTICATION_FAILED) -> dict:
         self.failed = True
@@ -137,12 +141,15 @@ class SaslAuthenticator:
                                   f"SASL mechanism {self.mechanism}")
             nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode()
             server_first = f"r={nonce},s={base64.b64encode(cred.salt).decode()},i={cred.iterations}"
-            self._scram_state = (user, nonce, bare + "," + server_first, cred)
+            self._scram_state = (user, attrs["r"], nonce, bare + "," + server_first, cred)
             return self._ok(server_first.encode())
-        user, nonce, head, cred = self._scram_state
+        user, client_nonce, nonce, head, cred = self._scram_state
         without_proof, _, proof_attr = text.rpartition(",p=")
         attrs = dict(a.split("=", 1) for a in without_proof.split(","))
-        if attrs.get("r") != nonce:
+        # librdkafka before 2.6.1 sends its own nonce again in front of the server's
+        # (librdkafka#4895); Kafka 3.8.1-3.9 accept that exact form, so do we: the whole
+        # server nonce is still checked.
+        if attrs.get("r") not in (nonce, client_nonce + nonce):
             return self._fail("Authentication failed: invalid nonce")
         auth_message = (head + "," + without_proof).encode()
         client_signature = hmac.new(cred.stored_key, auth_message, h).digest()

@@ -104,11 +104,14 @@ def client_security(config: BrokerConfig) -> ClientSecurity:
     return ClientSecurity(ctx, mech, user.group(1), password.group(1))
 
 
-def sasl_factory(config: BrokerConfig, scram: ScramCredentials) -> Callable[[], SaslAuthenticator]:
-    """A new SaslAuthenticator per connection of a SASL listener."""
+def sasl_factory(config: BrokerConfig, scram: ScramCredentials, listener: str | None = None
+                 ) -> Callable[[], SaslAuthenticator]:
+    """A new SaslAuthenticator per connection of a SASL listener (PLAIN users from the
+    listener's JAAS config)."""
     enabled = [m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
     unknown = [m for m in enabled if m != "PLAIN" and m not in MECHANISMS]
     if unknown:
         raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not supported")
-    plain_users = parse_jaas_users(config.jaas_config("PLAIN")) if "PLAIN" in enabled else {}
-    return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup)
+    plain_users = parse_jaas_users(config.jaas_config("PLAIN", listener)) if "PLAIN" in enabled else {}
+    lifetime = config.connections_max_reauth_ms
+    return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup, lifetime)

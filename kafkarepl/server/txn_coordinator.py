@@ -49,6 +49,7 @@ from kafkarepl.replication import (
     TopicPartition,
 )
 from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.listeners import endpoint_for
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.topics import TopicService
 
@@ -310,7 +311,10 @@ class TransactionCoordinatorService:
         broker = self.metadata.broker(part.leader) if part is not None and part.leader >= 0 else None
         if broker is None:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator has no leader yet")
-        return ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port
+        ep = endpoint_for(broker.endpoints, (broker.host, broker.port))
+        if ep is None:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator has no endpoint on this listener")
+        return ErrorCode.NONE, None, broker.broker_id, ep[0], ep[1]
 
     async def _create_topic(self) -> None:
         cfg = self.config

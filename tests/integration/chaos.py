@@ -213,6 +213,23 @@ class ChaosProducer:
 # -- verification -------------------------------------------------------------------
 
 
+def _high_watermark(consumer, tp) -> int:
+    """librdkafka's watermark query does not retry a leader that just moved (its metadata
+    is a moment old, e.g. right after a preferred election); Kafka's clients retry."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=15)[1]
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code not in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE) \
+                    or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
     """Every record (offset, value) of every partition, read with assign() from the
     beginning up to the high watermark seen when starting."""
@@ -228,8 +245,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60
     try:
         ends = {}
         for p in range(partitions):
-            _lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
-            ends[p] = hi
+            ends[p] = _high_watermark(c, TopicPartition(topic, p))
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout

@@ -19,8 +19,8 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 
 
-def start(cluster_factory, n: int = 3):
-    c = cluster_factory(n, start=False)
+def start(cluster_factory, n: int = 3, **props):
+    c = cluster_factory(n, start=False, **props)
     for b in c.brokers.values():
         text = b.config.read_text().replace("PLAINTEXT://", "SASL_PLAINTEXT://")
         text += (f"sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.inter.broker.protocol=PLAIN\nsasl.jaas.config={JAAS}\n"
@@ -110,3 +110,104 @@ def test_acls_grant_and_revoke_on_every_broker(cluster_factory, tmp_path) -> Non
          "--resource-pattern-type", "prefixed")
     time.sleep(1.0)
     assert all(e is not None for e in produce(c, "alice", "orders"))
+
+
+def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path) -> None:
+    """alice, with no ACLs, asks for one thing of every kind; each answer carries Kafka's
+    error for the resource (topic, group, transactional id, cluster), listings leave out
+    what she may not describe, and the super user still gets everything."""
+    import asyncio
+
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    from kafkarepl.client import BrokerConnection
+    from kafkarepl.client.security import ClientSecurity
+    from kafkarepl.protocol import ApiKey
+
+    c = start(cluster_factory, 1, offsets_topic_num_partitions=1, transaction_state_log_num_partitions=1)
+    admin = AdminClient(conf(c, "admin", "admin-secret"))
+
+    def retried(what) -> None:  # the cluster (and its internal topics) may still be starting
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                what()
+                return
+            except (KafkaException, TimeoutError):
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+
+    def create() -> None:
+        try:
+            admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
+        except KafkaException as exc:
+            if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: an earlier try made it
+                raise
+
+    retried(create)
+    g = Consumer({**conf(c, "admin", "admin-secret"), "group.id": "g-admin", "enable.auto.commit": False})
+    retried(lambda: g.commit(offsets=[TopicPartition("orders", 0, 0)], asynchronous=False))
+    g.close()
+    tp = Producer({**conf(c, "admin", "admin-secret"), "transactional.id": "tx-admin"})
+    tp.init_transactions(60)
+
+    topic_denied, group_denied, txn_denied, cluster_denied = 29, 30, 53, 31
+    # alice may see the topic (so her client finds its leader), nothing more.
+    assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+                "--topic", "orders").returncode == 0
+    alice = AdminClient(conf(c, "alice", "alice-secret"))
+    deadline = time.monotonic() + 10
+    while "orders" not in alice.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    with pytest.raises(KafkaException) as e:
+        alice.delete_records([TopicPartition("orders", 0, 0)])[TopicPartition("orders", 0, 0)].result(20)
+    assert e.value.args[0].code() == topic_denied
+    with pytest.raises(KafkaException) as e:
+        alice.create_partitions([NewPartitions("orders", 2)])["orders"].result(20)
+    assert e.value.args[0].code() == topic_denied
+    with pytest.raises(KafkaException) as e:
+        alice.describe_consumer_groups(["g-admin"])["g-admin"].result(20)
+    assert e.value.args[0].code() == group_denied
+    with pytest.raises(KafkaException) as e:
+        alice.delete_consumer_groups(["g-admin"])["g-admin"].result(20)
+    assert e.value.args[0].code() == group_denied
+    assert "g-admin" not in {x.group_id for x in alice.list_consumer_groups().result(20).valid}
+    assert "g-admin" in {x.group_id for x in admin.list_consumer_groups().result(20).valid}
+    with pytest.raises(KafkaException) as e:
+        Producer({**conf(c, "alice", "alice-secret"), "transactional.id": "tx-alice"}).init_transactions(20)
+    assert e.value.args[0].code() == txn_denied
+
+    port = next(iter(c.brokers.values())).port
+
+    async def raw() -> None:
+        conn = BrokerConnection("127.0.0.1", port, security=ClientSecurity(None, "PLAIN", "alice", "alice-secret"))
+        await conn.connect()
+        try:
+            r = await conn.send(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx-admin"]})
+            assert [(t["transactional_id"], t["error_code"]) for t in r["transaction_states"]] == [
+                ("tx-admin", txn_denied)]
+            r = await conn.send(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []})
+            assert r["transaction_states"] == []
+            r = await conn.send(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "orders", "partition_indexes": [0]}]})
+            assert r["topics"][0]["partitions"][0]["error_code"] == topic_denied  # needs READ
+            r = await conn.send(ApiKey.OFFSET_FETCH, 7, {"group_id": "g-admin", "topics": None,
+                                                         "require_stable": False})
+            assert r["error_code"] == group_denied
+            r = await conn.send(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": None,
+                                                          "timeout_ms": 5000})
+            assert r["error_code"] == cluster_denied
+        finally:
+            conn.close()
+
+    asyncio.run(raw())
+    # Granted DESCRIBE on the group and the transactional id: now they show.
+    for args in (("--operation", "Describe", "--group", "g-admin"),
+                 ("--operation", "Describe", "--transactional-id", "tx-admin")):
+        assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", *args).returncode == 0
+    deadline = time.monotonic() + 10
+    while "g-admin" not in {x.group_id for x in alice.list_consumer_groups().result(20).valid}:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert alice.describe_consumer_groups(["g-admin"])["g-admin"].result(20).group_id == "g-admin"

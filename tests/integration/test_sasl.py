@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.tls_certs import make_ca, make_cert
+from kafkarepl.tls_certs import make_ca, make_cert
 
 pytestmark = pytest.mark.integration
 
@@ -125,3 +125,80 @@ def test_nothing_is_served_before_authentication(cluster_factory, tmp_path) -> N
         s.sendall(struct.pack(">i", len(body)) + body)
         s.settimeout(5)
         assert s.recv(1024) == b""
+
+
+def _metric(port: int, name: str) -> int:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def test_reauthentication_within_connections_max_reauth_ms(cluster_factory, tmp_path) -> None:
+    """KIP-368 with connections.max.reauth.ms=2000: librdkafka and the brokers' own
+    connections (replica fetchers, controller requests) log in again on the same
+    connection before their session ends and keep working; a connection that does not
+    is closed at its next request; a re-login as another principal is refused."""
+    import asyncio
+
+    from confluent_kafka import Producer
+
+    from kafkarepl.client import BrokerConnection
+    from kafkarepl.client.connection import BrokerConnectionError
+    from kafkarepl.client.security import ClientSecurity
+    from kafkarepl.protocol import ApiKey
+    from tests.fixtures.cluster import free_port
+
+    c = cluster_factory(3, start=False)
+    metrics = {}
+    for b in c.brokers.values():
+        metrics[b.broker_id] = free_port()
+        text = b.config.read_text().replace("PLAINTEXT://", "SASL_PLAINTEXT://")
+        text += ("sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.inter.broker.protocol=PLAIN\n"
+                 f"sasl.jaas.config={JAAS}\nconnections.max.reauth.ms=2000\nmetrics.port={metrics[b.broker_id]}\n")
+        b.config.write_text(text)
+        b.start()
+    wait_ready(c, None, "reauth", 3)
+    cfg = conf(c, "alice", "alice-secret")
+    errors: list = []
+    delivered: list = []
+    p = Producer({**cfg, "error_cb": errors.append, "acks": "all"})
+    end = time.monotonic() + 6
+    while time.monotonic() < end:  # three sessions long, on the same connections
+        p.produce("reauth", value=b"x", on_delivery=lambda err, _m: delivered.append(err))
+        p.poll(0.1)
+    assert p.flush(15) == 0
+    assert delivered and all(e is None for e in delivered), [e for e in delivered if e is not None][:3]
+    assert not errors, errors[:3]
+    assert roundtrip(c, "reauth", cfg, b"after")
+    # Every broker re-authenticated connections: librdkafka's and the other brokers'.
+    assert all(_metric(port, "kafka_server_socket_server_metrics_successful_reauthentication_total") > 0
+               for port in metrics.values())
+
+    port = next(iter(c.brokers.values())).port
+
+    async def stale_and_impostor() -> None:
+        alice = ClientSecurity(None, "PLAIN", "alice", "alice-secret")
+        conn = BrokerConnection("127.0.0.1", port, security=alice)
+        await conn.connect()
+        conn._reauth_at = None  # behave as a client without KIP-368
+        await conn.send(ApiKey.METADATA, 1, {"topics": []})
+        await asyncio.sleep(2.3)
+        with pytest.raises(BrokerConnectionError):
+            await conn.send(ApiKey.METADATA, 1, {"topics": []})
+        conn.close()
+        conn = BrokerConnection("127.0.0.1", port, security=alice)
+        await conn.connect()
+        r = await conn.send(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert r["error_code"] == 0
+        r = await conn.send(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00admin\x00admin-secret"})
+        assert r["error_code"] == 58  # SASL_AUTHENTICATION_FAILED: another principal
+        await asyncio.sleep(0.3)
+        with pytest.raises(BrokerConnectionError):
+            await conn.send(ApiKey.METADATA, 1, {"topics": []})
+        conn.close()
+
+    asyncio.run(stale_and_impostor())
+    # Only that stale connection outlived its session: no broker's own connection did.
+    expired = sum(b.log.read_text().count("SASL session expired") for b in c.brokers.values())
+    assert expired == 1, expired

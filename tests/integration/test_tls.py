@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.tls_certs import make_ca, make_cert
+from kafkarepl.tls_certs import make_ca, make_cert
 
 pytestmark = pytest.mark.integration
 
@@ -154,3 +154,64 @@ def test_kcat_kafka_python_and_aiokafka_over_tls(cluster_factory, tmp_path) -> N
     kc.close()
     for got in (values, seen):
         assert got[:3] == [b"from-kcat", b"from-kafka-python", b"from-aiokafka"], got
+
+
+def test_certificate_principals_mapped_and_authorized(cluster_factory, tmp_path) -> None:
+    """Client certificates name principals as Kafka's default builder does (the subject's
+    distinguished name, through ssl.principal.mapping.rules): here CN=Alice maps to
+    User:alice, whose ACL lets her write; bob, with no ACL, is refused."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    ca, ca_key, ca_cert = make_ca(tmp_path)
+    c = cluster_factory(2, start=False)
+    supers = ";".join(f"User:broker{i}" for i in c.brokers) + ";User:admin"
+    for b in c.brokers.values():
+        cert = make_cert(tmp_path, f"broker{b.broker_id}", ca_key, ca_cert)
+        text = b.config.read_text().replace("PLAINTEXT://", "SSL://")
+        text += (f"ssl.keystore.location={cert}\nssl.truststore.location={ca}\nssl.client.auth=required\n"
+                 "ssl.principal.mapping.rules=RULE:^CN=([^,]*)$/$1/L,DEFAULT\n"
+                 f"authorizer.class.name=kafka.security.authorizer.AclAuthorizer\nsuper.users={supers}\n")
+        b.config.write_text(text)
+        b.start()
+
+    def as_(cn: str) -> dict:
+        cert = make_cert(tmp_path, cn, ca_key, ca_cert)
+        return tls_conf(c, ca, **{"ssl.certificate.location": str(cert), "ssl.key.location": str(cert)})
+
+    admin = AdminClient(as_("admin"))
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic("mapped", 1, 2)])["mapped"].result(20)
+            break
+        except Exception:  # noqa: BLE001 - starting
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+    binding = [AclBinding(ResourceType.TOPIC, "mapped", ResourcePatternType.LITERAL, "User:alice", "*", op,
+                          AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]
+    for f in admin.create_acls(binding).values():
+        f.result(20)
+
+    def produce(conf: dict) -> KafkaError | None:
+        results: list = []
+        p = Producer({**conf, "message.timeout.ms": 5000})
+        p.produce("mapped", value=b"v", on_delivery=lambda err, _m: results.append(err))
+        p.flush(15)
+        return results[0] if results else KafkaError(KafkaError._MSG_TIMED_OUT)
+
+    alice, bob = as_("Alice"), as_("bob")
+    deadline = time.monotonic() + 15
+    while (err := produce(alice)) is not None:
+        assert time.monotonic() < deadline, err
+        time.sleep(0.3)
+    err = produce(bob)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err

@@ -60,3 +60,35 @@ def test_unsupported_mechanism_and_out_of_order_steps() -> None:
     b = SaslAuthenticator(["SCRAM-SHA-256"], {}, lambda m, u: None)
     b.handshake("SCRAM-SHA-256")
     assert b.authenticate(b"garbage")["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+def _client_final(mech: str, password: str, cred_salt: str, iterations: int, first_bare: str, server_first: str,
+                  nonce_sent: str) -> bytes:
+    import base64
+    import hashlib
+    import hmac
+
+    h = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mech]
+    salted = hashlib.pbkdf2_hmac(h, password.encode(), base64.b64decode(cred_salt), iterations)
+    client_key = hmac.new(salted, b"Client Key", h).digest()
+    stored_key = hashlib.new(h, client_key).digest()
+    without_proof = f"c=biws,r={nonce_sent}"
+    signature = hmac.new(stored_key, f"{first_bare},{server_first},{without_proof}".encode(), h).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    return f"{without_proof},p={proof}".encode()
+
+
+@pytest.mark.parametrize("form, ok", [("rfc", True), ("librdkafka<2.6.1", True), ("other", False)])
+def test_scram_nonce_forms(form: str, ok: bool) -> None:
+    """RFC 5802's client-final echoes the server nonce; librdkafka before 2.6.1 puts its
+    own nonce in front once more (accepted, as Kafka 3.8.1-3.9); anything else is refused."""
+    mech = "SCRAM-SHA-256"
+    cred = ScramCredential.from_password(mech, "pw", 4096)
+    a = SaslAuthenticator([mech], {}, lambda m, u: cred)
+    assert a.handshake(mech)["error_code"] == 0
+    first_bare = "n=dave,r=clientnonce"
+    server_first = a.authenticate(f"n,,{first_bare}".encode())["auth_bytes"].decode()
+    attrs = dict(x.split("=", 1) for x in server_first.split(","))
+    sent = {"rfc": attrs["r"], "librdkafka<2.6.1": "clientnonce" + attrs["r"], "other": attrs["r"] + "x"}[form]
+    resp = a.authenticate(_client_final(mech, "pw", attrs["s"], int(attrs["i"]), first_bare, server_first, sent))
+    assert (resp["error_code"] == 0) is ok and a.complete is ok

@@ -70,3 +70,75 @@ def test_invalid_topic_names(name):
 
 def test_valid_topic_name():
     assert validate_topic_name("orders.v1_x-2") is None
+
+
+def test_several_listeners_with_protocols_advertised_and_the_inter_broker_one():
+    cfg = BrokerConfig.from_props({
+        "listeners": "INTERNAL://10.0.0.5:9093,EXTERNAL://0.0.0.0:9094,PLAINTEXT://127.0.0.1:9092",
+        "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT",
+        "advertised.listeners": "EXTERNAL://kafka.example.com:19094",
+        "inter.broker.listener.name": "internal",
+    })
+    assert [(s.name, s.port, s.protocol) for s in cfg.listener_specs()] == [
+        ("INTERNAL", 9093, "SSL"), ("EXTERNAL", 9094, "SASL_SSL"), ("PLAINTEXT", 9092, "PLAINTEXT")]
+    adv = cfg.advertised_specs()
+    assert adv["EXTERNAL"] == ("kafka.example.com", 19094)  # advertised by name
+    assert adv["INTERNAL"] == ("10.0.0.5", 9093)  # not advertised: the listener's own
+    assert cfg.listener_name() == "INTERNAL" and cfg.security_protocol() == "SSL"
+    assert cfg.advertised() == ("10.0.0.5", 9093)
+    assert cfg.security_protocol("EXTERNAL") == "SASL_SSL"
+    # Without inter.broker.listener.name: the listener named by security.inter.broker.protocol
+    # (PLAINTEXT by default), else the first one.
+    cfg.inter_broker_listener_name = ""
+    assert cfg.listener_name() == "PLAINTEXT"
+    cfg.listeners = "SSL://127.0.0.1:9093"
+    cfg.advertised_listeners = ""
+    assert cfg.listener_name() == "SSL"
+    assert cfg.jaas_config("PLAIN") == ""
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"listeners": "A://h:1,A://h:2", "listener.security.protocol.map": "A:PLAINTEXT"}, "twice"),
+    ({"listeners": "A://h:1,B://h:1", "listener.security.protocol.map": "A:PLAINTEXT,B:SSL"}, "twice"),
+    ({"listeners": "WEIRD://h:1"}, "unknown security protocol"),
+    ({"listeners": "PLAINTEXT://h:1", "inter.broker.listener.name": "REPL"}, "not in listeners"),
+    ({"listeners": "PLAINTEXT://h:1", "advertised.listeners": "SSL://x:2"}, "not in listeners"),
+])
+def test_bad_listeners_are_refused(props, message):
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.from_props(props).validate()
+
+
+def test_listener_jaas_config_by_listener_name():
+    cfg = BrokerConfig.from_props({
+        "listeners": "A://h:1,B://h:2", "listener.security.protocol.map": "A:SASL_PLAINTEXT,B:SASL_SSL",
+        "sasl.jaas.config": "default", "listener.name.b.plain.sasl.jaas.config": "for-b"})
+    assert cfg.jaas_config("PLAIN", "B") == "for-b"
+    assert cfg.jaas_config("PLAIN", "A") == cfg.jaas_config("PLAIN") == "default"
+
+
+def test_plain_users_from_a_jaas_file(tmp_path):
+    from kafkarepl.server.sasl import parse_jaas_users
+
+    jaas = tmp_path / "kafka_server_jaas.conf"
+    jaas.write_text('''
+KafkaServer {
+    org.apache.kafka.common.security.plain.PlainLoginModule required
+    username="admin" password="admin-secret"
+    user_admin="admin-secret"
+    user_alice="alice-secret";
+};
+sasl_ssl.KafkaServer {
+    org.apache.kafka.common.security.plain.PlainLoginModule required
+    username="admin" password="admin-secret" user_admin="admin-secret" user_bob="bob-secret";
+};
+''')
+    cfg = BrokerConfig.from_props({"listeners": "SASL_PLAINTEXT://h:1,SASL_SSL://h:2",
+                                   "java.security.auth.login.config": str(jaas)})
+    assert parse_jaas_users(cfg.jaas_config("PLAIN", "SASL_PLAINTEXT")) == {"admin": "admin-secret",
+                                                                            "alice": "alice-secret"}
+    assert parse_jaas_users(cfg.jaas_config("PLAIN", "SASL_SSL")) == {"admin": "admin-secret", "bob": "bob-secret"}
+    # sasl.jaas.config (or the listener's) wins over the file, as in Kafka
+    cfg = BrokerConfig.from_props({"listeners": "SASL_PLAINTEXT://h:1", "java.security.auth.login.config": str(jaas),
+                                   "sasl.jaas.config": 'x required user_carol="c";'})
+    assert parse_jaas_users(cfg.jaas_config("PLAIN")) == {"carol": "c"}

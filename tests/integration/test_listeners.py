@@ -1,0 +1,81 @@
+"""Several listeners per broker, as Kafka's `listeners`, `listener.security.protocol.map`
+and `inter.broker.listener.name`: clients are told every broker's endpoint on the listener
+they connected through (Metadata, FindCoordinator), each listener has its own security,
+and the brokers replicate over the inter-broker listener."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from kafkarepl.cli import wire
+from kafkarepl.tls_certs import make_ca, make_cert
+from tests.fixtures.cluster import free_port
+from tests.integration.test_sasl import JAAS, roundtrip
+
+pytestmark = pytest.mark.integration
+
+
+def _established_to(port: int) -> int:
+    out = subprocess.run(["ss", "-Htn", "state", "established", f"( dport = :{port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+def test_three_listeners_per_broker(cluster_factory, tmp_path) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    ca, ca_key, ca_cert = make_ca(tmp_path)
+    c = cluster_factory(3, start=False)
+    external: dict[int, int] = {}
+    replication: dict[int, int] = {}
+    for b in c.brokers.values():
+        external[b.broker_id], replication[b.broker_id] = free_port(), free_port()
+        cert = make_cert(tmp_path, f"broker{b.broker_id}", ca_key, ca_cert)
+        text = b.config.read_text().replace(
+            f"listeners=PLAINTEXT://127.0.0.1:{b.port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{b.port},EXTERNAL://127.0.0.1:{external[b.broker_id]},"
+            f"REPLICATION://127.0.0.1:{replication[b.broker_id]}")
+        text += ("listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL,REPLICATION:SSL\n"
+                 "inter.broker.listener.name=REPLICATION\n"
+                 "sasl.enabled.mechanisms=PLAIN\n"
+                 f"listener.name.external.plain.sasl.jaas.config={JAAS}\n"
+                 f"ssl.keystore.location={cert}\nssl.truststore.location={ca}\n")
+        b.config.write_text(text)
+    c.start()
+
+    # Metadata through each listener names every broker's endpoint on that listener.
+    plain = next(iter(c.brokers.values())).port
+    md = wire.metadata("127.0.0.1", plain, [])
+    assert {b["node_id"]: b["port"] for b in md["brokers"]} == {i: b.port for i, b in c.brokers.items()}
+    ext = {"bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in external.values()),
+           "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca), "sasl.mechanism": "PLAIN",
+           "sasl.username": "alice", "sasl.password": "alice-secret"}
+    repl = {"bootstrap.servers": f"127.0.0.1:{next(iter(replication.values()))}", "security.protocol": "SSL",
+            "ssl.ca.location": str(ca)}
+    seen_ext = AdminClient(ext).list_topics(timeout=15).brokers
+    assert {i: b.port for i, b in seen_ext.items()} == external
+    seen_repl = AdminClient(repl).list_topics(timeout=15).brokers
+    assert {i: b.port for i, b in seen_repl.items()} == replication
+
+    # The external listener needs its SASL login; a plaintext client gets nothing there.
+    bare = AdminClient({"bootstrap.servers": ext["bootstrap.servers"], "socket.timeout.ms": 2000})
+    with pytest.raises(Exception):  # noqa: B017 - librdkafka's transport error
+        bare.list_topics(timeout=3)
+
+    # RF=3 over the REPLICATION listener; a client on EXTERNAL produces and consumes
+    # (the group coordinator is found on EXTERNAL too).
+    admin = AdminClient(ext)
+    admin.create_topics([NewTopic("multi", 1, 3, config={"min.insync.replicas": "2"})])["multi"].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        t = admin.list_topics("multi", timeout=5).topics["multi"]
+        if t.partitions and all(len(p.isrs) == 3 for p in t.partitions.values()):
+            break
+        assert time.monotonic() < deadline, "replicas did not join the ISR over the REPLICATION listener"
+        time.sleep(0.2)
+    assert roundtrip(c, "multi", ext, b"over three listeners")
+    leader = c.leader_of("multi")
+    assert _established_to(replication[leader]) >= 2  # the two followers' fetchers
