@@ -462,6 +462,7 @@ class Controller:
             initial[tp] = PartitionState(live_replicas[0], 0, live_replicas, fence.epoch)
         if not initial:
             return
+        started = time.perf_counter()
         created = await self.store.create_partition_states(fence, initial)
         for tp, version in created.items():
             st = initial[tp]
@@ -474,6 +475,8 @@ class Controller:
         batch.add_leader_and_isr_for_replicas(initial, is_new=True)
         batch.add_update_metadata(ctx.live, initial)
         self._send_batch(batch)
+        log.info("controller: %d new partitions online (states written in %.0f ms)", len(initial),
+                 (time.perf_counter() - started) * 1000)
 
     async def _elect_offline_and_shrink_isr(
         self, candidates: Iterable[TopicPartition] | None = None, batch: RequestBatch | None = None

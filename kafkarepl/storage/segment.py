@@ -111,9 +111,15 @@ class LogSegment:
         self.first_batch_timestamp = batches[0].max_timestamp if batches else None
         return batches, truncated
 
+    def _ensure_index_files(self) -> None:
+        self.offset_index.ensure_file()
+        self.time_index.ensure_file()
+
     def _rebuild_indexes(self, batches: list) -> None:
         self.offset_index.reset()
         self.time_index.reset()
+        if self.size:
+            self._ensure_index_files()
         self.offset_index.make_appendable()
         self.time_index.make_appendable()
         self.max_timestamp = NO_TIMESTAMP
@@ -180,6 +186,8 @@ class LogSegment:
         `batches`: BatchInfo of data (see _index_batches for the two keywords).
         Returns (record count, max timestamp) of the appended batches."""
         position = self.size
+        if not position:
+            self._ensure_index_files()  # before the data: a non-empty .log has its indexes
         _core.file_append(self.fd, data)
         self.size += len(data)
         if self.first_batch_timestamp is None and batches:
@@ -326,7 +334,12 @@ class LogSegment:
         self.time_index.make_appendable()
 
     def make_inactive(self) -> None:
-        """Rolled: record the final max timestamp and trim both indexes."""
+        """Rolled (or written by the cleaner): record the final max timestamp and trim
+        both indexes, whose files exist from now on even for an empty segment."""
+        self._ensure_index_files()
+        self._finish_indexes()
+
+    def _finish_indexes(self) -> None:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
@@ -349,7 +362,7 @@ class LogSegment:
     def close(self) -> None:
         if self.fd < 0:
             return
-        self.make_inactive()
+        self._finish_indexes()  # an empty segment keeps having no index files
         self.offset_index.close()
         self.time_index.close()
         os.close(self.fd)
