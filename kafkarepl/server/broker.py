@@ -206,8 +206,7 @@ class Broker:
         return {name: (host, port or bound[name]) for name, (host, port) in self.config.advertised_specs().items()}
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
-        info = self.metadata.broker(broker_id)
-        return None if info is None else (info.host, info.port)
+        return self.metadata.replica_endpoint(broker_id)
 
     async def _registered_endpoint(self, broker_id: int) -> tuple[str, int, int] | None:
         info = await self.store.get_broker(broker_id)

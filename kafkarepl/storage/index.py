@@ -40,7 +40,8 @@ class _SparseIndex:
     DTYPE: np.dtype
     RESERVED = 0  # slots kept free for the entry written when the segment rolls
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, exists: bool = True) -> None:
+        """exists=False: the file is known not to exist yet (a new segment)."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
@@ -49,10 +50,12 @@ class _SparseIndex:
         self._appendable = False  # preallocate once the file exists
         self.torn = False
         self.n_entries = 0
+        self._fd = -1  # until ensure_file() creates it
+        if not exists:
+            return
         try:
             self._fd = os.open(self.path, os.O_RDWR)
         except FileNotFoundError:
-            self._fd = -1  # created by ensure_file()
             return
         size = os.fstat(self._fd).st_size
         self.n_entries = size // self.ENTRY.size

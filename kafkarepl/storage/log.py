@@ -149,7 +149,7 @@ class Log:
         self = cls(dir, config)
         try:
             self.leader_epoch_cache = LeaderEpochCache(dir / CHECKPOINT_NAME, on_disk=False)
-            seg = self._new_segment(0)
+            seg = LogSegment(dir, 0, config.index_interval_bytes, config.segment_index_bytes, new=True)
             self._segments, self._bases = [seg], [0]
             seg.make_active()
         except BaseException:

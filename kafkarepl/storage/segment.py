@@ -28,19 +28,21 @@ def segment_file(dir: Path, base_offset: int, suffix: str) -> Path:
 
 class LogSegment:
     def __init__(self, dir: Path, base_offset: int, index_interval_bytes: int,
-                 max_index_size: int) -> None:
+                 max_index_size: int, new: bool = False) -> None:
+        """new: the directory was just created (no index files to look for)."""
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = segment_file(dir, base_offset, ".log")
+        stem = f"{base_offset:020d}"
+        self.log_path = dir / (stem + ".log")
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         st = os.fstat(self.fd)
         self.size = st.st_size
         self.created_ms = int(st.st_mtime * 1000) if self.size else int(time.time() * 1000)
-        self.offset_index = OffsetIndex(segment_file(dir, base_offset, ".index"),
-                                        base_offset, max_index_size)
-        self.time_index = TimeIndex(segment_file(dir, base_offset, ".timeindex"),
-                                    base_offset, max_index_size)
+        self.offset_index = OffsetIndex(dir / (stem + ".index"), base_offset, max_index_size,
+                                        exists=not new)
+        self.time_index = TimeIndex(dir / (stem + ".timeindex"), base_offset, max_index_size,
+                                    exists=not new)
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
