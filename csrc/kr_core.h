@@ -250,6 +250,9 @@ int kr_fdatasync(int fd);
 /* Starts writeback of [offset, offset + len) without waiting (sync_file_range WRITE; a
  * no-op where it does not exist), so a later fdatasync has less left to wait for. */
 int kr_writeback_start(int fd, int64_t offset, int64_t len);
+/* syncfs(2): write back everything of the file system holding fd (one call instead of
+ * an fsync per file, e.g. for thousands of checkpoint files at a clean shutdown). */
+int kr_syncfs(int fd);
 /* One sendfile(2); returns bytes sent, 0 on EAGAIN (non-blocking out_fd) or at EOF. */
 ssize_t kr_sendfile(int out_fd, int in_fd, int64_t offset, size_t count);
 /* Sends exactly count bytes, polling for writability when out_fd is non-blocking.
@@ -276,6 +279,11 @@ int64_t kr_timeindex_lookup(const uint8_t *buf, int64_t n_entries, int64_t targe
  * fsync the directory. Returns 0, or -1 with errno and *failed_step naming the step. */
 int kr_checkpoint_write(const char *path, const void *payload, size_t len,
                         const char **failed_step);
+/* The same with sync != 0; sync == 0 writes path in place without fsync (one file
+ * system operation): a crash may leave it missing or torn (the trailer's hash tells),
+ * so only for files that recovery can do without. */
+int kr_checkpoint_write_ex(const char *path, const void *payload, size_t len, int sync,
+                           const char **failed_step);
 /* Reads a whole file into a malloc'd buffer (*out, free with free()). -1 with errno. */
 int kr_read_file(const char *path, uint8_t **out, size_t *len);
 /* Verifies the trailer of a checkpoint image; returns the payload length, or -1 with

@@ -106,6 +106,15 @@ int kr_writeback_start(int fd, int64_t offset, int64_t len)
     return 0;
 }
 
+int kr_syncfs(int fd)
+{
+    while (syncfs(fd) < 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+    return 0;
+}
+
 ssize_t kr_sendfile(int out_fd, int in_fd, int64_t offset, size_t count)
 {
     if (offset < 0) {

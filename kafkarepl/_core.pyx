@@ -155,6 +155,7 @@ cdef extern from "kr_core.h" nogil:
     int64_t kr_file_size(int fd)
     int kr_fdatasync(int fd)
     int kr_writeback_start(int fd, int64_t offset, int64_t len)
+    int kr_syncfs(int fd)
     Py_ssize_t kr_sendfile(int out_fd, int in_fd, int64_t offset, size_t count)
     Py_ssize_t kr_sendfile_all(int out_fd, int in_fd, int64_t offset, size_t count,
                                int timeout_ms, size_t *sent)
@@ -162,8 +163,8 @@ cdef extern from "kr_core.h" nogil:
     int64_t kr_index_lookup(const uint8_t *buf, int64_t n_entries, int64_t target)
     int64_t kr_timeindex_lookup(const uint8_t *buf, int64_t n_entries, int64_t target)
 
-    int kr_checkpoint_write(const char *path, const void *payload, size_t len,
-                            const char **failed_step)
+    int kr_checkpoint_write_ex(const char *path, const void *payload, size_t len, int sync,
+                               const char **failed_step)
     int kr_read_file(const char *path, uint8_t **out, size_t *len)
     int64_t kr_checkpoint_verify(const uint8_t *buf, size_t len, char *reason)
 
@@ -825,6 +826,18 @@ def file_writeback_start(fd, int64_t offset, int64_t length):
         raise _oserror(err, "file_writeback_start")
 
 
+def file_syncfs(fd):
+    """syncfs(2): make everything written to fd's file system durable."""
+    cdef int rc, err = 0
+    cdef int cfd = _fd(fd)
+    with nogil:
+        rc = kr_syncfs(cfd)
+        if rc < 0:
+            err = errno
+    if rc < 0:
+        raise _oserror(err, "file_syncfs")
+
+
 def sendfile(out_fd, in_fd, long long offset, long long count):
     """One sendfile(2) of in_fd[offset:offset+count] to out_fd. Returns bytes sent: 0 when
     a non-blocking out_fd is full (EAGAIN) or at end of file."""
@@ -915,10 +928,12 @@ cdef bytes _path_bytes(object path):
     return p
 
 
-def checkpoint_write(path, payload):
+def checkpoint_write(path, payload, bint sync=True):
     """Atomically replace path with payload plus a trailer line "xxh64 <16 hex>\\n"
     (tmp file, write, fsync, rename, fsync directory). payload must be empty or end with
-    a newline so the trailer stays a line of its own."""
+    a newline so the trailer stays a line of its own. sync=False writes path in place,
+    no fsync: a crash may leave it missing or torn (checkpoint_read then raises
+    CheckpointCorruptError), so only for files that recovery can do without."""
     cdef Py_buffer view
     cdef bytes p = _path_bytes(path)
     cdef const char *cpath = p
@@ -929,7 +944,7 @@ def checkpoint_write(path, payload):
         if view.len and (<const char *>view.buf)[view.len - 1] != b"\n":
             raise ValueError("checkpoint payload must end with a newline")
         with nogil:
-            rc = kr_checkpoint_write(cpath, view.buf, <size_t>view.len, &step)
+            rc = kr_checkpoint_write_ex(cpath, view.buf, <size_t>view.len, sync, &step)
             if rc < 0:
                 err = errno
     finally:

@@ -33,9 +33,11 @@ def setup_logging(level: str, path: str | None = None) -> None:
 
 def run_broker(config: BrokerConfig, log_level: str = "INFO", log_file: str | None = None) -> int:
     """Entry point of a broker process (the CLI and `cluster up`'s multiprocessing)."""
+    from kafkarepl.server import profiling
     from kafkarepl.server.broker import run
 
     setup_logging(log_level, log_file)
+    profiling.install_from_env()
     try:
         import uvloop
 

@@ -341,15 +341,16 @@ class Controller:
                 full = ta.partitions.get(p, [])
                 ctx.reassigning[(name, p)] = [b for b in full if b not in removing]
                 ctx.reassign_origin[(name, p)] = [b for b in full if b not in adding]
-        # Everyone gets the full picture.
+        # Repair what happened while nobody was controller (leaders on dead brokers), then
+        # everyone gets the full picture, elections included, in one request per broker:
+        # the bodies are built at send time from the states just written.
         batch = self._batch()
         batch.add_update_metadata(ctx.live, ctx.all_partitions())
         batch.add_leader_and_isr_for_replicas(ctx.all_partitions())
-        self._send_batch(batch)
-        # Then repair what happened while nobody was controller.
         new = [tp for tp in ctx.all_partitions() if tp not in ctx.states]
         await self._on_new_partitions(new)
-        await self._elect_offline_and_shrink_isr()
+        await self._elect_offline_and_shrink_isr(batch=batch)
+        self._send_batch(batch)
         for name in await self.store.get_topics_to_delete():
             await self._start_topic_deletion(name)
         for tp in list(ctx.reassigning):
@@ -462,6 +463,7 @@ class Controller:
             initial[tp] = PartitionState(live_replicas[0], 0, live_replicas, fence.epoch)
         if not initial:
             return
+        started = time.perf_counter()
         created = await self.store.create_partition_states(fence, initial)
         for tp, version in created.items():
             st = initial[tp]
@@ -474,6 +476,8 @@ class Controller:
         batch.add_leader_and_isr_for_replicas(initial, is_new=True)
         batch.add_update_metadata(ctx.live, initial)
         self._send_batch(batch)
+        log.info("controller: %d new partitions online (states written in %.0f ms)", len(initial),
+                 (time.perf_counter() - started) * 1000)
 
     async def _elect_offline_and_shrink_isr(
         self, candidates: Iterable[TopicPartition] | None = None, batch: RequestBatch | None = None
@@ -625,7 +629,7 @@ class Controller:
             log.info("controller: new topic %s with %d partitions", name, len(ta.partitions))
         new_tps = [tp for name in new_names for tp in ctx.partitions_of(name)]
         # A topic re-created with old state znodes left behind: pick them up.
-        ctx.states.update(await self.store.get_partition_states(new_tps))
+        ctx.states.update(await self.store.get_existing_partition_states(new_names))
         await self._on_new_partitions(new_tps)
 
     async def _on_partition_change(self, name: str) -> None:

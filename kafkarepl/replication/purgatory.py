@@ -38,6 +38,12 @@ class DelayedOperation:
         """Set the result and return True when the operation can finish now."""
         raise NotImplementedError
 
+    def try_complete_key(self, key: K, now_ms: int) -> bool:
+        """try_complete after a change of `key` only (every change of a partition is
+        signalled by its own check): operations over thousands of partitions override it
+        to look at that one partition, so n signals cost O(n), not O(n^2)."""
+        return self.try_complete(now_ms)
+
     def on_expire(self) -> None:
         """Set the result for a deadline expiry."""
         raise NotImplementedError
@@ -67,6 +73,14 @@ class DelayedProduce(DelayedOperation):
                 status = w.partition.produce_status(w.required_offset, w.leader_term)
                 if status is not None:
                     self.results[key] = status
+        return len(self.results) == len(self.waits)
+
+    def try_complete_key(self, key: K, now_ms: int) -> bool:
+        w = self.waits.get(key)
+        if w is not None and key not in self.results:
+            status = w.partition.produce_status(w.required_offset, w.leader_term)
+            if status is not None:
+                self.results[key] = status
         return len(self.results) == len(self.waits)
 
     def on_expire(self) -> None:
@@ -108,21 +122,56 @@ class DelayedFetch(DelayedOperation):
         self.available_bytes = available_bytes
         self.context = context
         self.expired = False
+        # Per partition: readable bytes, or -1 when nothing is readable (None: not looked
+        # at yet). A check of one key updates its entry and the sums.
+        self._bytes: dict[K, int] | None = None
+        self._total = 0
+        self._readable = 0  # partitions with something to read
+
+    def _look(self, key: K, w: FetchWait) -> int | None:
+        """Readable bytes of one partition, -1 for none, None: complete now."""
+        p = w.partition
+        if p.leader_epoch != w.leader_epoch or (w.from_follower and p.role is not Role.LEADER):
+            return None
+        end = p.fetch_upper_bound(w.from_follower, w.read_committed)
+        if w.fetch_offset > end:
+            return None
+        return self.available_bytes(key, w) if w.fetch_offset < end else -1
+
+    def _account(self, key: K, n: int) -> None:
+        assert self._bytes is not None
+        old = self._bytes.get(key)
+        if old is not None and old >= 0:
+            self._total -= old
+            self._readable -= 1
+        self._bytes[key] = n
+        if n >= 0:
+            self._total += n
+            self._readable += 1
+
+    def _satisfied(self) -> bool:
+        return self._readable > 0 and self._total >= self.min_bytes
 
     def try_complete(self, now_ms: int) -> bool:
-        total = 0
+        self._bytes, self._total, self._readable = {}, 0, 0
         for key, w in self.waits.items():
-            p = w.partition
-            if p.leader_epoch != w.leader_epoch or (w.from_follower and p.role is not Role.LEADER):
+            n = self._look(key, w)
+            if n is None:
                 return True
-            end = p.fetch_upper_bound(w.from_follower, w.read_committed)
-            if w.fetch_offset > end:
+            self._account(key, n)
+            if self._satisfied():
                 return True
-            if w.fetch_offset < end:
-                total += self.available_bytes(key, w)
-                if total >= self.min_bytes:
-                    return True
         return False
+
+    def try_complete_key(self, key: K, now_ms: int) -> bool:
+        w = self.waits.get(key)
+        if self._bytes is None or w is None:
+            return self.try_complete(now_ms)
+        n = self._look(key, w)
+        if n is None:
+            return True
+        self._account(key, n)
+        return self._satisfied()
 
     def on_expire(self) -> None:
         self.expired = True
@@ -198,7 +247,7 @@ class Purgatory(Generic[Op]):
         for op in ops:
             if op.completed:
                 continue
-            if op.try_complete(now_ms):
+            if op.try_complete_key(key, now_ms):
                 self._finish(op)
                 done.append(op)
             else:

@@ -156,6 +156,7 @@ class StopOrder:
 
 
 DELETE_SENTINEL_EPOCH = -2
+VERBOSE_ORDERS = 100  # LeaderAndIsr partitions logged one by one at INFO up to this many
 
 
 # -- produce and fetch, as domain values ------------------------------------------------------
@@ -340,18 +341,28 @@ class ReplicaManager:
         if err is not ErrorCode.NONE:
             return err, {}
         out: dict[TopicPartition, ErrorCode] = {}
+        # Each partition's change at INFO, as Kafka's state-change log, unless the request
+        # is a large one (thousands of new partitions): then DEBUG and one summary line.
+        level = logging.INFO if len(orders) <= VERBOSE_ORDERS else logging.DEBUG
+        started = self.clock.monotonic_ms()
         for order in orders:
             try:
-                out[order.tp] = self._apply(order, topic_configs.get(order.tp.topic, {}))
+                out[order.tp] = self._apply(order, topic_configs.get(order.tp.topic, {}), level)
             except KafkaError as exc:  # e.g. the log cannot be opened: this partition only
                 log.error("%s-%d: LeaderAndIsr not applied: %s", order.tp.topic, order.tp.partition, exc)
                 out[order.tp] = exc.code
             except (OSError, ValueError) as exc:
                 log.error("%s-%d: LeaderAndIsr not applied: %r", order.tp.topic, order.tp.partition, exc)
                 out[order.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        if level != logging.INFO:
+            leaders = sum(1 for o in orders if o.leader == self.broker_id and o.tp in self.partitions)
+            log.info("LeaderAndIsr from controller epoch %d: %d partitions, %d led here, %d failed, "
+                     "applied in %d ms", controller_epoch, len(orders), leaders,
+                     sum(1 for code in out.values() if code is not ErrorCode.NONE),
+                     self.clock.monotonic_ms() - started)
         return ErrorCode.NONE, out
 
-    def _apply(self, order: PartitionOrder, overrides: Mapping[str, str]) -> ErrorCode:
+    def _apply(self, order: PartitionOrder, overrides: Mapping[str, str], level: int = logging.INFO) -> ErrorCode:
         tp = order.tp
         if self.broker_id not in order.replicas:
             return ErrorCode.NONE
@@ -380,15 +391,15 @@ class ReplicaManager:
                         "records acknowledged by the old leader may be lost",
                         tp.topic, tp.partition, self.broker_id, isr,
                     )
-                log.info("%s-%d: leader in epoch %d, LEO %d, HW %d, ISR %s", tp.topic, tp.partition,
-                         order.leader_epoch, p.log.log_end_offset, p.high_watermark, sorted(isr))
+                log.log(level, "%s-%d: leader in epoch %d, LEO %d, HW %d, ISR %s", tp.topic, tp.partition,
+                        order.leader_epoch, p.log.log_end_offset, p.high_watermark, sorted(isr))
         elif order.leader >= 0:
             fetcher = p.become_follower(order.leader, order.leader_epoch, isr, replicas, order.partition_epoch, now)
             if fetcher is not None:
                 if self.fetcher_factory is not None:
                     p.fetcher = self.fetcher_factory(p, order.leader, order.leader_epoch)
-                log.info("%s-%d: follower of %d in epoch %d, LEO %d", tp.topic, tp.partition,
-                         order.leader, order.leader_epoch, p.log.log_end_offset)
+                log.log(level, "%s-%d: follower of %d in epoch %d, LEO %d", tp.topic, tp.partition,
+                        order.leader, order.leader_epoch, p.log.log_end_offset)
                 self.fetchers.add_partition(tp, order.leader)
         else:
             # Offline (no eligible leader): stop serving it, keep the data.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 ALTER_PARTITION_VERSION = 1
 ZERO_UUID = uuid.UUID(int=0)
 RETRY_BACKOFF_S = 0.1
+LOG_BATCHES_FROM = 100  # partitions: large ISR changes (a broker back) get a log line
 
 Callback = Callable[[IsrChangeResult], None]
 
@@ -48,6 +50,7 @@ class AlterPartitionManager:
     async def _drain(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, {}
+            started = time.monotonic()
             try:
                 resp = await self.channel.send(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, self._body(batch))
             except Exception as exc:  # noqa: BLE001 - every item learns it failed; leaders retry
@@ -57,6 +60,9 @@ class AlterPartitionManager:
                     callback(IsrChangeResult(code))
                 await asyncio.sleep(RETRY_BACKOFF_S)  # the controller is moving or unreachable
                 continue
+            if len(batch) >= LOG_BATCHES_FROM:
+                log.info("AlterPartition for %d partitions answered in %.0f ms", len(batch),
+                         (time.monotonic() - started) * 1000)
             self._deliver(batch, resp)
 
     def _body(self, batch: dict[TopicPartition, tuple[IsrChange, Callback]]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from kafkarepl.controller.controller import Controller
 from kafkarepl.coordinator import OFFSETS_TOPIC
 from kafkarepl.coordinator.txn_log import TXN_TOPIC
 from kafkarepl.replication import ReplicaManager, ReplicationMetrics, TopicPartition
+from kafkarepl.server import profiling
 from kafkarepl.server.acl_apis import AclApis
 from kafkarepl.server.acl_store import AclStore
 from kafkarepl.server.alter_partition import AlterPartitionManager
@@ -205,8 +206,7 @@ class Broker:
         return {name: (host, port or bound[name]) for name, (host, port) in self.config.advertised_specs().items()}
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
-        info = self.metadata.broker(broker_id)
-        return None if info is None else (info.host, info.port)
+        return self.metadata.replica_endpoint(broker_id)
 
     async def _registered_endpoint(self, broker_id: int) -> tuple[str, int, int] | None:
         info = await self.store.get_broker(broker_id)
@@ -411,6 +411,7 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
     finally:
         # Logs, checkpoints and the clean-shutdown marker are written by now. Leave at
         # once rather than risk asyncio's teardown waiting on a straggling task.
+        profiling.dump_all()
         logging.shutdown()
         os._exit(0)
 

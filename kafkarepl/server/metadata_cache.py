@@ -46,6 +46,10 @@ class MetadataCache:
         self.topics: dict[str, TopicInfo] = {}
         self.controller_id: int = -1
         self.controller_epoch: int = -1
+        # Leaders' inter-broker endpoints from LeaderAndIsr (its live_leaders), as Kafka's
+        # fetchers use: a broker just started follows before the UpdateMetadata that lists
+        # the other brokers has arrived. Never served to clients.
+        self.live_leaders: dict[int, tuple[str, int]] = {}
 
     # -- updates -------------------------------------------------------------------
     def update(self, body: dict) -> None:
@@ -109,6 +113,16 @@ class MetadataCache:
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self.brokers.get(broker_id)
+
+    def note_live_leaders(self, leaders: list[dict]) -> None:
+        """LeaderAndIsr's live_leaders (broker_id, host_name, port)."""
+        for ld in leaders:
+            self.live_leaders[ld["broker_id"]] = (ld["host_name"], ld["port"])
+
+    def replica_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where to fetch from a leader: the UpdateMetadata view, else LeaderAndIsr's."""
+        info = self.brokers.get(broker_id)
+        return (info.host, info.port) if info is not None else self.live_leaders.get(broker_id)
 
 
 def _as_uuid(value: object) -> uuid.UUID:

@@ -404,6 +404,7 @@ class ReplicaApis:
             err = self.replicas.check_controller_order(body["controller_epoch"], body.get("broker_epoch", -1))
             if err is not ErrorCode.NONE:
                 return {"error_code": int(err), "topics": []}
+            self.metadata.note_live_leaders(body.get("live_leaders") or [])
             configs = await self._configs_of({o.tp.topic for o in orders if self.replicas.broker_id in o.replicas})
             err, results = self.replicas.become_leader_or_follower(
                 body["controller_epoch"], body.get("broker_epoch", -1), orders, configs

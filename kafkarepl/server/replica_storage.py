@@ -24,18 +24,35 @@ class LogStorage:
     def __init__(self, log_manager: LogManager, config: BrokerConfig) -> None:
         self.log_manager = log_manager
         self.config = config
+        # Parsed configs by topic overrides (the broker's config is fixed while it runs):
+        # a LeaderAndIsr of thousands of partitions of one topic parses them once. Both
+        # types are treated as values: a change makes new objects, never edits these.
+        self._log_configs: dict[frozenset[tuple[str, str]], LogConfig] = {}
+        self._partition_configs: dict[frozenset[tuple[str, str]], PartitionConfig] = {}
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
-        return log_config(self.config, overrides)
+        key = frozenset(overrides.items())
+        cfg = self._log_configs.get(key)
+        if cfg is None:
+            if len(self._log_configs) > 1000:
+                self._log_configs.clear()
+            cfg = self._log_configs[key] = log_config(self.config, overrides)
+        return cfg
 
     def partition_config(self, overrides: Mapping[str, str]) -> PartitionConfig:
-        cfg = self.log_config(overrides)
-        return PartitionConfig(
-            min_insync_replicas=cfg.min_insync_replicas,
-            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
-            unclean_leader_election_enable=cfg.unclean_leader_election_enable,
-            replica_fetch_backoff_ms=self.config.replica_fetch_backoff_ms,
-        )
+        key = frozenset(overrides.items())
+        pc = self._partition_configs.get(key)
+        if pc is None:
+            cfg = self.log_config(overrides)
+            if len(self._partition_configs) > 1000:
+                self._partition_configs.clear()
+            pc = self._partition_configs[key] = PartitionConfig(
+                min_insync_replicas=cfg.min_insync_replicas,
+                replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+                unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+                replica_fetch_backoff_ms=self.config.replica_fetch_backoff_ms,
+            )
+        return pc
 
     def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> Log:
         return self.log_manager.get_or_create_log(tp.topic, tp.partition, self.log_config(overrides))

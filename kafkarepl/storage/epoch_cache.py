@@ -7,8 +7,17 @@ Backed by the partition's `leader-epoch-checkpoint` in Kafka's text format
     0 0                <- "epoch startOffset"
     3 1500
 
-followed by the "xxh64 <hex>" trailer line kafkarepl._core.checkpoint_write adds. Each
-change rewrites the file atomically (changes are rare: one per leader change).
+followed by the "xxh64 <hex>" trailer line kafkarepl._core.checkpoint_write adds.
+
+A new epoch (assign) is written atomically and fsynced before anything is appended in
+it, as Kafka does, with one exception that makes creating thousands of partitions cheap:
+while no checkpoint file exists, the first one is written in place without fsync (and an
+empty one not at all). A crash can then only leave no file, a torn one (the trailer's
+hash catches it) or that first version; the first two rebuild the cache from the
+batches' headers. Removals (truncations, a rebuild's result) are written in place
+without fsync, as Kafka flushes them in the background (KAFKA-15046, KAFKA-16541): an
+older file only holds extra entries at or past the log end, which loading truncates
+again, and a torn one is rebuilt from the headers.
 
 end_offset_for(requested_epoch, log_end_offset) follows Kafka's
 LeaderEpochFileCache.endOffsetFor exactly:
@@ -54,8 +63,11 @@ def parse_epoch_checkpoint(path: str, payload: bytes) -> list[tuple[int, int]]:
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path | None, entries: list[tuple[int, int]] | None = None) -> None:
+    def __init__(self, path: Path | None, entries: list[tuple[int, int]] | None = None,
+                 on_disk: bool = True) -> None:
         self.path = path
+        # Whether some version of the checkpoint may be on disk (see the module docstring).
+        self._on_disk = on_disk
         self._epochs: list[int] = []
         self._starts: list[int] = []
         for epoch, start in entries or []:
@@ -69,7 +81,7 @@ class LeaderEpochCache:
         try:
             entries = parse_epoch_checkpoint(str(path), _core.checkpoint_read(str(path)))
         except FileNotFoundError:
-            return cls(path), False
+            return cls(path, on_disk=False), False
         except CheckpointCorruptError as exc:
             log.error("%s; rebuilding the leader epoch cache from the log", exc)
             return cls(path), False
@@ -124,7 +136,7 @@ class LeaderEpochCache:
             del self._starts[keep:]
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        self.flush()
+        self.flush(sync=self._on_disk)
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -159,12 +171,14 @@ class LeaderEpochCache:
         self._starts = [s for _, s in entries]
         self.flush()
 
-    def flush(self) -> None:
-        if self.path is None:
+    def flush(self, sync: bool = False) -> None:
+        """Write the checkpoint; sync: atomically and durably (see the module docstring)."""
+        if self.path is None or (not self._on_disk and not self._epochs):
             return
         lines = ["0", str(len(self._epochs))]
         lines += [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)]
-        _core.checkpoint_write(str(self.path), ("\n".join(lines) + "\n").encode())
+        _core.checkpoint_write(str(self.path), ("\n".join(lines) + "\n").encode(), sync=sync)
+        self._on_disk = True
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.epochs()})"

@@ -2,7 +2,11 @@
 
 Both are preallocated to segment.index.bytes and memory-mapped while their segment is
 active, then trimmed to the entries actually written when the segment rolls or closes
-(so a file's size tells how many entries a clean index holds). Entries are big-endian:
+(so a file's size tells how many entries a clean index holds). The files are created
+lazily, when their segment gets its first data (LogSegment.append), so an empty
+partition costs no index files: creating thousands of partitions does that many fewer
+file system operations. A segment whose .log is empty may lack them. Entries are
+big-endian:
 
   .index      8 bytes: relative offset int32 (of a batch's last offset), position int32
   .timeindex 12 bytes: timestamp int64 (max so far), relative offset int32
@@ -36,22 +40,41 @@ class _SparseIndex:
     DTYPE: np.dtype
     RESERVED = 0  # slots kept free for the entry written when the segment rolls
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, exists: bool = True) -> None:
+        """exists=False: the file is known not to exist yet (a new segment)."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._mm: mmap.mmap | None = None
+        self._mapped_entries = 0
+        self._appendable = False  # preallocate once the file exists
+        self.torn = False
+        self.n_entries = 0
+        self._fd = -1  # until ensure_file() creates it
+        if not exists:
+            return
+        try:
+            self._fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return
         size = os.fstat(self._fd).st_size
         self.n_entries = size // self.ENTRY.size
         # A torn trailing entry fails the sanity check: the segment rebuilds the index.
         self.torn = bool(size % self.ENTRY.size)
-        self._mm: mmap.mmap | None = None
-        self._mapped_entries = 0
         self._map(self.n_entries)
 
     @property
     def fd(self) -> int:
+        """The file's descriptor, -1 while the file does not exist."""
         return self._fd
+
+    def ensure_file(self) -> None:
+        """Create the file (preallocated if the segment is active) unless it exists."""
+        if self._fd >= 0:
+            return
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if self._appendable:
+            self._map(self.max_entries)
 
     # -- mapping -------------------------------------------------------------------
     def _map(self, entries: int) -> None:
@@ -64,13 +87,16 @@ class _SparseIndex:
         self._mapped_entries = entries
 
     def make_appendable(self) -> None:
-        """Grow the file to its preallocated size (the segment became active)."""
-        if self._mapped_entries < self.max_entries:
+        """Grow the file to its preallocated size (the segment became active); without a
+        file yet, when it is created."""
+        self._appendable = True
+        if self._fd >= 0 and self._mapped_entries < self.max_entries:
             self._map(self.max_entries)
 
     def trim(self) -> None:
         """Shrink the file to the written entries (segment rolled or closing)."""
-        if self._mapped_entries != self.n_entries:
+        self._appendable = False
+        if self._fd >= 0 and self._mapped_entries != self.n_entries:
             self._map(self.n_entries)
 
     # -- entries -------------------------------------------------------------------
@@ -84,6 +110,7 @@ class _SparseIndex:
 
     def _pack(self, a: int, b: int) -> None:
         if self.n_entries >= self._mapped_entries:
+            self.ensure_file()
             self.make_appendable()
         if self.n_entries >= self._mapped_entries:
             raise IndexError(f"{self.path}: index is full ({self.n_entries} entries)")
@@ -99,6 +126,7 @@ class _SparseIndex:
         if not k:
             return 0
         if self.n_entries + k > self._mapped_entries:
+            self.ensure_file()
             self.make_appendable()
         k = min(k, self.max_entries - self.RESERVED - self.n_entries)
         if k <= 0:

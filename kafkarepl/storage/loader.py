@@ -99,8 +99,11 @@ def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
                 log.warning("%s: removing orphan index %s", dir, name)
                 (dir / name).unlink(missing_ok=True)
     bases.sort()
+    # Index files are created with a segment's first data (index.py): only a non-empty
+    # segment without them needs its indexes rebuilt.
     missing = {b for b in bases
-               if f"{b:020d}.index" not in names or f"{b:020d}.timeindex" not in names}
+               if (f"{b:020d}.index" not in names or f"{b:020d}.timeindex" not in names)
+               and os.stat(dir / f"{b:020d}.log").st_size > 0}
     return bases, missing
 
 

@@ -101,6 +101,10 @@ class Log:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.recovery_point = 0
+        # False for a directory just created: the parent directory is fsynced (making its
+        # entry durable) by the first flush, not at creation, so creating thousands of
+        # partitions costs no fsync each. Only flushed data needs the entry to last.
+        self.dir_entry_durable = True
         self.leader_epoch_cache = LeaderEpochCache(dir / CHECKPOINT_NAME)
         self.producer_state = ProducerStateTable()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted txns
@@ -134,6 +138,24 @@ class Log:
         self = cls(dir, config)
         try:
             self._load(recovery_point, log_start_offset, clean_shutdown)
+        except BaseException:
+            self._close_files()
+            raise
+        return self
+
+    @classmethod
+    def create(cls, dir: Path | str, config: LogConfig) -> Log:
+        """A new partition directory, empty: what open() makes of it without the scan,
+        recovery and checkpoint reads (a broker creating thousands of partitions does
+        only mkdir and the first segment's .log here). FileExistsError if it exists."""
+        dir = Path(dir)
+        dir.mkdir()
+        self = cls(dir, config)
+        try:
+            self.leader_epoch_cache = LeaderEpochCache(dir / CHECKPOINT_NAME, on_disk=False)
+            seg = LogSegment(dir, 0, config.index_interval_bytes, config.segment_index_bytes, new=True)
+            self._segments, self._bases = [seg], [0]
+            seg.make_active()
         except BaseException:
             self._close_files()
             raise
@@ -763,23 +785,31 @@ class Log:
             for seg in self._segments[first:last + 1]:
                 fds.extend(seg.dup_fds())
             fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
+            if not self.dir_entry_durable:
+                fds.append(os.open(self.dir.parent, os.O_RDONLY | os.O_DIRECTORY))
         return PendingFlush(self.dir, target, fds)
 
     def complete_flush(self, pending: PendingFlush) -> None:
         target = min(pending.target, self.log_end_offset)
+        if pending.target > self.recovery_point:
+            self.dir_entry_durable = True
         if target > self.recovery_point:
             self.recovery_point = target
         if target >= self.log_end_offset:
             self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         """Close files (indexes trimmed) and save the producer state for a fast reopen.
-        Writes no clean-shutdown marker: LogManager does, after flushing every log."""
+        Writes no clean-shutdown marker: LogManager does, after flushing every log and
+        (sync=False) syncing the file system the unsynced snapshot went to."""
         if self._closed:
             return
-        # Written even when empty: without it a clean reopen would rescan every header.
-        self.producer_state.write_snapshot(self.dir / SNAPSHOT_NAME, self.log_end_offset)
+        # Written even when the table is empty, or a clean reopen would rescan every
+        # header; not for a log without batches, whose rescan costs nothing.
+        if self.producer_state.producers or any(seg.size for seg in self._segments):
+            self.producer_state.write_snapshot(self.dir / SNAPSHOT_NAME, self.log_end_offset,
+                                               sync=sync)
         self._close_files()
 
     def _close_files(self) -> None:
@@ -822,6 +852,12 @@ class PendingFlush:
         self.dir = dir
         self.target = target
         self.fds = fds
+
+    def release(self) -> None:
+        """Close the descriptors without syncing (the caller syncs the file system)."""
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            os.close(fd)
 
     def run(self) -> None:
         fds, self.fds = self.fds, []

@@ -309,14 +309,16 @@ class ProducerStateTable:
         return len(doomed)
 
     # -- snapshot ------------------------------------------------------------------
-    def write_snapshot(self, path: Path, offset: int) -> None:
+    def write_snapshot(self, path: Path, offset: int, sync: bool = True) -> None:
+        """sync=False: in place, no fsync (the caller syncs the file system before
+        trusting it, e.g. before the clean-shutdown marker)."""
         lines = ["1", str(offset), str(len(self.producers))]
         for e in self.producers.values():
             bs = ",".join(f"{b.first_seq}:{b.last_seq}:{b.first_offset}:{b.last_offset}:"
                           f"{b.timestamp}" for b in e.batches) or "-"
             lines.append(f"{e.producer_id} {e.producer_epoch} {e.last_timestamp} {bs} "
                          f"{e.current_txn_first_offset}")
-        _core.checkpoint_write(str(path), ("\n".join(lines) + "\n").encode())
+        _core.checkpoint_write(str(path), ("\n".join(lines) + "\n").encode(), sync=sync)
 
     @classmethod
     def read_snapshot(cls, path: Path) -> tuple[ProducerStateTable, int] | None:

@@ -28,19 +28,21 @@ def segment_file(dir: Path, base_offset: int, suffix: str) -> Path:
 
 class LogSegment:
     def __init__(self, dir: Path, base_offset: int, index_interval_bytes: int,
-                 max_index_size: int) -> None:
+                 max_index_size: int, new: bool = False) -> None:
+        """new: the directory was just created (no index files to look for)."""
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = segment_file(dir, base_offset, ".log")
+        stem = f"{base_offset:020d}"
+        self.log_path = dir / (stem + ".log")
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         st = os.fstat(self.fd)
         self.size = st.st_size
         self.created_ms = int(st.st_mtime * 1000) if self.size else int(time.time() * 1000)
-        self.offset_index = OffsetIndex(segment_file(dir, base_offset, ".index"),
-                                        base_offset, max_index_size)
-        self.time_index = TimeIndex(segment_file(dir, base_offset, ".timeindex"),
-                                    base_offset, max_index_size)
+        self.offset_index = OffsetIndex(dir / (stem + ".index"), base_offset, max_index_size,
+                                        exists=not new)
+        self.time_index = TimeIndex(dir / (stem + ".timeindex"), base_offset, max_index_size,
+                                    exists=not new)
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -111,9 +113,15 @@ class LogSegment:
         self.first_batch_timestamp = batches[0].max_timestamp if batches else None
         return batches, truncated
 
+    def _ensure_index_files(self) -> None:
+        self.offset_index.ensure_file()
+        self.time_index.ensure_file()
+
     def _rebuild_indexes(self, batches: list) -> None:
         self.offset_index.reset()
         self.time_index.reset()
+        if self.size:
+            self._ensure_index_files()
         self.offset_index.make_appendable()
         self.time_index.make_appendable()
         self.max_timestamp = NO_TIMESTAMP
@@ -180,6 +188,8 @@ class LogSegment:
         `batches`: BatchInfo of data (see _index_batches for the two keywords).
         Returns (record count, max timestamp) of the appended batches."""
         position = self.size
+        if not position:
+            self._ensure_index_files()  # before the data: a non-empty .log has its indexes
         _core.file_append(self.fd, data)
         self.size += len(data)
         if self.first_batch_timestamp is None and batches:
@@ -337,7 +347,12 @@ class LogSegment:
         self.time_index.make_appendable()
 
     def make_inactive(self) -> None:
-        """Rolled: record the final max timestamp and trim both indexes."""
+        """Rolled (or written by the cleaner): record the final max timestamp and trim
+        both indexes, whose files exist from now on even for an empty segment."""
+        self._ensure_index_files()
+        self._finish_indexes()
+
+    def _finish_indexes(self) -> None:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
@@ -360,7 +375,7 @@ class LogSegment:
     def close(self) -> None:
         if self.fd < 0:
             return
-        self.make_inactive()
+        self._finish_indexes()  # an empty segment keeps having no index files
         self.offset_index.close()
         self.time_index.close()
         os.close(self.fd)

@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import RolledBackError
+from kazoo.exceptions import (
+    BadArgumentsError,
+    MarshallingError,
+    NoNodeError,
+    RolledBackError,
+    UnimplementedError,
+)
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
+
+from kafkarepl.zk.multi_read import MultiRead, get_children_op, get_data_op
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +40,8 @@ SUSPENDED = KazooState.SUSPENDED
 LOST = KazooState.LOST
 
 Hook = Callable[[], Any]  # plain function or coroutine function, run on the loop
+# Reads per multiRead: ~1,000 partition states make a response of ~200 KB.
+MAX_READS_PER_REQUEST = 1000
 
 
 class ZkTransactionError(Exception):
@@ -78,6 +88,7 @@ class AsyncZk:
         self._reestablished_hooks: list[Hook] = []
         self._lost_hooks: list[Hook] = []
         self._connected_event: asyncio.Event | None = None
+        self._multi_read_supported = True
         self.client.add_listener(self._kazoo_listener)
 
     # --- lifecycle -----------------------------------------------------------------
@@ -257,6 +268,55 @@ class AsyncZk:
 
     async def delete(self, path: str, version: int = -1) -> None:
         await self._wrap(self.client.delete_async(path, version))
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """getData of every path (None: no such node), in multiRead requests of up to
+        MAX_READS_PER_REQUEST, all in flight at once; one by one on a ZooKeeper without
+        multiRead (before 3.6)."""
+        return await self._read_many([get_data_op(self._chrooted(p)) for p in paths], paths,
+                                     self.get)
+
+    async def get_children_many(self, paths: Sequence[str]) -> list[list[str] | None]:
+        """getChildren of every path (None: no such node), as get_many."""
+        return await self._read_many([get_children_op(self._chrooted(p)) for p in paths], paths,
+                                     self.get_children)
+
+    def _chrooted(self, path: str) -> str:
+        chroot = self.client.chroot
+        return chroot + path if chroot else path
+
+    async def _read_many(self, ops: list, paths: Sequence[str], one: Callable) -> list:
+        if self._multi_read_supported:
+            chunks = [ops[i:i + MAX_READS_PER_REQUEST] for i in range(0, len(ops), MAX_READS_PER_REQUEST)]
+            try:
+                replies = await asyncio.gather(*(self._multi_read(c) for c in chunks))
+            except (UnimplementedError, BadArgumentsError, MarshallingError) as e:
+                log.warning("zookeeper %s: no multiRead (%r); reading one znode at a time", self.hosts, e)
+                self._multi_read_supported = False
+            else:
+                out: list = []
+                for reply in replies:
+                    for r in reply:
+                        if isinstance(r, NoNodeError):
+                            out.append(None)
+                        elif isinstance(r, Exception):
+                            raise r
+                        else:
+                            out.append(r)
+                return out
+
+        async def single(path: str) -> Any:
+            try:
+                return await one(path)
+            except NoNodeError:
+                return None
+
+        return list(await asyncio.gather(*(single(p) for p in paths)))
+
+    def _multi_read(self, ops: list) -> Awaitable:
+        async_result = self.client.handler.async_result()
+        self.client._call(MultiRead(ops), async_result)
+        return self._wrap(async_result)
 
     async def multi(self, ops: Iterable[tuple]) -> list:
         """Atomic multi. ops: ("check", path, version) | ("create", path, value[, ephemeral])

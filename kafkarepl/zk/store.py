@@ -404,8 +404,12 @@ class KafkaZkStore:
 
     async def get_brokers(self) -> dict[int, BrokerInfo]:
         ids = await self.get_broker_ids()
-        infos = await asyncio.gather(*(self.get_broker(i) for i in ids))
-        return {i.id: i for i in infos if i is not None}
+        found = await self.zk.get_many([f"{BROKER_IDS}/{i}" for i in ids])
+        return {
+            i: decode_broker(i, r[0], r[1].czxid)
+            for i, r in zip(ids, found, strict=True)
+            if r is not None
+        }
 
     # --- controller ----------------------------------------------------------------
 
@@ -500,8 +504,12 @@ class KafkaZkStore:
 
     async def get_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicAssignment]:
         names = list(await self.get_topic_names() if names is None else names)
-        found = await asyncio.gather(*(self.get_topic(n) for n in names))
-        return {t.name: t for t in found if t is not None}
+        found = await self.zk.get_many([topic_path(n) for n in names])
+        return {
+            n: decode_topic(n, r[0], r[1].version)
+            for n, r in zip(names, found, strict=True)
+            if r is not None
+        }
 
     async def topic_exists(self, name: str) -> bool:
         return await self.zk.exists(topic_path(name)) is not None
@@ -719,9 +727,29 @@ class KafkaZkStore:
     async def get_partition_states(
         self, partitions: Iterable[tuple[str, int]]
     ) -> dict[tuple[str, int], PartitionState]:
+        """Many state znodes in a few multiRead round trips; missing ones left out."""
         keys = list(partitions)
-        states = await asyncio.gather(*(self.get_partition_state(t, p) for t, p in keys))
-        return {k: s for k, s in zip(keys, states, strict=True) if s is not None}
+        found = await self.zk.get_many([partition_state_path(t, p) for t, p in keys])
+        return {
+            k: decode_partition_state(r[0], r[1].version)
+            for k, r in zip(keys, found, strict=True)
+            if r is not None
+        }
+
+    async def get_existing_partition_states(
+        self, topics: Iterable[str]
+    ) -> dict[tuple[str, int], PartitionState]:
+        """The state znodes a topic already has (a topic re-created over leftovers); a new
+        topic has none, found with one getChildren per topic, all in one request."""
+        names = list(topics)
+        children = await self.zk.get_children_many([partitions_path(t) for t in names])
+        keys = [
+            (t, int(p))
+            for t, ps in zip(names, children, strict=True)
+            for p in ps or []
+            if p.isdigit()
+        ]
+        return await self.get_partition_states(keys) if keys else {}
 
     async def create_partition_states(
         self, fence: ControllerEpochFence, states: Mapping[tuple[str, int], PartitionState]
@@ -730,13 +758,16 @@ class KafkaZkStore:
         zkVersion (0). A partition whose state already exists is left out of the result."""
         created: dict[tuple[str, int], int] = {}
         topics = {t for t, _ in states}
-        for t in topics:
+
+        async def parent(t: str) -> None:
             try:
                 await self.fenced(fence, [("create", partitions_path(t), b"")])
             except NodeExistsError:
                 pass
-        items = sorted(states.items())
-        for chunk in _chunks(items, MAX_OPS_PER_MULTI // 2):
+
+        await asyncio.gather(*(parent(t) for t in topics))
+
+        async def create(chunk: list) -> None:
             ops = []
             for (t, p), s in chunk:
                 ops.append(("create", partition_path(t, p), b""))
@@ -744,7 +775,7 @@ class KafkaZkStore:
             try:
                 await self.fenced(fence, ops)
                 created.update({k: 0 for k, _ in chunk})
-                continue
+                return
             except (NodeExistsError, NoNodeError):
                 pass
             # Some partition existed already: one by one.
@@ -760,6 +791,10 @@ class KafkaZkStore:
                     created[(t, p)] = 0
                 except NodeExistsError:
                     pass
+
+        # All multis in flight at once (ZooKeeper applies them in order): no round trip
+        # per chunk of 250 partitions.
+        await asyncio.gather(*(create(c) for c in _chunks(sorted(states.items()), MAX_OPS_PER_MULTI // 2)))
         return created
 
     async def update_partition_state(
@@ -795,8 +830,8 @@ class KafkaZkStore:
         ControllerMovedError propagates."""
         done: dict[tuple[str, int], int] = {}
         failed: dict[tuple[str, int], Exception] = {}
-        items = sorted(updates.items())
-        for chunk in _chunks(items, MAX_OPS_PER_MULTI):
+
+        async def update(chunk: list) -> None:
             ops = [
                 ("set", partition_state_path(t, p), encode_partition_state(s), v)
                 for (t, p), (s, v) in chunk
@@ -804,7 +839,7 @@ class KafkaZkStore:
             try:
                 stats = await self.fenced(fence, ops)
                 done.update({k: st.version for (k, _), st in zip(chunk, stats, strict=True)})
-                continue
+                return
             except (BadVersionError, NoNodeError):
                 pass
             for (t, p), (s, v) in chunk:
@@ -812,6 +847,9 @@ class KafkaZkStore:
                     done[(t, p)] = await self.update_partition_state(fence, t, p, s, v)
                 except (BadVersionError, NoNodeError) as e:
                     failed[(t, p)] = e
+
+        # Every multi in flight at once; each is atomic and fenced on its own.
+        await asyncio.gather(*(update(c) for c in _chunks(sorted(updates.items()), MAX_OPS_PER_MULTI)))
         return done, failed
 
     # --- admin requests ------------------------------------------------------------

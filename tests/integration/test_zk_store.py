@@ -247,3 +247,39 @@ def test_config_change_notifications_are_purged_oldest_first_once_expired(zk_chr
         await zk.stop()
 
     run(main())
+
+
+def test_multi_read_reads_many_znodes_in_a_few_requests(zk_chroot):
+    """get_many / get_children_many (ZooKeeper's multiRead) under a chroot: values and
+    stats as single gets give them, None for a missing node, order kept past one request."""
+    async def main():
+        zk, store = await connect(zk_chroot)
+        try:
+            await zk.ensure_path("/many")
+            n = 2500  # more than one multiRead request
+            await asyncio.gather(*(zk.create(f"/many/n{i}", b"v%d" % i) for i in range(n)))
+            paths = [f"/many/n{i}" for i in range(n)]
+            paths.insert(7, "/many/missing")
+            got = await zk.get_many(paths)
+            assert len(got) == n + 1 and got[7] is None
+            values = [g[0] for g in got if g is not None]
+            assert values == [b"v%d" % i for i in range(n)]
+            single = await zk.get("/many/n42")
+            assert got[43] == single
+            children = await zk.get_children_many(["/many", "/nowhere"])
+            assert sorted(children[0]) == sorted(f"n{i}" for i in range(n)) and children[1] is None
+            states = {("t", p): PartitionState(p % 3, 5, [0, 1, 2], 1) for p in range(3)}
+            await zk.ensure_path("/brokers/topics/t/partitions")
+            for (_t, p), s in states.items():
+                await zk.create(f"/brokers/topics/t/partitions/{p}/state",
+                                json.dumps({"version": 1, "leader": s.leader, "leader_epoch": 5,
+                                            "isr": s.isr, "controller_epoch": 1}).encode(),
+                                makepath=True)
+            read = await store.get_partition_states([("t", 0), ("t", 1), ("t", 2), ("t", 9)])
+            assert sorted(read) == [("t", 0), ("t", 1), ("t", 2)]
+            assert read[("t", 1)].leader == 1 and read[("t", 1)].isr == [0, 1, 2]
+            assert sorted(await store.get_existing_partition_states(["t", "nope"])) == sorted(read)
+        finally:
+            await zk.stop()
+
+    run(main())

@@ -30,7 +30,8 @@ def crash(log: Log) -> None:
         for idx in (seg.offset_index, seg.time_index):
             if idx._mm is not None:
                 idx._mm.close()
-            os.close(idx._fd)
+            if idx._fd >= 0:  # an empty segment has no index files yet
+                os.close(idx._fd)
         os.close(seg.fd)
 
 

@@ -99,6 +99,10 @@ def test_only_the_changed_key_is_examined() -> None:
             calls["n"] += 1
             return super().try_complete(now_ms)
 
+        def try_complete_key(self, key: object, now_ms: int) -> bool:
+            calls["n"] += 1
+            return super().try_complete_key(key, now_ms)
+
     purg: Purgatory[DelayedProduce] = Purgatory()
     parts = {f"t-{i}": leader() for i in range(50)}
     for key, p in parts.items():
@@ -106,6 +110,33 @@ def test_only_the_changed_key_is_examined() -> None:
     calls["n"] = 0
     parts["t-7"].on_follower_fetch(1, 1, 1, 1)
     assert len(purg.check("t-7", 1)) == 1 and calls["n"] == 1
+
+
+def test_a_wide_op_looks_only_at_the_signalled_partition() -> None:
+    """A follower's fetch over n partitions, signalled once per partition (e.g. n ISR
+    changes after a broker came back), costs O(n) partition looks, not O(n^2)."""
+    looks = {"n": 0}
+
+    def counting_bytes(key: object, w: FetchWait) -> int:
+        looks["n"] += 1
+        return _bytes(key, w)
+
+    parts = {f"t-{i}": leader() for i in range(200)}
+    for p in parts.values():
+        append(p, 1)
+    waits = {k: FetchWait(p, p.log.log_end_offset, 1, from_follower=True) for k, p in parts.items()}
+    purg: Purgatory[DelayedFetch] = Purgatory()
+    op = DelayedFetch(waits, min_bytes=150, deadline_ms=500, available_bytes=counting_bytes)
+    assert not purg.try_complete_else_watch(op, 0)
+    looks["n"] = 0
+    for key in parts:  # nothing readable changed: examined, not completed
+        assert purg.check(key, 1) == []
+    assert looks["n"] == 0  # no partition had bytes to count
+    append(parts["t-3"], 1)
+    assert purg.check("t-3", 2) == []  # 100 bytes < min_bytes
+    append(parts["t-9"], 1)
+    assert purg.check("t-9", 3) == [op]  # 200 bytes over two partitions
+    assert looks["n"] == 2
 
 
 def test_completed_ops_do_not_accumulate() -> None:
