@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kr_arrow.h"
+#include "kr_bytes.h"
 
 #define HEADER_SIZE 61
 #define ATTR_COMPRESSION 0x07
@@ -19,31 +20,6 @@
 #define MAX_ARROW_BYTES ((size_t)INT32_MAX) /* int32 offsets */
 
 /* ---- small helpers -------------------------------------------------------------- */
-
-static inline uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline void put_be16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static inline void put_be64(uint8_t *p, uint64_t v)
-{
-    put_be32(p, (uint32_t)(v >> 32));
-    put_be32(p + 4, (uint32_t)v);
-}
 
 static inline uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (v < 0 ? UINT64_MAX : 0); }
 

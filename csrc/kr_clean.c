@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kr_core.h"
+#include "kr_bytes.h"
 
 static inline int64_t unzigzag(uint64_t u) { return (int64_t)((u >> 1) ^ (~(u & 1) + 1)); }
 
@@ -44,19 +45,6 @@ static inline int varint(const uint8_t **pp, const uint8_t *lim, int64_t *out)
         }
     }
     return -1;
-}
-
-static inline uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
 }
 
 /* ---- offset map ------------------------------------------------------------------ */
