@@ -103,6 +103,11 @@ class FetchWait:
 AvailableBytes = Callable[[K, FetchWait], int]
 
 
+# A fetch over at most this many partitions is re-examined in full on every signal (as
+# cheap as one key's bookkeeping at that size); larger ones keep per-partition sums.
+SMALL_FETCH = 16
+
+
 class DelayedFetch(DelayedOperation):
     """Completes when the readable bytes over all partitions reach min_bytes, when a
     partition changes leader epoch or role, when a fetch offset is past the end (the log
@@ -153,6 +158,17 @@ class DelayedFetch(DelayedOperation):
         return self._readable > 0 and self._total >= self.min_bytes
 
     def try_complete(self, now_ms: int) -> bool:
+        if len(self.waits) <= SMALL_FETCH:  # a plain sum; try_complete_key rescans it
+            total = 0
+            for key, w in self.waits.items():
+                n = self._look(key, w)
+                if n is None:
+                    return True
+                if n >= 0:  # something readable (-1: nothing)
+                    total += n
+                    if total >= self.min_bytes:
+                        return True
+            return False
         self._bytes, self._total, self._readable = {}, 0, 0
         for key, w in self.waits.items():
             n = self._look(key, w)
