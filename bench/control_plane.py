@@ -17,6 +17,12 @@ Results are JSON lines (stdout, and --out). Kafka's figures: ../shared/reference
 
     python bench/control_plane.py                  # 3,000 and 10,000 partitions, everything
     python bench/control_plane.py --partitions 3000 --only create
+    python bench/control_plane.py --runs 3 --data-root /srv/bench --out cp.jsonl
+
+Settings: Kafka's defaults where LocalCluster's test-friendly ones differ (session timeout
+18 s, replica.lag.time.max.ms 30 s, replica.fetch.wait.max.ms 500 ms); a kill -9 is
+noticed at once anyway (fast failover, server/liveness.py). Profile a broker with
+KAFKAREPL_CPROFILE=<dir> (server/profiling.py).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import struct
@@ -250,20 +257,25 @@ def bench_restart(c: LocalCluster, n: int, out: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    for n in args.partitions:
-        c = new_cluster(args)
-        try:
-            bench_create(c, n, args.out)  # the others need the topic
-            if "metadata" in args.only:
-                bench_metadata(c, n, args.out)
-            if "idle" in args.only:
-                bench_idle(c, n, args.idle_seconds, args.out)
-            if "restart" in args.only and n >= args.heavy_from:
-                bench_restart(c, n, args.out)
-            if "ctrl-failover" in args.only and n >= args.heavy_from:
-                bench_controller_failover(c, n, args.out)
-        finally:
-            c.stop()
+    for i in range(args.runs):
+        for n in args.partitions:
+            if args.data_root:
+                args.data_dir = os.path.join(args.data_root, f"cp-{n}-{i}-{os.getpid()}")
+            c = new_cluster(args)
+            try:
+                bench_create(c, n, args.out)  # the others need the topic
+                if "metadata" in args.only:
+                    bench_metadata(c, n, args.out)
+                if "idle" in args.only:
+                    bench_idle(c, n, args.idle_seconds, args.out)
+                if "restart" in args.only and n >= args.heavy_from:
+                    bench_restart(c, n, args.out)
+                if "ctrl-failover" in args.only and n >= args.heavy_from:
+                    bench_controller_failover(c, n, args.out)
+            finally:
+                c.stop()
+                if args.data_root and args.data_dir:
+                    shutil.rmtree(args.data_dir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -279,6 +291,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument("--out", help="append the JSON lines here too")
     ap.add_argument("--data-dir", help="keep the cluster (logs) here instead of a temporary dir")
+    ap.add_argument("--data-root", help="put each run's cluster in a fresh directory under this one "
+                    "(removed after the run); default: a temporary directory")
+    ap.add_argument("--runs", type=int, default=1, help="fresh clusters per partition count")
     run(ap.parse_args(argv))
 
 

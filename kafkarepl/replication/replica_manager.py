@@ -567,6 +567,16 @@ class ReplicaManager:
         else:
             self._deadline(op.deadline_ms)
 
+    def read_for_fetch(
+        self, params: FetchParams, fetches: Sequence[PartitionFetch], racks: Mapping[int, str | None] | None = None,
+    ) -> tuple[list[FetchPartitionData], int, bool]:
+        """Read `fetches` now, as a Fetch would (a follower's progress recorded), without
+        waiting: (data per partition, total bytes, any error). For callers that wait
+        themselves (incremental fetch sessions)."""
+        ctx = _FetchContext(params, list(fetches), lambda _data: None, racks or {})
+        data, total, has_error, _waits = self._read(ctx, record_progress=True)
+        return data, total, has_error
+
     def _fetch_done(self, op: DelayedFetch) -> None:
         ctx: _FetchContext = op.context  # type: ignore[assignment]
         # As Kafka: the completing read records the follower's fetch state again.
@@ -756,6 +766,9 @@ class ReplicaManager:
 
     def on_follower_request_failed(self, fetcher: FollowerFetcher, req: EpochRequest | FetchRequest) -> None:
         fetcher.on_request_failed(req, self.clock.monotonic_ms())
+
+    def on_follower_request_abandoned(self, fetcher: FollowerFetcher, req: EpochRequest | FetchRequest) -> None:
+        fetcher.on_request_abandoned(req)
 
     # ----------------------------------------------------------------------- ISR -----
     def maybe_shrink_isrs(self) -> None:
