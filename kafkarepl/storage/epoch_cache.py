@@ -9,8 +9,11 @@ Backed by the partition's `leader-epoch-checkpoint` in Kafka's text format
 
 followed by the "xxh64 <hex>" trailer line kafkarepl._core.checkpoint_write adds.
 
-A new epoch (assign) is written atomically and fsynced before anything is appended in
-it, as Kafka does, with one exception that makes creating thousands of partitions cheap:
+A new epoch (assign) is written atomically and durably before anything is appended in
+it, as Kafka does: fsynced at once, or, inside deferred_syncs() (a LeaderAndIsr making
+thousands of leaders, where no append can happen before it ends), made durable by one
+syncfs per file system when the block ends. One exception makes creating thousands of
+partitions cheap:
 while no checkpoint file exists, the first one is written in place without fsync (and an
 empty one not at all). A crash can then only leave no file, a torn one (the trailer's
 hash catches it) or that first version; the first two rebuild the cache from the
@@ -36,6 +39,9 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kafkarepl import _core
@@ -60,6 +66,48 @@ def parse_epoch_checkpoint(path: str, payload: bytes) -> list[tuple[int, int]]:
     if count != len(entries):
         raise CheckpointCorruptError(path, f"expected {count} entries, found {len(entries)}")
     return entries
+
+
+class _Deferred:
+    def __init__(self) -> None:
+        self.dirs: set[str] = set()
+
+
+_deferred: _Deferred | None = None
+
+
+@contextmanager
+def deferred_syncs() -> Iterator[None]:
+    """New epochs assigned inside are written atomically without fsync; leaving the block
+    makes them durable with one syncfs per file system (before anything is appended in
+    them: the caller appends nothing inside). Nests: the outermost block syncs."""
+    global _deferred
+    if _deferred is not None:
+        yield
+        return
+    _deferred = d = _Deferred()
+    try:
+        yield
+    finally:
+        _deferred = None
+        sync_file_systems(d.dirs)
+
+
+def sync_file_systems(dirs: set[str]) -> None:
+    """syncfs once per file system holding one of `dirs`."""
+    seen: set[int] = set()
+    for path in sorted(dirs):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue  # deleted meanwhile: nothing of it to make durable
+        try:
+            dev = os.fstat(fd).st_dev
+            if dev not in seen:
+                seen.add(dev)
+                _core.file_syncfs(fd)
+        finally:
+            os.close(fd)
 
 
 class LeaderEpochCache:
@@ -130,8 +178,12 @@ class LeaderEpochCache:
             return False
         keep = bisect.bisect_left(self._starts, start_offset)
         if keep < len(self._starts):
-            log.warning("%s: epoch %d at %d replaces entries %s", self.path, epoch,
-                        start_offset, self.epochs()[keep:])
+            # Routine when those epochs got no records (they start where this one does:
+            # an empty partition changing leaders); a warning when records are replaced.
+            replaced = self.epochs()[keep:]
+            level = logging.DEBUG if all(s == start_offset for _, s in replaced) else logging.WARNING
+            log.log(level, "%s: epoch %d at %d replaces entries %s", self.path, epoch,
+                    start_offset, replaced)
             del self._epochs[keep:]
             del self._starts[keep:]
         self._epochs.append(epoch)
@@ -177,7 +229,15 @@ class LeaderEpochCache:
             return
         lines = ["0", str(len(self._epochs))]
         lines += [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)]
-        _core.checkpoint_write(str(self.path), ("\n".join(lines) + "\n").encode(), sync=sync)
+        payload = ("\n".join(lines) + "\n").encode()
+        path = str(self.path)
+        if sync and _deferred is not None:
+            tmp = path + ".tmp"
+            _core.checkpoint_write(tmp, payload, sync=False)
+            os.replace(tmp, path)  # atomic; durable at the block's syncfs
+            _deferred.dirs.add(os.path.dirname(path))
+        else:
+            _core.checkpoint_write(path, payload, sync=sync)
         self._on_disk = True
 
     def __repr__(self) -> str:

@@ -175,3 +175,33 @@ def test_syncfs(tmp_path):
         os.close(fd)
     with pytest.raises(ValueError):
         _core.file_syncfs(-1)
+
+
+def test_deferred_syncs_write_new_epochs_atomically_and_sync_once(tmp_path, writes, monkeypatch):
+    from kafkarepl.storage import epoch_cache
+
+    synced: list[str] = []
+    real_syncfs = _core.file_syncfs
+    monkeypatch.setattr(_core, "file_syncfs", lambda fd: (synced.append(fd), real_syncfs(fd)))
+    logs = []
+    for p in range(5):
+        lg = Log.create(tmp_path / f"t-{p}", LogConfig())
+        lg.assign_epoch(0, 0)  # first write: in place, unsynced
+        lg.append_as_leader(build_batch(1), 0, T0)
+        logs.append(lg)
+    writes.clear()
+    with epoch_cache.deferred_syncs():
+        with epoch_cache.deferred_syncs():  # nested: the outer block syncs
+            for lg in logs:
+                lg.assign_epoch(3, 1)
+        assert synced == []
+        assert not any(sync for _, sync in writes)  # no fsync per file
+    assert len(synced) == 1  # one syncfs: all on one file system
+    assert not any(n.endswith(".tmp") for p in range(5) for n in os.listdir(tmp_path / f"t-{p}"))
+    for lg in logs:
+        lg.append_as_leader(build_batch(1), 3, T0)
+        lg.close()
+    for p in range(5):
+        lg = Log.open(tmp_path / f"t-{p}", LogConfig(), clean_shutdown=True)
+        assert lg.leader_epoch_cache.epochs() == [(0, 0), (3, 1)]
+        lg.close()
