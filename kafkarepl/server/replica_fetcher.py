@@ -156,11 +156,13 @@ class ReplicaFetcher:
                 continue
             try:
                 conn = await self._connection()
+                wait = True
                 if epoch_reqs:
                     await self._send_epoch_requests(conn, epoch_reqs)
                     epoch_reqs = []
+                    wait = False  # they fetch next round: no long poll before it
                 if fetch_reqs:
-                    await self._send_fetch(conn, fetch_reqs)
+                    await self._send_fetch(conn, fetch_reqs, wait)
                     fetch_reqs = []
             except asyncio.CancelledError:
                 raise
@@ -203,12 +205,14 @@ class ReplicaFetcher:
             return
         try:
             conn = await self._connection()
+            wait = True
             if epoch_reqs:
                 await self._send_epoch_requests(conn, epoch_reqs)
                 self._dirty.update(tp for tp, _f, _r in epoch_reqs)
                 epoch_reqs = []
+                wait = False  # they fetch next round: no long poll before it
             if self._sent or self._forgotten:
-                await self._send_session_fetch(conn, updates)
+                await self._send_session_fetch(conn, updates, wait)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - leader down/moving: back off, retry
@@ -235,12 +239,14 @@ class ReplicaFetcher:
         self._dirty = set(self.partitions)
         self._session_id, self._session_epoch = 0, INITIAL_EPOCH
 
-    async def _send_session_fetch(self, conn: BrokerConnection, updates: Pending) -> None:
+    async def _send_session_fetch(self, conn: BrokerConnection, updates: Pending, wait: bool = True) -> None:
         forgotten: dict[str, list[int]] = {}
         sent_forgotten = set(self._forgotten)
         for tp in sent_forgotten:
             forgotten.setdefault(tp.topic, []).append(tp.partition)
         body = self._fetch_body(updates, self._session_id, self._session_epoch)
+        if not wait:
+            body["max_wait_ms"] = 0
         body["forgotten_topics_data"] = [{"topic": t, "partitions": ps} for t, ps in forgotten.items()]
         opening = self._session_epoch == INITIAL_EPOCH
         resp = await conn.send(ApiKey.FETCH, FETCH_VERSION, body)
@@ -363,8 +369,10 @@ class ReplicaFetcher:
         p = self.replicas.get(tp)
         return 0 if p is None else int(r["high_watermark"]) - p.log.log_end_offset
 
-    async def _send_fetch(self, conn: BrokerConnection, reqs: Pending) -> None:
+    async def _send_fetch(self, conn: BrokerConnection, reqs: Pending, wait: bool = True) -> None:
         body = self._fetch_body(reqs, 0, FINAL_EPOCH)
+        if not wait:
+            body["max_wait_ms"] = 0
         resp = await conn.send(ApiKey.FETCH, FETCH_VERSION, body)
         assert resp is not None
         if resp.get("error_code"):
