@@ -180,13 +180,62 @@ def summarize(rows: list[dict], kafka: dict[str, float]) -> list[str]:
     return lines
 
 
+def before_after(rows: list[dict]) -> list[str]:
+    """bench/compare_control_plane.sh's lines (tagged "rev": base|head): medians of each
+    control-plane figure for both, and head / base."""
+    figures = [
+        ("create", "all_led_full_isr_s", "create {n:,} partitions RF 3, all led with full ISR (s)"),
+        ("metadata-full", "median_ms", "full Metadata with {n:,} partitions (ms)"),
+        ("idle", "cpu_pct_max", "idle with {n:,} partitions: CPU per broker, max (%)"),
+        ("idle", "rss_mib_max", "idle with {n:,} partitions: RSS per broker, max (MiB)"),
+        ("controller-failover", "all_led_s", "controller kill -9, {n:,} partitions: all led (s)"),
+        ("controller-failover", "killed_back_in_isr_s", "same: killed broker back in every ISR (s)"),
+        ("broker-restart", "controlled_shutdown_s", "broker restart, {n:,} partitions: controlled shutdown (s)"),
+        ("broker-restart", "start_serving_s", "same: start until serving (s)"),
+        ("broker-restart", "all_in_isr_s", "same: start until back in every ISR (s)"),
+        ("fs-probe", "mkdir_ms", "file system before the {n:,}-partition runs: ms per mkdir"),
+        ("fs-probe", "create_ms", "file system before the {n:,}-partition runs: ms per file create"),
+    ]
+    figures += [("latency", "p50_ms", "e2e latency at 5,000 msg/s: p50 (ms)"),
+                ("latency", "p99_ms", "e2e latency: p99 (ms)"),
+                ("latency", "p99.9_ms", "e2e latency: p99.9 (ms)")]
+    lines = ["| figure | before (base) | after (head) | after / before |", "|---|---|---|---|"]
+    sizes: list[int | None] = sorted({r["partitions"] for r in rows if "partitions" in r})
+    sizes.append(None)  # figures without a partition count
+
+    def cell(v: list[float], missing: int) -> str:
+        miss = f"; {missing} not reached in time or failed" if missing else ""
+        if not v:
+            return ("not reached in time" if missing else "not run") + (f" ({missing} runs)" if missing else "")
+        return f"{fmt(statistics.median(v))} ({fmt(min(v))}-{fmt(max(v))}, n={len(v)}{miss})"
+
+    def unmet(bench: str, key: str, rev: str, n: int | None) -> int:
+        return sum(1 for r in rows if r.get("bench") == bench and r.get("rev") == rev
+                   and r.get("partitions") == n and (r.get(key) is None and (key in r or "error" in r)))
+
+    for bench, key, label in figures:
+        for n in sizes:
+            b = values(rows, bench, key, lambda r, n=n: r.get("rev") == "base" and r.get("partitions") == n)
+            h = values(rows, bench, key, lambda r, n=n: r.get("rev") == "head" and r.get("partitions") == n)
+            mb, mh = unmet(bench, key, "base", n), unmet(bench, key, "head", n)
+            if not (b or h or mb or mh):
+                continue
+            ratio = f"{statistics.median(h) / statistics.median(b):.2f}x" if b and h and statistics.median(b) else ""
+            lines.append(f"| {label.format(n=n)} | {cell(b, mb)} | {cell(h, mh)} | {ratio} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("jsonl", nargs="+")
     ap.add_argument("--baseline", default=os.environ.get("KAFKA_BASELINE", str(DEFAULT_BASELINE)))
     args = ap.parse_args(argv)
+    rows = load(args.jsonl)
+    if any("rev" in r for r in rows):
+        print("\n".join(before_after(rows)))
+        return
     kafka = kafka_figures(Path(args.baseline))
-    print("\n".join(summarize(load(args.jsonl), kafka)))
+    print("\n".join(summarize(rows, kafka)))
 
 
 if __name__ == "__main__":

@@ -13,11 +13,11 @@ A new epoch (assign) is written atomically and durably before anything is append
 it, as Kafka does: fsynced at once, or, inside deferred_syncs() (a LeaderAndIsr making
 thousands of leaders, where no append can happen before it ends), made durable by one
 syncfs per file system when the block ends. One exception makes creating thousands of
-partitions cheap:
-while no checkpoint file exists, the first one is written in place without fsync (and an
-empty one not at all). A crash can then only leave no file, a torn one (the trailer's
-hash catches it) or that first version; the first two rebuild the cache from the
-batches' headers. Removals (truncations, a rebuild's result) are written in place
+partitions cheap: while no checkpoint file exists, none is written until the log gets
+its first records (write_pending, from the log), and that first one is written in place
+without fsync. A missing file is never stale: loading rebuilds the cache from the
+batches' headers; a crash can otherwise only leave a torn file (the trailer's hash
+catches it: rebuilt too) or that first version. Removals (truncations, a rebuild's result) are written in place
 without fsync, as Kafka flushes them in the background (KAFKA-15046, KAFKA-16541): an
 older file only holds extra entries at or past the log end, which loading truncates
 again, and a torn one is rebuilt from the headers.
@@ -116,6 +116,7 @@ class LeaderEpochCache:
         self.path = path
         # Whether some version of the checkpoint may be on disk (see the module docstring).
         self._on_disk = on_disk
+        self._pending = False  # changed while none is on disk: write with the first records
         self._epochs: list[int] = []
         self._starts: list[int] = []
         for epoch, start in entries or []:
@@ -223,9 +224,20 @@ class LeaderEpochCache:
         self._starts = [s for _, s in entries]
         self.flush()
 
+    def write_pending(self) -> None:
+        """The log got records: write the first checkpoint if one is due (in place, no
+        fsync; see the module docstring)."""
+        if self._pending:
+            self._pending = False
+            self._on_disk = True
+            self.flush(sync=False)
+
     def flush(self, sync: bool = False) -> None:
         """Write the checkpoint; sync: atomically and durably (see the module docstring)."""
-        if self.path is None or (not self._on_disk and not self._epochs):
+        if self.path is None:
+            return
+        if not self._on_disk:
+            self._pending = bool(self._epochs)  # nothing on disk to go stale: later
             return
         lines = ["0", str(len(self._epochs))]
         lines += [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)]
