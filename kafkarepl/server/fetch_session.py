@@ -36,6 +36,7 @@ from kafkarepl.replication import FetchPartitionData, PartitionFetch, TopicParti
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
+SWEEP_EVERY_MS = 10_000  # a look for sessions idle past evict_after_ms, at most this often
 
 
 def next_epoch(epoch: int) -> int:
@@ -107,6 +108,7 @@ class FetchSessionCache:
         self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
         self._by_partition: dict[TopicPartition, dict[int, FetchSession]] = {}
         self._ids = itertools.count(random.randrange(1, 1 << 30))
+        self._last_sweep_ms = 0
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -119,9 +121,20 @@ class FetchSessionCache:
                 s.mark(tp)
 
     # -- sessions -----------------------------------------------------------------------
+    def sweep(self, now_ms: int) -> None:
+        """End the sessions unused for evict_after_ms (a follower that restarted or moved
+        opened a new one): they hold every partition's state and get its change marks."""
+        self._last_sweep_ms = now_ms
+        while self.sessions:
+            oldest = next(iter(self.sessions.values()))
+            if now_ms - oldest.last_used_ms < self.evict_after_ms:
+                return
+            self.remove(oldest.id)
+
     def create(self, replica_id: int, fetches: Iterable[PartitionFetch], now_ms: int) -> FetchSession | None:
         """A new session over `fetches`, or None when every slot is held by a session used
         within evict_after_ms (then the follower fetches without one)."""
+        self.sweep(now_ms)
         if len(self.sessions) >= self.max_slots:
             oldest = next(iter(self.sessions.values()))
             if now_ms - oldest.last_used_ms < self.evict_after_ms:
@@ -136,6 +149,8 @@ class FetchSessionCache:
         return s
 
     def get(self, session_id: int, replica_id: int, now_ms: int) -> FetchSession | None:
+        if now_ms - self._last_sweep_ms > SWEEP_EVERY_MS:
+            self.sweep(now_ms)
         s = self.sessions.get(session_id)
         if s is None or s.replica_id != replica_id:
             return None

@@ -92,3 +92,18 @@ def test_wakeup_is_an_asyncio_event() -> None:
         await asyncio.wait_for(waiter, 1)
 
     asyncio.run(main())
+
+
+def test_abandoned_sessions_end_after_the_eviction_time() -> None:
+    """A follower that restarted opens a new session: the old one must not keep every
+    partition's state (and its change marks) forever."""
+    cache = FetchSessionCache(max_slots=1000, evict_after_ms=120_000)
+    old = cache.create(2, [fetch(p) for p in range(50)], now_ms=0)
+    new = cache.create(2, [fetch(p) for p in range(50)], now_ms=1_000)
+    assert old is not None and new is not None and len(cache) == 2
+    for t in range(0, 130_000, 5_000):  # the new one is used all along
+        assert cache.get(new.id, 2, now_ms=1_000 + t) is new
+    assert cache.get(old.id, 2, now_ms=131_000) is None and len(cache) == 1
+    old.dirty.clear()
+    cache.on_partition_changed(tp(3))
+    assert not old.dirty and tp(3) in new.dirty
