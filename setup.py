@@ -16,7 +16,7 @@ core = Extension(
     "kafkarepl._core",
     sources=["kafkarepl/_core.pyx", *sorted(glob("csrc/*.c"))],
     include_dirs=["csrc"],
-    depends=["csrc/kr_core.h"],
+    depends=sorted(glob("csrc/*.h")),
     extra_compile_args=CFLAGS,
 )
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "kr_core.h"
+#include "kr_bytes.h"
 
 #define OFF_BASE_OFFSET 0
 #define OFF_LENGTH 8
@@ -28,29 +29,6 @@
 #define OFF_RECORDS_COUNT 57
 #define MIN_RECORD_SIZE 7 /* length, attributes, tsDelta, offsetDelta, keyLen, valueLen,
                              headerCount: one varint byte each at least */
-
-static inline uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-
-static inline uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline uint64_t be64(const uint8_t *p) { return (uint64_t)be32(p) << 32 | be32(p + 4); }
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static inline void put_be64(uint8_t *p, uint64_t v)
-{
-    put_be32(p, (uint32_t)(v >> 32));
-    put_be32(p + 4, (uint32_t)v);
-}
 
 /* Everything but the CRC: the frame fits and the header fields are coherent. */
 static int check_header(const uint8_t *buf, size_t len, size_t pos, kr_batch_info *out,
@@ -165,7 +143,7 @@ void kr_batch_vec_free(kr_batch_vec *v)
     v->count = v->capacity = 0;
 }
 
-static int vec_push(kr_batch_vec *v, const kr_batch_info *info)
+int kr_batch_vec_push(kr_batch_vec *v, const kr_batch_info *info)
 {
     if (v->count == v->capacity) {
         size_t cap = v->capacity ? v->capacity * 2 : 16;
@@ -199,7 +177,7 @@ int kr_scan_batches(const uint8_t *buf, size_t len, size_t start, int check_crc,
             *error_position = pos;
             return 1;
         }
-        if (vec_push(out, &info) < 0)
+        if (kr_batch_vec_push(out, &info) < 0)
             return -1;
         pos += (size_t)info.size;
         *valid_bytes = pos;

@@ -17,11 +17,14 @@
  * Every length is checked against the buffer; malformed records are an error, never a
  * read outside [buf, buf + len).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kr_core.h"
+#include "kr_bytes.h"
 
 static inline int64_t unzigzag(uint64_t u) { return (int64_t)((u >> 1) ^ (~(u & 1) + 1)); }
 
@@ -42,14 +45,6 @@ static inline int varint(const uint8_t **pp, const uint8_t *lim, int64_t *out)
         }
     }
     return -1;
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
 }
 
 /* ---- offset map ------------------------------------------------------------------ */
@@ -83,9 +78,8 @@ static inline size_t probe(const kr_offset_map *m, uint64_t h)
     return i;
 }
 
-int kr_offset_map_put(kr_offset_map *m, const uint8_t *key, size_t n, int64_t offset)
+static inline int put_hash(kr_offset_map *m, uint64_t h, int64_t offset)
 {
-    uint64_t h = key_hash(key, n);
     size_t i = probe(m, h);
     if (m->slots[2 * i] == 0) {
         if (m->used >= m->limit)
@@ -99,11 +93,31 @@ int kr_offset_map_put(kr_offset_map *m, const uint8_t *key, size_t n, int64_t of
     return 0;
 }
 
-int64_t kr_offset_map_get(const kr_offset_map *m, const uint8_t *key, size_t n)
+int kr_offset_map_put(kr_offset_map *m, const uint8_t *key, size_t n, int64_t offset)
 {
-    uint64_t h = key_hash(key, n);
+    return put_hash(m, key_hash(key, n), offset);
+}
+
+static inline int64_t get_hash(const kr_offset_map *m, uint64_t h)
+{
     size_t i = probe(m, h);
     return m->slots[2 * i] == 0 ? -1 : (int64_t)m->slots[2 * i + 1];
+}
+
+int64_t kr_offset_map_get(const kr_offset_map *m, const uint8_t *key, size_t n)
+{
+    return get_hash(m, key_hash(key, n));
+}
+
+/* Brings the first slot a probe for h reads into the cache ahead of the probe. */
+static inline void prefetch_slot(const kr_offset_map *m, uint64_t h)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(&m->slots[2 * ((size_t)(h >> 7) & (m->capacity - 1))]);
+#else
+    (void)m;
+    (void)h;
+#endif
 }
 
 /* ---- records ----------------------------------------------------------------------- */
@@ -246,4 +260,381 @@ int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int
         }
     }
     return KR_RECORDS_OK;
+}
+
+/* ---- whole chunks ------------------------------------------------------------------ */
+
+#define ATTR_CODEC 0x07
+#define ATTR_TRANSACTIONAL 0x10
+#define ATTR_CONTROL 0x20
+/* Records ahead whose slots are prefetched: enough misses in flight to cover the latency. */
+#define PREFETCH_DISTANCE 16
+
+struct kr_clean_rec {
+    uint64_t hash; /* 0: a null key */
+    int64_t offset;
+    uint32_t start; /* from the chunk's start */
+    uint32_t size;
+    uint8_t tombstone;
+};
+
+void kr_clean_scratch_free(kr_clean_scratch *s)
+{
+    free(s->recs);
+    free(s->batches);
+    s->recs = NULL;
+    s->batches = NULL;
+    s->recs_cap = s->batches_cap = 0;
+}
+
+/* Room for `need` items of `item` bytes in *p; -1 on out-of-memory. */
+static int reserve(void **p, size_t *cap, size_t need, size_t item)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 1024;
+    while (n < need) {
+        if (n > SIZE_MAX / 2 / item)
+            return -1;
+        n *= 2;
+    }
+    void *q = realloc(*p, n * item);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+enum { WALK_PLAIN, WALK_STOP, WALK_CORRUPT };
+
+/* The batch at buf[pos]: WALK_PLAIN (a whole, sound plain batch: *info), WALK_STOP (the
+ * caller's: not plain, or not ending inside buf) or WALK_CORRUPT (reason set). */
+static int walk_batch(const uint8_t *buf, size_t len, size_t pos, kr_batch_info *info, char *reason)
+{
+    if (len - pos < KR_LOG_OVERHEAD)
+        return WALK_STOP;
+    int32_t batch_length = (int32_t)be32(buf + pos + 8);
+    if (batch_length >= KR_MIN_BATCH_LENGTH && (uint64_t)batch_length > len - pos - KR_LOG_OVERHEAD)
+        return WALK_STOP;
+    if (kr_batch_check(buf, len, pos, 0, info, reason))
+        return WALK_CORRUPT;
+    if (info->attributes & (ATTR_CODEC | ATTR_TRANSACTIONAL | ATTR_CONTROL))
+        return WALK_STOP;
+    return WALK_PLAIN;
+}
+
+/* Parses the records of the plain batch *b of buf into s->recs from *n on (keyless ones
+ * only when with_keyless). Trailing bytes after the last record are corruption. */
+static int parse_batch(const uint8_t *buf, const kr_batch_info *b, kr_clean_scratch *s, size_t *n,
+                       int with_keyless, char *reason)
+{
+    if (reserve((void **)&s->recs, &s->recs_cap, *n + (size_t)b->records_count, sizeof(*s->recs)))
+        return -1;
+    const uint8_t *p = buf + b->position + KR_BATCH_HEADER_SIZE, *lim = buf + b->position + b->size;
+    for (int32_t i = 0; i < b->records_count; i++) {
+        rec_view r;
+        if (next_record(&p, lim, &r, reason, i))
+            return KR_RECORDS_CORRUPT;
+        if (r.key == NULL && !with_keyless)
+            continue;
+        struct kr_clean_rec *c = &s->recs[(*n)++];
+        c->hash = r.key == NULL ? 0 : key_hash(r.key, (size_t)r.key_len);
+        c->offset = b->base_offset + r.offset_delta;
+        c->start = (uint32_t)(r.start - buf);
+        c->size = (uint32_t)(r.end - r.start);
+        c->tombstone = (uint8_t)r.null_value;
+    }
+    if (p != lim) {
+        snprintf(reason, KR_REASON_MAX, "bytes after the last record of the batch at %" PRId64,
+                 b->position);
+        return KR_RECORDS_CORRUPT;
+    }
+    return KR_RECORDS_OK;
+}
+
+static int chunk_args_ok(size_t len, size_t start, char *reason)
+{
+    if (start > len || len > (size_t)INT32_MAX) {
+        snprintf(reason, KR_REASON_MAX, "bad chunk: start %zu, length %zu", start, len);
+        return 0;
+    }
+    return 1;
+}
+
+int kr_map_batches(kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
+                   int64_t min_last_offset, kr_clean_scratch *s, size_t *consumed, char *reason)
+{
+    *consumed = start;
+    if (!chunk_args_ok(len, start, reason))
+        return KR_RECORDS_CORRUPT;
+    size_t pos = start, n = 0;
+    for (;;) {
+        kr_batch_info b;
+        int w = walk_batch(buf, len, pos, &b, reason);
+        if (w == WALK_CORRUPT)
+            return KR_RECORDS_CORRUPT;
+        if (w == WALK_STOP)
+            break;
+        if (b.base_offset + b.last_offset_delta >= min_last_offset) {
+            int rc = parse_batch(buf, &b, s, &n, 0, reason);
+            if (rc)
+                return rc;
+        }
+        pos += (size_t)b.size;
+    }
+    const struct kr_clean_rec *r = s->recs;
+    for (size_t j = 0; j < n; j++) {
+        if (j + PREFETCH_DISTANCE < n)
+            prefetch_slot(m, r[j + PREFETCH_DISTANCE].hash);
+        if (put_hash(m, r[j].hash, r[j].offset))
+            return KR_CLEAN_MAP_FULL;
+    }
+    *consumed = pos;
+    return KR_RECORDS_OK;
+}
+
+static int retained_if_empty(const kr_clean_opts *o, const kr_batch_info *b)
+{
+    if (b->producer_id < 0)
+        return 0;
+    int64_t last = b->base_offset + b->last_offset_delta;
+    size_t lo = 0, hi = o->n_retain_empty;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->retain_empty[mid] < last)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < o->n_retain_empty && o->retain_empty[lo] == last;
+}
+
+int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
+                     const kr_clean_opts *o, kr_clean_scratch *s, uint8_t *out, size_t cap,
+                     size_t out_pos, size_t *out_len, size_t *consumed, kr_batch_vec *written,
+                     int64_t *removed, char *reason)
+{
+    *out_len = 0;
+    *consumed = start;
+    if (!chunk_args_ok(len, start, reason))
+        return KR_RECORDS_CORRUPT;
+    if (out_pos > cap) {
+        snprintf(reason, KR_REASON_MAX, "output position %zu past the buffer (%zu bytes)", out_pos, cap);
+        return KR_RECORDS_CORRUPT;
+    }
+    /* Phase 1: every plain batch's header and records. */
+    size_t pos = start, n = 0, nb = 0;
+    for (;;) {
+        kr_batch_info b;
+        int w = walk_batch(buf, len, pos, &b, reason);
+        if (w == WALK_CORRUPT)
+            return KR_RECORDS_CORRUPT;
+        if (w == WALK_STOP)
+            break;
+        if (reserve((void **)&s->batches, &s->batches_cap, nb + 1, sizeof(*s->batches)))
+            return -1;
+        s->batches[nb++] = b;
+        int rc = parse_batch(buf, &b, s, &n, 1, reason);
+        if (rc)
+            return rc;
+        pos += (size_t)b.size;
+    }
+    /* Phase 2: which records survive, batch by batch; the copies. */
+    struct kr_clean_rec *r = s->recs;
+    size_t j = 0, w = out_pos;
+    for (size_t i = 0; i < nb; i++) {
+        kr_batch_info b = s->batches[i];
+        int retain_tombstones = b.max_timestamp > o->tombstone_horizon_ms;
+        size_t first = j, kept = 0, bytes = 0;
+        for (int32_t k = 0; k < b.records_count; k++, j++) {
+            if (j + PREFETCH_DISTANCE < n)
+                prefetch_slot(m, r[j + PREFETCH_DISTANCE].hash);
+            int keep = r[j].hash != 0 && get_hash(m, r[j].hash) <= r[j].offset &&
+                       (retain_tombstones || !r[j].tombstone);
+            r[j].tombstone = keep ? 2 : 0; /* reused: 2 = kept */
+            kept += (size_t)keep;
+            bytes += keep ? r[j].size : 0;
+        }
+        *removed += (int64_t)(b.records_count - (int32_t)kept);
+        if (kept == 0 && !retained_if_empty(o, &b)) {
+            continue;
+        } else if (kept == (size_t)b.records_count) { /* unchanged: copied as it is */
+            if ((size_t)b.size > cap - w)
+                goto too_small;
+            memcpy(out + w, buf + b.position, (size_t)b.size);
+        } else {
+            size_t total = KR_BATCH_HEADER_SIZE + bytes;
+            if (total > cap - w)
+                goto too_small;
+            uint8_t *d = out + w;
+            memcpy(d, buf + b.position, KR_BATCH_HEADER_SIZE);
+            size_t at = KR_BATCH_HEADER_SIZE;
+            for (size_t k = first; k < j; k++) {
+                if (r[k].tombstone == 2) {
+                    memcpy(d + at, buf + r[k].start, r[k].size);
+                    at += r[k].size;
+                }
+            }
+            put_be32(d + 8, (uint32_t)(total - KR_LOG_OVERHEAD)); /* batchLength */
+            put_be32(d + 57, (uint32_t)kept);                    /* recordsCount */
+            b.crc = kr_crc32c(0, d + 21, total - 21);
+            put_be32(d + 17, b.crc);
+            b.size = (int64_t)total;
+            b.records_count = (int32_t)kept;
+        }
+        b.position = (int64_t)w;
+        if (kr_batch_vec_push(written, &b))
+            return -1;
+        w += (size_t)b.size;
+    }
+    *out_len = w - out_pos;
+    *consumed = pos;
+    return KR_RECORDS_OK;
+too_small:
+    snprintf(reason, KR_REASON_MAX, "output buffer too small");
+    return KR_RECORDS_CORRUPT;
+}
+
+/* ---- whole segment files ----------------------------------------------------------- */
+
+/* What to do about the batch at buf[at] where a chunk loop stopped, n bytes read: 0 read
+ * on from there, 1 stop (w->stop, w->need set), -1 corrupt. */
+static int after_stop(const uint8_t *buf, size_t n, size_t at, int64_t file_left, size_t buf_cap,
+                      kr_seg_walk *w, char *reason)
+{
+    if (n - at < KR_LOG_OVERHEAD) {
+        if (at == 0) { /* fewer than 12 bytes left in the file */
+            snprintf(reason, KR_REASON_MAX, "torn batch at %" PRId64, w->pos);
+            return -1;
+        }
+        return 0;
+    }
+    int64_t size = (int64_t)(int32_t)be32(buf + at + 8) + KR_LOG_OVERHEAD;
+    if (size < KR_BATCH_HEADER_SIZE || size > file_left) {
+        snprintf(reason, KR_REASON_MAX, "batch of %" PRId64 " bytes at %" PRId64, size, w->pos);
+        return -1;
+    }
+    if ((size_t)size <= n - at) { /* whole: the chunk loop left it to the caller */
+        w->stop = KR_SEG_BATCH;
+        w->need = size;
+        return 1;
+    }
+    if (at == 0 && (size_t)size > buf_cap) {
+        w->stop = KR_SEG_GROW;
+        w->need = size;
+        return 1;
+    }
+    return 0; /* cut by the end of the piece: read on from it */
+}
+
+int kr_map_segment(kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                   int64_t min_last_offset, int64_t budget, kr_clean_scratch *s, kr_seg_walk *w,
+                   char *reason)
+{
+    w->stop = KR_SEG_END;
+    w->need = 0;
+    if (buf_cap < KR_BATCH_HEADER_SIZE || buf_cap > (size_t)INT32_MAX || w->pos < 0) {
+        snprintf(reason, KR_REASON_MAX, "bad arguments");
+        return KR_RECORDS_CORRUPT;
+    }
+    while (w->pos < end) {
+        if (budget > 0 && w->read >= budget) {
+            w->stop = KR_SEG_BUDGET;
+            return KR_RECORDS_OK;
+        }
+        size_t want = (size_t)(end - w->pos) < buf_cap ? (size_t)(end - w->pos) : buf_cap;
+        ssize_t n = kr_pread_full(in_fd, buf, want, w->pos);
+        if (n < 0)
+            return -1;
+        w->read += n;
+        if ((size_t)n < want) {
+            w->stop = KR_SEG_SHORT;
+            return KR_RECORDS_OK;
+        }
+        size_t consumed = 0;
+        int rc = kr_map_batches(m, buf, (size_t)n, 0, min_last_offset, s, &consumed, reason);
+        if (rc)
+            return rc;
+        int a = consumed == (size_t)n ? 0 : after_stop(buf, (size_t)n, consumed, end - w->pos - (int64_t)consumed, buf_cap, w, reason);
+        w->pos += (int64_t)consumed;
+        if (a < 0)
+            return KR_RECORDS_CORRUPT;
+        if (a > 0)
+            return KR_RECORDS_OK;
+    }
+    return KR_RECORDS_OK;
+}
+
+static int flush_out(int out_fd, const uint8_t *out, size_t *used, int64_t *out_size, kr_seg_walk *w)
+{
+    if (!*used)
+        return 0;
+    if (kr_write_all(out_fd, out, *used) < 0)
+        return -1;
+    kr_writeback_start(out_fd, *out_size, (int64_t)*used); /* a hint: failure is harmless */
+    *out_size += (int64_t)*used;
+    w->written += (int64_t)*used;
+    *used = 0;
+    return 0;
+}
+
+int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                     uint8_t *out, size_t out_cap, size_t flush_at, int out_fd, int64_t out_size,
+                     int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
+                     kr_seg_walk *w, char *reason)
+{
+    w->stop = KR_SEG_END;
+    w->need = 0;
+    if (buf_cap < KR_BATCH_HEADER_SIZE || buf_cap > (size_t)INT32_MAX || out_cap < buf_cap ||
+        flush_at > out_cap || w->pos < 0 || out_size < 0) {
+        snprintf(reason, KR_REASON_MAX, "bad arguments");
+        return KR_RECORDS_CORRUPT;
+    }
+    size_t used = 0; /* bytes in out, to go to the file at out_size */
+    int rc = KR_RECORDS_OK;
+    while (w->pos < end) {
+        if (budget > 0 && w->read >= budget) {
+            w->stop = KR_SEG_BUDGET;
+            break;
+        }
+        size_t want = (size_t)(end - w->pos) < buf_cap ? (size_t)(end - w->pos) : buf_cap;
+        ssize_t n = kr_pread_full(in_fd, buf, want, w->pos);
+        if (n < 0) {
+            rc = -1;
+            break;
+        }
+        w->read += n;
+        if ((size_t)n < want) {
+            w->stop = KR_SEG_SHORT;
+            break;
+        }
+        if (out_cap - used < (size_t)n && flush_out(out_fd, out, &used, &out_size, w)) {
+            rc = -1;
+            break;
+        }
+        size_t consumed = 0, out_len = 0, first = written->count;
+        rc = kr_clean_batches(m, buf, (size_t)n, 0, o, s, out, out_cap, used, &out_len, &consumed,
+                              written, &w->removed, reason);
+        if (rc)
+            break;
+        for (size_t i = first; i < written->count; i++) /* positions in out -> in the file */
+            written->items[i].position += out_size;
+        used += out_len;
+        int a = consumed == (size_t)n ? 0 : after_stop(buf, (size_t)n, consumed, end - w->pos - (int64_t)consumed, buf_cap, w, reason);
+        w->pos += (int64_t)consumed;
+        if (a < 0) {
+            rc = KR_RECORDS_CORRUPT;
+            break;
+        }
+        if (a > 0)
+            break;
+        if (used >= flush_at && flush_out(out_fd, out, &used, &out_size, w)) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == KR_RECORDS_OK && flush_out(out_fd, out, &used, &out_size, w))
+        rc = -1;
+    return rc;
 }

@@ -67,6 +67,8 @@ typedef struct {
 } kr_batch_vec;
 
 void kr_batch_vec_free(kr_batch_vec *v);
+/* Appends a copy of *info; -1 on out-of-memory. */
+int kr_batch_vec_push(kr_batch_vec *v, const kr_batch_info *info);
 
 /* Walks batches from buf[start] until the end, the first bad batch, or max_batches
  * batches (0 = no limit). *valid_bytes = end of the last good batch (or start). Returns 0
@@ -165,6 +167,73 @@ int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int
                    int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
                    char *reason);
 
+/* Whole chunks of a segment (the cleaner's fast path): plain batches, i.e. uncompressed,
+ * neither transactional nor control, are handled in C; the walk stops at the first batch
+ * it leaves to the caller (compressed, transactional, control) or that does not end inside
+ * the chunk, and *consumed is where it stopped. Records are parsed once into the scratch
+ * space, then the map is probed with prefetching, so the cache misses of a large map
+ * overlap instead of adding up. Chunks are at most 2 GiB. */
+struct kr_clean_rec;
+typedef struct {
+    struct kr_clean_rec *recs;
+    size_t recs_cap;
+    kr_batch_info *batches;
+    size_t batches_cap;
+} kr_clean_scratch; /* zero-initialise; kr_clean_scratch_free releases */
+void kr_clean_scratch_free(kr_clean_scratch *s);
+
+/* Maps the keyed records of the plain batches of buf[start, len) whose last offset is >=
+ * min_last_offset. KR_RECORDS_OK, KR_CLEAN_MAP_FULL (the chunk is not fully mapped),
+ * KR_RECORDS_CORRUPT with the reason, or -1 on out-of-memory. */
+int kr_map_batches(kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
+                   int64_t min_last_offset, kr_clean_scratch *s, size_t *consumed, char *reason);
+
+typedef struct {
+    int64_t tombstone_horizon_ms; /* tombstones in batches whose maxTimestamp is <= it go */
+    const int64_t *retain_empty;  /* sorted last offsets of batches kept even when emptied */
+    size_t n_retain_empty;        /* (each producer's last batch: its dedupe state) */
+} kr_clean_opts;
+
+/* Writes the cleaned copies of the plain batches of buf[start, len) to out (cap bytes)
+ * from out_pos on (cap - out_pos >= len - start always suffices): batches whose records
+ * all survive byte for byte, others rewritten as kr_clean_batch does, emptied ones dropped
+ * unless retained. *out_len = bytes written. Appends the info of every written batch
+ * (position: within out) to *written and adds the records removed to *removed.
+ * KR_RECORDS_OK, KR_RECORDS_CORRUPT or -1 (out-of-memory). */
+int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
+                     const kr_clean_opts *o, kr_clean_scratch *s, uint8_t *out, size_t cap,
+                     size_t out_pos, size_t *out_len, size_t *consumed, kr_batch_vec *written,
+                     int64_t *removed, char *reason);
+
+/* Whole segment files (the cleaner's loops without the GIL): read [*pos, end) of in_fd in
+ * pieces of buf_cap bytes and map or clean them with the chunk loops above, until the end,
+ * a batch left to the caller, or `budget` bytes read (0: no limit). Cleaned batches are
+ * written to out_fd (opened O_APPEND, out_size bytes long) whenever out holds flush_at
+ * bytes, and always before returning, each write followed by kr_writeback_start; their
+ * infos (positions: in the output file) are appended to *written. Stop reasons: */
+#define KR_SEG_END 0    /* *pos == end */
+#define KR_SEG_BATCH 1  /* the batch at *pos (*need bytes) is the caller's */
+#define KR_SEG_GROW 2   /* the batch at *pos (*need bytes) is larger than buf_cap */
+#define KR_SEG_BUDGET 3 /* budget bytes read */
+#define KR_SEG_SHORT 4  /* the file ended before `end` (truncated meanwhile) */
+typedef struct {
+    int64_t pos;     /* in: where to start; out: where the walk stopped */
+    int64_t need;    /* KR_SEG_BATCH / KR_SEG_GROW: the batch's size */
+    int64_t read;    /* bytes read */
+    int64_t written; /* bytes written */
+    int64_t removed; /* records removed */
+    int stop;
+} kr_seg_walk;
+/* KR_RECORDS_OK, KR_RECORDS_CORRUPT (reason), KR_CLEAN_MAP_FULL, or -1 with errno (I/O,
+ * out-of-memory). */
+int kr_map_segment(kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                   int64_t min_last_offset, int64_t budget, kr_clean_scratch *s, kr_seg_walk *w,
+                   char *reason);
+int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                     uint8_t *out, size_t out_cap, size_t flush_at, int out_fd, int64_t out_size,
+                     int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
+                     kr_seg_walk *w, char *reason);
+
 /* *index = the position within the records section of the first record with a null key,
  * or -1 (KIP-467: a compacted topic refuses them). KR_RECORDS_OK or KR_RECORDS_CORRUPT. */
 int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index, char *reason);
@@ -178,6 +247,9 @@ int kr_ftruncate(int fd, int64_t size);
 /* Size of the file behind fd (fstat), or -1 with errno. */
 int64_t kr_file_size(int fd);
 int kr_fdatasync(int fd);
+/* Starts writeback of [offset, offset + len) without waiting (sync_file_range WRITE; a
+ * no-op where it does not exist), so a later fdatasync has less left to wait for. */
+int kr_writeback_start(int fd, int64_t offset, int64_t len);
 /* syncfs(2): write back everything of the file system holding fd (one call instead of
  * an fsync per file, e.g. for thousands of checkpoint files at a clean shutdown). */
 int kr_syncfs(int fd);

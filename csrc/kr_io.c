@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -85,6 +86,23 @@ int kr_fdatasync(int fd)
         if (errno != EINTR)
             return -1;
     }
+    return 0;
+}
+
+int kr_writeback_start(int fd, int64_t offset, int64_t len)
+{
+    if (offset < 0 || len < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+#ifdef SYNC_FILE_RANGE_WRITE
+    while (sync_file_range(fd, offset, len, SYNC_FILE_RANGE_WRITE) < 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+#else
+    (void)fd;
+#endif
     return 0;
 }
 

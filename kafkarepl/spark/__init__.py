@@ -19,8 +19,10 @@ Python Data Source (PySpark 4.x) with the same schema and option names::
 
 Streaming: spark.readStream.format("kafkarepl") / df.writeStream.format("kafkarepl").
 See docs/spark.md for every option. Needs `pyspark>=4.0`, `pyarrow` and
-`confluent-kafka` (data plane: librdkafka). The submodules options and offsets are pure
-Python and import without Spark.
+`confluent-kafka`. Executors move records with kafkarepl's own client and the C Arrow
+codec (fetch.py, sink.py; `dataPlane=native`) unless a `kafka.*` setting needs librdkafka
+(consume.py, produce.py). The submodules options, offsets and native are pure Python and
+import without Spark.
 """
 
 from __future__ import annotations

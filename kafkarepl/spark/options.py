@@ -89,6 +89,7 @@ class SourceOptions:
     offset_retries: int = 3
     offset_retry_interval_ms: int = 10
     group_id: str | None = None
+    data_plane: str = "auto"           # auto | native | librdkafka (see native.py)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class SinkOptions:
     kafka: dict[str, str]
     topic: str | None = None
     flush_timeout_ms: int = 300_000
+    data_plane: str = "auto"
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -218,6 +220,13 @@ def parse_offsets(display: str, raw: str | None, default: OffsetSpec, allowed: t
     return out
 
 
+def _data_plane(opts: Mapping[str, str]) -> str:
+    raw = opts.get("dataplane", "auto").strip().lower()
+    if raw not in ("auto", "native", "librdkafka"):
+        raise OptionError("dataPlane", f"expected auto, native or librdkafka, got {raw!r}")
+    return raw
+
+
 def include_headers(options: Mapping[str, str]) -> bool:
     return _bool(_lower(options), "includeheaders", "includeHeaders", False)
 
@@ -252,6 +261,7 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
         offset_retries=_int(opts, "fetchoffset.numretries", "fetchOffset.numRetries", 3, 1),  # type: ignore[arg-type]
         offset_retry_interval_ms=_int(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 10, 0),  # type: ignore[arg-type]
         group_id=group_id,
+        data_plane=_data_plane(opts),
     )
 
 
@@ -265,4 +275,5 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         kafka=kafka,
         topic=topic.strip() if topic else None,
         flush_timeout_ms=_int(opts, "flushtimeoutms", "flushTimeoutMs", 300_000, 1),  # type: ignore[arg-type]
+        data_plane=_data_plane(opts),
     )

@@ -69,12 +69,19 @@ class _RangeReading:
     schema: StructType
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from .consume import read_range
-
         p: KafkaInputPartition = partition  # type: ignore[assignment]
         o = self.options
-        yield from read_range(o.kafka, o.group_id, OffsetRange(p.topic, p.partition, p.start, p.end),
-                              arrow_schema(self.schema), o.fail_on_data_loss, o.poll_timeout_ms)
+        r = OffsetRange(p.topic, p.partition, p.start, p.end)
+        if o.data_plane == "native":
+            from .fetch import read_range_native
+
+            yield from read_range_native(o.kafka, r, arrow_schema(self.schema), o.fail_on_data_loss,
+                                         o.poll_timeout_ms)
+            return
+        from .consume import read_range
+
+        yield from read_range(o.kafka, o.group_id, r, arrow_schema(self.schema), o.fail_on_data_loss,
+                              o.poll_timeout_ms)
 
     def _cluster(self) -> ClusterView:
         o = self.options

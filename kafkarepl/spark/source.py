@@ -7,6 +7,9 @@ driver, so a bad option fails the query before any task starts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -25,7 +28,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .options import include_headers, parse_sink, parse_source
+from .native import choose
+from .options import SinkOptions, SourceOptions, include_headers, parse_sink, parse_source
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -53,6 +57,16 @@ def _check_read_schema(schema: StructType, include_headers: bool) -> None:
                          f"a user-specified schema {schema.simpleString()} is not supported")
 
 
+def _source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
+    opts = parse_source(options, streaming=streaming)
+    return replace(opts, data_plane=choose(opts.data_plane, opts.kafka, sink=False))
+
+
+def _sink_options(options: Mapping[str, str]) -> SinkOptions:
+    opts = parse_sink(options)
+    return replace(opts, data_plane=choose(opts.data_plane, opts.kafka, sink=True))
+
+
 class KafkareplDataSource(DataSource):
     """spark.read / readStream / write / writeStream .format("kafkarepl")."""
 
@@ -66,14 +80,14 @@ class KafkareplDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from .reader import KafkareplBatchReader
 
-        opts = parse_source(self.options, streaming=False)
+        opts = _source_options(self.options, streaming=False)
         _check_read_schema(schema, opts.include_headers)
         return KafkareplBatchReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .reader import KafkareplStreamReader
 
-        opts = parse_source(self.options, streaming=True)
+        opts = _source_options(self.options, streaming=True)
         _check_read_schema(schema, opts.include_headers)
         return KafkareplStreamReader(opts, schema)
 
@@ -83,7 +97,7 @@ class KafkareplDataSource(DataSource):
         if overwrite:
             raise ValueError("kafkarepl: save mode 'overwrite' is not supported (a topic is append-only); "
                              "use mode('append')")
-        opts = parse_sink(self.options)
+        opts = _sink_options(self.options)
         validate_sink_schema(schema, opts)
         return KafkareplWriter(opts)
 
@@ -91,6 +105,6 @@ class KafkareplDataSource(DataSource):
         from .writer import KafkareplStreamWriter, validate_sink_schema
 
         # Every output mode just appends records, as with Spark's Kafka sink.
-        opts = parse_sink(self.options)
+        opts = _sink_options(self.options)
         validate_sink_schema(schema, opts)
         return KafkareplStreamWriter(opts)

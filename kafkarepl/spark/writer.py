@@ -69,6 +69,11 @@ def validate_sink_schema(schema: StructType, options: SinkOptions) -> None:
 
 
 def _write(options: SinkOptions, iterator: Iterator[Any]) -> KafkareplCommitMessage:
+    if options.data_plane == "native":
+        from .sink import produce_native
+
+        return KafkareplCommitMessage(produce_native(options.kafka, options.topic, iterator,
+                                                     options.flush_timeout_ms))
     from .produce import produce_all
 
     return KafkareplCommitMessage(produce_all(options.kafka, options.topic, iterator, options.flush_timeout_ms))

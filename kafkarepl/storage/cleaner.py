@@ -13,17 +13,31 @@ producer fields.
 
 This module is the part that runs on a cleaner thread, never on the event loop: it reads
 the segments through duplicated descriptors (plan) and writes each cleaned group as a
-complete, fsynced segment in the staging directory `<partition>/cleaning/`.
+complete, fsynced segment in the staging directory `<partition>/cleaning/`. Both passes
+take a whole segment per C call (kr_map_segment / kr_clean_segment, GIL released): 1 MiB
+preads, every plain batch (uncompressed, neither transactional nor control) mapped or
+cleaned, the output written; Python sees only the other batches, one by one. For each
+piece the C loop parses all records first and then probes the map with prefetching, so a
+large map's cache misses overlap. The written batches' BatchInfo comes back from C and
+feeds the index directly (no second walk), and writeback of each written piece starts at
+once (sync_file_range), so the final fsync has little left to wait for.
 `Log.replace_segments` (on the loop, where truncations happen, so a cleaning made void by
 one is never swapped in) renames the files to `<base>.log.swap` (and `.index.swap`, ...),
 retires the old segments and renames the swap files to their final names. A crash before
 the `.swap` rename leaves the staging directory (removed at the next open, the old
 segments intact); after it, the next open completes the swap (storage.loader).
 
-Transactional batches are neither mapped nor cleaned (copied as they are), so an aborted
-write never makes an older committed value look superseded and open or aborted
-transactions keep their records and markers (Kafka removes aborted data and old markers;
-not done here yet).
+Transactions, as Kafka's LogCleaner (CleanedTransactionMetadata): the aborted
+transactions of every .txnindex file tell which transactional batches are aborted. Those
+are never mapped (an aborted write never makes an older committed value look superseded)
+and are removed; committed transactional records are mapped and cleaned like any others.
+A marker stays while any batch of its transaction is still in the log (seen in this
+cleaning's pass, which covers the log from its start), and after that until
+delete.retention.ms has passed since it was written (measured on its timestamp, as
+tombstones here); an ABORT marker whose batches this pass still saw keeps its .txnindex
+entry in the cleaned segment. Each producer's last data batch is kept, emptied if need
+be, so its sequence and epoch survive, and the marker after it survives with it. Only the
+cleanable range is cleaned: it ends at the LSO, so every transaction in it is decided.
 """
 
 from __future__ import annotations
@@ -33,7 +47,7 @@ import os
 import shutil
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,15 +55,22 @@ import numpy as np
 
 from kafkarepl import _core
 from kafkarepl.errors import CorruptBatchError
-from kafkarepl.storage.records import CONTROL_MASK, TRANSACTIONAL_MASK
+from kafkarepl.storage.records import (
+    CONTROL_ABORT,
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
+    control_record_type,
+)
 from kafkarepl.storage.segment import LogSegment
 from kafkarepl.storage.timestamps import records_section
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
+from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
 
 STAGING_DIR = "cleaning"
 SWAP_SUFFIX = ".swap"
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _READ_CHUNK = 1 << 20
+TIMEINDEX_ENTRY = _core.TIMEINDEX_ENTRY_SIZE
 # Bytes per offset map slot pair (hash, offset), as Kafka counts 24 bytes per entry.
 MAP_SLOT_BYTES = 16
 
@@ -62,7 +83,6 @@ class SourceSegment:
     next_offset: int
     size: int
     fd: int
-    txn_entries: tuple = ()  # its aborted transactions (storage.txn_index.AbortedTxn)
 
 
 @dataclass
@@ -78,6 +98,9 @@ class CleaningPlan:
     last_batch_offsets: dict[int, int]  # producer id -> last offset of its last batch (kept)
     now_ms: int
     truncations: int = 0  # the log's truncation count when planned (Log.replace_segments)
+    # every aborted transaction of the log's .txnindex files starting below the cleaning
+    # end (markers past it included), by first offset
+    aborted: tuple[AbortedTxn, ...] = ()
 
     def close(self) -> None:
         """Release the duplicated descriptors."""
@@ -132,10 +155,29 @@ def new_offset_map(buffer_bytes: int, load_factor: float) -> _core.OffsetMap:
     return _core.OffsetMap(mem, slots, load_factor)
 
 
-def sized_offset_map(plan: CleaningPlan, budget_bytes: int, load_factor: float) -> _core.OffsetMap:
+class MapBuffer:
+    """One cleaner thread's offset map memory (log.cleaner.dedupe.buffer.size per thread),
+    kept between cleanings as Kafka keeps its dedupe buffer. Each cleaning's map is a
+    prefix sized to its work, so only that prefix is zeroed, and pages once touched stay
+    mapped: no page faults and no 128 MiB munmap per cleaning (which stall every thread
+    of the process on the address space lock)."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self._mem: np.ndarray | None = None
+
+    def offset_map(self, buffer_bytes: int, load_factor: float) -> _core.OffsetMap:
+        slots = 1 << max(1, (max(2, min(buffer_bytes, self.budget_bytes) // MAP_SLOT_BYTES)).bit_length() - 1)
+        if self._mem is None or len(self._mem) < 2 * slots:
+            self._mem = np.zeros(2 * slots, dtype=np.uint64)
+        return _core.OffsetMap(self._mem[: 2 * slots], slots, load_factor)
+
+
+def sized_offset_map(plan: CleaningPlan, budget_bytes: int, load_factor: float,
+                     buffer: MapBuffer | None = None) -> _core.OffsetMap:
     """A map for the dirty section's records, estimated from a 1 MiB sample of its
     headers, capped by the budget (log.cleaner.dedupe.buffer.size per thread): a map no
-    larger than needed stays in cache and costs no page faults."""
+    larger than needed stays in cache and costs no page faults. In `buffer` if given."""
     dirty = [s for s in plan.segments if s.next_offset > plan.first_dirty]
     dirty_bytes = sum(s.size for s in dirty)
     per_byte = 1 / 7  # at most one record per 7 bytes
@@ -146,54 +188,112 @@ def sized_offset_map(plan: CleaningPlan, budget_bytes: int, load_factor: float) 
         if sampled:
             per_byte = min(per_byte, 1.25 * sum(b.records_count for b in infos) / sampled)
     need = int(dirty_bytes * per_byte / load_factor + 16) * MAP_SLOT_BYTES
-    return new_offset_map(min(budget_bytes, need), load_factor)
+    # new_offset_map rounds down to a power of two; round up instead while in budget, so
+    # the map holds the estimate below its load limit (fewer probes per key).
+    size = min(budget_bytes, 1 << (need - 1).bit_length())
+    return buffer.offset_map(size, load_factor) if buffer is not None else new_offset_map(size, load_factor)
 
 
-def batches_of(seg: SourceSegment, throttle: Throttle | None = None) -> Iterator[tuple[int, memoryview]]:
-    """(position, bytes) of each whole batch of the segment, read in ~1 MiB preads (no
-    mmap: a concurrent truncation must give short reads, not SIGBUS)."""
-    pos = 0
-    while pos < seg.size:
-        chunk = os.pread(seg.fd, min(max(_READ_CHUNK, 0), seg.size - pos), pos)
-        if not chunk:
-            return
-        if throttle is not None:
-            throttle(len(chunk))
-        infos, valid, _err, _errpos = _core.scan_batches(chunk, 0, False)
-        if not infos:
-            if len(chunk) < _HEADER.size:
-                return
-            length = _HEADER.unpack_from(chunk, 0)[1] + 12
-            if length <= len(chunk) or pos + length > seg.size:
-                raise CorruptBatchError(pos, "unreadable batch while cleaning")
-            chunk = os.pread(seg.fd, length, pos)  # one batch larger than the chunk
-            infos, valid, _err, _errpos = _core.scan_batches(chunk, 0, False)
-            if not infos:
-                raise CorruptBatchError(pos, "unreadable batch while cleaning")
-        view = memoryview(chunk)
-        for b in infos:
-            yield pos + b.position, view[b.position : b.position + b.size]
-        pos += valid
+class TxnCleaning:
+    """Kafka's CleanedTransactionMetadata, over one pass through the log in offset order:
+    which transactional batches are aborted, and which markers guard nothing any more."""
+
+    def __init__(self, aborted: tuple[AbortedTxn, ...]) -> None:
+        self._pending = sorted(aborted, key=lambda a: a.first_offset, reverse=True)  # popped from the end
+        self._aborted: dict[int, list] = {}  # producer id -> [AbortedTxn, a batch seen]
+        self._committed: set[int] = set()  # producers with batches of an open commit seen
+        self.kept_entries: list[AbortedTxn] = []  # for the cleaned segment's .txnindex
+
+    def _reach(self, offset: int) -> None:
+        while self._pending and self._pending[-1].first_offset <= offset:
+            a = self._pending.pop()
+            self._aborted.setdefault(a.producer_id, [a, False])
+
+    def on_batch(self, producer_id: int, last_offset: int) -> bool:
+        """A transactional data batch: True when its transaction was aborted."""
+        self._reach(last_offset)
+        state = self._aborted.get(producer_id)
+        if state is not None:
+            state[1] = True
+            return True
+        self._committed.add(producer_id)
+        return False
+
+    def on_marker(self, producer_id: int, last_offset: int, abort: bool) -> bool:
+        """A control batch: True when no batch of its transaction was seen in this pass
+        (it may go once delete.retention.ms has passed)."""
+        self._reach(last_offset)
+        if abort:
+            state = self._aborted.pop(producer_id, None)
+            if state is not None and state[1]:
+                self.kept_entries.append(state[0])
+                return False
+            return True
+        if producer_id in self._committed:
+            self._committed.discard(producer_id)
+            return False
+        return True
+
+
+def _budget(throttle: Throttle | None) -> int:
+    """Bytes one C call may read: unbounded, or ~50 ms of log.cleaner.io.max.bytes.per.second
+    so that the throttle's sleeps come in small steps."""
+    if throttle is None or throttle.rate <= 0 or throttle.rate == float("inf"):
+        return 0
+    return max(_READ_CHUNK, int(throttle.rate * 0.05))
+
+
+def _read_batch(seg: SourceSegment, pos: int, size: int) -> memoryview:
+    data = os.pread(seg.fd, size, pos)
+    if len(data) != size:
+        raise CorruptBatchError(pos, "batch cut short while cleaning")
+    return memoryview(data)
+
+
+def _map_batch(batch: memoryview, offset_map: _core.OffsetMap, first_dirty: int, txn: TxnCleaning) -> bool:
+    """Map one batch the C loop left (compressed, transactional or control); True: full."""
+    h = _HEADER.unpack_from(batch, 0)
+    base, attrs, pid, count = h[0], h[5], h[9], h[12]
+    last = base + h[6]
+    if attrs & CONTROL_MASK:
+        txn.on_marker(pid, last, control_record_type(batch, 0, len(batch)) == CONTROL_ABORT)
+    elif not (attrs & TRANSACTIONAL_MASK and txn.on_batch(pid, last)) and last >= first_dirty:
+        recs = batch[61:] if attrs & 0x07 == 0 else records_section(batch)
+        return bool(offset_map.map_records(recs, count, base)[0])
+    return False
 
 
 def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
                      throttle: Throttle | None = None) -> int:
     """Map the dirty section; returns the offset up to which it is fully mapped (the
-    cleaning end: a full map stops at the start of the segment that did not fit)."""
-    offset_map.clear()
-    end = plan.first_dirty
+    cleaning end: a full map stops at the start of the segment that did not fit).
+    Whole segments go through one C call each (plain batches, GIL released); only the
+    batches it leaves (compressed, transactional, control) come back here, one by one."""
+    if offset_map.size:  # a new map is already clear; clearing touches all its pages
+        offset_map.clear()
+    first_dirty = plan.first_dirty
+    buf = bytearray(_READ_CHUNK)
+    txn = TxnCleaning(plan.aborted)  # aborted batches are not mapped
+    budget = _budget(throttle)
+    end = first_dirty
     for seg in plan.segments:
-        if seg.next_offset <= plan.first_dirty:
+        if seg.next_offset <= first_dirty:
             continue
-        for _pos, batch in batches_of(seg, throttle):
-            h = _HEADER.unpack_from(batch, 0)
-            base, attrs, count = h[0], h[5], h[12]
-            if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK) or base + h[6] < plan.first_dirty:
-                continue
-            recs = batch[61:] if attrs & 0x07 == 0 else records_section(batch)
-            full, _mapped = offset_map.map_records(recs, count, base)
+        pos = 0
+        while pos < seg.size:
+            stop, pos, need, nread, full = offset_map.map_segment(seg.fd, pos, seg.size, buf, first_dirty, budget)
+            if throttle is not None:
+                throttle(nread)
             if full:
-                return max(end, plan.first_dirty)
+                return max(end, first_dirty)
+            if stop == _core.SEG_GROW:
+                buf = bytearray(need)
+            elif stop == _core.SEG_BATCH:
+                if _map_batch(_read_batch(seg, pos, need), offset_map, first_dirty, txn):
+                    return max(end, first_dirty)
+                pos += need
+            elif stop == _core.SEG_SHORT:
+                break  # the file shrank under us: a truncation, which voids this cleaning
         end = seg.next_offset
     return end
 
@@ -235,14 +335,26 @@ def _rebuild_batch(batch: memoryview, records: bytes, kept: int) -> bytes:
 
 
 def clean_batch(batch: memoryview, offset_map: _core.OffsetMap, plan: CleaningPlan,
-                out: bytearray) -> tuple[bytes | memoryview | None, int]:
-    """The cleaned form of one batch (None: dropped) and how many records it lost."""
+                out: bytearray, txn: TxnCleaning | None = None) -> tuple[bytes | memoryview | None, int]:
+    """The cleaned form of one batch (None: dropped) and how many records it lost.
+    Without `txn`, transactional and control batches are kept as they are."""
     h = _HEADER.unpack_from(batch, 0)
     base, delta, attrs, max_ts, pid, count = h[0], h[6], h[5], h[8], h[9], h[12]
-    if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK):
-        return batch, 0
-    retain_tombstones = max_ts > plan.now_ms - plan.delete_retention_ms
     keep_if_empty = pid >= 0 and plan.last_batch_offsets.get(pid) == base + delta
+    if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK):
+        if txn is None:
+            return batch, 0
+        if attrs & CONTROL_MASK:
+            abort = control_record_type(batch, 0, len(batch)) == CONTROL_ABORT
+            unguarded = txn.on_marker(pid, base + delta, abort)
+            if unguarded and max_ts <= plan.now_ms - plan.delete_retention_ms:
+                return None, count
+            return batch, 0
+        if txn.on_batch(pid, base + delta):  # aborted: its records go
+            if keep_if_empty:  # the producer's last batch: its sequence and epoch stay
+                return _rebuild_batch(batch, b"", 0), count
+            return None, count
+    retain_tombstones = max_ts > plan.now_ms - plan.delete_retention_ms
     codec = attrs & 0x07
     if codec == 0:
         if len(out) < len(batch):
@@ -286,12 +398,14 @@ def group_segments(plan: CleaningPlan, end: int) -> list[list[SourceSegment]]:
 
 
 def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttle: Throttle | None = None,
-          map_budget_bytes: int = 128 * 1024 * 1024, load_factor: float = 0.9) -> CleaningResult:
+          map_budget_bytes: int = 128 * 1024 * 1024, load_factor: float = 0.9,
+          map_buffer: MapBuffer | None = None) -> CleaningResult:
     """Clean the planned log (cleaner thread): stages the cleaned segments for
     Log.replace_segments; raises on I/O or corruption (nothing is swapped then).
-    Without an offset map, one sized to the dirty section is made (sized_offset_map)."""
+    Without an offset map, one sized to the dirty section is made (sized_offset_map), in
+    map_buffer if given."""
     if offset_map is None:
-        offset_map = sized_offset_map(plan, map_budget_bytes, load_factor)
+        offset_map = sized_offset_map(plan, map_budget_bytes, load_factor, map_buffer)
     result = CleaningResult()
     end = build_offset_map(plan, offset_map, throttle)
     result.cleaned_up_to = end
@@ -299,17 +413,18 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     scratch = bytearray()
+    txn = TxnCleaning(plan.aborted)  # one pass from the log start: spans the groups
     try:
         for group in group_segments(plan, end):
-            result.groups.append(_clean_group(plan, group, offset_map, staging, scratch, result, throttle))
-        _fsync_dir(staging)
+            result.groups.append(_clean_group(plan, group, offset_map, staging, scratch, result, throttle, txn))
+        fsync_dir(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return result
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -319,50 +434,55 @@ def _fsync_dir(path: Path) -> None:
 
 def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _core.OffsetMap,
                  staging: Path, scratch: bytearray, result: CleaningResult,
-                 throttle: Throttle | None) -> CleanedGroup:
+                 throttle: Throttle | None, txn: TxnCleaning) -> CleanedGroup:
     base = group[0].base_offset
-    seg = LogSegment(staging, base, plan.index_interval_bytes, plan.segment_index_bytes)
+    # Indexes preallocated to what the group can need, not segment.index.bytes: the first
+    # write to each page of a large sparse mapping reads a window around it (zeroed pages)
+    # that the trim then drops again, which cost more than the index entries themselves.
+    need = (sum(s.size for s in group) // max(1, plan.index_interval_bytes) + 4) * TIMEINDEX_ENTRY
+    seg = LogSegment(staging, base, plan.index_interval_bytes, min(plan.segment_index_bytes, need))
+    horizon = plan.now_ms - plan.delete_retention_ms
+    retain = np.array(sorted(plan.last_batch_offsets.values()), dtype=np.int64)
+    buf = bytearray(_READ_CHUNK)
+    out = bytearray(2 * _READ_CHUNK)
+    budget = _budget(throttle)
     removed = 0
     try:
         seg.make_active()
-        pending: list[bytes | memoryview] = []
-        pending_size = 0
-
-        def flush_pending() -> None:
-            nonlocal pending, pending_size
-            if pending:
-                data = b"".join(pending)
-                seg.append(data, _core.validate_batches(data, False))
-                if throttle is not None:
-                    throttle(len(data))
-                result.bytes_written += len(data)
-                pending, pending_size = [], 0
-
         for src in group:
             result.bytes_read += src.size
-            for _pos, batch in batches_of(src, throttle):
-                out, lost = clean_batch(batch, offset_map, plan, scratch)
+            pos = 0
+            while pos < src.size:  # plain batches in C, a whole segment per call
+                stop, pos, need, nread, nwritten, lost, infos = offset_map.clean_segment(
+                    src.fd, pos, src.size, buf, out, _READ_CHUNK, seg.fd, seg.size, horizon, retain, budget)
+                seg.appended(nwritten, infos)
                 removed += lost
-                if out is not None:
-                    pending.append(bytes(out))
-                    pending_size += len(out)
-                    if pending_size >= _READ_CHUNK:
-                        flush_pending()
-        flush_pending()
-        seg.make_inactive()
-        seg.flush()
+                result.bytes_written += nwritten
+                if throttle is not None:
+                    throttle(nread + nwritten)
+                if stop == _core.SEG_GROW:
+                    buf = bytearray(need)
+                    out = bytearray(2 * need)
+                elif stop == _core.SEG_BATCH:  # compressed, transactional or control
+                    cleaned, lost = clean_batch(_read_batch(src, pos, need), offset_map, plan, scratch, txn)
+                    removed += lost
+                    if cleaned is not None:
+                        seg.append(cleaned, _core.validate_batches(cleaned, False))
+                        result.bytes_written += len(cleaned)
+                    pos += need
+                elif stop == _core.SEG_SHORT:
+                    break  # the file shrank under us: a truncation, which voids this cleaning
+        seg.make_inactive()  # no seg.flush(): its msync holds the GIL; the fsyncs below do it
         size, next_offset = seg.size, max(seg.next_offset, group[-1].next_offset)
     finally:
         seg.close()
     result.records_removed += removed
     names = [f"{base:020d}{suffix}" for suffix in (".log", ".index", ".timeindex")]
-    entries = [e for src in group for e in src.txn_entries]
-    if entries:  # aborted transactions stay indexed (their batches are kept as they are)
-        from kafkarepl.storage.txn_index import TransactionIndex
-
+    if txn.kept_entries:  # aborted transactions whose markers in this group stayed
         idx = TransactionIndex(staging / f"{base:020d}{TXN_INDEX_SUFFIX}")
-        for e in entries:
+        for e in txn.kept_entries:
             idx.append(e)
+        txn.kept_entries = []
         names.append(f"{base:020d}{TXN_INDEX_SUFFIX}")
     for name in names:  # durable before the loop renames them into the log directory
         fd = os.open(staging / name, os.O_RDONLY)

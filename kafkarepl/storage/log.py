@@ -28,6 +28,7 @@ from kafkarepl.errors import (
 from kafkarepl.storage.cleaner import (
     STAGING_DIR,
     SWAP_SUFFIX,
+    CleanedGroup,
     CleaningPlan,
     CleaningResult,
     SourceSegment,
@@ -46,6 +47,8 @@ from kafkarepl.storage.segment import LogSegment, segment_file
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
 from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
 from kafkarepl.storage.validation import check_compressed, current_budget, inflate
+
+SWAP_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
 
 log = logging.getLogger("kafkarepl.storage")
 
@@ -106,6 +109,7 @@ class Log:
         self.producer_state = ProducerStateTable()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted txns
         self.truncations = 0  # bumped by every truncation: a cleaning planned before is void
+        self._pending_swap: dict[int, list[Path]] | None = None  # group base -> swap files (begin_swap)
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._closed = False
@@ -259,41 +263,83 @@ class Log:
         for seg in self._segments[:-1]:
             if seg.next_offset > end:
                 break
-            idx = self._txn_indexes.get(seg.base_offset)
-            segs.append(SourceSegment(seg.base_offset, seg.next_offset, seg.size, os.dup(seg.fd),
-                                      tuple(idx.entries) if idx else ()))
+            segs.append(SourceSegment(seg.base_offset, seg.next_offset, seg.size, os.dup(seg.fd)))
         last = {pid: e.last_offset for pid, e in self.producer_state.producers.items() if e.batches}
+        # Transactions aborted below the end, their markers wherever (Kafka's
+        # collectAbortedTransactions reads on into later segments' indexes).
+        aborted = tuple(sorted((e for _b, idx in sorted(self._txn_indexes.items()) for e in idx.entries
+                                if e.first_offset < end), key=lambda e: e.first_offset))
         cfg = self.config
         return CleaningPlan(self.dir, segs, first_dirty, end, cfg.segment_bytes, cfg.index_interval_bytes,
-                            cfg.segment_index_bytes, cfg.delete_retention_ms, last, now_ms, self.truncations)
+                            cfg.segment_index_bytes, cfg.delete_retention_ms, last, now_ms, self.truncations,
+                            aborted)
 
     def replace_segments(self, plan: CleaningPlan, result: CleaningResult) -> bool:
-        """Swap the cleaned groups in (on the loop, after the cleaner thread staged them).
-        Refused (False, staged files removed) when the log changed under the cleaning:
-        truncated, or segments of a group gone (retention, DeleteRecords). The steps are
-        crash-safe: staged -> `.swap` (durable), old segments retired, `.swap` -> final."""
-        staging = self.dir / STAGING_DIR
-        current = {seg.base_offset: seg for seg in self._segments[:-1]}
-        ok = plan.truncations == self.truncations and all(
-            all(b in current for b in g.replaced) for g in result.groups)
-        if not ok:
-            shutil.rmtree(staging, ignore_errors=True)
+        """Swap the cleaned groups in, all at once (begin_swap, directory fsync,
+        complete_swap, directory fsync). The broker runs the steps apart, group by group,
+        so that the loop is never held long and the fsyncs happen off it
+        (server/log_cleaner.py)."""
+        if not self.begin_swap(plan, result):
             return False
-        suffixes = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
-        for g in result.groups:
-            for suffix in suffixes:
+        _fsync_dir(self.dir)
+        if not self.complete_swap(plan, result):
+            return False
+        _fsync_dir(self.dir)
+        return True
+
+    def _groups_still_valid(self, plan: CleaningPlan, groups: list[CleanedGroup]) -> bool:
+        current = {seg.base_offset for seg in self._segments[:-1]}
+        return not self._closed and plan.truncations == self.truncations and all(
+            all(b in current for b in g.replaced) for g in groups)
+
+    def begin_swap(self, plan: CleaningPlan, result: CleaningResult,
+                   groups: list[CleanedGroup] | None = None) -> bool:
+        """First swap step, on the loop, after the cleaner thread staged the cleaned
+        groups: renames `groups` (default: all) `<base>.log.swap` (...). Refused (False,
+        every swap file and staged file removed) when the log changed under the cleaning:
+        truncated, or segments of a group gone (retention, DeleteRecords). The caller
+        makes the renames durable (fsync of the directory, anywhere) before complete_swap:
+        only then may old segments go. A truncation or deletion meanwhile removes the swap
+        files first (_abort_swap), so a crash never completes a swap the log has moved past."""
+        groups = result.groups if groups is None else groups
+        if not self._groups_still_valid(plan, groups):
+            self._abort_swap()
+            shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
+            return False
+        staging = self.dir / STAGING_DIR
+        pending = self._pending_swap = self._pending_swap or {}
+        for g in groups:
+            paths = pending.setdefault(g.base_offset, [])
+            for suffix in SWAP_SUFFIXES:
                 staged = staging / f"{g.base_offset:020d}{suffix}"
                 if staged.exists():
-                    os.replace(staged, self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}")
-        _fsync_dir(self.dir)
-        for g in result.groups:
+                    swap = self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}"
+                    os.replace(staged, swap)
+                    paths.append(swap)
+        return True
+
+    def complete_swap(self, plan: CleaningPlan, result: CleaningResult,
+                      groups: list[CleanedGroup] | None = None) -> bool:
+        """Second swap step, on the loop, once the swap files are durable: for `groups`
+        (default: every group begun), old segments retired, swap files renamed to their
+        final names, the new segment loaded. Each group is whole on its own, so the steps
+        may be spread over several loop turns. False (the swap files left removed) if the
+        log changed since begin_swap; groups completed before stay. Nothing here waits for
+        the disk; a directory fsync afterwards makes it durable (until then a crash
+        completes the swap at the next open, storage.loader.complete_swaps)."""
+        pending = self._pending_swap
+        groups = result.groups if groups is None else groups
+        if pending is None or any(g.base_offset not in pending for g in groups) \
+                or not self._groups_still_valid(plan, groups):
+            self._abort_swap()
+            return False
+        current = {seg.base_offset: seg for seg in self._segments[:-1]}
+        for g in groups:
             olds = [current[b] for b in g.replaced]
             for old in olds:  # unlinked now; their descriptors stay open for readers
                 self._retire(old)
-            for suffix in suffixes:
-                swap = self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}"
-                if swap.exists():
-                    os.replace(swap, self.dir / f"{g.base_offset:020d}{suffix}")
+            for swap in pending.pop(g.base_offset):
+                os.replace(swap, swap.with_suffix(""))
             new = self._new_segment(g.base_offset)
             new.load()
             new.make_inactive()
@@ -303,10 +349,21 @@ class Log:
             idx = TransactionIndex.load(self._txn_index_path(g.base_offset))
             if idx.entries:
                 self._txn_indexes[g.base_offset] = idx
-        _fsync_dir(self.dir)
-        shutil.rmtree(staging, ignore_errors=True)
+        if not pending:
+            self._pending_swap = None
+            shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
         self._close_retired()
         return True
+
+    def _abort_swap(self) -> None:
+        """Drop the swap files of groups begun but not completed, and the staging dir."""
+        if self._pending_swap is None:
+            return
+        for paths in self._pending_swap.values():
+            for path in paths:
+                path.unlink(missing_ok=True)
+        self._pending_swap = None
+        shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
 
     # ================================================================ transactions
     def _txn_index_path(self, base: int) -> Path:
@@ -624,6 +681,7 @@ class Log:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        self._abort_swap()
         while len(self._segments) > 1 and self._bases[-1] >= offset:
             self._retire(self._segments.pop())
             self._bases.pop()
@@ -646,6 +704,7 @@ class Log:
         """Delete everything and restart the log empty at `offset`."""
         if offset < 0:
             raise ValueError(f"cannot start a log at negative offset {offset}")
+        self._abort_swap()
         self.truncations += 1
         for seg in self._segments:
             self._retire(seg)
@@ -685,6 +744,7 @@ class Log:
                 n = max(n, k)
         if not n:
             return 0
+        self._abort_swap()
         for seg in self._segments[:n]:
             self._retire(seg)
         del self._segments[:n]
@@ -768,6 +828,7 @@ class Log:
         self._close_files()
 
     def _close_files(self) -> None:
+        self._abort_swap()
         self._closed = True
         for seg in self._segments:
             seg.close()

@@ -205,6 +205,17 @@ class LogSegment:
                                           else batches[0].max_timestamp)
         return self._index_batches(batches, position, first_offset, log_append_time)
 
+    def appended(self, size: int, batches: list) -> None:
+        """Account for `size` bytes of whole batches written to the .log fd by someone
+        else (the log cleaner's C loop, which writes as it goes); `batches` (BatchInfo)
+        carry their positions in the file."""
+        if not size:
+            return
+        self.size += size
+        if self.first_batch_timestamp is None and batches:
+            self.first_batch_timestamp = batches[0].max_timestamp
+        self._index_batches(batches, 0)
+
     def can_hold(self, first_offset: int, last_offset: int) -> bool:
         """Relative offsets must fit in int32 and the indexes must have room."""
         return (first_offset >= self.base_offset

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kr_arrow.h"
 #include "kr_core.h"
 
 static long checks, failures;
@@ -337,6 +338,80 @@ static void test_records(long iterations)
     free(buf);
 }
 
+/* The Spark source's decoder (kr_arrow.c): a valid batch of records (keys, nulls,
+ * headers) decodes to one row each; mutated bytes (with the CRC made right again, so the
+ * record walk is reached), truncations and random record counts on exactly sized copies
+ * are errors or results, never out-of-bounds reads or leaks. */
+static size_t wrap_batch(uint8_t *out, const uint8_t *records, size_t len, int32_t count)
+{
+    memset(out, 0, KR_BATCH_HEADER_SIZE);
+    put64(out, 100);
+    put32(out + 8, (uint32_t)(KR_MIN_BATCH_LENGTH + len));
+    out[16] = 2;
+    put32(out + 23, (uint32_t)(count - 1));
+    put64(out + 27, 1000);
+    put64(out + 35, 1000 + 3 * (uint64_t)(count - 1));
+    put64(out + 43, (uint64_t)-1);
+    out[51] = 0xff;
+    out[52] = 0xff;
+    put32(out + 53, (uint32_t)-1);
+    put32(out + 57, (uint32_t)count);
+    memcpy(out + KR_BATCH_HEADER_SIZE, records, len);
+    size_t size = KR_BATCH_HEADER_SIZE + len;
+    put32(out + 17, kr_crc32c_table(0, out + 21, size - 21));
+    return size;
+}
+
+static int arrow_decode(const uint8_t *buf, size_t len, int64_t *rows)
+{
+    kr_arrow_out o;
+    char reason[KR_REASON_MAX];
+    size_t pos = 0;
+    int64_t next = 0;
+    kr_batch_info info;
+    if (kr_arrow_out_init(&o, 1) != 0)
+        return -1;
+    int r = kr_arrow_decode_batches(&o, buf, len, &pos, 0, INT64_MAX, &next, &info, reason);
+    *rows = o.rows;
+    kr_arrow_out_free(&o);
+    return r;
+}
+
+static void test_arrow(long iterations)
+{
+    uint8_t *recs = malloc(1 << 16), *batch = malloc(1 << 16);
+    size_t len = 0;
+    int32_t count = 30;
+    for (int32_t i = 0; i < count; i++)
+        len += make_record(recs + len, i, (size_t)(rnd() % 100), (int)(i % 3));
+    size_t size = wrap_batch(batch, recs, len, count);
+    int64_t rows = 0;
+    uint8_t *p = exact(batch, size);
+    CHECK(arrow_decode(p, size, &rows) == KR_DECODE_OK && rows == count);
+    free(p);
+    for (long it = 0; it < iterations; it++) {
+        uint8_t tmp[1 << 13];
+        size_t n = size;
+        memcpy(tmp, batch, size);
+        int flips = 1 + (int)(rnd() % 4);
+        for (int f = 0; f < flips; f++)
+            tmp[KR_BATCH_HEADER_SIZE + rnd() % len] = (uint8_t)rnd();
+        if (it % 3 == 0)
+            put32(tmp + 57, (uint32_t)(rnd() % 64));
+        if (it & 1)  /* a right CRC: the record walk itself must hold */
+            put32(tmp + 17, kr_crc32c_table(0, tmp + 21, n - 21));
+        if (it % 5 == 0)
+            n = (size_t)(rnd() % (n + 1));
+        p = exact(tmp, n);
+        int r = arrow_decode(p, n, &rows);
+        CHECK(r == KR_DECODE_OK || r == KR_DECODE_CORRUPT);
+        CHECK(rows >= 0 && rows <= 64);
+        free(p);
+    }
+    free(recs);
+    free(batch);
+}
+
 /* The cleaner's loops (kr_clean.c): a valid records section maps and filters (records
  * with null keys are dropped, duplicate keys keep the latest); truncations, mutations and
  * random bytes in exactly sized blocks are errors or results, never out-of-bounds reads. */
@@ -404,6 +479,213 @@ static void test_clean(long iterations)
         free(p);
     }
     free(buf);
+    free(out);
+}
+
+/* A batch of `count` make_record records (keys "kk" or null) at base_offset. */
+static size_t make_keyed_batch(uint8_t *out, int64_t base_offset, int32_t count, uint16_t attributes)
+{
+    size_t n = KR_BATCH_HEADER_SIZE;
+    for (int32_t i = 0; i < count; i++)
+        n += make_record(out + n, i, (size_t)(rnd() % 50), (int)(i % 2));
+    memset(out, 0, KR_BATCH_HEADER_SIZE);
+    put64(out, (uint64_t)base_offset);
+    put32(out + 8, (uint32_t)(n - KR_LOG_OVERHEAD));
+    out[16] = 2;
+    out[21] = (uint8_t)(attributes >> 8);
+    out[22] = (uint8_t)attributes;
+    put32(out + 23, (uint32_t)(count - 1));
+    put64(out + 27, 1000);
+    put64(out + 35, 1000 + 3 * (uint64_t)(count - 1));
+    put64(out + 43, (uint64_t)(attributes & 0x10 ? 7 : -1));
+    out[51] = 0xff;
+    out[52] = 0xff;
+    put32(out + 53, (uint32_t)-1);
+    put32(out + 57, (uint32_t)count);
+    put32(out + 17, kr_crc32c_table(0, out + 21, n - 21));
+    return n;
+}
+
+/* The chunk loops (kr_map_batches, kr_clean_batches): a valid chunk maps and cleans up to
+ * its first transactional batch, every written batch is sound with a right CRC; cut or
+ * mutated chunks are results or errors, never reads or writes out of bounds. */
+static void test_clean_chunks(long iterations)
+{
+    static uint64_t slots[2 * 1024];
+    kr_offset_map m;
+    kr_clean_scratch scratch = {0};
+    char reason[KR_REASON_MAX];
+    uint8_t *buf = malloc(1 << 16), *out = malloc(1 << 16);
+    size_t len = 0, stop_at = 0;
+    int64_t base = 100;
+    for (int b = 0; b < 6; b++) {
+        int32_t count = (int32_t)(1 + rnd() % 20);
+        if (b == 4)
+            stop_at = len;
+        len += make_keyed_batch(buf + len, base, count, b == 4 ? 0x10 : 0);
+        base += count;
+    }
+    int64_t retain[1] = {99};
+    kr_clean_opts opts = {0, retain, 1};
+    size_t consumed = 0, out_len = 0;
+    int64_t removed = 0;
+    kr_batch_vec written = {0};
+    uint8_t *p = exact(buf, len);
+    CHECK(kr_offset_map_init(&m, slots, 1024, 0.9) == 0);
+    CHECK(kr_map_batches(&m, p, len, 0, 0, &scratch, &consumed, reason) == KR_RECORDS_OK);
+    CHECK(consumed == stop_at && m.used == 1);
+    CHECK(kr_clean_batches(&m, p, len, 0, &opts, &scratch, out, 1 << 16, 0, &out_len, &consumed,
+                           &written, &removed, reason) == KR_RECORDS_OK);
+    CHECK(consumed == stop_at && written.count == 1 && removed > 0); /* one "kk" survives */
+    kr_batch_info info;
+    CHECK(written.count == 1 && kr_batch_check(out, out_len, 0, 1, &info, reason) == 0 &&
+          info.records_count == 1 && (size_t)info.size == out_len);
+    kr_batch_vec_free(&written);
+    /* from the batch after the transactional one: nothing left to map, the rest cleaned */
+    size_t after = stop_at + (size_t)(int32_t)((uint32_t)p[stop_at + 8] << 24 | (uint32_t)p[stop_at + 9] << 16 |
+                                               (uint32_t)p[stop_at + 10] << 8 | p[stop_at + 11]) + 12;
+    CHECK(kr_map_batches(&m, p, len, after, 0, &scratch, &consumed, reason) == KR_RECORDS_OK &&
+          consumed == len);
+    free(p);
+    for (long it = 0; it < iterations; it++) {
+        uint8_t tmp[1 << 12];
+        size_t n = len < sizeof(tmp) ? len : sizeof(tmp);
+        memcpy(tmp, buf, n);
+        for (int k = (int)(rnd() % 4); k > 0; k--)
+            tmp[rnd() % n] ^= (uint8_t)(1u << (rnd() % 8));
+        n = (size_t)(rnd() % (n + 1));
+        size_t start = (size_t)(rnd() % (n + 2)); /* also one past the end */
+        p = exact(tmp, n);
+        if (it % 7 == 0)
+            kr_offset_map_init(&m, slots, 8, 0.5); /* fills at once */
+        else if (it % 7 == 1)
+            kr_offset_map_init(&m, slots, 1024, 0.9);
+        int a = kr_map_batches(&m, p, n, start, (int64_t)(rnd() % 200), &scratch, &consumed, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_MAP_FULL);
+        CHECK(consumed <= n || (a == KR_RECORDS_CORRUPT && consumed == start));
+        size_t cap = (size_t)(rnd() % (n + 1)), out_pos = (size_t)(rnd() % 8);
+        uint8_t *o = exact(out, cap);
+        opts.tombstone_horizon_ms = (int64_t)(rnd() % 2000);
+        a = kr_clean_batches(&m, p, n, start, &opts, &scratch, o, cap, out_pos, &out_len, &consumed,
+                             &written, &removed, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        if (a == KR_RECORDS_OK) {
+            CHECK(consumed >= start && consumed <= n && out_pos + out_len <= cap);
+            for (size_t i = 0; i < written.count; i++) {
+                kr_batch_info *w = &written.items[i];
+                CHECK(kr_batch_check(o, out_pos + out_len, (size_t)w->position, 0, &info, reason) == 0 &&
+                      info.size == w->size && info.records_count == w->records_count);
+            }
+        }
+        kr_batch_vec_free(&written);
+        free(o);
+        free(p);
+    }
+    kr_clean_scratch_free(&scratch);
+    free(buf);
+    free(out);
+}
+
+/* A file holding buf[0, n), read back through a fresh descriptor. */
+static int file_with(const uint8_t *buf, size_t n)
+{
+    char path[] = "/tmp/kr_clean_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    CHECK(kr_write_all(fd, buf, n) == (ssize_t)n);
+    return fd;
+}
+
+static int out_file(void)
+{
+    char path[] = "/tmp/kr_out_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    int flags = fcntl(fd, F_GETFL);
+    CHECK(fcntl(fd, F_SETFL, flags | O_APPEND) == 0);
+    return fd;
+}
+
+/* The segment loops (kr_map_segment, kr_clean_segment): a file of batches maps and cleans
+ * to the first transactional batch, which is left to the caller; a read buffer smaller
+ * than a batch asks to grow; written batches land in the output file with their file
+ * positions; cut or mutated files are results or errors, never out-of-bounds accesses. */
+static void test_clean_segments(long iterations)
+{
+    static uint64_t slots[2 * 1024];
+    kr_offset_map m;
+    kr_clean_scratch scratch = {0};
+    char reason[KR_REASON_MAX];
+    uint8_t *buf = malloc(1 << 16), *file = malloc(1 << 16), *out = malloc(1 << 17);
+    size_t len = 0, stop_at = 0;
+    int64_t base = 100;
+    for (int b = 0; b < 6; b++) {
+        if (b == 4)
+            stop_at = len;
+        int32_t count = (int32_t)(1 + rnd() % 20);
+        len += make_keyed_batch(file + len, base, count, b == 4 ? 0x10 : 0);
+        base += count;
+    }
+    int in = file_with(file, len);
+    kr_seg_walk w = {0};
+    CHECK(kr_offset_map_init(&m, slots, 1024, 0.9) == 0);
+    CHECK(kr_map_segment(&m, in, (int64_t)len, buf, 64, 0, 0, &scratch, &w, reason) == KR_RECORDS_OK);
+    CHECK(w.stop == KR_SEG_GROW && w.pos == 0 && w.need > 64);
+    memset(&w, 0, sizeof(w));
+    CHECK(kr_map_segment(&m, in, (int64_t)len, buf, 1 << 16, 0, 0, &scratch, &w, reason) == KR_RECORDS_OK);
+    CHECK(w.stop == KR_SEG_BATCH && (size_t)w.pos == stop_at && w.read == (int64_t)len && m.used == 1);
+    int64_t retain[1] = {99};
+    kr_clean_opts opts = {0, retain, 1};
+    kr_batch_vec written = {0};
+    int outfd = out_file();
+    CHECK(kr_write_all(outfd, "x", 1) == 1); /* positions count from the file's size */
+    memset(&w, 0, sizeof(w));
+    CHECK(kr_clean_segment(&m, in, (int64_t)len, buf, 1 << 16, out, 1 << 17, 1 << 16, outfd, 1, 0, &opts,
+                           &scratch, &written, &w, reason) == KR_RECORDS_OK);
+    CHECK(w.stop == KR_SEG_BATCH && (size_t)w.pos == stop_at && w.written > 0 && written.count == 1);
+    CHECK(kr_file_size(outfd) == 1 + w.written && written.items[0].position == 1);
+    ssize_t n = kr_pread_full(outfd, out, (size_t)w.written, 1);
+    kr_batch_info info;
+    CHECK(n == w.written && kr_batch_check(out, (size_t)n, 0, 1, &info, reason) == 0 && info.size == n);
+    kr_batch_vec_free(&written);
+    close(outfd);
+    close(in);
+    for (long it = 0; it < iterations; it++) {
+        size_t cut = (size_t)(rnd() % (len + 1));
+        uint8_t *p = exact(file, cut);
+        for (int k = (int)(rnd() % 4); k > 0 && cut; k--)
+            p[rnd() % cut] ^= (uint8_t)(1u << (rnd() % 8));
+        in = file_with(p, cut);
+        outfd = out_file();
+        int64_t end = (int64_t)(rnd() % (len + 8)); /* also past the file's end */
+        size_t cap = 61 + (size_t)(rnd() % 600);
+        if (it % 5 == 0)
+            kr_offset_map_init(&m, slots, 8, 0.5);
+        else if (it % 5 == 1)
+            kr_offset_map_init(&m, slots, 1024, 0.9);
+        memset(&w, 0, sizeof(w));
+        int a = kr_map_segment(&m, in, end, buf, cap, 0, (int64_t)(rnd() % 2 ? 0 : 200), &scratch, &w, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_MAP_FULL);
+        CHECK(w.pos >= 0 && w.pos <= end);
+        memset(&w, 0, sizeof(w));
+        a = kr_clean_segment(&m, in, end, buf, cap, out, 2 * cap, cap, outfd, 0, 0, &opts, &scratch, &written,
+                             &w, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        if (a == KR_RECORDS_OK) {
+            CHECK(w.pos <= end && kr_file_size(outfd) == w.written);
+            if (w.stop == KR_SEG_BATCH || w.stop == KR_SEG_GROW)
+                CHECK(w.need >= KR_BATCH_HEADER_SIZE && w.pos + w.need <= end);
+        }
+        kr_batch_vec_free(&written);
+        close(outfd);
+        close(in);
+        free(p);
+    }
+    kr_clean_scratch_free(&scratch);
+    free(buf);
+    free(file);
     free(out);
 }
 
@@ -508,6 +790,9 @@ int main(int argc, char **argv)
     test_batches(iterations);
     test_records(iterations);
     test_clean(iterations);
+    test_clean_chunks(iterations);
+    test_clean_segments(iterations / 10);
+    test_arrow(iterations);
     test_indexes(iterations);
     test_checkpoint();
     test_io();

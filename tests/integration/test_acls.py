@@ -19,8 +19,8 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 
 
-def start(cluster_factory, n: int = 3):
-    c = cluster_factory(n, start=False)
+def start(cluster_factory, n: int = 3, **props):
+    c = cluster_factory(n, start=False, **props)
     for b in c.brokers.values():
         text = b.config.read_text().replace("PLAINTEXT://", "SASL_PLAINTEXT://")
         text += (f"sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.inter.broker.protocol=PLAIN\nsasl.jaas.config={JAAS}\n"
@@ -125,21 +125,32 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
     from kafkarepl.client.security import ClientSecurity
     from kafkarepl.protocol import ApiKey
 
-    c = start(cluster_factory, 1)
+    c = start(cluster_factory, 1, offsets_topic_num_partitions=1, transaction_state_log_num_partitions=1)
     admin = AdminClient(conf(c, "admin", "admin-secret"))
-    deadline = time.monotonic() + 60
-    while True:
+
+    def retried(what) -> None:  # the cluster (and its internal topics) may still be starting
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                what()
+                return
+            except (KafkaException, TimeoutError):
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+
+    def create() -> None:
         try:
             admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
-            break
-        except KafkaException:
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
+        except KafkaException as exc:
+            if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: an earlier try made it
+                raise
+
+    retried(create)
     g = Consumer({**conf(c, "admin", "admin-secret"), "group.id": "g-admin", "enable.auto.commit": False})
-    g.commit(offsets=[TopicPartition("orders", 0, 0)], asynchronous=False)
+    retried(lambda: g.commit(offsets=[TopicPartition("orders", 0, 0)], asynchronous=False))
     g.close()
     tp = Producer({**conf(c, "admin", "admin-secret"), "transactional.id": "tx-admin"})
-    tp.init_transactions(30)
+    tp.init_transactions(60)
 
     topic_denied, group_denied, txn_denied, cluster_denied = 29, 30, 53, 31
     # alice may see the topic (so her client finds its leader), nothing more.

@@ -22,7 +22,13 @@ CLEANER = {"log_cleaner_backoff_ms": 200, "log_cleaner_min_cleanable_ratio": 0.0
 
 def dir_bytes(c, broker: int, topic: str, partition: int = 0) -> int:
     d = c.root / f"broker-{broker}" / "logs" / f"{topic}-{partition}"
-    return sum(p.stat().st_size for p in Path(d).glob("*.log"))
+    total = 0
+    for p in Path(d).glob("*.log"):
+        try:
+            total += p.stat().st_size
+        except FileNotFoundError:  # swapped by the cleaner meanwhile
+            pass
+    return total
 
 
 def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
@@ -115,3 +121,112 @@ def test_a_compacted_topic_refuses_keyless_records_kip467(cluster_factory, codec
     (err, _), (ok, key) = results
     assert err is not None and err.code() == KafkaError.INVALID_RECORD, err
     assert ok is None and key == b"k"
+
+
+def test_a_long_running_group_keeps_its_offsets_partition_bounded(cluster_factory) -> None:
+    """A consumer group member auto-committing every 100 ms while records keep coming:
+    __consumer_offsets takes a new commit record every 100 ms for as long as the group
+    lives, yet the partition stays a few segments on disk (the cleaner keeps one record
+    per key), and the group's committed offset is still the latest after all of it."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka import TopicPartition as TP
+
+    segment = 1024  # ~10 commit records
+    c = cluster_factory(1, **{**CLEANER, "offsets_topic_replication_factor": 1,
+                              "offsets_topic_segment_bytes": segment})
+    c.create_topic("events", 1, 1)
+    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0})
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "long-lived", "enable.auto.commit": True,
+                     "auto.commit.interval.ms": 100, "auto.offset.reset": "earliest"})
+    cons.subscribe(["events"])
+    watcher = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "watcher", "enable.auto.commit": False})
+
+    def offsets_log_end() -> int:
+        try:
+            return watcher.get_watermark_offsets(TP("__consumer_offsets", 0), timeout=5)[1]
+        except KafkaException:  # not created yet: the group's FindCoordinator creates it
+            return 0
+
+    # Until the group has written 30 segments' worth of commits (~300 records, 30 s),
+    # sample the partition's size on disk. A record every 20 ms keeps offsets moving.
+    sizes: list[int] = []
+    consumed = 0
+    deadline = time.monotonic() + 180
+    while offsets_log_end() < 300:
+        assert time.monotonic() < deadline, "the group stopped committing"
+        for _ in range(25):
+            p.produce("events", value=b"v")
+            p.poll(0)
+            m = cons.poll(0.02)
+            if m is not None and m.error() is None:
+                consumed += 1
+        sizes.append(dir_bytes(c, 1, "__consumer_offsets"))
+    # Bounded: cleaned segments merged into one, dirty ones waiting for the next
+    # cleaning, the active one: a handful of segments while ~30 were written.
+    settled = sizes[len(sizes) // 3:]
+    assert max(settled) < 8 * segment, (sizes, offsets_log_end())
+    p.flush(10)
+    while (m := cons.poll(1.0)) is not None:
+        consumed += m.error() is None
+    cons.close()  # commits the final position
+    reader = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "long-lived", "enable.auto.commit": False})
+    assert reader.committed([TP("events", 0)], timeout=10)[0].offset == consumed
+    reader.close()
+    watcher.close()
+
+
+def test_aborted_transactions_are_removed_by_the_cleaner(cluster_factory) -> None:
+    """A transactional producer on a compacted topic: after cleaning, even a
+    read_uncommitted consumer no longer sees the aborted records (the cleaner removed
+    them, as Kafka's does), and both isolation levels read every key's latest committed
+    value at its original offset."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    c = cluster_factory(1, **{**CLEANER, "offsets_topic_replication_factor": 1,
+                              "transaction_state_log_replication_factor": 1,
+                              "transaction_state_log_min_isr": 1})
+    c.create_topic("tx", 1, 1, configs={"cleanup.policy": "compact", "segment.bytes": "2048"})
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "cleaner-tx"})
+    p.init_transactions(30)
+    committed: dict[bytes, bytes] = {}
+    for i in range(60):
+        p.begin_transaction()
+        k, v = b"k%d" % (i % 5), b"v%03d" % i
+        p.produce("tx", key=k, value=v)
+        if i % 3 == 2:
+            assert p.flush(10) == 0  # written, then aborted (unsent records are just purged)
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed[k] = v
+    for i in range(40):  # plain records roll the segments past the transactions
+        p.begin_transaction()
+        p.produce("tx", key=b"filler", value=b"f%03d" % i)
+        p.commit_transaction(30)
+    committed[b"filler"] = b"f039"
+
+    def read(isolation: str) -> list[tuple[int, bytes, bytes]]:
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"r-{isolation}-{time.monotonic()}",
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+        cons.assign([TopicPartition("tx", 0, 0)])
+        out = []
+        while True:
+            m = cons.poll(10)
+            assert m is not None, "no end of partition"
+            if m.error() is not None:
+                if m.error().code() == -191:
+                    break
+                continue
+            out.append((m.offset(), m.key(), m.value()))
+        cons.close()
+        return out
+
+    aborted = {b"v%03d" % i for i in range(60) if i % 3 == 2}
+    wait_until(lambda: not aborted & {v for _o, _k, v in read("read_uncommitted")}, 60,
+               "the aborted records cleaned away")
+    for isolation in ("read_uncommitted", "read_committed"):
+        got = read(isolation)
+        assert {k: v for _o, k, v in got} == committed
+        assert [o for o, _k, _v in got] == sorted({o for o, _k, _v in got})
+    p.flush(10)

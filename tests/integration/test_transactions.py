@@ -361,3 +361,45 @@ def test_kill9_of_the_producer_process_then_its_successor_aborts_its_transaction
     assert time.monotonic() - start < 30
     got = consume(c.bootstrap, "phoenix", "read_committed", 10)
     assert sorted(got) == sorted(b"alive-%d" % i for i in range(10))
+
+
+def test_idle_transactional_ids_expire_and_stay_gone_after_a_restart(cluster_factory) -> None:
+    """transactional.id.expiration.ms: an id idle in a completed state is removed (a
+    tombstone in __transaction_state), so DescribeTransactions no longer knows it, also
+    after the coordinator reloads the partition."""
+    from kafkarepl.cli import wire
+    from kafkarepl.protocol import ApiKey
+
+    c = cluster_factory(1, **TXN, transactional_id_expiration_ms=1500,
+                        transaction_remove_expired_transaction_cleanup_interval_ms=300)
+    c.create_topic("expire", 1, 1)
+    p = producer(c.bootstrap, "tx-idle")
+    p.begin_transaction()
+    p.produce("expire", value=b"x")
+    p.commit_transaction(20)
+    del p
+    port = next(iter(c.brokers.values())).port
+
+    def describe() -> int:
+        r = wire.call("127.0.0.1", port, ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx-idle"]})
+        return r["transaction_states"][0]["error_code"]
+
+    assert describe() == 0
+    deadline = time.monotonic() + 20
+    while describe() != 105:  # TRANSACTIONAL_ID_NOT_FOUND
+        assert time.monotonic() < deadline, "the idle transactional id did not expire"
+        time.sleep(0.3)
+    b = next(iter(c.brokers))
+    c.kill(b)
+    c.restart(b)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            code = describe()
+        except (OSError, ConnectionError):
+            code = -1
+        if code not in (-1, 14, 15, 16):  # loading / not available yet
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert code == 105

@@ -241,3 +241,75 @@ def test_compressed_batches_are_cleaned_and_recompressed_with_their_codec(tmp_pa
         assert [o for o, _, _ in got] == sorted({o for o, _, _ in got})
     finally:
         lg.close()
+
+
+def test_a_truncation_between_the_swap_steps_drops_the_swap_files(tmp_path):
+    """The broker fsyncs the directory between begin_swap and complete_swap off the loop;
+    a truncation meanwhile must remove the swap files at once, so that neither
+    complete_swap nor a crash-then-reopen (which completes swaps) brings back what the
+    truncation removed."""
+    d = tmp_path / "t-0"
+    lg = Log.open(d, cfg())
+    for i in range(40):
+        put(lg, b"k%d" % (i % 3), b"v%d" % i)
+    fd, end, _ = lg.cleanable_range(0, lg.log_end_offset, T0)
+    plan = lg.cleaning_plan(fd, end, T0)
+    result = clean(plan, new_offset_map(1 << 16, 0.9))
+    plan.close()
+    assert lg.begin_swap(plan, result) and list(d.glob("*.swap"))
+    lg.truncate_to(10)
+    assert not list(d.glob("*.swap")) and not (d / STAGING_DIR).exists()
+    assert not lg.complete_swap(plan, result)
+    lg._close_files()  # kill -9
+    lg = Log.open(d, cfg(), recovery_point=0)
+    try:
+        assert lg.log_end_offset == 10 and [o for o, _, _ in records(lg)] == list(range(10))
+    finally:
+        lg.close()
+
+
+def test_swap_steps_with_durable_renames_in_between(log):
+    for i in range(40):
+        put(log, b"k%d" % (i % 3), b"v%d" % i)
+    put_after = log.log_end_offset
+    fd, end, _ = log.cleanable_range(0, log.log_end_offset, T0)
+    plan = log.cleaning_plan(fd, end, T0)
+    result = clean(plan, new_offset_map(1 << 16, 0.9))
+    plan.close()
+    assert log.begin_swap(plan, result)
+    put(log, b"k0", b"late")  # appends between the steps are fine
+    assert log.complete_swap(plan, result)
+    assert not list(log.dir.glob("*.swap")) and not (log.dir / STAGING_DIR).exists()
+    got = records(log)
+    assert got[-1] == (put_after, b"k0", b"late") and len(got) < put_after
+
+
+def test_swap_group_by_group_and_a_truncation_half_way(tmp_path):
+    """The broker swaps one group per loop turn: groups completed before a truncation
+    stay swapped (each is whole on its own), the others' swap files go, and the log
+    reopens to exactly what the truncation left."""
+    d = tmp_path / "t-0"
+    lg = Log.open(d, cfg())
+    for i in range(80):
+        put(lg, b"k%d" % (i % 3), b"v%d" % i)
+    fd, end, _ = lg.cleanable_range(0, lg.log_end_offset, T0)
+    plan = lg.cleaning_plan(fd, end, T0)
+    result = clean(plan, new_offset_map(1 << 16, 0.9))
+    plan.close()
+    assert len(result.groups) >= 3
+    for g in result.groups:
+        assert lg.begin_swap(plan, result, [g])
+    assert lg.complete_swap(plan, result, result.groups[:1])
+    first = result.groups[0]
+    cut = result.groups[2].base_offset  # inside the groups not swapped yet
+    lg.truncate_to(cut)
+    assert not list(d.glob("*.swap")) and not (d / STAGING_DIR).exists()
+    assert not lg.complete_swap(plan, result, result.groups[1:2])
+    got = records(lg)
+    assert lg.segments[0].base_offset == first.base_offset and lg.log_end_offset == cut
+    lg._close_files()  # kill -9
+    lg = Log.open(d, cfg(), recovery_point=0)
+    try:
+        assert records(lg) == got and lg.log_end_offset == cut
+    finally:
+        lg.close()

