@@ -17,6 +17,12 @@ Results are JSON lines (stdout, and --out). Kafka's figures: ../shared/reference
 
     python bench/control_plane.py                  # 3,000 and 10,000 partitions, everything
     python bench/control_plane.py --partitions 3000 --only create
+    python bench/control_plane.py --runs 3 --data-root /srv/bench --out cp.jsonl
+
+Settings: Kafka's defaults where LocalCluster's test-friendly ones differ (session timeout
+18 s, replica.lag.time.max.ms 30 s, replica.fetch.wait.max.ms 500 ms); a kill -9 is
+noticed at once anyway (fast failover, server/liveness.py). Profile a broker with
+KAFKAREPL_CPROFILE=<dir> (server/profiling.py).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import struct
@@ -38,6 +45,7 @@ from kafkarepl.protocol import ApiKey, decode_response, encode_request  # noqa: 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TOPIC = "cp"
+WAIT_S = 300  # longest wait for a state (--wait); None in a result: not reached by then
 
 
 def emit(result: dict[str, Any], out: str | None) -> None:
@@ -163,14 +171,34 @@ def ports_of(c: LocalCluster, skip: int | None = None) -> dict[int, int]:
     return {b: c.port(b) for b in c.broker_ids if b != skip and c.pid(b) is not None}
 
 
-def bench_create(c: LocalCluster, n: int, out: str | None) -> None:
+def fs_probe(root: str, n: int = 200) -> dict[str, float]:
+    """Milliseconds per mkdir and per file create in `root` right now: what creating a
+    partition waits on (on a busy shared disk 30-50x more than on a quiet one)."""
+    d = os.path.join(root, f"fs-probe-{os.getpid()}")
+    os.makedirs(d, exist_ok=True)
+    try:
+        t0 = time.perf_counter()
+        for i in range(n):
+            os.mkdir(os.path.join(d, str(i)))
+        t1 = time.perf_counter()
+        for i in range(n):
+            os.close(os.open(os.path.join(d, str(i), "f"), os.O_WRONLY | os.O_CREAT, 0o644))
+        t2 = time.perf_counter()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return {"mkdir_ms": round((t1 - t0) / n * 1e3, 3), "create_ms": round((t2 - t1) / n * 1e3, 3)}
+
+
+def bench_create(c: LocalCluster, n: int, out: str | None) -> bool:
     t0 = time.monotonic()
     c.create_topic(TOPIC, partitions=n, replication_factor=3, timeout=300, wait=False)
     t_acked = time.monotonic() - t0
     live = set(c.broker_ids)
-    t_ready = wait_all(ports_of(c), TOPIC, n, live, True, 600, t0)
+    t_ready = wait_all(ports_of(c), TOPIC, n, live, True, WAIT_S, t0)
     emit({"bench": "create", "partitions": n, "rf": 3, "create_topics_s": round(t_acked, 3),
-          "all_led_full_isr_s": None if t_ready is None else round(t_ready, 3)}, out)
+          "all_led_full_isr_s": None if t_ready is None else round(t_ready, 3),
+          "fs_after": fs_probe(str(c.data_dir)), "data_dir": str(c.data_dir)}, out)
+    return t_ready is not None
 
 
 def bench_metadata(c: LocalCluster, n: int, out: str | None) -> None:
@@ -222,11 +250,11 @@ def bench_controller_failover(c: LocalCluster, n: int, out: str | None) -> None:
             t_ctrl = time.monotonic() - t0
             break
         time.sleep(0.02)
-    t_led = wait_all(survivors, TOPIC, n, live, False, 300, t0, poll=0.02)
+    t_led = wait_all(survivors, TOPIC, n, live, False, WAIT_S, t0, poll=0.02)
     t_restart0 = time.monotonic()
     c.restart(ctrl, timeout=300)
     serving = time.monotonic() - t_restart0
-    t_isr = wait_all(ports_of(c), TOPIC, n, set(c.broker_ids), True, 600, t_restart0)
+    t_isr = wait_all(ports_of(c), TOPIC, n, set(c.broker_ids), True, WAIT_S, t_restart0)
     emit({"bench": "controller-failover", "partitions": n, "killed": ctrl,
           "new_controller_s": None if t_ctrl is None else round(t_ctrl, 3),
           "all_led_s": None if t_led is None else round(t_led, 3),
@@ -243,27 +271,50 @@ def bench_restart(c: LocalCluster, n: int, out: str | None) -> None:
     t1 = time.monotonic()
     c.restart(victim, timeout=300)
     serving = time.monotonic() - t1
-    t_isr = wait_all(ports_of(c), TOPIC, n, set(c.broker_ids), True, 600, t1)
+    t_isr = wait_all(ports_of(c), TOPIC, n, set(c.broker_ids), True, WAIT_S, t1)
     emit({"bench": "broker-restart", "partitions": n, "broker": victim,
           "controlled_shutdown_s": round(stop_s, 3), "start_serving_s": round(serving, 3),
           "all_in_isr_s": None if t_isr is None else round(t_isr, 3)}, out)
 
 
-def run(args: argparse.Namespace) -> None:
-    for n in args.partitions:
-        c = new_cluster(args)
+def run_cluster(c: LocalCluster, n: int, args: argparse.Namespace) -> None:
+    emit({"bench": "fs-probe", "partitions": n, **fs_probe(str(c.data_dir))}, args.out)
+    if not bench_create(c, n, args.out):  # the others need the topic, all led
+        return
+    steps = ["metadata", "idle"] + (["restart", "ctrl-failover"] if n >= args.heavy_from else [])
+    for name in steps:
+        if name not in args.only:
+            continue
         try:
-            bench_create(c, n, args.out)  # the others need the topic
-            if "metadata" in args.only:
+            if name == "metadata":
                 bench_metadata(c, n, args.out)
-            if "idle" in args.only:
+            elif name == "idle":
                 bench_idle(c, n, args.idle_seconds, args.out)
-            if "restart" in args.only and n >= args.heavy_from:
+            elif name == "restart":
                 bench_restart(c, n, args.out)
-            if "ctrl-failover" in args.only and n >= args.heavy_from:
+            else:
                 bench_controller_failover(c, n, args.out)
-        finally:
-            c.stop()
+        except (OSError, ConnectionError, RuntimeError) as exc:
+            # A cluster that cannot answer in time (an old revision with 10,000
+            # partitions): recorded, and its later steps are left out.
+            emit({"bench": name, "partitions": n, "error": repr(exc)}, args.out)
+            return
+
+
+def run(args: argparse.Namespace) -> None:
+    global WAIT_S
+    WAIT_S = args.wait
+    for i in range(args.runs):
+        for n in args.partitions:
+            if args.data_root:
+                args.data_dir = os.path.join(args.data_root, f"cp-{n}-{i}-{os.getpid()}")
+            c = new_cluster(args)
+            try:
+                run_cluster(c, n, args)
+            finally:
+                c.stop()
+                if args.data_root and args.data_dir:
+                    shutil.rmtree(args.data_dir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -279,6 +330,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument("--out", help="append the JSON lines here too")
     ap.add_argument("--data-dir", help="keep the cluster (logs) here instead of a temporary dir")
+    ap.add_argument("--data-root", help="put each run's cluster in a fresh directory under this one "
+                    "(removed after the run); default: a temporary directory")
+    ap.add_argument("--runs", type=int, default=1, help="fresh clusters per partition count")
+    ap.add_argument("--wait", type=float, default=WAIT_S, help="longest wait for a state, seconds")
     run(ap.parse_args(argv))
 
 

@@ -120,10 +120,22 @@ class ControllerContext:
         return out
 
     def update_metrics(self, m: ControllerMetrics) -> None:
+        # After every controller event: one pass, nothing copied (10,000 partitions).
+        live, deleting, topics = self.live, self.deleting, self.topics
+        offline = imbalanced = 0
+        for (t, p), st in self.states.items():
+            if t in deleting:
+                continue
+            if st.leader == -1 or st.leader not in live:
+                offline += 1
+            ta = topics.get(t)
+            reps = ta.partitions.get(p) if ta is not None else None
+            if reps and st.leader != reps[0]:
+                imbalanced += 1
         m.global_topic_count = len(self.topics)
         m.global_partition_count = sum(len(t.partitions) for t in self.topics.values())
-        m.offline_partitions = len(self.offline_partitions())
-        m.preferred_replica_imbalance = len(self.imbalanced_partitions())
+        m.offline_partitions = offline
+        m.preferred_replica_imbalance = imbalanced
         m.topics_to_delete = len(self.deleting)
         m.reassigning_partitions = len(self.reassigning)
 

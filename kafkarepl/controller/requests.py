@@ -28,6 +28,9 @@ class RequestBatch:
         self.update_metadata_brokers: set[int] = set()
         self.update_metadata_partitions: set[TopicPartition] = set()
         self.stop_replica: dict[int, dict[TopicPartition, bool]] = defaultdict(dict)  # -> delete
+        # LeaderAndIsr partition states of this batch (bodies are built when it is sent,
+        # from the states then current, and only read by the encoder).
+        self._partition_states: dict[tuple[str, int, bool], dict] = {}
 
     # --- collecting ----------------------------------------------------------------
 
@@ -79,14 +82,16 @@ class RequestBatch:
     def leader_and_isr_body(self, broker_id: int, partitions: dict[TopicPartition, bool]) -> dict:
         by_topic: dict[str, list[dict]] = defaultdict(list)
         leaders: set[int] = set()
+        cache = self._partition_states  # the same partition for several brokers: built once
         for (t, p), is_new in sorted(partitions.items()):
             st = self.ctx.states.get((t, p))
             if st is None:
                 continue
-            ta = self.ctx.topics[t]
             leaders.add(st.leader)
-            by_topic[t].append(
-                {
+            ps = cache.get((t, p, is_new))
+            if ps is None:
+                ta = self.ctx.topics[t]
+                ps = cache[(t, p, is_new)] = {
                     "partition_index": p,
                     "controller_epoch": st.controller_epoch,
                     "leader": st.leader,
@@ -98,7 +103,7 @@ class RequestBatch:
                     "removing_replicas": list(ta.removing_replicas.get(p, [])),
                     "is_new": is_new,
                 }
-            )
+            by_topic[t].append(ps)
         return {
             "controller_id": self.controller_id,
             "controller_epoch": self.controller_epoch,
@@ -134,6 +139,29 @@ class RequestBatch:
         return out
 
     def update_metadata_body(self, broker_id: int, partitions: Iterable[TopicPartition]) -> dict:
+        return self._update_metadata_body(
+            broker_id, self._update_metadata_topic_states(partitions), self.live_brokers()
+        )
+
+    def update_metadata_bodies(self) -> dict[int, dict]:
+        """This batch's UpdateMetadata per broker. The partitions and brokers are the same
+        for every broker: built once (the encoder only reads them); broker_epoch differs."""
+        if not self.update_metadata_brokers:
+            return {}
+        states = self._update_metadata_topic_states(self.update_metadata_partitions)
+        live = self.live_brokers()
+        return {b: self._update_metadata_body(b, states, live) for b in sorted(self.update_metadata_brokers)}
+
+    def _update_metadata_body(self, broker_id: int, topic_states: list[dict], live_brokers: list[dict]) -> dict:
+        return {
+            "controller_id": self.controller_id,
+            "controller_epoch": self.controller_epoch,
+            "broker_epoch": self.ctx.broker_epoch(broker_id),
+            "topic_states": topic_states,
+            "live_brokers": live_brokers,
+        }
+
+    def _update_metadata_topic_states(self, partitions: Iterable[TopicPartition]) -> list[dict]:
         by_topic: dict[str, list[dict]] = defaultdict(list)
         live = self.ctx.live
         for t, p in sorted(partitions):
@@ -154,16 +182,10 @@ class RequestBatch:
                     "offline_replicas": [b for b in replicas if b not in live],
                 }
             )
-        return {
-            "controller_id": self.controller_id,
-            "controller_epoch": self.controller_epoch,
-            "broker_epoch": self.ctx.broker_epoch(broker_id),
-            "topic_states": [
-                {"topic_name": t, "topic_id": self._topic_uuid(t), "partition_states": ps}
-                for t, ps in sorted(by_topic.items())
-            ],
-            "live_brokers": self.live_brokers(),
-        }
+        return [
+            {"topic_name": t, "topic_id": self._topic_uuid(t), "partition_states": ps}
+            for t, ps in sorted(by_topic.items())
+        ]
 
     def stop_replica_body(self, broker_id: int, partitions: dict[TopicPartition, bool]) -> dict:
         by_topic: dict[str, list[dict]] = defaultdict(list)

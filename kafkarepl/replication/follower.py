@@ -111,6 +111,12 @@ class FollowerFetcher:
             self.in_flight = None
             self._back_off(now_ms)
 
+    def on_request_abandoned(self, request: EpochRequest | FetchRequest) -> None:
+        """The fetcher dropped the request without an answer coming (e.g. it opened a new
+        fetch session): ask again at once, no backoff."""
+        if request is self.in_flight:
+            self.in_flight = None
+
     def on_epoch_end_offset(
         self, request: EpochRequest, error: ErrorCode, leader: EpochEndOffset, now_ms: int
     ) -> FetcherOutcome:

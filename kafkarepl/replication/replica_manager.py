@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, cast
 
@@ -345,15 +346,21 @@ class ReplicaManager:
         # is a large one (thousands of new partitions): then DEBUG and one summary line.
         level = logging.INFO if len(orders) <= VERBOSE_ORDERS else logging.DEBUG
         started = self.clock.monotonic_ms()
-        for order in orders:
-            try:
-                out[order.tp] = self._apply(order, topic_configs.get(order.tp.topic, {}), level)
-            except KafkaError as exc:  # e.g. the log cannot be opened: this partition only
-                log.error("%s-%d: LeaderAndIsr not applied: %s", order.tp.topic, order.tp.partition, exc)
-                out[order.tp] = exc.code
-            except (OSError, ValueError) as exc:
-                log.error("%s-%d: LeaderAndIsr not applied: %r", order.tp.topic, order.tp.partition, exc)
-                out[order.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        # A large request's new leader epochs made durable together at the end (nothing
+        # is appended before this returns) rather than with an fsync each, if storage
+        # offers it; a small one keeps the fsyncs (a file system sync would also write
+        # out unrelated data).
+        deferred = getattr(self.storage, "deferred_syncs", None)
+        with deferred() if deferred is not None and len(orders) > VERBOSE_ORDERS else nullcontext():
+            for order in orders:
+                try:
+                    out[order.tp] = self._apply(order, topic_configs.get(order.tp.topic, {}), level)
+                except KafkaError as exc:  # e.g. the log cannot be opened: this partition only
+                    log.error("%s-%d: LeaderAndIsr not applied: %s", order.tp.topic, order.tp.partition, exc)
+                    out[order.tp] = exc.code
+                except (OSError, ValueError) as exc:
+                    log.error("%s-%d: LeaderAndIsr not applied: %r", order.tp.topic, order.tp.partition, exc)
+                    out[order.tp] = ErrorCode.KAFKA_STORAGE_ERROR
         if level != logging.INFO:
             leaders = sum(1 for o in orders if o.leader == self.broker_id and o.tp in self.partitions)
             log.info("LeaderAndIsr from controller epoch %d: %d partitions, %d led here, %d failed, "
@@ -567,6 +574,16 @@ class ReplicaManager:
         else:
             self._deadline(op.deadline_ms)
 
+    def read_for_fetch(
+        self, params: FetchParams, fetches: Sequence[PartitionFetch], racks: Mapping[int, str | None] | None = None,
+    ) -> tuple[list[FetchPartitionData], int, bool]:
+        """Read `fetches` now, as a Fetch would (a follower's progress recorded), without
+        waiting: (data per partition, total bytes, any error). For callers that wait
+        themselves (incremental fetch sessions)."""
+        ctx = _FetchContext(params, list(fetches), lambda _data: None, racks or {})
+        data, total, has_error, _waits = self._read(ctx, record_progress=True)
+        return data, total, has_error
+
     def _fetch_done(self, op: DelayedFetch) -> None:
         ctx: _FetchContext = op.context  # type: ignore[assignment]
         # As Kafka: the completing read records the follower's fetch state again.
@@ -756,6 +773,9 @@ class ReplicaManager:
 
     def on_follower_request_failed(self, fetcher: FollowerFetcher, req: EpochRequest | FetchRequest) -> None:
         fetcher.on_request_failed(req, self.clock.monotonic_ms())
+
+    def on_follower_request_abandoned(self, fetcher: FollowerFetcher, req: EpochRequest | FetchRequest) -> None:
+        fetcher.on_request_abandoned(req)
 
     # ----------------------------------------------------------------------- ISR -----
     def maybe_shrink_isrs(self) -> None:

@@ -42,6 +42,7 @@ from kafkarepl.server.config_changes import ConfigChangeListener
 from kafkarepl.server.configs import ConfigApis, ConfigService
 from kafkarepl.server.controller_apis import ControllerApis, request_controlled_shutdown
 from kafkarepl.server.controller_channel import ControllerChannel
+from kafkarepl.server.fetch_session import FetchSessionCache
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
 from kafkarepl.server.listeners import Listener, endpoint_for
@@ -124,6 +125,14 @@ class Broker:
             leader_throttle=self.leader_throttle,
         )
         self.fetchers.replicas = replicas
+        slots = config.max_incremental_fetch_session_cache_slots
+        # A session's follower fetch times (ISR, low watermark) stay fresher than a third
+        # of replica.lag.time.max.ms (see fetch_session.py).
+        self.fetch_sessions = FetchSessionCache(
+            slots, refresh_ms=max(1000, min(10_000, config.replica_lag_time_max_ms // 3))
+        ) if slots > 0 else None
+        if self.fetch_sessions is not None:
+            replicas.add_listener(self.fetch_sessions.on_partition_changed)
         self.cleaner = LogCleanerService(self.log_manager, config, self._partition_high_watermark, clock.wall_ms)
         topics = TopicService(guarded, config, storage, metadata)
         configs = ConfigService(bid, guarded, config, storage, replicas)
@@ -143,7 +152,8 @@ class Broker:
                         on_txn_marker=self.groups.on_txn_marker,
                         verify_txn=self.txn_verifier.verify if config.transaction_partition_verification_enable else None,
                         clock_ms=clock.wall_ms,
-                        marker_timeout_ms=config.request_timeout_ms),
+                        marker_timeout_ms=config.request_timeout_ms,
+                        fetch_sessions=self.fetch_sessions),
             MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
             TopicApis(topics, metadata),
             ConfigApis(configs),
@@ -167,7 +177,7 @@ class Broker:
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
         )
-        self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller)
+        self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions)
         self._tasks: list[asyncio.Future] = []
         self._purgatory_timer: asyncio.TimerHandle | None = None
         self._purgatory_at = -1

@@ -97,6 +97,8 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int = prop("replica.fetch.response.max.bytes", 10485760)
     replica_fetch_wait_max_ms: int = prop("replica.fetch.wait.max.ms", 500)
     replica_fetch_backoff_ms: int = prop("replica.fetch.backoff.ms", 1000)
+    # KIP-227 incremental fetch sessions (replica fetches only); 0: none (server/fetch_session.py)
+    max_incremental_fetch_session_cache_slots: int = prop("max.incremental.fetch.session.cache.slots", 1000)
     hw_checkpoint_interval_ms: int = prop("replica.high.watermark.checkpoint.interval.ms", 5000)
     replica_selector_class: str = prop("replica.selector.class", "")
     log_segment_bytes: int = prop("log.segment.bytes", 1073741824)

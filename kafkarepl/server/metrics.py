@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kafkarepl.controller.controller import Controller
     from kafkarepl.replication import ReplicaManager
+    from kafkarepl.server.fetch_session import FetchSessionCache
     from kafkarepl.server.network import SocketServer
 
 log = logging.getLogger(__name__)
@@ -20,8 +21,10 @@ log = logging.getLogger(__name__)
 
 class BrokerMetrics:
     def __init__(
-        self, broker_id: int, replicas: ReplicaManager, server: SocketServer, controller: Controller
+        self, broker_id: int, replicas: ReplicaManager, server: SocketServer, controller: Controller,
+        fetch_sessions: FetchSessionCache | None = None,
     ) -> None:
+        self.fetch_sessions = fetch_sessions
         self.broker_id = broker_id
         self.replicas = replicas
         self.server = server
@@ -48,6 +51,9 @@ class BrokerMetrics:
             "kafka_server_delayedoperationpurgatory_produce_waiting": len(rm.produce_purgatory),
             "kafka_server_delayedoperationpurgatory_fetch_waiting": len(rm.fetch_purgatory),
             "kafka_network_socketserver_connections": len(self.server.connections),
+            # KIP-227 (Kafka's NumIncrementalFetchSessions)
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions":
+                len(self.fetch_sessions) if self.fetch_sessions is not None else 0,
             # Kafka's successful-reauthentication-total (KIP-368)
             "kafka_server_socket_server_metrics_successful_reauthentication_total": self.server.reauthentications,
         }

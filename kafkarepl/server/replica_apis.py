@@ -29,6 +29,13 @@ from kafkarepl.replication import (
     StopOrder,
     TopicPartition,
 )
+from kafkarepl.server.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    FetchSession,
+    FetchSessionCache,
+    next_epoch,
+)
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.storage.timestamps import first_record_at_or_after
 
@@ -86,8 +93,10 @@ class ReplicaApis:
         verify_txn: TxnVerify | None = None,
         clock_ms: Callable[[], int] | None = None,
         marker_timeout_ms: int = 30_000,
+        fetch_sessions: FetchSessionCache | None = None,
     ) -> None:
         self.replicas = replicas
+        self.sessions = fetch_sessions  # KIP-227 sessions for followers (None: never)
         self.on_txn_marker = on_txn_marker  # e.g. the group coordinator's txn offsets
         self.verify_txn = verify_txn  # KIP-890: the coordinator confirms a transaction's partitions
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
@@ -212,33 +221,74 @@ class ReplicaApis:
             for fp in topic["partitions"]
         ]
         racks = {b.broker_id: b.rack for b in self.metadata.brokers.values()} if rack else None
+        session: FetchSession | None = None
+        if params.from_follower and self.sessions is not None and req.api_version >= 7:
+            sid, epoch = body.get("session_id", 0), body.get("session_epoch", FINAL_EPOCH)
+            if epoch > INITIAL_EPOCH:
+                return await self._session_fetch(body, params, fetches, racks, sid, epoch)
+            if sid:
+                self.sessions.remove(sid)  # closed (FINAL_EPOCH) or replaced (INITIAL_EPOCH)
+            if epoch == INITIAL_EPOCH:
+                session = self.sessions.create(params.replica_id, fetches, _monotonic_ms())
         fut, done = _callback_future()
         self.replicas.fetch_messages(params, fetches, done, racks)
         data: list[FetchPartitionData] = await fut
-        topics_out: list[Body] = []
-        last_topic = None
-        for f, d in zip(fetches, data, strict=True):
-            if f.tp.topic != last_topic:
-                topics_out.append({"topic": f.tp.topic, "partitions": []})
-                last_topic = f.tp.topic
-            out: Body = {
-                "partition_index": f.tp.partition,
-                "error_code": int(d.error),
-                "high_watermark": d.high_watermark,
-                "last_stable_offset": d.last_stable_offset,
-                "log_start_offset": d.log_start_offset,
-                # null unless read_committed (Kafka's FetchResponse: "null if not provided")
-                "aborted_transactions": None if d.aborted_transactions is None else [
-                    {"producer_id": pid, "first_offset": first} for pid, first in d.aborted_transactions],
-                "preferred_read_replica": d.preferred_read_replica,
-                # empty, never null, also with an error: librdkafka rejects a null record set
-                # in the flexible versions (MessageSetSize -1) and refetches in a tight loop
-                "records": FileRange(d.records.fd, d.records.position, d.size) if d.size else b"",
-            }
-            if d.diverging_epoch is not None:
-                out["diverging_epoch"] = {"epoch": d.diverging_epoch.epoch, "end_offset": d.diverging_epoch.end_offset}
-            topics_out[-1]["partitions"].append(out)
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics_out}
+        if session is not None:
+            for f, d in zip(fetches, data, strict=True):
+                self._told(session, f.tp, d)
+        return _fetch_response([(f.tp, d) for f, d in zip(fetches, data, strict=True)],
+                               session.id if session is not None else 0)
+
+    async def _session_fetch(self, body: Body, params: FetchParams, fetches: list[PartitionFetch],
+                             racks: dict[int, str | None] | None, session_id: int, epoch: int) -> Body:
+        """An incremental Fetch of a KIP-227 session (server/fetch_session.py): read what
+        can have changed, answer with what did, wait up to max_wait for records."""
+        assert self.sessions is not None
+        now = _monotonic_ms()
+        s = self.sessions.get(session_id, params.replica_id, now)
+        if s is None or epoch != s.epoch:
+            code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if s is None else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+            return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0, "responses": []}
+        s.epoch = next_epoch(epoch)
+        forgotten = [TopicPartition(t["topic"], p) for t in body.get("forgotten_topics_data") or []
+                     for p in t["partitions"]]
+        updated: list[TopicPartition] = self.sessions.update(s, fetches, forgotten)
+        deadline = now + params.max_wait_ms
+        news: dict[TopicPartition, FetchPartitionData] = {}
+        while True:
+            s.wakeup.clear()
+            examine = s.to_examine(updated, now)
+            updated = []
+            urgent = False
+            if examine:
+                data, _total, has_error = self.replicas.read_for_fetch(
+                    params, [s.parts[tp].fetch for tp in examine], racks)
+                urgent = has_error
+                for tp, d in zip(examine, data, strict=True):
+                    if self._told(s, tp, d):
+                        news[tp] = d
+                        urgent = urgent or d.diverging_epoch is not None
+            if (urgent or sum(d.size for d in news.values()) >= max(params.min_bytes, 1) or now >= deadline
+                    or s.id not in self.sessions.sessions):
+                break
+            try:
+                await asyncio.wait_for(s.wakeup.wait(), max(0.0, (deadline - now) / 1000))
+            except asyncio.TimeoutError:
+                pass
+            now = _monotonic_ms()
+        return _fetch_response(sorted(news.items(), key=lambda kv: (kv[0].topic, kv[0].partition)), s.id)
+
+    def _told(self, s: FetchSession, tp: TopicPartition, d: FetchPartitionData) -> bool:
+        """Whether d is news for the session's follower; keeps `lagging` current."""
+        cached = s.parts.get(tp)
+        if cached is None:
+            return False
+        p = self.replicas.get(tp)
+        if d.error is ErrorCode.NONE and p is not None and cached.fetch.fetch_offset < p.log.log_end_offset:
+            s.lagging.add(tp)
+        else:
+            s.lagging.discard(tp)
+        return cached.changed_by(d)
 
     # ------------------------------------------------------------- list offsets -----
     async def list_offsets(self, req: Request) -> Body:
@@ -452,6 +502,37 @@ class ReplicaApis:
             if err is ErrorCode.NONE:
                 self.metadata.update(req.body)
         return {"error_code": int(err)}
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _fetch_response(parts: list[tuple[TopicPartition, FetchPartitionData]], session_id: int) -> Body:
+    topics_out: list[Body] = []
+    last_topic = None
+    for tp, d in parts:
+        if tp.topic != last_topic:
+            topics_out.append({"topic": tp.topic, "partitions": []})
+            last_topic = tp.topic
+        out: Body = {
+            "partition_index": tp.partition,
+            "error_code": int(d.error),
+            "high_watermark": d.high_watermark,
+            "last_stable_offset": d.last_stable_offset,
+            "log_start_offset": d.log_start_offset,
+            # null unless read_committed (Kafka's FetchResponse: "null if not provided")
+            "aborted_transactions": None if d.aborted_transactions is None else [
+                {"producer_id": pid, "first_offset": first} for pid, first in d.aborted_transactions],
+            "preferred_read_replica": d.preferred_read_replica,
+            # empty, never null, also with an error: librdkafka rejects a null record set
+            # in the flexible versions (MessageSetSize -1) and refetches in a tight loop
+            "records": FileRange(d.records.fd, d.records.position, d.size) if d.size else b"",
+        }
+        if d.diverging_epoch is not None:
+            out["diverging_epoch"] = {"epoch": d.diverging_epoch.epoch, "end_offset": d.diverging_epoch.end_offset}
+        topics_out[-1]["partitions"].append(out)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": topics_out}
 
 
 def _offset_for_timestamp(lg: Any, ts: int) -> tuple[int, int] | None:

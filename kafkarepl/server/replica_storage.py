@@ -4,11 +4,13 @@ the broker's topic defaults and the topic's overrides (Kafka's property names)."
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 
 from kafkarepl.replication import PartitionConfig, TopicPartition
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.storage import Log
 from kafkarepl.storage.config import LogConfig
+from kafkarepl.storage.epoch_cache import deferred_syncs
 from kafkarepl.storage.manager import LogManager
 
 
@@ -53,6 +55,10 @@ class LogStorage:
                 replica_fetch_backoff_ms=self.config.replica_fetch_backoff_ms,
             )
         return pc
+
+    def deferred_syncs(self) -> AbstractContextManager[None]:
+        """For a LeaderAndIsr: new leader epochs durable with one syncfs at the end."""
+        return deferred_syncs()
 
     def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> Log:
         return self.log_manager.get_or_create_log(tp.topic, tp.partition, self.log_config(overrides))

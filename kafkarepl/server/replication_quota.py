@@ -90,6 +90,11 @@ class ReplicationThrottle:
         else:
             self._topics.pop(topic, None)
 
+    @property
+    def active(self) -> bool:
+        """A rate is set and some topic names throttled replicas here."""
+        return self.quota.limit < UNLIMITED and bool(self._topics)
+
     def is_throttled(self, topic: str, partition: int) -> bool:
         if topic not in self._topics:
             return False

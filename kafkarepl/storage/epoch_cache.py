@@ -9,12 +9,15 @@ Backed by the partition's `leader-epoch-checkpoint` in Kafka's text format
 
 followed by the "xxh64 <hex>" trailer line kafkarepl._core.checkpoint_write adds.
 
-A new epoch (assign) is written atomically and fsynced before anything is appended in
-it, as Kafka does, with one exception that makes creating thousands of partitions cheap:
-while no checkpoint file exists, the first one is written in place without fsync (and an
-empty one not at all). A crash can then only leave no file, a torn one (the trailer's
-hash catches it) or that first version; the first two rebuild the cache from the
-batches' headers. Removals (truncations, a rebuild's result) are written in place
+A new epoch (assign) is written atomically and durably before anything is appended in
+it, as Kafka does: fsynced at once, or, inside deferred_syncs() (a LeaderAndIsr making
+thousands of leaders, where no append can happen before it ends), made durable by one
+syncfs per file system when the block ends. One exception makes creating thousands of
+partitions cheap: while no checkpoint file exists, none is written until the log gets
+its first records (write_pending, from the log), and that first one is written in place
+without fsync. A missing file is never stale: loading rebuilds the cache from the
+batches' headers; a crash can otherwise only leave a torn file (the trailer's hash
+catches it: rebuilt too) or that first version. Removals (truncations, a rebuild's result) are written in place
 without fsync, as Kafka flushes them in the background (KAFKA-15046, KAFKA-16541): an
 older file only holds extra entries at or past the log end, which loading truncates
 again, and a torn one is rebuilt from the headers.
@@ -36,6 +39,9 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kafkarepl import _core
@@ -62,12 +68,55 @@ def parse_epoch_checkpoint(path: str, payload: bytes) -> list[tuple[int, int]]:
     return entries
 
 
+class _Deferred:
+    def __init__(self) -> None:
+        self.dirs: set[str] = set()
+
+
+_deferred: _Deferred | None = None
+
+
+@contextmanager
+def deferred_syncs() -> Iterator[None]:
+    """New epochs assigned inside are written atomically without fsync; leaving the block
+    makes them durable with one syncfs per file system (before anything is appended in
+    them: the caller appends nothing inside). Nests: the outermost block syncs."""
+    global _deferred
+    if _deferred is not None:
+        yield
+        return
+    _deferred = d = _Deferred()
+    try:
+        yield
+    finally:
+        _deferred = None
+        sync_file_systems(d.dirs)
+
+
+def sync_file_systems(dirs: set[str]) -> None:
+    """syncfs once per file system holding one of `dirs`."""
+    seen: set[int] = set()
+    for path in sorted(dirs):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue  # deleted meanwhile: nothing of it to make durable
+        try:
+            dev = os.fstat(fd).st_dev
+            if dev not in seen:
+                seen.add(dev)
+                _core.file_syncfs(fd)
+        finally:
+            os.close(fd)
+
+
 class LeaderEpochCache:
     def __init__(self, path: Path | None, entries: list[tuple[int, int]] | None = None,
                  on_disk: bool = True) -> None:
         self.path = path
         # Whether some version of the checkpoint may be on disk (see the module docstring).
         self._on_disk = on_disk
+        self._pending = False  # changed while none is on disk: write with the first records
         self._epochs: list[int] = []
         self._starts: list[int] = []
         for epoch, start in entries or []:
@@ -130,8 +179,12 @@ class LeaderEpochCache:
             return False
         keep = bisect.bisect_left(self._starts, start_offset)
         if keep < len(self._starts):
-            log.warning("%s: epoch %d at %d replaces entries %s", self.path, epoch,
-                        start_offset, self.epochs()[keep:])
+            # Routine when those epochs got no records (they start where this one does:
+            # an empty partition changing leaders); a warning when records are replaced.
+            replaced = self.epochs()[keep:]
+            level = logging.DEBUG if all(s == start_offset for _, s in replaced) else logging.WARNING
+            log.log(level, "%s: epoch %d at %d replaces entries %s", self.path, epoch,
+                    start_offset, replaced)
             del self._epochs[keep:]
             del self._starts[keep:]
         self._epochs.append(epoch)
@@ -171,13 +224,32 @@ class LeaderEpochCache:
         self._starts = [s for _, s in entries]
         self.flush()
 
+    def write_pending(self) -> None:
+        """The log got records: write the first checkpoint if one is due (in place, no
+        fsync; see the module docstring)."""
+        if self._pending:
+            self._pending = False
+            self._on_disk = True
+            self.flush(sync=False)
+
     def flush(self, sync: bool = False) -> None:
         """Write the checkpoint; sync: atomically and durably (see the module docstring)."""
-        if self.path is None or (not self._on_disk and not self._epochs):
+        if self.path is None:
+            return
+        if not self._on_disk:
+            self._pending = bool(self._epochs)  # nothing on disk to go stale: later
             return
         lines = ["0", str(len(self._epochs))]
         lines += [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)]
-        _core.checkpoint_write(str(self.path), ("\n".join(lines) + "\n").encode(), sync=sync)
+        payload = ("\n".join(lines) + "\n").encode()
+        path = str(self.path)
+        if sync and _deferred is not None:
+            tmp = path + ".tmp"
+            _core.checkpoint_write(tmp, payload, sync=False)
+            os.replace(tmp, path)  # atomic; durable at the block's syncfs
+            _deferred.dirs.add(os.path.dirname(path))
+        else:
+            _core.checkpoint_write(path, payload, sync=sync)
         self._on_disk = True
 
     def __repr__(self) -> str:

@@ -83,9 +83,11 @@ def complete_swaps(dir: Path) -> None:
 def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
     """Remove leftovers (interrupted deletes, temp files, orphan indexes); return the
     segment base offsets, ascending, and those whose index files are missing."""
-    complete_swaps(dir)
-    bases = []
     names = set(os.listdir(dir))
+    if "cleaning" in names or any(n.endswith(".swap") for n in names):
+        complete_swaps(dir)  # a cleaning was interrupted (rare): settle it first
+        names = set(os.listdir(dir))
+    bases = []
     for name in sorted(names):
         if name.endswith((".deleted", ".tmp")):
             (dir / name).unlink(missing_ok=True)

@@ -123,13 +123,16 @@ class Log:
     @classmethod
     def open(cls, dir: Path | str, config: LogConfig, recovery_point: int = 0,
              log_start_offset: int | None = None, *,
-             clean_shutdown: bool | None = None) -> Log:
+             clean_shutdown: bool | None = None, lazy_empty: bool = False) -> Log:
         """Open (creating if needed) the partition directory `dir`.
 
         clean_shutdown: None = look for the `.kafka_cleanshutdown` marker in the parent
         log dir. After a clean shutdown the segments are trusted (index sanity checks
         only); otherwise every segment from the one holding `recovery_point` on is
         scanned and validated (CRC included) and cut at the first bad batch.
+
+        lazy_empty: a directory without segments gets a segment without a file until its
+        first data (as Log.create; the LogManager's partitions), else an empty .log now.
         """
         dir = Path(dir)
         dir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +140,7 @@ class Log:
             clean_shutdown = (dir.parent / CLEAN_SHUTDOWN_FILE).exists()
         self = cls(dir, config)
         try:
-            self._load(recovery_point, log_start_offset, clean_shutdown)
+            self._load(recovery_point, log_start_offset, clean_shutdown, lazy_empty)
         except BaseException:
             self._close_files()
             raise
@@ -165,11 +168,18 @@ class Log:
         return LogSegment(self.dir, base_offset, self.config.index_interval_bytes,
                           self.config.segment_index_bytes)
 
-    def _load(self, recovery_point: int, log_start_offset: int | None, clean: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int | None, clean: bool,
+              lazy_empty: bool = False) -> None:
         bases, missing_indexes = scan_directory(self.dir)
         if not bases:
             bases = [log_start_offset or 0]
-        self._segments = [self._new_segment(base) for base in bases]
+        if lazy_empty and len(bases) == 1 and bases[0] not in missing_indexes \
+                and not (self.dir / f"{bases[0]:020d}.log").exists():
+            # no records yet: a segment without a file until its first data
+            self._segments = [LogSegment(self.dir, bases[0], self.config.index_interval_bytes,
+                                         self.config.segment_index_bytes, new=True)]
+        else:
+            self._segments = [self._new_segment(base) for base in bases]
         first_recovered = len(self._segments)
         if not clean:
             first_recovered = max(0, bisect.bisect_right(bases, recovery_point) - 1)
@@ -474,10 +484,10 @@ class Log:
             set_log_append_time(buf, batches, now_ms)
         next_offset = _core.assign_offsets(buf, first, leader_epoch)
         seg = self._maybe_roll(len(buf), first, next_offset - 1, now_ms)
-        count, max_ts = self._write(seg, buf, batches, now_ms, first, append_time)
         latest = self.leader_epoch_cache.latest_epoch
-        if latest is None or leader_epoch > latest:
+        if latest is None or leader_epoch > latest:  # before the write, as Kafka
             self.leader_epoch_cache.assign(leader_epoch, first)
+        count, max_ts = self._write(seg, buf, batches, now_ms, first, append_time)
         if prepared is not None:
             self.producer_state.commit(prepared)
             if prepared.completed:
@@ -531,11 +541,13 @@ class Log:
         prepared = self.producer_state.prepare(batches, None, False, buf=buf) if has_pid else None
         now_ms = _now_ms()
         seg = self._maybe_roll(len(buf), leo, prev_last, now_ms)
-        count, max_ts = self._write(seg, buf, batches, now_ms)
+        # The batches' epochs are recorded before the batches are written (as Kafka): a
+        # crash in between leaves an entry past the log end, which loading truncates.
         for b in batches:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or b.partition_leader_epoch > latest:
                 self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
+        count, max_ts = self._write(seg, buf, batches, now_ms)
         if prepared is not None:
             self.producer_state.commit(prepared)
             if prepared.completed:
@@ -549,7 +561,9 @@ class Log:
         if seg.size == 0 and seg.first_append_ms is None:
             seg.first_append_ms = now_ms
         try:
-            return seg.append(buf, batches, first_offset, log_append_time)
+            out = seg.append(buf, batches, first_offset, log_append_time)
+            self.leader_epoch_cache.write_pending()  # the log's first records: its first checkpoint
+            return out
         except OSError as exc:
             raise KafkaStorageError(f"{seg.log_path}: append failed: {exc}") from exc
 
@@ -810,6 +824,7 @@ class Log:
         if self.producer_state.producers or any(seg.size for seg in self._segments):
             self.producer_state.write_snapshot(self.dir / SNAPSHOT_NAME, self.log_end_offset,
                                                sync=sync)
+            self.leader_epoch_cache.write_pending()
         self._close_files()
 
     def _close_files(self) -> None:

@@ -97,7 +97,7 @@ class LogManager:
                         f"{tp[0]}-{tp[1]} exists in both {self._dir_of[tp]} and {d}")
                 cfg = self.topic_configs.get(tp[0], self.default_config)
                 lg = Log.open(path, cfg, recovery.get(tp, 0), starts.get(tp),
-                              clean_shutdown=clean)
+                              clean_shutdown=clean, lazy_empty=True)
                 self._logs[tp] = lg
                 self._dir_of[tp] = d
                 self.high_watermarks[tp] = min(hws.get(tp, 0), lg.log_end_offset)
@@ -164,7 +164,7 @@ class LogManager:
         try:
             lg = Log.create(d / f"{topic}-{partition}", cfg)
         except FileExistsError:  # left behind (e.g. not yet loaded): open what is there
-            lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False)
+            lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False, lazy_empty=True)
         lg.dir_entry_durable = False  # the first flush fsyncs d (see Log)
         self._logs[tp] = lg
         self._dir_of[tp] = d

@@ -29,16 +29,22 @@ def segment_file(dir: Path, base_offset: int, suffix: str) -> Path:
 class LogSegment:
     def __init__(self, dir: Path, base_offset: int, index_interval_bytes: int,
                  max_index_size: int, new: bool = False) -> None:
-        """new: the directory was just created (no index files to look for)."""
+        """new: an empty segment of a new (or emptied) partition: no file exists yet and
+        none is created until its first data (append), so a partition without records
+        costs no file at all; fd is -1 until then."""
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         stem = f"{base_offset:020d}"
         self.log_path = dir / (stem + ".log")
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        st = os.fstat(self.fd)
-        self.size = st.st_size
-        self.created_ms = int(st.st_mtime * 1000) if self.size else int(time.time() * 1000)
+        if new:
+            self.fd, self.size = -1, 0
+            self.created_ms = int(time.time() * 1000)
+        else:
+            self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            st = os.fstat(self.fd)
+            self.size = st.st_size
+            self.created_ms = int(st.st_mtime * 1000) if self.size else int(time.time() * 1000)
         self.offset_index = OffsetIndex(dir / (stem + ".index"), base_offset, max_index_size,
                                         exists=not new)
         self.time_index = TimeIndex(dir / (stem + ".timeindex"), base_offset, max_index_size,
@@ -189,6 +195,8 @@ class LogSegment:
         Returns (record count, max timestamp) of the appended batches."""
         position = self.size
         if not position:
+            if self.fd < 0:
+                self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             self._ensure_index_files()  # before the data: a non-empty .log has its indexes
         _core.file_append(self.fd, data)
         self.size += len(data)
@@ -228,6 +236,8 @@ class LogSegment:
         """For retention.ms: the largest batch timestamp, else the file's mtime."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
+        if self.fd < 0:
+            return self.created_ms
         return int(os.fstat(self.fd).st_mtime * 1000)
 
     # -- lookups ---------------------------------------------------------------------
@@ -359,7 +369,8 @@ class LogSegment:
         self.time_index.trim()
 
     def flush(self) -> None:
-        _core.file_fdatasync(self.fd)
+        if self.fd >= 0:
+            _core.file_fdatasync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -374,7 +385,7 @@ class LogSegment:
 
     def close(self) -> None:
         if self.fd < 0:
-            return
+            return  # closed, or never given a file (no data)
         self._finish_indexes()  # an empty segment keeps having no index files
         self.offset_index.close()
         self.time_index.close()

@@ -34,7 +34,8 @@ def crash(log: Log) -> None:
                 idx._mm.close()
             if idx._fd >= 0:  # an empty segment has no index files yet
                 os.close(idx._fd)
-        os.close(seg.fd)
+        if seg.fd >= 0:  # an empty segment has no file yet
+            os.close(seg.fd)
 
 
 def all_bytes(log: Log) -> bytes:

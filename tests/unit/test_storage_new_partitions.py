@@ -32,16 +32,34 @@ def writes(monkeypatch):
     return seen
 
 
-def test_new_log_is_a_directory_and_one_segment_file(tmp_path):
+def test_new_log_is_a_directory_until_its_first_records(tmp_path):
     lg = Log.create(tmp_path / "t-0", LogConfig())
-    assert sorted(os.listdir(tmp_path / "t-0")) == ["00000000000000000000.log"]
+    lg.assign_epoch(0, 0)  # becomes leader: the epoch is kept, written with the first records
+    assert os.listdir(tmp_path / "t-0") == []
     assert (lg.log_start_offset, lg.log_end_offset, lg.recovery_point) == (0, 0, 0)
-    assert lg.latest_epoch() is None
+    assert lg.latest_epoch() == 0 and lg.read(0, 1 << 20).size == 0
+    assert lg.end_offset_for_epoch(0) == (0, 0)
     with pytest.raises(FileExistsError):
         Log.create(tmp_path / "t-0", LogConfig())
     lg.close()
-    # clean close of an empty log: still nothing else (no snapshot, no index files)
-    assert sorted(os.listdir(tmp_path / "t-0")) == ["00000000000000000000.log"]
+    assert os.listdir(tmp_path / "t-0") == []  # a clean close adds nothing either
+    lg = Log.open(tmp_path / "t-0", LogConfig(), clean_shutdown=True, lazy_empty=True)
+    assert os.listdir(tmp_path / "t-0") == [] and lg.log_end_offset == 0
+    lg.append_as_leader(build_batch(2), 1, T0)
+    assert sorted(os.listdir(tmp_path / "t-0")) == [
+        "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
+        CHECKPOINT_NAME]
+    lg.close()
+    lg = Log.open(tmp_path / "t-0", LogConfig(), clean_shutdown=True)
+    assert lg.log_end_offset == 2 and lg.leader_epoch_cache.epochs() == [(1, 0)]
+    lg.close()
+
+
+def test_a_plain_open_of_an_empty_directory_still_makes_its_segment_file(tmp_path):
+    (tmp_path / "t-0").mkdir()
+    lg = Log.open(tmp_path / "t-0", LogConfig())  # tools and tests read seg.fd directly
+    assert os.listdir(tmp_path / "t-0") == ["00000000000000000000.log"]
+    lg.close()
 
 
 def test_index_files_come_with_the_first_data_and_survive_reopen(tmp_path):
@@ -175,3 +193,55 @@ def test_syncfs(tmp_path):
         os.close(fd)
     with pytest.raises(ValueError):
         _core.file_syncfs(-1)
+
+
+def test_deferred_syncs_write_new_epochs_atomically_and_sync_once(tmp_path, writes, monkeypatch):
+    from kafkarepl.storage import epoch_cache
+
+    synced: list[str] = []
+    real_syncfs = _core.file_syncfs
+    monkeypatch.setattr(_core, "file_syncfs", lambda fd: (synced.append(fd), real_syncfs(fd)))
+    logs = []
+    for p in range(5):
+        lg = Log.create(tmp_path / f"t-{p}", LogConfig())
+        lg.assign_epoch(0, 0)  # first write: in place, unsynced
+        lg.append_as_leader(build_batch(1), 0, T0)
+        logs.append(lg)
+    writes.clear()
+    with epoch_cache.deferred_syncs():
+        with epoch_cache.deferred_syncs():  # nested: the outer block syncs
+            for lg in logs:
+                lg.assign_epoch(3, 1)
+        assert synced == []
+        assert not any(sync for _, sync in writes)  # no fsync per file
+    assert len(synced) == 1  # one syncfs: all on one file system
+    assert not any(n.endswith(".tmp") for p in range(5) for n in os.listdir(tmp_path / f"t-{p}"))
+    for lg in logs:
+        lg.append_as_leader(build_batch(1), 3, T0)
+        lg.close()
+    for p in range(5):
+        lg = Log.open(tmp_path / f"t-{p}", LogConfig(), clean_shutdown=True)
+        assert lg.leader_epoch_cache.epochs() == [(0, 0), (3, 1)]
+        lg.close()
+
+
+def test_a_broker_restart_keeps_empty_partitions_fileless(tmp_path):
+    d = tmp_path / "d"
+    mgr = LogManager([str(d)], LogConfig())
+    mgr.startup()
+    for p in range(4):
+        mgr.get_or_create_log("t", p).assign_epoch(0, 0)
+    mgr.get_log("t", 3).append_as_leader(build_batch(1), 0, T0)
+    mgr.shutdown({("t", p): 0 for p in range(4)})
+    mgr = LogManager([str(d)], LogConfig())
+    mgr.startup()  # clean start: nothing created for the empty ones
+    assert [os.listdir(d / f"t-{p}") for p in range(3)] == [[], [], []]
+    assert mgr.get_log("t", 3).log_end_offset == 1
+    lg = mgr.get_log("t", 1)
+    lg.append_as_leader(build_batch(2), 2, T0)
+    assert lg.log_end_offset == 2 and lg.read(0, 1 << 20).size > 0
+    mgr.shutdown()
+    mgr = LogManager([str(d)], LogConfig())
+    mgr.startup()
+    assert mgr.get_log("t", 1).leader_epoch_cache.epochs() == [(2, 0)]
+    mgr.shutdown()
