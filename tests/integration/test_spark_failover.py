@@ -94,10 +94,12 @@ def test_native_write_survives_leader_kill(spark, cluster_factory):
     assert spark_records(reader(spark, cluster, subscribe=topic, dataPlane="native")) == got
 
 
-def test_native_producer_resends_in_flight_batches_to_the_new_leader(cluster_factory):
-    """Without Spark, so that the kill lands at a known point: half the rows are submitted
-    (many small batches in flight), the leader dies, the rest follow. The sender must
-    resend what the dead leader never acknowledged to the new one, once."""
+@pytest.mark.parametrize("fault", ["kill", "pause"])
+def test_native_producer_resends_in_flight_batches_to_the_new_leader(cluster_factory, fault):
+    """Without Spark, so that the fault lands at a known point: half the rows are submitted
+    (many small batches in flight), the leader dies (kill -9) or stops answering (SIGSTOP:
+    its requests time out), the rest follow. The sender must resend what the old leader
+    never acknowledged to the new one, once."""
     import pyarrow as pa
 
     from kafkarepl.spark.sink import produce_native
@@ -112,13 +114,17 @@ def test_native_producer_resends_in_flight_batches_to_the_new_leader(cluster_fac
         for lo in range(0, n, chunk):
             if lo == n // 2:
                 victims.append(cluster.leader_of(topic, 0))
-                cluster.kill(victims[0])
+                (cluster.kill if fault == "kill" else cluster.pause)(victims[0])
             ids = pa.array([str(i).encode() for i in range(lo, lo + chunk)], pa.binary())
             yield pa.record_batch({"key": ids, "value": ids,
                                    "partition": pa.array([i % PARTITIONS for i in range(lo, lo + chunk)], pa.int32())})
 
-    acked = produce_native({"bootstrap.servers": cluster.bootstrap, "batch.size": "2048"}, topic, chunks(), 120_000)
+    conf = {"bootstrap.servers": cluster.bootstrap, "batch.size": "2048", "request.timeout.ms": "5000"}
+    acked = produce_native(conf, topic, chunks(), 120_000)
     assert victims and acked == {topic: n}
+    if fault == "pause":  # the old leader comes back as a follower and truncates what it alone had
+        cluster.resume(victims[0])
+        cluster.wait_for_leaders(topic, PARTITIONS, isr=3)
     got = confluent_records(cluster, topic, PARTITIONS)
     assert sorted(int(v) for _, _, _, v, *_ in got) == list(range(n))
     for p in range(PARTITIONS):
