@@ -40,11 +40,12 @@ class LeaderKiller(threading.Thread):
         self.done_tasks, self.timeout = done_tasks, timeout
         self.victim = -1
         self.tasks_left = 0
+        self.done = threading.Event()
 
     def run(self) -> None:
         tracker = self.spark.sparkContext.statusTracker()
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.done.is_set():
             for sid in tracker.getActiveStageIds():
                 info = tracker.getStageInfo(sid)
                 if info is not None and info.numCompletedTasks >= self.done_tasks:
@@ -56,6 +57,8 @@ class LeaderKiller(threading.Thread):
             time.sleep(0.005)
 
     def check(self) -> None:
+        """After the job: it must have run into the kill."""
+        self.done.set()
         self.join(10)
         assert self.victim > 0, "the Spark job ended before the leader could be killed"
         assert self.tasks_left > 0
