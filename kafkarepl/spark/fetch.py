@@ -64,6 +64,8 @@ class _Fetcher:
         if self.leader < 0:
             if not self.client.brokers:
                 await self.client.start()
+            else:  # after an error: ask again, the cached leader may be the one that failed
+                await self.client.metadata([self.r.topic])
             self.leader = await self.client.leader_for(self.r.topic, self.r.partition)
             if self.leader < 0:
                 raise KafkaError(f"no leader for {self.r.topic}-{self.r.partition}", ErrorCode.LEADER_NOT_AVAILABLE)

@@ -8,13 +8,14 @@ keeps confluent-kafka. Pure Python, no Spark: the driver decides, the executors 
 
 from __future__ import annotations
 
-import asyncio
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .options import OptionError
+
+if TYPE_CHECKING:  # asyncio and ssl load on the executors only (the planners need neither)
+    import asyncio
 
 DATA_PLANES = ("auto", "native", "librdkafka")
 
@@ -95,6 +96,8 @@ class NativeConfig:
 
     def security(self) -> Any:
         """ClientSecurity for the client from librdkafka's names (None: plaintext)."""
+        import ssl
+
         from kafkarepl.client.security import ClientSecurity
 
         protocol = self.get("security.protocol", "plaintext").lower()
@@ -120,6 +123,8 @@ class NativeConfig:
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
+    import asyncio
+
     try:
         import uvloop  # the `fast` extra, as the brokers use it
 

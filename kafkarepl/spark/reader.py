@@ -128,6 +128,7 @@ class KafkareplStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigg
         self._view: ClusterView | None = None
         self._target: dict[TP, int] | None = None   # Trigger.AvailableNow stops here
         self._last_latest: dict[TP, int] | None = None
+        self._initial: dict | None = None
 
     def __getstate__(self) -> dict:
         # The reader is pickled to executors for read(); the AdminClient stays on the driver.
@@ -141,6 +142,7 @@ class KafkareplStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigg
         return self._view
 
     def _latest(self) -> dict[TP, int]:
+        """Metadata (new partitions) + ListOffsets latest: one round each."""
         view = self._admin()
         tps = self.options.subscription.select(view.topics())
         latest = view.latest(tps)
@@ -148,22 +150,34 @@ class KafkareplStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigg
         return latest
 
     def initialOffset(self) -> dict:
-        view = self._admin()
-        tps = self.options.subscription.select(view.topics())
-        earliest, latest = view.earliest(tps), view.latest(tps)
-        return to_json(resolve(self.options.starting, tps, earliest, latest, "earliest", "startingOffsets"))
+        # Spark asks more than once while a query starts; the answer must not change in
+        # between (startingOffsets=latest would move), and asking again costs round trips.
+        if self._initial is None:
+            if self._target is not None:  # availableNow: its snapshot of the topics and ends
+                tps, latest = list(self._target), self._target
+            else:
+                view = self._admin()
+                tps = self.options.subscription.select(view.topics())
+                latest = view.latest(tps)
+            starting = self.options.starting
+            needs_earliest = not isinstance(starting, str) or starting == "earliest"
+            earliest = self._admin().earliest(tps) if needs_earliest else {}
+            self._initial = to_json(resolve(starting, tps, earliest, latest, "earliest", "startingOffsets"))
+        return self._initial
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         begin = from_json(start)
-        latest = self._latest()
+        # availableNow reads what existed when the query started (as Spark's Kafka source):
+        # its end offsets are fixed, so no Metadata or ListOffsets round trip per micro-batch.
+        latest = self._target if self._target is not None else self._latest()
         # Never move a partition backwards (a truncated log, a deleted topic): Spark's
         # offsets must be monotonic; lost data is detected when the range is read.
         end = {tp: max(latest.get(tp, off), off) for tp, off in begin.items()}
         new = [tp for tp in latest if tp not in begin]
-        base = {**self._admin().earliest(new), **begin}
+        base = {**(self._admin().earliest(new) if new else {}), **begin}
         for tp in new:
             end[tp] = max(latest[tp], base[tp])
         if self._target is not None:

@@ -6,8 +6,11 @@ kafkarepl's client. No Python object per record.
 Same contract as produce.py: acks=all and an idempotent producer id by default, the task
 fails unless every record was acknowledged. A sender thread owns the event loop, so
 Produce requests fly while the next Arrow rows are encoded. Per partition, batches carry
-consecutive sequence numbers; a retriable error drains that partition's in-flight
-batches and resends them in order (the leader drops duplicates by sequence).
+consecutive sequence numbers, at most 5 in flight (the window a broker dedupes) and all to
+one broker at a time; a retriable error (NOT_LEADER_OR_FOLLOWER, a dead connection) drains
+that partition's in-flight batches, refreshes metadata and resends them in order to the
+leader it names (the leader drops duplicates by sequence). A batch still unacknowledged
+after delivery.timeout.ms fails the task.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kafkarepl import _core
 from kafkarepl.errors import RETRIABLE, ErrorCode, KafkaError
@@ -55,6 +58,7 @@ class _Batch:
 class _Partition:
     queue: deque = field(default_factory=deque)
     in_flight: int = 0
+    leader: int = -1         # where the in-flight batches went
     recovering: bool = False
     not_before: float = 0.0
 
@@ -82,6 +86,7 @@ class Sender:
         self.seq: dict[TP, int] = {}  # next sequence per partition (encoding thread)
         self.producer_id, self.producer_epoch = -1, -1
         self._refreshing = False
+        self._wake: tuple[float, asyncio.TimerHandle] | None = None
         try:
             self._call(self._start())
         except BaseException:
@@ -187,14 +192,25 @@ class Sender:
         now = time.monotonic()
         ready: dict[int, list[deque]] = {}
         stale = False
+        wake = float("inf")
         for tp, part in self.parts.items():
-            if part.recovering or part.not_before > now or not part.queue:
+            if part.recovering or not part.queue:
+                continue
+            if part.not_before > now:
+                wake = min(wake, part.not_before)
                 continue
             leader = self._leader(tp)
             if leader < 0:
                 stale = True
                 continue
-            ready.setdefault(leader, []).append(deque(b for b in part.queue if not b.in_flight))
+            if part.in_flight and part.leader != leader:
+                # The leader moved under in-flight batches: let them come back first, so a
+                # partition's batches go to one broker at a time, in sequence order.
+                continue
+            room = MAX_IN_FLIGHT - part.in_flight  # the broker dedupes the last 5 batches only
+            if room > 0:
+                ready.setdefault(leader, []).append(deque(
+                    islice((b for b in part.queue if not b.in_flight), room)))
         for leader, queues in ready.items():
             while self.in_flight.get(leader, 0) < MAX_IN_FLIGHT:
                 batch: list[_Batch] = []
@@ -208,11 +224,30 @@ class Sender:
                     break
                 for b in batch:
                     b.in_flight = True
-                    self.parts[b.tp].in_flight += 1
+                    part = self.parts[b.tp]
+                    part.in_flight += 1
+                    part.leader = leader
                 self.in_flight[leader] = self.in_flight.get(leader, 0) + 1
                 self.loop.create_task(self._send(leader, batch))
         if stale:
             self._refresh_later()
+        if wake < float("inf"):
+            self._wake_at(wake)
+
+    def _wake_at(self, when: float) -> None:
+        """Pump again once `when` (time.monotonic) has passed. The loop's own clock may run
+        its timers a little early (uvloop keeps milliseconds), so add a margin."""
+        if self._wake is not None and self._wake[0] <= when:
+            return
+        if self._wake is not None:
+            self._wake[1].cancel()
+        delay = max(0.0, when - time.monotonic()) + 0.002
+
+        def fire() -> None:
+            self._wake = None
+            self._pump()
+
+        self._wake = (when, self.loop.call_later(delay, fire))
 
     def _refresh_later(self) -> None:
         if not self._refreshing:
@@ -222,7 +257,7 @@ class Sender:
     async def _refresh(self) -> None:
         try:
             await self.client.metadata(sorted({tp[0] for tp in self.parts}))
-        except (KafkaError, OSError):
+        except Exception:  # noqa: BLE001, S110 - the next pump finds the leader still unknown and asks again
             pass
         finally:
             self._refreshing = False
@@ -240,8 +275,8 @@ class Sender:
             for t in resp["responses"]:
                 for p in t["partition_responses"]:
                     results[(t["name"], p["index"])] = (p["error_code"], p.get("error_message") or "")
-        except (KafkaError, OSError) as exc:
-            results = {b.tp: (ErrorCode.NETWORK_EXCEPTION, str(exc)) for b in batch}
+        except Exception as exc:  # noqa: BLE001 - any failure to get an answer is retried, never lost
+            results = {b.tp: (ErrorCode.NETWORK_EXCEPTION, str(exc) or type(exc).__name__) for b in batch}
         finally:
             self.in_flight[leader] -= 1
         now = time.monotonic()
@@ -263,7 +298,7 @@ class Sender:
                 # Everything sent is back: resend what is left, in order, to the new leader.
                 part.recovering = False
                 part.not_before = now + self.backoff_s
-                self.loop.call_later(self.backoff_s, self._pump)
+                self._wake_at(part.not_before)
                 self._refresh_later()
         self._pump()
 
@@ -318,6 +353,8 @@ def _chunks(items: Iterable[Any]) -> Iterator[Any]:
 def _by_topic(batch: Any, topic_option: str | None) -> list[tuple[str, Any]]:
     if topic_option:
         return [(topic_option, batch)]
+    import pyarrow.compute as pc  # ~25 ms to import: only rows with a topic column need it
+
     topics = batch.column("topic")
     if topics.null_count:
         raise ValueError("kafkarepl: a row has a null topic and no 'topic' option is set")
@@ -348,6 +385,8 @@ def route_and_send(sender: Sender, batch: Any, topic_option: str | None, partiti
         algo, null_as_empty = _PARTITIONERS.get(partitioner, (_core.PARTITIONER_CRC32, False))
         parts = partitions_of(None if partitioner == "random" else key, n, count, algo, null_as_empty)
         if "partition" in names:
+            import pyarrow.compute as pc
+
             explicit = b.column("partition")
             given = pc.fill_null(explicit, -1).to_numpy(zero_copy_only=False).astype(np.int32)
             set_ = pc.is_valid(explicit).to_numpy(zero_copy_only=False)
