@@ -175,6 +175,11 @@ class LogCleanerService:
         try:
             throttle = Throttle(self.config.log_cleaner_io_max_bytes_per_second)
             result = await loop.run_in_executor(self._executor, self._clean_on_thread, plan, throttle)
+            pause_ms = self.config.log_cleaner_test_pause_before_swap_ms
+            if pause_ms > 0:  # test-only: a window where a kill -9 finds the cleaning staged
+                log.warning("%s-%d: cleaned segments staged; holding the swap %d ms "
+                            "(kafkarepl.log.cleaner.test.pause.before.swap.ms)", tp[0], tp[1], pause_ms)
+                await asyncio.sleep(pause_ms / 1000)
             t1 = time.monotonic()
             # The swap in two steps on the loop; the directory fsyncs, which wait for the
             # disk the cleaning kept busy, run on the cleaner thread in between.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.batches import decode
 from tests.integration.chaos import wait_until
 
 pytestmark = pytest.mark.integration
@@ -339,3 +340,67 @@ def test_expired_tombstones_go_without_new_writes(cluster_factory) -> None:
     got = consume_all(c.bootstrap, "hz2")
     assert {k: v for _o, k, v in got} == {k: v for k, (v, _ts) in latest.items() if k != b"dead"}
 
+
+def test_kill_9_with_cleaned_segments_staged_recovers_and_rejoins(cluster_factory) -> None:
+    """The leader is killed -9 at a chosen point of a cleaning: its cleaned segments
+    written to the staging directory, the swap not begun (the test-only pause holds it
+    there). Restarted, it recovers to its old segments, rejoins the ISR, and every key's
+    latest value is read at the offset its producer was acked with; no staging directory
+    or .swap file is left."""
+    from confluent_kafka import Producer
+
+    c = cluster_factory(3, **CLEANER, kafkarepl_log_cleaner_test_pause_before_swap_ms=600_000)
+    c.create_topic("stg", 1, 3, configs={"cleanup.policy": "compact", "segment.bytes": "4096",
+                                         "min.insync.replicas": "2"})
+    acked: dict[bytes, tuple[int, bytes]] = {}  # key -> (offset, value) of its last acked write
+    errors: list = []
+    n_acked = [0]
+
+    def delivered(err, m) -> None:
+        if err is not None:
+            errors.append(err)
+            return
+        n_acked[0] += 1
+        if m.key() not in acked or acked[m.key()][0] < m.offset():
+            acked[m.key()] = (m.offset(), m.value())
+
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 0, "batch.size": 2000,
+                  "on_delivery": delivered})
+    for i in range(1500):
+        p.produce("stg", key=b"key-%d" % (i % 10), value=b"value-%05d" % i)
+        if i % 100 == 0:
+            p.flush(10)
+    assert p.flush(10) == 0 and not errors, errors[:3]
+    assert n_acked[0] == 1500 and len(acked) == 10  # every record acked, not just flushed
+    leader = c.leader_of("stg")
+    part = c.root / f"broker-{leader}" / "logs" / "stg-0"
+    staging = part / "cleaning"
+    wait_until(lambda: staging.is_dir() and any(staging.glob("*.log")), 60,
+               "the leader's cleaned segments staged (held before the swap)")
+    c.kill(leader)
+    assert any(staging.glob("*.log")) and not list(part.glob("*.swap"))  # killed at that point
+    wait_until(lambda: leader not in c.metadata(["stg"])["topics"][0]["partitions"][0]["isr_nodes"], 60,
+               "the killed leader out of the ISR")
+    # Restarted with the cleaner off: what is on disk then is what recovery left.
+    conf = c.brokers[leader].config
+    conf.write_text(conf.read_text().replace("kafkarepl.log.cleaner.test.pause.before.swap.ms=600000",
+                                             "log.cleaner.enable=false"))
+    c.restart(leader)
+    wait_until(lambda: len(c.metadata(["stg"])["topics"][0]["partitions"][0]["isr_nodes"]) == 3, 60,
+               "the restarted broker back in the ISR")
+    assert not staging.exists() and not list(part.glob("*.swap")) and not list(part.glob("*.cleaned"))
+    got = consume_all(c.bootstrap, "stg")
+    at = {o: (k, v) for o, k, v in got}
+    for key, (offset, value) in acked.items():
+        assert at.get(offset) == (key, value), (key, offset)
+    assert max(o for o, _, _ in got) == max(o for o, _ in acked.values())
+    # The restarted replica's own log (read from its files) has every key's latest value at
+    # its acked offset, in offset order.
+    on_disk = []
+    for seg in sorted(part.glob("*.log")):
+        on_disk += [(o, k, v) for o, _ts, k, v in decode(seg.read_bytes())]
+    offs = [o for o, _, _ in on_disk]
+    assert offs == sorted(set(offs))
+    mine = {o: (k, v) for o, k, v in on_disk}
+    for key, (offset, value) in acked.items():
+        assert mine.get(offset) == (key, value), (key, offset)
