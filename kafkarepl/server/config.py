@@ -116,6 +116,9 @@ class BrokerConfig:
     log_cleaner_min_cleanable_ratio: float = prop("log.cleaner.min.cleanable.ratio", 0.5)
     log_cleaner_min_compaction_lag_ms: int = prop("log.cleaner.min.compaction.lag.ms", 0)
     log_cleaner_max_compaction_lag_ms: int = prop("log.cleaner.max.compaction.lag.ms", 2**63 - 1)
+    # The cleaner threads' Linux nice value (0-19; not a Kafka setting): above 0 the event
+    # loop wins a contended core at once. See bench/RESULTS.md for what it measured.
+    log_cleaner_thread_nice: int = prop("kafkarepl.log.cleaner.thread.nice", 0)
     # Test-only: hold each cleaning this long with its cleaned segments staged, before the
     # swap, so fault tests can kill a broker at that point. 0 (never) outside tests.
     log_cleaner_test_pause_before_swap_ms: int = prop("kafkarepl.log.cleaner.test.pause.before.swap.ms", 0)

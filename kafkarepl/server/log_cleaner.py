@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import sys
 import threading
 import time
@@ -52,9 +53,14 @@ log = logging.getLogger(__name__)
 SWITCH_INTERVAL_S = 0.001
 
 
-def _cleaner_thread_started() -> None:
+def _cleaner_thread_started(nice: int) -> None:
     if sys.getswitchinterval() > SWITCH_INTERVAL_S:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+    if nice > 0:  # Linux: a thread's own nice value (raising it needs no privilege)
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        except OSError as exc:
+            log.warning("cleaner thread nice %d not set: %s", nice, exc)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 HORIZON_CHECKPOINT = "cleaner-delete-horizon-checkpoint"
@@ -70,8 +76,9 @@ class LogCleanerService:
         self.high_watermark = high_watermark  # the partition's HW (leader or follower), None if unknown
         self.wall_ms = wall_ms
         threads = max(1, config.log_cleaner_threads)
-        self._executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="log-cleaner",
-                                                               initializer=_cleaner_thread_started)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            threads, thread_name_prefix="log-cleaner", initializer=_cleaner_thread_started,
+            initargs=(config.log_cleaner_thread_nice,))
         self._local = threading.local()  # each cleaner thread's MapBuffer
         self._map_bytes = config.log_cleaner_dedupe_buffer_size // threads
         self._threads = threads

@@ -64,3 +64,18 @@ def test_an_expired_delete_horizon_triggers_a_cleaning_without_new_writes(tmp_pa
     finally:
         svc.shutdown()
         lm.shutdown()
+
+
+def test_cleaner_threads_run_at_the_configured_nice_value(tmp_path) -> None:
+    lm = LogManager([tmp_path / "logs"], LogConfig())
+    lm.startup()
+    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                   "kafkarepl.log.cleaner.thread.nice": "7"})
+    svc = LogCleanerService(lm, cfg, lambda t, p: None, lambda: T0)
+    try:
+        # getpriority(PRIO_PROCESS, 0) is the calling thread's own nice value on Linux
+        assert svc._executor.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == 7
+        assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # the loop's thread untouched
+    finally:
+        svc.shutdown()
+        lm.shutdown()
