@@ -119,6 +119,9 @@ class BrokerConfig:
     # The cleaner threads' Linux nice value (0-19; not a Kafka setting): above 0 the event
     # loop wins a contended core at once. See bench/RESULTS.md for what it measured.
     log_cleaner_thread_nice: int = prop("kafkarepl.log.cleaner.thread.nice", 0)
+    # Or the SCHED_IDLE policy for them (wins over the nice value): the loop preempts them at
+    # once, but on a saturated host they get next to no CPU.
+    log_cleaner_thread_sched_idle: bool = prop("kafkarepl.log.cleaner.thread.sched.idle", False)
     # Test-only: hold each cleaning this long with its cleaned segments staged, before the
     # swap, so fault tests can kill a broker at that point. 0 (never) outside tests.
     log_cleaner_test_pause_before_swap_ms: int = prop("kafkarepl.log.cleaner.test.pause.before.swap.ms", 0)

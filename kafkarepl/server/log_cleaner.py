@@ -53,14 +53,17 @@ log = logging.getLogger(__name__)
 SWITCH_INTERVAL_S = 0.001
 
 
-def _cleaner_thread_started(nice: int) -> None:
+def _cleaner_thread_started(nice: int, sched_idle: bool) -> None:
     if sys.getswitchinterval() > SWITCH_INTERVAL_S:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-    if nice > 0:  # Linux: a thread's own nice value (raising it needs no privilege)
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-        except OSError as exc:
-            log.warning("cleaner thread nice %d not set: %s", nice, exc)
+    tid = threading.get_native_id()
+    try:  # Linux, per thread; lowering a thread's own priority needs no privilege
+        if sched_idle:  # preempted at once by any normal thread that wakes (the loop)
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        elif nice > 0:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except (OSError, AttributeError) as exc:
+        log.warning("cleaner thread priority (nice %d, SCHED_IDLE %s) not set: %s", nice, sched_idle, exc)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 HORIZON_CHECKPOINT = "cleaner-delete-horizon-checkpoint"
@@ -78,7 +81,7 @@ class LogCleanerService:
         threads = max(1, config.log_cleaner_threads)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             threads, thread_name_prefix="log-cleaner", initializer=_cleaner_thread_started,
-            initargs=(config.log_cleaner_thread_nice,))
+            initargs=(config.log_cleaner_thread_nice, config.log_cleaner_thread_sched_idle))
         self._local = threading.local()  # each cleaner thread's MapBuffer
         self._map_bytes = config.log_cleaner_dedupe_buffer_size // threads
         self._threads = threads

@@ -79,3 +79,17 @@ def test_cleaner_threads_run_at_the_configured_nice_value(tmp_path) -> None:
     finally:
         svc.shutdown()
         lm.shutdown()
+
+
+def test_cleaner_threads_can_run_sched_idle(tmp_path) -> None:
+    lm = LogManager([tmp_path / "logs"], LogConfig())
+    lm.startup()
+    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                   "kafkarepl.log.cleaner.thread.sched.idle": "true"})
+    svc = LogCleanerService(lm, cfg, lambda t, p: None, lambda: T0)
+    try:
+        assert svc._executor.submit(os.sched_getscheduler, 0).result() == os.SCHED_IDLE
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the loop's thread untouched
+    finally:
+        svc.shutdown()
+        lm.shutdown()
