@@ -2,6 +2,7 @@
 no more than 1.2x). Prints one JSON line per round and a summary line.
 
     python bench/cleaner_p99_bench.py [--rounds 3] [--mib 2048] [--partitions 4] [--rate 1000] [--paired]
+        [--compression none|lz4|...] [--props kafkarepl.log.cleaner.thread.nice=19,...]
 
 One broker (LocalCluster). Each round:
   1. a topic `cmp-<round>` (--partitions partitions, cleanup.policy=delete at first) gets
@@ -57,9 +58,9 @@ VALUE = os.urandom(100)
 KEYS = 1_000_000
 
 
-def load(bootstrap: str, topic: str, mib: int) -> None:
+def load(bootstrap: str, topic: str, mib: int, compression: str = "none") -> None:
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1 << 20,
-                  "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
+                  "queue.buffering.max.messages": 1_000_000, "compression.type": compression})
     rng = random.Random(7)
     target = mib << 20
     sent = 0
@@ -154,7 +155,7 @@ def paired(args: argparse.Namespace, props: dict[str, str]) -> None:
             topic = f"cmp-{r}"
             cl.create_topic(topic, assignments={p: [1] for p in range(args.partitions)},
                             configs={"cleanup.policy": "delete"})
-            load(b, topic, args.mib)
+            load(b, topic, args.mib, args.compression)
             os.sync()
             time.sleep(1)
             lp, ref = LatencyProducer(b, "lat", args.rate), LatencyProducer(b, "lat-ref", args.rate)
@@ -201,6 +202,8 @@ def main() -> None:
     ap.add_argument("--props", default="", help="extra broker properties, k=v,k=v")
     ap.add_argument("--data-dir", default=None, help="keep the cluster's files here")
     ap.add_argument("--paired", action="store_true", help="a second broker as the reference")
+    ap.add_argument("--compression", default="none",
+                    help="the loaded records' codec (compressed batches are cleaned batch by batch in Python)")
     args = ap.parse_args()
     props = {"log.cleaner.backoff.ms": "200", "log.segment.bytes": str(64 << 20),
              "offsets.topic.replication.factor": "1"}
@@ -222,7 +225,7 @@ def main() -> None:
             cl.create_topic(topic, partitions=args.partitions, replication_factor=1,
                             configs={"cleanup.policy": "delete"})
             t0 = time.monotonic()
-            load(b, topic, args.mib)
+            load(b, topic, args.mib, args.compression)
             load_s = time.monotonic() - t0
             os.sync()
             time.sleep(1)

@@ -8,11 +8,15 @@
  * Pass 1 (kr_map_records) records each key's latest offset over the dirty section.
  * Pass 2 (kr_clean_batch / kr_filter_records) copies the records that survive: a record
  * stays when no later offset is mapped for its key, and a tombstone (null value) stays
- * only while retain_tombstones says so. Records are copied byte for byte: their offset
- * and timestamp deltas stay relative to the batch's unchanged base offset and base
- * timestamp, and the batch keeps its base offset, last offset delta, producer id, epoch
- * and base sequence (magic v2 rules), so offsets never change and idempotent producers'
- * state survives. Only batchLength, recordsCount and the CRC are rewritten.
+ * until its batch's delete horizon (KIP-534). Records are copied byte for byte, their
+ * offset and timestamp deltas relative to the batch's unchanged base offset and base
+ * timestamp, except when a batch first keeps tombstones: then its base timestamp becomes
+ * the horizon (attribute bit 6 set) and each kept record's timestamp delta is re-encoded
+ * against it, so every record keeps its exact timestamp (readers compute base + delta,
+ * Kafka's DefaultRecordBatch included). The batch keeps its base offset, last offset
+ * delta, producer id, epoch and base sequence (magic v2 rules), so offsets never change
+ * and idempotent producers' state survives; batchLength, recordsCount, maxTimestamp
+ * (CreateTime) and the CRC are rewritten.
  *
  * Every length is checked against the buffer; malformed records are an error, never a
  * read outside [buf, buf + len).
@@ -45,6 +49,19 @@ static inline int varint(const uint8_t **pp, const uint8_t *lim, int64_t *out)
         }
     }
     return -1;
+}
+
+/* Zigzag varlong of v at p (room for 10 bytes); returns its size. */
+static inline size_t put_varlong(uint8_t *p, int64_t v)
+{
+    uint64_t u = ((uint64_t)v << 1) ^ (0 - ((uint64_t)v >> 63));
+    size_t n = 0;
+    while (u >= 0x80) {
+        p[n++] = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    p[n++] = (uint8_t)u;
+    return n;
 }
 
 /* ---- offset map ------------------------------------------------------------------ */
@@ -182,11 +199,12 @@ int kr_map_records(kr_offset_map *m, const uint8_t *recs, size_t len, int32_t co
 
 int kr_filter_records(const kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
                       int64_t base_offset, int retain_tombstones, uint8_t *out, size_t cap,
-                      size_t *out_len, int32_t *kept, char *reason)
+                      size_t *out_len, int32_t *kept, int32_t *tombstones, char *reason)
 {
     const uint8_t *p = recs, *lim = recs + len;
     size_t n = 0;
     *kept = 0;
+    *tombstones = 0;
     for (int32_t i = 0; i < count; i++) {
         rec_view r;
         if (next_record(&p, lim, &r, reason, i))
@@ -206,43 +224,75 @@ int kr_filter_records(const kr_offset_map *m, const uint8_t *recs, size_t len, i
         memcpy(out + n, r.start, sz);
         n += sz;
         (*kept)++;
+        *tombstones += r.null_value;
     }
     *out_len = n;
     return KR_RECORDS_OK;
 }
 
-int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int retain_tombstones,
-                   int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
-                   char *reason)
+/* The record rec[0, size) (parsed before: its length is right) written to out (cap bytes)
+ * with its timestamp delta against new_base instead of old_base when rebase, else as it
+ * is; *n its size there, *ts its timestamp. KR_RECORDS_OK, KR_CLEAN_OUT_FULL or
+ * KR_RECORDS_CORRUPT. */
+static int copy_record(const uint8_t *rec, size_t size, int64_t old_base, int64_t new_base, int rebase,
+                       uint8_t *out, size_t cap, size_t *n, int64_t *ts, char *reason)
 {
-    kr_batch_info info;
-    if (kr_batch_check(batch, len, 0, 0, &info, reason))
-        return KR_RECORDS_CORRUPT;
-    if ((size_t)info.size != len || info.attributes & 0x07) {
-        snprintf(reason, KR_REASON_MAX, "not one uncompressed batch");
-        return KR_RECORDS_CORRUPT;
-    }
-    if (cap < KR_BATCH_HEADER_SIZE) {
-        snprintf(reason, KR_REASON_MAX, "output buffer too small");
+    const uint8_t *p = rec, *lim = rec + size;
+    int64_t len, delta, nd;
+    if (varint(&p, lim, &len) || len < 1 || len != lim - p) {
+        snprintf(reason, KR_REASON_MAX, "bad record length");
         return KR_RECORDS_CORRUPT;
     }
-    size_t n = 0;
-    int rc = kr_filter_records(m, batch + KR_BATCH_HEADER_SIZE, len - KR_BATCH_HEADER_SIZE,
-                               info.records_count, info.base_offset, retain_tombstones,
-                               out + KR_BATCH_HEADER_SIZE, cap - KR_BATCH_HEADER_SIZE, &n, kept,
-                               reason);
-    if (rc != KR_RECORDS_OK)
-        return rc;
-    if (*kept == 0 && !keep_if_empty) {
-        *out_len = 0;
+    const uint8_t *attrs = p++;
+    if (varint(&p, lim, &delta) || __builtin_add_overflow(old_base, delta, ts) ||
+        __builtin_sub_overflow(*ts, new_base, &nd)) {
+        snprintf(reason, KR_REASON_MAX, "bad record timestamp");
+        return KR_RECORDS_CORRUPT;
+    }
+    if (!rebase) {
+        if (size > cap)
+            return KR_CLEAN_OUT_FULL;
+        memcpy(out, rec, size);
+        *n = size;
         return KR_RECORDS_OK;
     }
-    memcpy(out, batch, KR_BATCH_HEADER_SIZE);
-    put_be32(out + 8, (uint32_t)(KR_BATCH_HEADER_SIZE - KR_LOG_OVERHEAD + n)); /* batchLength */
-    put_be32(out + 57, (uint32_t)*kept);                                      /* recordsCount */
-    size_t total = KR_BATCH_HEADER_SIZE + n;
-    put_be32(out + 17, kr_crc32c(0, out + 21, total - 21));
-    *out_len = total;
+    uint8_t d[10], l[10];
+    size_t dn = put_varlong(d, nd), rest = (size_t)(lim - p);
+    size_t body = 1 + dn + rest, ln = put_varlong(l, (int64_t)body);
+    if (ln + body > cap)
+        return KR_CLEAN_OUT_FULL;
+    memcpy(out, l, ln);
+    out[ln] = *attrs;
+    memcpy(out + ln + 1, d, dn);
+    memcpy(out + ln + 1 + dn, p, rest);
+    *n = ln + body;
+    return KR_RECORDS_OK;
+}
+
+int kr_rebase_records(const uint8_t *recs, size_t len, int32_t count, int64_t old_base,
+                      int64_t new_base, uint8_t *out, size_t cap, size_t *out_len,
+                      int64_t *max_timestamp, char *reason)
+{
+    const uint8_t *p = recs, *lim = recs + len;
+    size_t n = 0;
+    *max_timestamp = INT64_MIN;
+    for (int32_t i = 0; i < count; i++) {
+        rec_view r;
+        size_t w;
+        int64_t ts;
+        if (next_record(&p, lim, &r, reason, i))
+            return KR_RECORDS_CORRUPT;
+        int rc = copy_record(r.start, (size_t)(r.end - r.start), old_base, new_base, 1, out + n, cap - n,
+                             &w, &ts, reason);
+        if (rc == KR_CLEAN_OUT_FULL)
+            snprintf(reason, KR_REASON_MAX, "output buffer too small");
+        if (rc)
+            return KR_RECORDS_CORRUPT;
+        n += w;
+        if (ts > *max_timestamp)
+            *max_timestamp = ts;
+    }
+    *out_len = n;
     return KR_RECORDS_OK;
 }
 
@@ -267,6 +317,9 @@ int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int
 #define ATTR_CODEC 0x07
 #define ATTR_TRANSACTIONAL 0x10
 #define ATTR_CONTROL 0x20
+#define ATTR_LOG_APPEND_TIME 0x08
+#define REC_TOMBSTONE 1
+#define REC_KEPT 2
 /* Records ahead whose slots are prefetched: enough misses in flight to cover the latency. */
 #define PREFETCH_DISTANCE 16
 
@@ -275,7 +328,7 @@ struct kr_clean_rec {
     int64_t offset;
     uint32_t start; /* from the chunk's start */
     uint32_t size;
-    uint8_t tombstone;
+    uint8_t flags; /* REC_TOMBSTONE (a null value), REC_KEPT */
 };
 
 void kr_clean_scratch_free(kr_clean_scratch *s)
@@ -343,7 +396,7 @@ static int parse_batch(const uint8_t *buf, const kr_batch_info *b, kr_clean_scra
         c->offset = b->base_offset + r.offset_delta;
         c->start = (uint32_t)(r.start - buf);
         c->size = (uint32_t)(r.end - r.start);
-        c->tombstone = (uint8_t)r.null_value;
+        c->flags = r.null_value ? REC_TOMBSTONE : 0;
     }
     if (p != lim) {
         snprintf(reason, KR_REASON_MAX, "bytes after the last record of the batch at %" PRId64,
@@ -410,10 +463,124 @@ static int retained_if_empty(const kr_clean_opts *o, const kr_batch_info *b)
     return lo < o->n_retain_empty && o->retain_empty[lo] == last;
 }
 
+/* Whether the plain batch b keeps its tombstones (KIP-534): until its delete horizon. */
+static inline int retains_tombstones(const kr_batch_info *b, const kr_clean_opts *o)
+{
+    return !(b->attributes & KR_ATTR_DELETE_HORIZON) || o->now_ms < b->first_timestamp;
+}
+
+/* Writes the cleaned form of the uncompressed batch *b of buf to out (cap bytes): r[0,
+ * records_count) are its records, REC_KEPT set on those that stay (kept of them,
+ * any_tombstone: one of those is a tombstone). *n = its size (0: dropped), *ob = its
+ * info (position left to the caller). KR_RECORDS_OK, KR_CLEAN_OUT_FULL, KR_RECORDS_CORRUPT. */
+static int emit_batch(const uint8_t *buf, const kr_batch_info *b, const struct kr_clean_rec *r, size_t kept,
+                      int any_tombstone, int keep_if_empty, const kr_clean_opts *o, uint8_t *out, size_t cap,
+                      size_t *n, kr_batch_info *ob, int64_t *horizon, char *reason)
+{
+    const uint8_t *src = buf + b->position;
+    int has_horizon = (b->attributes & KR_ATTR_DELETE_HORIZON) != 0;
+    int set_horizon = any_tombstone && !has_horizon;
+    *n = 0;
+    *ob = *b;
+    if (kept == 0 && !keep_if_empty)
+        return KR_RECORDS_OK;
+    if (kept == (size_t)b->records_count && !set_horizon) { /* unchanged: copied as it is */
+        if ((size_t)b->size > cap)
+            return KR_CLEAN_OUT_FULL;
+        memcpy(out, src, (size_t)b->size);
+        *n = (size_t)b->size;
+        if (has_horizon && any_tombstone && b->first_timestamp < *horizon)
+            *horizon = b->first_timestamp;
+        return KR_RECORDS_OK;
+    }
+    if (cap < KR_BATCH_HEADER_SIZE)
+        return KR_CLEAN_OUT_FULL;
+    memcpy(out, src, KR_BATCH_HEADER_SIZE);
+    uint16_t attrs = (uint16_t)b->attributes;
+    int64_t base_ts = b->first_timestamp, new_base = base_ts, max_ts = b->max_timestamp;
+    size_t at = KR_BATCH_HEADER_SIZE;
+    if (kept == 0) { /* the producer's last batch: a bare header, as Kafka's writeEmptyHeader */
+        attrs &= (uint16_t)~(ATTR_CODEC | KR_ATTR_DELETE_HORIZON);
+        new_base = -1;
+    } else {
+        if (set_horizon) {
+            if (__builtin_add_overflow(o->now_ms, o->delete_retention_ms, &new_base))
+                new_base = INT64_MAX;
+            attrs |= KR_ATTR_DELETE_HORIZON;
+        }
+        int64_t greatest = INT64_MIN;
+        for (int32_t k = 0; k < b->records_count; k++) {
+            if (!(r[k].flags & REC_KEPT))
+                continue;
+            size_t w;
+            int64_t ts;
+            int rc = copy_record(buf + r[k].start, r[k].size, base_ts, new_base, set_horizon, out + at,
+                                 cap - at, &w, &ts, reason);
+            if (rc)
+                return rc;
+            at += w;
+            if (ts > greatest)
+                greatest = ts;
+        }
+        if (!(attrs & ATTR_LOG_APPEND_TIME)) /* LogAppendTime batches keep theirs (Kafka) */
+            max_ts = greatest;
+    }
+    put_be32(out + 8, (uint32_t)(at - KR_LOG_OVERHEAD)); /* batchLength */
+    put_be16(out + 21, attrs);
+    put_be64(out + 27, (uint64_t)new_base);
+    put_be64(out + 35, (uint64_t)max_ts);
+    put_be32(out + 57, (uint32_t)kept); /* recordsCount */
+    ob->crc = kr_crc32c(0, out + 21, at - 21);
+    put_be32(out + 17, ob->crc);
+    ob->attributes = (int16_t)attrs;
+    ob->first_timestamp = new_base;
+    ob->max_timestamp = max_ts;
+    ob->size = (int64_t)at;
+    ob->records_count = (int32_t)kept;
+    if ((attrs & KR_ATTR_DELETE_HORIZON) && any_tombstone && new_base < *horizon)
+        *horizon = new_base;
+    *n = at;
+    return KR_RECORDS_OK;
+}
+
+int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, const kr_clean_opts *o,
+                   int keep_if_empty, kr_clean_scratch *s, uint8_t *out, size_t cap, size_t *out_len,
+                   int32_t *kept, int64_t *horizon, char *reason)
+{
+    kr_batch_info info, ob;
+    *out_len = 0;
+    *kept = 0;
+    if (kr_batch_check(batch, len, 0, 0, &info, reason))
+        return KR_RECORDS_CORRUPT;
+    if ((size_t)info.size != len || info.attributes & ATTR_CODEC) {
+        snprintf(reason, KR_REASON_MAX, "not one uncompressed batch");
+        return KR_RECORDS_CORRUPT;
+    }
+    size_t n = 0;
+    int rc = parse_batch(batch, &info, s, &n, 1, reason);
+    if (rc)
+        return rc;
+    int retain = retains_tombstones(&info, o), any_tombstone = 0;
+    size_t nkept = 0;
+    for (size_t j = 0; j < n; j++) {
+        struct kr_clean_rec *c = &s->recs[j];
+        if (c->hash != 0 && get_hash(m, c->hash) <= c->offset && (retain || !(c->flags & REC_TOMBSTONE))) {
+            c->flags |= REC_KEPT;
+            nkept++;
+            any_tombstone |= c->flags & REC_TOMBSTONE;
+        }
+    }
+    rc = emit_batch(batch, &info, s->recs, nkept, any_tombstone, keep_if_empty, o, out, cap, out_len, &ob,
+                    horizon, reason);
+    if (rc == KR_RECORDS_OK)
+        *kept = (int32_t)nkept;
+    return rc;
+}
+
 int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
                      const kr_clean_opts *o, kr_clean_scratch *s, uint8_t *out, size_t cap,
                      size_t out_pos, size_t *out_len, size_t *consumed, kr_batch_vec *written,
-                     int64_t *removed, char *reason)
+                     int64_t *removed, int64_t *horizon, char *reason)
 {
     *out_len = 0;
     *consumed = start;
@@ -444,56 +611,40 @@ int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, siz
     struct kr_clean_rec *r = s->recs;
     size_t j = 0, w = out_pos;
     for (size_t i = 0; i < nb; i++) {
-        kr_batch_info b = s->batches[i];
-        int retain_tombstones = b.max_timestamp > o->tombstone_horizon_ms;
-        size_t first = j, kept = 0, bytes = 0;
-        for (int32_t k = 0; k < b.records_count; k++, j++) {
+        const kr_batch_info *b = &s->batches[i];
+        int retain = retains_tombstones(b, o), any_tombstone = 0;
+        size_t first = j, kept = 0;
+        for (int32_t k = 0; k < b->records_count; k++, j++) {
             if (j + PREFETCH_DISTANCE < n)
                 prefetch_slot(m, r[j + PREFETCH_DISTANCE].hash);
             int keep = r[j].hash != 0 && get_hash(m, r[j].hash) <= r[j].offset &&
-                       (retain_tombstones || !r[j].tombstone);
-            r[j].tombstone = keep ? 2 : 0; /* reused: 2 = kept */
+                       (retain || !(r[j].flags & REC_TOMBSTONE));
+            r[j].flags |= keep ? REC_KEPT : 0;
             kept += (size_t)keep;
-            bytes += keep ? r[j].size : 0;
+            any_tombstone |= keep && (r[j].flags & REC_TOMBSTONE);
         }
-        *removed += (int64_t)(b.records_count - (int32_t)kept);
-        if (kept == 0 && !retained_if_empty(o, &b)) {
+        size_t size;
+        kr_batch_info ob;
+        int rc = emit_batch(buf, b, r + first, kept, any_tombstone, retained_if_empty(o, b), o, out + w,
+                            cap - w, &size, &ob, horizon, reason);
+        if (rc == KR_CLEAN_OUT_FULL) { /* the caller writes out what is there and goes on from b */
+            *out_len = w - out_pos;
+            *consumed = (size_t)b->position;
+            return KR_CLEAN_OUT_FULL;
+        }
+        if (rc)
+            return rc;
+        *removed += (int64_t)(b->records_count - (int32_t)kept);
+        if (size == 0)
             continue;
-        } else if (kept == (size_t)b.records_count) { /* unchanged: copied as it is */
-            if ((size_t)b.size > cap - w)
-                goto too_small;
-            memcpy(out + w, buf + b.position, (size_t)b.size);
-        } else {
-            size_t total = KR_BATCH_HEADER_SIZE + bytes;
-            if (total > cap - w)
-                goto too_small;
-            uint8_t *d = out + w;
-            memcpy(d, buf + b.position, KR_BATCH_HEADER_SIZE);
-            size_t at = KR_BATCH_HEADER_SIZE;
-            for (size_t k = first; k < j; k++) {
-                if (r[k].tombstone == 2) {
-                    memcpy(d + at, buf + r[k].start, r[k].size);
-                    at += r[k].size;
-                }
-            }
-            put_be32(d + 8, (uint32_t)(total - KR_LOG_OVERHEAD)); /* batchLength */
-            put_be32(d + 57, (uint32_t)kept);                    /* recordsCount */
-            b.crc = kr_crc32c(0, d + 21, total - 21);
-            put_be32(d + 17, b.crc);
-            b.size = (int64_t)total;
-            b.records_count = (int32_t)kept;
-        }
-        b.position = (int64_t)w;
-        if (kr_batch_vec_push(written, &b))
+        ob.position = (int64_t)w;
+        if (kr_batch_vec_push(written, &ob))
             return -1;
-        w += (size_t)b.size;
+        w += size;
     }
     *out_len = w - out_pos;
     *consumed = pos;
     return KR_RECORDS_OK;
-too_small:
-    snprintf(reason, KR_REASON_MAX, "output buffer too small");
-    return KR_RECORDS_CORRUPT;
 }
 
 /* ---- whole segment files ----------------------------------------------------------- */
@@ -615,11 +766,34 @@ int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *bu
         }
         size_t consumed = 0, out_len = 0, first = written->count;
         rc = kr_clean_batches(m, buf, (size_t)n, 0, o, s, out, out_cap, used, &out_len, &consumed,
-                              written, &w->removed, reason);
-        if (rc)
+                              written, &w->removed, &w->horizon, reason);
+        if (rc && rc != KR_CLEAN_OUT_FULL)
             break;
         for (size_t i = first; i < written->count; i++) /* positions in out -> in the file */
             written->items[i].position += out_size;
+        if (rc == KR_CLEAN_OUT_FULL) { /* a batch grown by its delete horizon did not fit */
+            int empty = used + out_len == 0;
+            used += out_len;
+            w->pos += (int64_t)consumed;
+            rc = KR_RECORDS_OK;
+            if (!empty) {
+                if (flush_out(out_fd, out, &used, &out_size, w)) {
+                    rc = -1;
+                    break;
+                }
+                continue; /* read on from that batch */
+            }
+            /* alone in an empty out: kr_clean_batch's bound (2.5 times) says out is < 3 times it */
+            int64_t size = (int64_t)(int32_t)be32(buf + consumed + 8) + KR_LOG_OVERHEAD;
+            if ((uint64_t)size > out_cap / 3) {
+                w->stop = KR_SEG_GROW;
+                w->need = size;
+            } else {
+                snprintf(reason, KR_REASON_MAX, "cleaned batch at %" PRId64 " past its bound", w->pos);
+                rc = KR_RECORDS_CORRUPT;
+            }
+            break;
+        }
         used += out_len;
         int a = consumed == (size_t)n ? 0 : after_stop(buf, (size_t)n, consumed, end - w->pos - (int64_t)consumed, buf_cap, w, reason);
         w->pos += (int64_t)consumed;

@@ -134,6 +134,10 @@ int kr_records_finish(kr_records_state *s, char *reason);
 /* ---- log cleaner (kr_clean.c) ------------------------------------------------------- */
 
 #define KR_CLEAN_MAP_FULL 3 /* the offset map reached its load limit */
+#define KR_CLEAN_OUT_FULL 4 /* the output buffer cannot hold the next cleaned batch */
+/* Batch attribute bit 6 (KIP-534): the base timestamp holds the batch's delete horizon,
+ * the time after which the cleaner removes its tombstones (or the control marker). */
+#define KR_ATTR_DELETE_HORIZON 0x40
 
 /* Key hash -> latest offset, open addressing over caller-owned memory: `capacity` (a power
  * of two) pairs of uint64 (hash, offset). */
@@ -156,16 +160,19 @@ int64_t kr_offset_map_get(const kr_offset_map *m, const uint8_t *key, size_t n);
 int kr_map_records(kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
                    int64_t base_offset, int32_t *mapped, char *reason);
 /* Copies the records that survive cleaning into out (cap bytes): keyed, not superseded by
- * a later mapped offset, and not a tombstone unless retain_tombstones. */
+ * a later mapped offset, and not a tombstone unless retain_tombstones. *tombstones = how
+ * many of the kept records are tombstones. */
 int kr_filter_records(const kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
                       int64_t base_offset, int retain_tombstones, uint8_t *out, size_t cap,
-                      size_t *out_len, int32_t *kept, char *reason);
-/* One whole uncompressed v2 batch -> its cleaned copy in out (same base offset, last offset
- * delta, producer fields; new batchLength, recordsCount, CRC). *out_len = 0 when no record
- * survives and keep_if_empty is 0 (the batch is dropped). */
-int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int retain_tombstones,
-                   int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
-                   char *reason);
+                      size_t *out_len, int32_t *kept, int32_t *tombstones, char *reason);
+/* Rewrites an uncompressed records section so that each record keeps its timestamp
+ * (old_base + delta) relative to new_base instead (KIP-534: the base timestamp becomes the
+ * delete horizon); *max_timestamp = the greatest record timestamp (INT64_MIN: none). Each
+ * record grows by at most 10 bytes. KR_RECORDS_OK, or KR_RECORDS_CORRUPT (also when out is
+ * too small or a timestamp leaves int64). */
+int kr_rebase_records(const uint8_t *recs, size_t len, int32_t count, int64_t old_base,
+                      int64_t new_base, uint8_t *out, size_t cap, size_t *out_len,
+                      int64_t *max_timestamp, char *reason);
 
 /* Whole chunks of a segment (the cleaner's fast path): plain batches, i.e. uncompressed,
  * neither transactional nor control, are handled in C; the walk stops at the first batch
@@ -188,22 +195,40 @@ void kr_clean_scratch_free(kr_clean_scratch *s);
 int kr_map_batches(kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
                    int64_t min_last_offset, kr_clean_scratch *s, size_t *consumed, char *reason);
 
+/* Tombstones (KIP-534, as Kafka's LogCleaner): a batch without a delete horizon keeps its
+ * tombstones and, when it keeps any, is rewritten with the horizon flag and base timestamp
+ * now_ms + delete_retention_ms (every record keeping its exact timestamp through re-encoded
+ * deltas, maxTimestamp recomputed); a batch with a horizon loses its tombstones once
+ * now_ms >= the horizon. */
 typedef struct {
-    int64_t tombstone_horizon_ms; /* tombstones in batches whose maxTimestamp is <= it go */
-    const int64_t *retain_empty;  /* sorted last offsets of batches kept even when emptied */
-    size_t n_retain_empty;        /* (each producer's last batch: its dedupe state) */
+    int64_t now_ms;
+    int64_t delete_retention_ms;
+    const int64_t *retain_empty; /* sorted last offsets of batches kept even when emptied */
+    size_t n_retain_empty;       /* (each producer's last batch: its dedupe state) */
 } kr_clean_opts;
 
+/* One whole uncompressed v2 batch -> its cleaned copy in out (same base offset, last offset
+ * delta, producer fields; new batchLength, recordsCount, CRC, and the delete horizon as
+ * above). *out_len = 0 when no record survives and keep_if_empty is 0 (the batch is
+ * dropped); an emptied batch kept is a bare header as Kafka writes it (no codec, no
+ * horizon, base timestamp -1, maxTimestamp kept). *horizon is lowered to the written
+ * batch's delete horizon when it holds tombstones. The output can be up to 2.5 times the
+ * batch's size: KR_CLEAN_OUT_FULL when cap is too small. */
+int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, const kr_clean_opts *o,
+                   int keep_if_empty, kr_clean_scratch *s, uint8_t *out, size_t cap, size_t *out_len,
+                   int32_t *kept, int64_t *horizon, char *reason);
+
 /* Writes the cleaned copies of the plain batches of buf[start, len) to out (cap bytes)
- * from out_pos on (cap - out_pos >= len - start always suffices): batches whose records
- * all survive byte for byte, others rewritten as kr_clean_batch does, emptied ones dropped
- * unless retained. *out_len = bytes written. Appends the info of every written batch
- * (position: within out) to *written and adds the records removed to *removed.
- * KR_RECORDS_OK, KR_RECORDS_CORRUPT or -1 (out-of-memory). */
+ * from out_pos on: batches whose records all survive (and need no delete horizon set) byte
+ * for byte, others rewritten as kr_clean_batch does, emptied ones dropped unless retained.
+ * *out_len = bytes written. Appends the info of every written batch (position: within out)
+ * to *written, adds the records removed to *removed and lowers *horizon as kr_clean_batch.
+ * KR_RECORDS_OK, KR_CLEAN_OUT_FULL (stopped before the first batch that did not fit:
+ * *consumed is its position), KR_RECORDS_CORRUPT or -1 (out-of-memory). */
 int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, size_t start,
                      const kr_clean_opts *o, kr_clean_scratch *s, uint8_t *out, size_t cap,
                      size_t out_pos, size_t *out_len, size_t *consumed, kr_batch_vec *written,
-                     int64_t *removed, char *reason);
+                     int64_t *removed, int64_t *horizon, char *reason);
 
 /* Whole segment files (the cleaner's loops without the GIL): read [*pos, end) of in_fd in
  * pieces of buf_cap bytes and map or clean them with the chunk loops above, until the end,
@@ -213,7 +238,9 @@ int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, siz
  * infos (positions: in the output file) are appended to *written. Stop reasons: */
 #define KR_SEG_END 0    /* *pos == end */
 #define KR_SEG_BATCH 1  /* the batch at *pos (*need bytes) is the caller's */
-#define KR_SEG_GROW 2   /* the batch at *pos (*need bytes) is larger than buf_cap */
+#define KR_SEG_GROW 2   /* the batch at *pos (*need bytes) is larger than buf_cap, or its
+                         * cleaned copy larger than out_cap: give buf need bytes or more
+                         * and out 3 times buf's size */
 #define KR_SEG_BUDGET 3 /* budget bytes read */
 #define KR_SEG_SHORT 4  /* the file ended before `end` (truncated meanwhile) */
 typedef struct {
@@ -222,6 +249,8 @@ typedef struct {
     int64_t read;    /* bytes read */
     int64_t written; /* bytes written */
     int64_t removed; /* records removed */
+    int64_t horizon; /* in/out: lowered to the delete horizon of each written batch that
+                      * holds tombstones (start it at INT64_MAX) */
     int stop;
 } kr_seg_walk;
 /* KR_RECORDS_OK, KR_RECORDS_CORRUPT (reason), KR_CLEAN_MAP_FULL, or -1 with errno (I/O,

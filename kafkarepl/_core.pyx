@@ -104,6 +104,8 @@ cdef extern from "kr_core.h" nogil:
 
     enum:
         KR_CLEAN_MAP_FULL
+        KR_CLEAN_OUT_FULL
+        KR_ATTR_DELETE_HORIZON
     ctypedef struct kr_offset_map:
         uint64_t *slots
         size_t capacity
@@ -115,12 +117,12 @@ cdef extern from "kr_core.h" nogil:
                        int64_t base_offset, int32_t *mapped, char *reason)
     int kr_filter_records(const kr_offset_map *m, const uint8_t *recs, size_t len, int32_t count,
                           int64_t base_offset, int retain_tombstones, uint8_t *out, size_t cap,
-                          size_t *out_len, int32_t *kept, char *reason)
+                          size_t *out_len, int32_t *kept, int32_t *tombstones, char *reason)
+    int kr_rebase_records(const uint8_t *recs, size_t len, int32_t count, int64_t old_base,
+                          int64_t new_base, uint8_t *out, size_t cap, size_t *out_len,
+                          int64_t *max_timestamp, char *reason)
     int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index,
                                  char *reason)
-    int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, int retain_tombstones,
-                       int keep_if_empty, uint8_t *out, size_t cap, size_t *out_len, int32_t *kept,
-                       char *reason)
     ctypedef struct kr_clean_scratch:
         pass
     void kr_clean_scratch_free(kr_clean_scratch *s)
@@ -136,14 +138,19 @@ cdef extern from "kr_core.h" nogil:
         int64_t read
         int64_t written
         int64_t removed
+        int64_t horizon
         int stop
     int kr_map_segment(kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
                        int64_t min_last_offset, int64_t budget, kr_clean_scratch *s, kr_seg_walk *w,
                        char *reason)
     ctypedef struct kr_clean_opts:
-        int64_t tombstone_horizon_ms
+        int64_t now_ms
+        int64_t delete_retention_ms
         const int64_t *retain_empty
         size_t n_retain_empty
+    int kr_clean_batch(const kr_offset_map *m, const uint8_t *batch, size_t len, const kr_clean_opts *o,
+                       int keep_if_empty, kr_clean_scratch *s, uint8_t *out, size_t cap, size_t *out_len,
+                       int32_t *kept, int64_t *horizon, char *reason)
     int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_t buf_cap,
                          uint8_t *out, size_t out_cap, size_t flush_at, int out_fd, int64_t out_size,
                          int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
@@ -178,6 +185,7 @@ cdef enum:
     NOGIL_THRESHOLD = 65536
 
 BATCH_HEADER_SIZE = KR_BATCH_HEADER_SIZE
+ATTR_DELETE_HORIZON = KR_ATTR_DELETE_HORIZON
 SEG_END, SEG_BATCH, SEG_GROW, SEG_BUDGET, SEG_SHORT = KR_SEG_END, KR_SEG_BATCH, KR_SEG_GROW, KR_SEG_BUDGET, KR_SEG_SHORT
 INDEX_ENTRY_SIZE = KR_INDEX_ENTRY_SIZE
 TIMEINDEX_ENTRY_SIZE = KR_TIMEINDEX_ENTRY_SIZE
@@ -577,10 +585,11 @@ cdef class OffsetMap:
         return False, mapped
 
     def filter_records(self, recs, int32_t count, int64_t base_offset, bint retain_tombstones):
-        """(surviving records' bytes, how many) of an uncompressed records section."""
+        """(surviving records' bytes, how many, how many of them are tombstones) of an
+        uncompressed records section."""
         cdef Py_buffer v
         cdef char reason[KR_REASON_MAX]
-        cdef int32_t kept = 0
+        cdef int32_t kept = 0, tombstones = 0
         cdef size_t out_len = 0
         cdef int rc
         cdef uint8_t *dst
@@ -591,12 +600,12 @@ cdef class OffsetMap:
             with nogil:
                 rc = kr_filter_records(&self.m, <const uint8_t *>v.buf, <size_t>v.len, count,
                                        base_offset, retain_tombstones, dst, <size_t>v.len,
-                                       &out_len, &kept, reason)
+                                       &out_len, &kept, &tombstones, reason)
         finally:
             PyBuffer_Release(&v)
         if rc != KR_RECORDS_OK:
             raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
-        return out[:out_len], kept
+        return out[:out_len], kept, tombstones
 
     def map_segment(self, fd, int64_t pos, int64_t end, buf, int64_t min_last_offset, int64_t budget=0):
         """kr_map_segment over fd's [pos, end) in reads of len(buf) bytes, without the GIL.
@@ -626,11 +635,13 @@ cdef class OffsetMap:
         return w.stop, w.pos, w.need, w.read, rc == KR_CLEAN_MAP_FULL
 
     def clean_segment(self, fd, int64_t pos, int64_t end, buf, out, Py_ssize_t flush_at, out_fd,
-                      int64_t out_size, int64_t tombstone_horizon_ms, retain_empty, int64_t budget=0):
+                      int64_t out_size, int64_t now_ms, int64_t delete_retention_ms, retain_empty,
+                      int64_t budget=0):
         """kr_clean_segment: fd's [pos, end) cleaned into out_fd (O_APPEND, out_size bytes),
         reading len(buf) bytes at a time, writing out (len(out) >= len(buf)) at flush_at
         bytes, without the GIL. Returns (stop, pos, need, bytes read, bytes written,
-        records removed, BatchInfo of each written batch with its position in out_fd).
+        records removed, BatchInfo of each written batch with its position in out_fd,
+        earliest delete horizon of the written batches holding tombstones or None).
         Raises CorruptBatchError, OSError."""
         cdef Py_buffer b, o, keep
         cdef char reason[KR_REASON_MAX]
@@ -644,6 +655,7 @@ cdef class OffsetMap:
         memset(&w, 0, sizeof(w))
         memset(&vec, 0, sizeof(vec))
         w.pos = pos
+        w.horizon = INT64_MAX
         PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
         try:
             PyObject_GetBuffer(out, &o, PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -654,7 +666,8 @@ cdef class OffsetMap:
                         raise ValueError("retain_empty must hold int64 values")
                     if flush_at < 0:
                         raise ValueError("negative flush_at")
-                    opts.tombstone_horizon_ms = tombstone_horizon_ms
+                    opts.now_ms = now_ms
+                    opts.delete_retention_ms = delete_retention_ms
                     opts.retain_empty = <const int64_t *>keep.buf
                     opts.n_retain_empty = <size_t>(keep.len // 8)
                     with nogil:
@@ -675,34 +688,71 @@ cdef class OffsetMap:
         finally:
             kr_batch_vec_free(&vec)
             PyBuffer_Release(&b)
-        return w.stop, w.pos, w.need, w.read, w.written, w.removed, written
+        return (w.stop, w.pos, w.need, w.read, w.written, w.removed, written,
+                None if w.horizon == INT64_MAX else w.horizon)
 
-    def clean_batch(self, batch, bint retain_tombstones, bint keep_if_empty, out, Py_ssize_t out_pos):
+    def clean_batch(self, batch, int64_t now_ms, int64_t delete_retention_ms, bint keep_if_empty, out,
+                    Py_ssize_t out_pos):
         """Write the cleaned copy of one uncompressed batch (bytes-like) into the writable
-        buffer `out` at out_pos (room for len(batch) bytes needed). Returns (bytes
-        written, records kept); 0 bytes when the batch goes."""
+        buffer `out` at out_pos (3 * len(batch) bytes always suffice). Returns (bytes
+        written, records kept, delete horizon when the written batch holds tombstones
+        else None); 0 bytes when the batch goes. ValueError when out is too small."""
         cdef Py_buffer v, o
         cdef char reason[KR_REASON_MAX]
         cdef int32_t kept = 0
         cdef size_t out_len = 0
+        cdef int64_t horizon = INT64_MAX
+        cdef kr_clean_opts opts
         cdef int rc
+        memset(&opts, 0, sizeof(opts))
+        opts.now_ms = now_ms
+        opts.delete_retention_ms = delete_retention_ms
         PyObject_GetBuffer(batch, &v, PyBUF_SIMPLE)
         try:
             PyObject_GetBuffer(out, &o, PyBUF_SIMPLE | PyBUF_WRITABLE)
             try:
-                if out_pos < 0 or out_pos > o.len or o.len - out_pos < v.len:
-                    raise ValueError("output buffer too small")
+                if out_pos < 0 or out_pos > o.len:
+                    raise ValueError("output position outside the buffer")
                 with nogil:
-                    rc = kr_clean_batch(&self.m, <const uint8_t *>v.buf, <size_t>v.len, retain_tombstones,
-                                        keep_if_empty, <uint8_t *>o.buf + out_pos, <size_t>(o.len - out_pos),
-                                        &out_len, &kept, reason)
+                    rc = kr_clean_batch(&self.m, <const uint8_t *>v.buf, <size_t>v.len, &opts, keep_if_empty,
+                                        &self.scratch, <uint8_t *>o.buf + out_pos, <size_t>(o.len - out_pos),
+                                        &out_len, &kept, &horizon, reason)
             finally:
                 PyBuffer_Release(&o)
         finally:
             PyBuffer_Release(&v)
+        if rc == KR_CLEAN_OUT_FULL:
+            raise ValueError("output buffer too small")
         if rc != KR_RECORDS_OK:
             raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
-        return out_len, kept
+        return out_len, kept, (None if horizon == INT64_MAX else horizon)
+
+
+def rebase_records(recs, int32_t count, int64_t old_base, int64_t new_base):
+    """(records, greatest timestamp or None) of an uncompressed records section with each
+    record's timestamp delta re-encoded from old_base to new_base (KIP-534's delete
+    horizon as the base timestamp), every timestamp unchanged."""
+    cdef Py_buffer v
+    cdef char reason[KR_REASON_MAX]
+    cdef size_t out_len = 0, cap
+    cdef int64_t max_ts = INT64_MIN
+    cdef int rc
+    cdef uint8_t *dst
+    PyObject_GetBuffer(recs, &v, PyBUF_SIMPLE)
+    try:
+        if count < 0:
+            raise ValueError("negative record count")
+        cap = <size_t>v.len + 10 * <size_t>count
+        out = PyBytes_FromStringAndSize(NULL, max(<Py_ssize_t>cap, 1))
+        dst = <uint8_t *>PyBytes_AS_STRING(out)
+        with nogil:
+            rc = kr_rebase_records(<const uint8_t *>v.buf, <size_t>v.len, count, old_base, new_base,
+                                   dst, cap, &out_len, &max_ts, reason)
+    finally:
+        PyBuffer_Release(&v)
+    if rc != KR_RECORDS_OK:
+        raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
+    return out[:out_len], (None if max_ts == INT64_MIN else max_ts)
 
 
 cdef int64_t _assign(object buf, object base_offset, object epoch, bint epoch_only) except? -1:

@@ -118,6 +118,15 @@ class BrokerConfig:
     log_cleaner_min_cleanable_ratio: float = prop("log.cleaner.min.cleanable.ratio", 0.5)
     log_cleaner_min_compaction_lag_ms: int = prop("log.cleaner.min.compaction.lag.ms", 0)
     log_cleaner_max_compaction_lag_ms: int = prop("log.cleaner.max.compaction.lag.ms", 2**63 - 1)
+    # The cleaner threads' Linux nice value (0-19; not a Kafka setting): above 0 the event
+    # loop wins a contended core at once. See bench/RESULTS.md for what it measured.
+    log_cleaner_thread_nice: int = prop("kafkarepl.log.cleaner.thread.nice", 0)
+    # Or the SCHED_IDLE policy for them (wins over the nice value): the loop preempts them at
+    # once, but on a saturated host they get next to no CPU.
+    log_cleaner_thread_sched_idle: bool = prop("kafkarepl.log.cleaner.thread.sched.idle", False)
+    # Test-only: hold each cleaning this long with its cleaned segments staged, before the
+    # swap, so fault tests can kill a broker at that point. 0 (never) outside tests.
+    log_cleaner_test_pause_before_swap_ms: int = prop("kafkarepl.log.cleaner.test.pause.before.swap.ms", 0)
     log_index_interval_bytes: int = prop("log.index.interval.bytes", 4096)
     log_index_size_max_bytes: int = prop("log.index.size.max.bytes", 10485760)
     log_flush_interval_messages: int = prop("log.flush.interval.messages", 2**63 - 1)

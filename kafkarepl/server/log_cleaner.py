@@ -3,11 +3,16 @@
 Every log.cleaner.backoff.ms each idle cleaner thread (log.cleaner.threads) takes the
 dirtiest compacted log: the one with the largest share of dirty bytes (written since its
 last cleaning) at or above its min.cleanable.dirty.ratio, or any log whose oldest dirty
-record is older than max.compaction.lag.ms. The plan is made on the event loop, the
+record is older than max.compaction.lag.ms, or any log whose earliest delete horizon
+(KIP-534: the time after which a cleaning removes a kept tombstone or marker) has passed,
+even without dirty bytes. The plan is made on the event loop, the
 cleaning (storage/cleaner.py: offset map, rewriting, fsync, `.swap` files) runs on the
 cleaner thread, and the swap happens back on the loop, where appends, reads and
 truncations happen; a log truncated meanwhile is not swapped. The first dirty offset of
-each log is kept in `cleaner-offset-checkpoint` per log dir (Kafka's file and format).
+each log is kept in `cleaner-offset-checkpoint` per log dir (Kafka's file and format), the
+earliest delete horizon in `cleaner-delete-horizon-checkpoint` (same format, ms instead
+of offsets; not a Kafka file), so a restarted broker still removes expired tombstones of
+a log nobody writes to.
 Followers clean their own logs, as every Kafka replica does.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import sys
 import threading
 import time
@@ -47,11 +53,20 @@ log = logging.getLogger(__name__)
 SWITCH_INTERVAL_S = 0.001
 
 
-def _cleaner_thread_started() -> None:
+def _cleaner_thread_started(nice: int, sched_idle: bool) -> None:
     if sys.getswitchinterval() > SWITCH_INTERVAL_S:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+    tid = threading.get_native_id()
+    try:  # Linux, per thread; lowering a thread's own priority needs no privilege
+        if sched_idle:  # preempted at once by any normal thread that wakes (the loop)
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        elif nice > 0:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except (OSError, AttributeError) as exc:
+        log.warning("cleaner thread priority (nice %d, SCHED_IDLE %s) not set: %s", nice, sched_idle, exc)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+HORIZON_CHECKPOINT = "cleaner-delete-horizon-checkpoint"
 TopicPartition = tuple[str, int]
 
 
@@ -64,13 +79,15 @@ class LogCleanerService:
         self.high_watermark = high_watermark  # the partition's HW (leader or follower), None if unknown
         self.wall_ms = wall_ms
         threads = max(1, config.log_cleaner_threads)
-        self._executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="log-cleaner",
-                                                               initializer=_cleaner_thread_started)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            threads, thread_name_prefix="log-cleaner", initializer=_cleaner_thread_started,
+            initargs=(config.log_cleaner_thread_nice, config.log_cleaner_thread_sched_idle))
         self._local = threading.local()  # each cleaner thread's MapBuffer
         self._map_bytes = config.log_cleaner_dedupe_buffer_size // threads
         self._threads = threads
         self._busy: set[TopicPartition] = set()
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
+        self._horizons: dict[Path, dict[TopicPartition, int]] = {}  # earliest delete horizon
         self.cleanings = 0  # completed cleanings (a metric)
         self.records_removed = 0
 
@@ -94,9 +111,35 @@ class LogCleanerService:
         self._checkpoints.setdefault(d, {})[tp] = offset
         return d
 
-    def _checkpoint_of(self, d: Path) -> dict[TopicPartition, int]:
+    def _checkpoint_of(self, d: Path, which: dict[Path, dict[TopicPartition, int]] | None = None
+                       ) -> dict[TopicPartition, int]:
         live = self.log_manager.logs()
-        return {tp: o for tp, o in self._checkpoints.get(d, {}).items() if tp in live}
+        src = self._checkpoints if which is None else which
+        return {tp: o for tp, o in src.get(d, {}).items() if tp in live}
+
+    def delete_horizon(self, tp: TopicPartition) -> int | None:
+        """The earliest delete horizon of the log's kept tombstones and markers, if any."""
+        d = self.log_manager.log_dir_of(*tp)
+        if d is None:
+            return None
+        if d not in self._horizons:
+            try:
+                self._horizons[d] = read_offsets(d / HORIZON_CHECKPOINT)
+            except CheckpointCorruptError as exc:
+                log.error("%s; delete horizons are learnt again from new cleanings", exc)
+                self._horizons[d] = {}
+        return self._horizons[d].get(tp)
+
+    def _set_delete_horizon(self, tp: TopicPartition, horizon: int | None) -> Path | None:
+        """Records the log's horizon; the log dir when it changed (to be written)."""
+        d = self.log_manager.log_dir_of(*tp)
+        if d is None or self.delete_horizon(tp) == horizon:
+            return None
+        if horizon is None:
+            self._horizons[d].pop(tp, None)
+        else:
+            self._horizons[d][tp] = horizon
+        return d
 
     # ------------------------------------------------------------ choosing -----
     def _candidates(self, now_ms: int) -> list[tuple[float, TopicPartition, Log, int, int]]:
@@ -109,14 +152,16 @@ class LogCleanerService:
             if hw is None:
                 continue
             first_dirty, end, dirty = lg.cleanable_range(self.first_dirty(tp), hw, now_ms)
-            if end <= lg.log_start_offset or dirty == 0:
+            horizon = self.delete_horizon(tp)
+            expired = horizon is not None and now_ms >= horizon  # tombstones to remove
+            if end <= lg.log_start_offset or (dirty == 0 and not expired):
                 continue
             total = sum(seg.size for seg in lg.segments if seg.next_offset <= end) or 1
             ratio = dirty / total
             overdue = any(seg.next_offset > first_dirty and seg.base_offset < end
                           and now_ms - seg.largest_timestamp > cfg.max_compaction_lag_ms
                           for seg in lg.segments[:-1])
-            if ratio >= cfg.min_cleanable_dirty_ratio or overdue:
+            if ratio >= cfg.min_cleanable_dirty_ratio or overdue or expired:
                 out.append((2.0 if overdue else ratio, tp, lg, first_dirty, end))
         out.sort(key=lambda c: c[0], reverse=True)
         return out
@@ -140,6 +185,11 @@ class LogCleanerService:
         try:
             throttle = Throttle(self.config.log_cleaner_io_max_bytes_per_second)
             result = await loop.run_in_executor(self._executor, self._clean_on_thread, plan, throttle)
+            pause_ms = self.config.log_cleaner_test_pause_before_swap_ms
+            if pause_ms > 0:  # test-only: a window where a kill -9 finds the cleaning staged
+                log.warning("%s-%d: cleaned segments staged; holding the swap %d ms "
+                            "(kafkarepl.log.cleaner.test.pause.before.swap.ms)", tp[0], tp[1], pause_ms)
+                await asyncio.sleep(pause_ms / 1000)
             t1 = time.monotonic()
             # The swap in two steps on the loop; the directory fsyncs, which wait for the
             # disk the cleaning kept busy, run on the cleaner thread in between.
@@ -170,6 +220,10 @@ class LogCleanerService:
             if d is not None:
                 await loop.run_in_executor(self._executor, write_offsets, d / CLEANER_CHECKPOINT,
                                            self._checkpoint_of(d))
+            d = self._set_delete_horizon(tp, result.delete_horizon)
+            if d is not None:
+                await loop.run_in_executor(self._executor, write_offsets, d / HORIZON_CHECKPOINT,
+                                           self._checkpoint_of(d, self._horizons))
             log.info("%s-%d: cleaned up to offset %d: %d segments -> %d, %d records removed, "
                      "%d -> %d bytes in %.2f s (swap %.1f ms, %.1f ms of it on the loop)", tp[0], tp[1],
                      result.cleaned_up_to, len(plan.segments), len(result.groups), result.records_removed,

@@ -6,10 +6,19 @@ the first uncleanable offset: the active segment, open transactions, records you
 min.compaction.lag.ms) is scanned into an offset map (key hash -> latest offset, the C
 loops of csrc/kr_clean.c over numpy memory). Then every segment from the log start up to
 the mapped end is rewritten without the records the map shows superseded, without
-keyless records, and without tombstones (null values) whose batch is older than
-delete.retention.ms. Consecutive cleaned segments are merged while they fit in
-segment.bytes. Offsets never change: batches keep their base and last offsets and
-producer fields.
+keyless records, and without expired tombstones. Consecutive cleaned segments are merged
+while they fit in segment.bytes. Offsets never change: batches keep their base and last
+offsets and producer fields.
+
+Tombstones and transaction markers go as KIP-534 has it (Kafka's LogCleaner and
+MemoryRecords.filterTo): the first cleaning that keeps a tombstone (or a marker whose
+transaction has no batch left) rewrites its batch with the delete-horizon attribute
+(bit 6) and base timestamp = now + delete.retention.ms, each record's timestamp delta
+re-encoded so that base + delta is still its own timestamp; a later cleaning at or past
+that horizon removes the tombstone or marker. So a consumer behind gets at least
+delete.retention.ms from the first cleaning to read a delete, whatever the tombstone's
+own timestamp. The earliest horizon still in the log comes back in the result
+(CleaningResult.delete_horizon), for the scheduler to clean again once it has passed.
 
 This module is the part that runs on a cleaner thread, never on the event loop: it reads
 the segments through duplicated descriptors (plan) and writes each cleaned group as a
@@ -32,9 +41,8 @@ transactions of every .txnindex file tell which transactional batches are aborte
 are never mapped (an aborted write never makes an older committed value look superseded)
 and are removed; committed transactional records are mapped and cleaned like any others.
 A marker stays while any batch of its transaction is still in the log (seen in this
-cleaning's pass, which covers the log from its start), and after that until
-delete.retention.ms has passed since it was written (measured on its timestamp, as
-tombstones here); an ABORT marker whose batches this pass still saw keeps its .txnindex
+cleaning's pass, which covers the log from its start), and after that until its delete
+horizon (above) has passed; an ABORT marker whose batches this pass still saw keeps its .txnindex
 entry in the cleaned segment. Each producer's last data batch is kept, emptied if need
 be, so its sequence and epoch survive, and the marker after it survives with it. Only the
 cleanable range is cleaned: it ends at the LSO, so every transaction in it is decided.
@@ -69,6 +77,10 @@ from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
 STAGING_DIR = "cleaning"
 SWAP_SUFFIX = ".swap"
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+DELETE_HORIZON = _core.ATTR_DELETE_HORIZON  # batch attribute bit 6 (KIP-534)
+LOG_APPEND_TIME = 0x08
+NO_TIMESTAMP = -1
+INT64_MAX = (1 << 63) - 1
 _READ_CHUNK = 1 << 20
 TIMEINDEX_ENTRY = _core.TIMEINDEX_ENTRY_SIZE
 # Bytes per offset map slot pair (hash, offset), as Kafka counts 24 bytes per entry.
@@ -127,6 +139,13 @@ class CleaningResult:
     bytes_read: int = 0
     bytes_written: int = 0
     records_removed: int = 0
+    # the earliest delete horizon of the kept batches holding tombstones or markers
+    # (KIP-534); None: none left
+    delete_horizon: int | None = None
+
+    def note_horizon(self, horizon: int | None) -> None:
+        if horizon is not None and (self.delete_horizon is None or horizon < self.delete_horizon):
+            self.delete_horizon = horizon
 
 
 class Throttle:
@@ -325,56 +344,93 @@ def _compress(codec: int, data: bytes) -> bytes | None:
     return None
 
 
-def _rebuild_batch(batch: memoryview, records: bytes, kept: int) -> bytes:
+def _rebuild_batch(batch: memoryview, records: bytes, kept: int, attrs: int, base_ts: int, max_ts: int) -> bytes:
     header = bytearray(batch[:61])
     struct.pack_into(">i", header, 8, 61 - 12 + len(records))
+    struct.pack_into(">h", header, 21, attrs)
+    struct.pack_into(">qq", header, 27, base_ts, max_ts)
     struct.pack_into(">i", header, 57, kept)
     out = header + records
     struct.pack_into(">I", out, 17, _core.crc32c(memoryview(out)[21:]))
     return bytes(out)
 
 
-def clean_batch(batch: memoryview, offset_map: _core.OffsetMap, plan: CleaningPlan,
-                out: bytearray, txn: TxnCleaning | None = None) -> tuple[bytes | memoryview | None, int]:
-    """The cleaned form of one batch (None: dropped) and how many records it lost.
+def _empty_batch(batch: memoryview) -> bytes:
+    """A producer's last batch emptied: the bare header Kafka's writeEmptyHeader writes (no
+    codec, no delete horizon, base timestamp -1, maxTimestamp kept), so its sequence and
+    epoch survive."""
+    attrs, max_ts = _HEADER.unpack_from(batch, 0)[5], _HEADER.unpack_from(batch, 0)[8]
+    return _rebuild_batch(batch, b"", 0, attrs & ~(0x07 | DELETE_HORIZON), NO_TIMESTAMP, max_ts)
+
+
+def _horizon_of(plan: CleaningPlan) -> int:
+    return min(plan.now_ms + plan.delete_retention_ms, INT64_MAX)
+
+
+def _rewrite(batch: memoryview, records: bytes, kept: int, tombstones: int,
+             plan: CleaningPlan) -> tuple[bytes | None, int | None]:
+    """The batch holding `kept` of its records (`records`, uncompressed), with the delete
+    horizon set when it keeps tombstones (or is a marker: tombstones > 0) and had none, each
+    record's timestamp re-encoded against the new base timestamp, maxTimestamp recomputed
+    (CreateTime), its codec applied again. (None, _) when this process lacks the codec."""
+    h = _HEADER.unpack_from(batch, 0)
+    attrs, base_ts, max_ts = h[5], h[7], h[8]
+    new_base = base_ts
+    if tombstones and not attrs & DELETE_HORIZON:
+        attrs |= DELETE_HORIZON
+        new_base = _horizon_of(plan)
+    records, greatest = _core.rebase_records(records, kept, base_ts, new_base)
+    codec = attrs & 0x07
+    packed = _compress(codec, records) if codec else records
+    if packed is None:
+        return None, None
+    if not attrs & LOG_APPEND_TIME and greatest is not None:
+        max_ts = greatest
+    horizon = new_base if attrs & DELETE_HORIZON and tombstones else None
+    return _rebuild_batch(batch, packed, kept, attrs, new_base, max_ts), horizon
+
+
+def clean_batch(batch: memoryview, offset_map: _core.OffsetMap, plan: CleaningPlan, out: bytearray,
+                txn: TxnCleaning | None = None) -> tuple[bytes | memoryview | None, int, int | None]:
+    """The cleaned form of one batch (None: dropped), how many records it lost, and its
+    delete horizon when it keeps tombstones or is a marker waiting for it (KIP-534).
     Without `txn`, transactional and control batches are kept as they are."""
     h = _HEADER.unpack_from(batch, 0)
-    base, delta, attrs, max_ts, pid, count = h[0], h[6], h[5], h[8], h[9], h[12]
+    base, delta, attrs, base_ts, pid, count = h[0], h[6], h[5], h[7], h[9], h[12]
     keep_if_empty = pid >= 0 and plan.last_batch_offsets.get(pid) == base + delta
     if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK):
         if txn is None:
-            return batch, 0
+            return batch, 0, None
         if attrs & CONTROL_MASK:
             abort = control_record_type(batch, 0, len(batch)) == CONTROL_ABORT
-            unguarded = txn.on_marker(pid, base + delta, abort)
-            if unguarded and max_ts <= plan.now_ms - plan.delete_retention_ms:
-                return None, count
-            return batch, 0
+            if not txn.on_marker(pid, base + delta, abort):
+                return batch, 0, None  # its transaction's batches are still in the log
+            if attrs & DELETE_HORIZON:  # Kafka: discarded once now >= its horizon
+                return (None, count, None) if plan.now_ms >= base_ts else (batch, 0, base_ts)
+            rewritten, horizon = _rewrite(batch, records_section(batch), count, 1, plan)
+            return (batch, 0, None) if rewritten is None else (rewritten, 0, horizon)
         if txn.on_batch(pid, base + delta):  # aborted: its records go
             if keep_if_empty:  # the producer's last batch: its sequence and epoch stay
-                return _rebuild_batch(batch, b"", 0), count
-            return None, count
-    retain_tombstones = max_ts > plan.now_ms - plan.delete_retention_ms
+                return _empty_batch(batch), count, None
+            return None, count, None
     codec = attrs & 0x07
     if codec == 0:
-        if len(out) < len(batch):
-            out.extend(bytes(len(batch) - len(out)))
-        n, kept = offset_map.clean_batch(batch, retain_tombstones, keep_if_empty, out, 0)
-        if kept == count:
-            return batch, 0
-        return (bytes(out[:n]) if n else None), count - kept
-    records, kept = offset_map.filter_records(records_section(batch), count, base, retain_tombstones)
-    if kept == count:
-        return batch, 0
-    if kept == 0 and not keep_if_empty:
-        return None, count
+        if len(out) < 3 * len(batch):  # a rewritten record grows by 10 bytes at most
+            out.extend(bytes(3 * len(batch) - len(out)))
+        n, kept, horizon = offset_map.clean_batch(batch, plan.now_ms, plan.delete_retention_ms,
+                                                  keep_if_empty, out, 0)
+        return (bytes(out[:n]) if n else None), count - kept, horizon
+    has_horizon = attrs & DELETE_HORIZON
+    retain = not has_horizon or plan.now_ms < base_ts
+    records, kept, tombstones = offset_map.filter_records(records_section(batch), count, base, retain)
+    if kept == count and (has_horizon or not tombstones):
+        return batch, 0, (base_ts if has_horizon and tombstones else None)
     if kept == 0:
-        # An empty batch keeps the producer's state; its (nothing) needs no codec.
-        return _rebuild_batch(batch, b"", 0), count
-    packed = _compress(codec, records)
-    if packed is None:
-        return batch, 0
-    return _rebuild_batch(batch, packed, kept), count - kept
+        return (_empty_batch(batch) if keep_if_empty else None), count, None
+    rewritten, horizon = _rewrite(batch, records, kept, tombstones, plan)
+    if rewritten is None:  # no codec here: kept as it was
+        return batch, 0, None
+    return rewritten, count - kept, horizon
 
 
 def group_segments(plan: CleaningPlan, end: int) -> list[list[SourceSegment]]:
@@ -441,7 +497,6 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
     # that the trim then drops again, which cost more than the index entries themselves.
     need = (sum(s.size for s in group) // max(1, plan.index_interval_bytes) + 4) * TIMEINDEX_ENTRY
     seg = LogSegment(staging, base, plan.index_interval_bytes, min(plan.segment_index_bytes, need))
-    horizon = plan.now_ms - plan.delete_retention_ms
     retain = np.array(sorted(plan.last_batch_offsets.values()), dtype=np.int64)
     buf = bytearray(_READ_CHUNK)
     out = bytearray(2 * _READ_CHUNK)
@@ -453,19 +508,22 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
             result.bytes_read += src.size
             pos = 0
             while pos < src.size:  # plain batches in C, a whole segment per call
-                stop, pos, need, nread, nwritten, lost, infos = offset_map.clean_segment(
-                    src.fd, pos, src.size, buf, out, _READ_CHUNK, seg.fd, seg.size, horizon, retain, budget)
+                stop, pos, need, nread, nwritten, lost, infos, horizon = offset_map.clean_segment(
+                    src.fd, pos, src.size, buf, out, _READ_CHUNK, seg.fd, seg.size, plan.now_ms,
+                    plan.delete_retention_ms, retain, budget)
                 seg.appended(nwritten, infos)
                 removed += lost
+                result.note_horizon(horizon)
                 result.bytes_written += nwritten
                 if throttle is not None:
                     throttle(nread + nwritten)
-                if stop == _core.SEG_GROW:
-                    buf = bytearray(need)
-                    out = bytearray(2 * need)
+                if stop == _core.SEG_GROW:  # a batch larger than buf, or its cleaned copy than out
+                    buf = bytearray(max(need, len(buf)))
+                    out = bytearray(max(len(out), 3 * len(buf)))
                 elif stop == _core.SEG_BATCH:  # compressed, transactional or control
-                    cleaned, lost = clean_batch(_read_batch(src, pos, need), offset_map, plan, scratch, txn)
+                    cleaned, lost, horizon = clean_batch(_read_batch(src, pos, need), offset_map, plan, scratch, txn)
                     removed += lost
+                    result.note_horizon(horizon)
                     if cleaned is not None:
                         seg.append(cleaned, _core.validate_batches(cleaned, False))
                         result.bytes_written += len(cleaned)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import queue
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -54,6 +56,36 @@ log = logging.getLogger("kafkarepl.storage")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 FILE_DELETE_DELAY_S = 60.0  # keep fds of deleted segments open for in-flight sendfile
+
+
+class _Closer:
+    """Closes descriptors of deleted segment files on its own thread. The last close of a
+    deleted file frees its blocks and page cache inside close(): 17 ms for a cached 64 MiB
+    segment on this host, 210 ms for 512 MiB, which on the event loop (a roll, a swap)
+    stalls every request; Kafka deletes segment files on a scheduler thread too."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def close(self, fd: int) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="segment-closer", daemon=True)
+                self._thread.start()
+        self._queue.put(fd)
+
+    def _run(self) -> None:
+        while True:
+            fd = self._queue.get()
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+_closer = _Closer()
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -853,8 +885,10 @@ class Log:
         now = time.monotonic()
         keep = []
         for fd, when in self._retired:
-            if force or now - when >= FILE_DELETE_DELAY_S:
+            if force:
                 os.close(fd)
+            elif now - when >= FILE_DELETE_DELAY_S:
+                _closer.close(fd)
             else:
                 keep.append((fd, when))
         self._retired = keep

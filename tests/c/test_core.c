@@ -427,19 +427,22 @@ static void test_clean(long iterations)
     int32_t count = 30;
     for (int32_t i = 0; i < count; i++) /* keys: null when i % 3 == 0, else "kk" */
         len += make_record(buf + len, i, (size_t)(rnd() % 100), (int)(i % 3));
-    int32_t mapped = 0, kept = 0;
+    int32_t mapped = 0, kept = 0, tombs = 0;
     size_t out_len = 0;
+    int64_t horizon = INT64_MAX;
+    kr_clean_scratch scratch = {0};
+    kr_clean_opts opts = {0, 0, NULL, 0};
     uint8_t *p = exact(buf, len);
     CHECK(kr_map_records(&m, p, len, count, 500, &mapped, reason) == KR_RECORDS_OK && mapped == count);
     CHECK(m.used == 1 && kr_offset_map_get(&m, (const uint8_t *)"kk", 2) == 500 + count - 1);
-    CHECK(kr_filter_records(&m, p, len, count, 500, 1, out, 1 << 16, &out_len, &kept, reason) ==
+    CHECK(kr_filter_records(&m, p, len, count, 500, 1, out, 1 << 16, &out_len, &kept, &tombs, reason) ==
           KR_RECORDS_OK);
     CHECK(kept == 1 && out_len > 0 && out_len < len); /* only the last "kk" record */
     free(p);
     for (size_t cut = 0; cut < len; cut++) {
         p = exact(buf, cut);
         CHECK(kr_map_records(&m, p, cut, count, 500, &mapped, reason) != KR_RECORDS_OK);
-        CHECK(kr_filter_records(&m, p, cut, count, 500, 1, out, 1 << 16, &out_len, &kept, reason) !=
+        CHECK(kr_filter_records(&m, p, cut, count, 500, 1, out, 1 << 16, &out_len, &kept, &tombs, reason) !=
               KR_RECORDS_OK);
         free(p);
     }
@@ -460,7 +463,15 @@ static void test_clean(long iterations)
         CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_MAP_FULL);
         size_t cap = (size_t)(rnd() % (n + 1)); /* also too small an output */
         uint8_t *o = exact(out, cap);
-        a = kr_filter_records(&m, p, n, c, 0, (int)(it & 2), o, cap, &out_len, &kept, reason);
+        a = kr_filter_records(&m, p, n, c, 0, (int)(it & 2), o, cap, &out_len, &kept, &tombs, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        if (a == KR_RECORDS_OK)
+            CHECK(out_len <= cap && tombs <= kept);
+        free(o);
+        cap = (size_t)(rnd() % (n + 10 * (size_t)c + 1));
+        o = exact(out, cap);
+        int64_t max_ts = 0;
+        a = kr_rebase_records(p, n, c, (int64_t)rnd(), (int64_t)rnd(), o, cap, &out_len, &max_ts, reason);
         CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
         if (a == KR_RECORDS_OK)
             CHECK(out_len <= cap);
@@ -472,14 +483,178 @@ static void test_clean(long iterations)
         batch[rnd() % bn] ^= (uint8_t)(1u << (rnd() % 8));
         size_t bcut = (size_t)(rnd() % (bn + 1));
         p = exact(batch, bcut);
-        o = exact(out, bcut);
-        a = kr_clean_batch(&m, p, bcut, 1, (int)(it & 1), o, bcut, &out_len, &kept, reason);
-        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        cap = (size_t)(rnd() % (3 * bcut + 1));
+        o = exact(out, cap);
+        opts.now_ms = (int64_t)rnd();
+        opts.delete_retention_ms = it % 3 ? (int64_t)(rnd() % 5000) : INT64_MAX;
+        a = kr_clean_batch(&m, p, bcut, &opts, (int)(it & 1), &scratch, o, cap, &out_len, &kept, &horizon,
+                           reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_OUT_FULL);
+        if (a == KR_RECORDS_OK)
+            CHECK(out_len <= cap);
         free(o);
         free(p);
     }
+    kr_clean_scratch_free(&scratch);
     free(buf);
     free(out);
+}
+
+/* A zigzag varint at *q (before end): 0 and advances, -1 when cut or too long. */
+static int read_zz(const uint8_t **q, const uint8_t *end, int64_t *v)
+{
+    uint64_t acc = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*q >= end)
+            return -1;
+        uint8_t b = *(*q)++;
+        acc |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *v = (int64_t)(acc >> 1) ^ -(int64_t)(acc & 1);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Record timestamps (base + delta) of an uncompressed records section into ts; -1 when
+ * it does not parse. A reader's walk, independent of kr_clean.c. */
+static int record_timestamps(const uint8_t *p, size_t len, int32_t count, int64_t base, int64_t *ts)
+{
+    const uint8_t *end = p + len;
+    for (int32_t i = 0; i < count; i++) {
+        int64_t rlen, delta;
+        if (read_zz(&p, end, &rlen) || rlen < 2 || rlen > end - p)
+            return -1;
+        const uint8_t *q = p + 1, *rend = p + rlen; /* past the attributes */
+        if (read_zz(&q, rend, &delta))
+            return -1;
+        ts[i] = (int64_t)((uint64_t)base + (uint64_t)delta);
+        p = rend;
+    }
+    return p == end ? 0 : -1;
+}
+
+/* A batch of tombstones and values under distinct keys "k<i>" (a tombstone when i % 3 == 0),
+ * record timestamps base_ts + 3 i, attributes as given. */
+static size_t make_tomb_batch(uint8_t *out, int32_t count, int64_t base_ts, uint16_t attributes)
+{
+    size_t n = KR_BATCH_HEADER_SIZE;
+    for (int32_t i = 0; i < count; i++) {
+        uint8_t body[64];
+        size_t b = 0;
+        body[b++] = 0;
+        b += put_zz(body + b, 3 * (int64_t)i);
+        b += put_zz(body + b, i);
+        b += put_zz(body + b, 2);
+        body[b++] = 'k';
+        body[b++] = (uint8_t)('0' + i);
+        if (i % 3 == 0) {
+            b += put_zz(body + b, -1);
+        } else {
+            b += put_zz(body + b, 1);
+            body[b++] = 'v';
+        }
+        b += put_zz(body + b, 0);
+        n += put_zz(out + n, (int64_t)b);
+        memcpy(out + n, body, b);
+        n += b;
+    }
+    memset(out, 0, KR_BATCH_HEADER_SIZE);
+    put32(out + 8, (uint32_t)(n - KR_LOG_OVERHEAD));
+    out[16] = 2;
+    out[21] = (uint8_t)(attributes >> 8);
+    out[22] = (uint8_t)attributes;
+    put32(out + 23, (uint32_t)(count - 1));
+    put64(out + 27, (uint64_t)base_ts);
+    put64(out + 35, (uint64_t)(base_ts + 3 * (count - 1)));
+    put64(out + 43, (uint64_t)-1);
+    out[51] = 0xff;
+    out[52] = 0xff;
+    put32(out + 53, (uint32_t)-1);
+    put32(out + 57, (uint32_t)count);
+    put32(out + 17, kr_crc32c_table(0, out + 21, n - 21));
+    return n;
+}
+
+/* KIP-534 (kr_clean_batch): a batch keeping tombstones gets the delete-horizon flag and
+ * base timestamp now + delete.retention.ms, every record's timestamp unchanged and the CRC
+ * right; it stays byte for byte before the horizon and loses its tombstones at it. Mutated
+ * batches, extreme clocks and exactly sized outputs are results or errors, never out of
+ * bounds. */
+static void test_clean_horizon(long iterations)
+{
+    static uint64_t slots[2 * 64];
+    kr_offset_map m;
+    kr_clean_scratch scratch = {0};
+    char reason[KR_REASON_MAX];
+    uint8_t batch[1024], out[4096], again[4096];
+    int64_t want[10], got[10];
+    size_t n = make_tomb_batch(batch, 10, 1000, 0), out_len = 0, out2 = 0;
+    int32_t mapped = 0, kept = 0;
+    int64_t horizon = INT64_MAX;
+    kr_batch_info info;
+    kr_clean_opts opts = {5000, 100, NULL, 0};
+    CHECK(kr_offset_map_init(&m, slots, 64, 0.9) == 0);
+    CHECK(kr_map_records(&m, batch + KR_BATCH_HEADER_SIZE, n - KR_BATCH_HEADER_SIZE, 10, 0, &mapped, reason) ==
+          KR_RECORDS_OK);
+    CHECK(record_timestamps(batch + KR_BATCH_HEADER_SIZE, n - KR_BATCH_HEADER_SIZE, 10, 1000, want) == 0);
+    CHECK(kr_clean_batch(&m, batch, n, &opts, 0, &scratch, out, sizeof(out), &out_len, &kept, &horizon,
+                         reason) == KR_RECORDS_OK);
+    CHECK(kept == 10 && horizon == 5100 && out_len > n);
+    CHECK(kr_batch_check(out, out_len, 0, 1, &info, reason) == 0 && (info.attributes & KR_ATTR_DELETE_HORIZON));
+    CHECK(info.first_timestamp == 5100 && info.max_timestamp == 1027 && info.records_count == 10);
+    CHECK(record_timestamps(out + KR_BATCH_HEADER_SIZE, out_len - KR_BATCH_HEADER_SIZE, 10, 5100, got) == 0);
+    CHECK(memcmp(got, want, sizeof(want)) == 0);
+    int64_t max_ts = 0;
+    CHECK(kr_records_check(out + KR_BATCH_HEADER_SIZE, out_len - KR_BATCH_HEADER_SIZE, 10, 5100, &max_ts,
+                           reason) == KR_RECORDS_OK && max_ts == 1027); /* the produce path's walker agrees */
+    opts.now_ms = 5099; /* before the horizon: unchanged */
+    horizon = INT64_MAX;
+    CHECK(kr_clean_batch(&m, out, out_len, &opts, 0, &scratch, again, sizeof(again), &out2, &kept, &horizon,
+                         reason) == KR_RECORDS_OK);
+    CHECK(out2 == out_len && memcmp(again, out, out_len) == 0 && horizon == 5100);
+    opts.now_ms = 5100; /* at it: the 4 tombstones go, timestamps stay */
+    horizon = INT64_MAX;
+    CHECK(kr_clean_batch(&m, out, out_len, &opts, 0, &scratch, again, sizeof(again), &out2, &kept, &horizon,
+                         reason) == KR_RECORDS_OK);
+    CHECK(kept == 6 && horizon == INT64_MAX && kr_batch_check(again, out2, 0, 1, &info, reason) == 0);
+    CHECK(info.first_timestamp == 5100 && info.max_timestamp == 1024);
+    CHECK(record_timestamps(again + KR_BATCH_HEADER_SIZE, out2 - KR_BATCH_HEADER_SIZE, 6, 5100, got) == 0);
+    CHECK(got[0] == want[1] && got[1] == want[2] && got[2] == want[4] && got[5] == want[8]);
+    /* too small an output: OUT_FULL, nothing past cap touched (exact block under ASan) */
+    uint8_t *o = exact(out, n);
+    opts.now_ms = 5000;
+    CHECK(kr_clean_batch(&m, batch, n, &opts, 0, &scratch, o, n, &out2, &kept, &horizon, reason) ==
+          KR_CLEAN_OUT_FULL);
+    free(o);
+    for (long it = 0; it < iterations; it++) {
+        uint8_t tmp[1024];
+        size_t len = make_tomb_batch(tmp, (int32_t)(1 + rnd() % 10), (int64_t)rnd(),
+                                     rnd() % 2 ? KR_ATTR_DELETE_HORIZON : 0);
+        for (int k = (int)(rnd() % 3); k > 0; k--)
+            tmp[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+        int right_crc = rnd() % 2;
+        if (right_crc) /* a right CRC: the record walk itself must hold */
+            put32(tmp + 17, kr_crc32c_table(0, tmp + 21, len - 21));
+        size_t cut = rnd() % 4 ? len : (size_t)(rnd() % (len + 1));
+        uint8_t *p = exact(tmp, cut);
+        size_t cap = (size_t)(rnd() % (3 * cut + 1));
+        o = exact(out, cap);
+        opts.now_ms = it % 5 == 0 ? INT64_MAX : (int64_t)rnd();
+        opts.delete_retention_ms = it % 7 == 0 ? INT64_MAX : (int64_t)(rnd() % 100000);
+        horizon = INT64_MAX;
+        int a = kr_clean_batch(&m, p, cut, &opts, (int)(it & 1), &scratch, o, cap, &out2, &kept, &horizon, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_OUT_FULL);
+        if (a == KR_RECORDS_OK && out2) {
+            CHECK(out2 <= cap && kr_batch_check(o, out2, 0, right_crc, &info, reason) == 0 &&
+                  (size_t)info.size == out2);
+            CHECK(out2 <= 3 * cut); /* the bound kr_clean_segment's growth relies on */
+        }
+        free(o);
+        free(p);
+    }
+    kr_clean_scratch_free(&scratch);
 }
 
 /* A batch of `count` make_record records (keys "kk" or null) at base_offset. */
@@ -526,16 +701,16 @@ static void test_clean_chunks(long iterations)
         base += count;
     }
     int64_t retain[1] = {99};
-    kr_clean_opts opts = {0, retain, 1};
+    kr_clean_opts opts = {0, 0, retain, 1};
     size_t consumed = 0, out_len = 0;
-    int64_t removed = 0;
+    int64_t removed = 0, horizon = INT64_MAX;
     kr_batch_vec written = {0};
     uint8_t *p = exact(buf, len);
     CHECK(kr_offset_map_init(&m, slots, 1024, 0.9) == 0);
     CHECK(kr_map_batches(&m, p, len, 0, 0, &scratch, &consumed, reason) == KR_RECORDS_OK);
     CHECK(consumed == stop_at && m.used == 1);
     CHECK(kr_clean_batches(&m, p, len, 0, &opts, &scratch, out, 1 << 16, 0, &out_len, &consumed,
-                           &written, &removed, reason) == KR_RECORDS_OK);
+                           &written, &removed, &horizon, reason) == KR_RECORDS_OK);
     CHECK(consumed == stop_at && written.count == 1 && removed > 0); /* one "kk" survives */
     kr_batch_info info;
     CHECK(written.count == 1 && kr_batch_check(out, out_len, 0, 1, &info, reason) == 0 &&
@@ -565,11 +740,12 @@ static void test_clean_chunks(long iterations)
         CHECK(consumed <= n || (a == KR_RECORDS_CORRUPT && consumed == start));
         size_t cap = (size_t)(rnd() % (n + 1)), out_pos = (size_t)(rnd() % 8);
         uint8_t *o = exact(out, cap);
-        opts.tombstone_horizon_ms = (int64_t)(rnd() % 2000);
+        opts.now_ms = (int64_t)(rnd() % 2000);
+        opts.delete_retention_ms = (int64_t)(rnd() % 2000);
         a = kr_clean_batches(&m, p, n, start, &opts, &scratch, o, cap, out_pos, &out_len, &consumed,
-                             &written, &removed, reason);
-        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
-        if (a == KR_RECORDS_OK) {
+                             &written, &removed, &horizon, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_OUT_FULL);
+        if (a == KR_RECORDS_OK || a == KR_CLEAN_OUT_FULL) {
             CHECK(consumed >= start && consumed <= n && out_pos + out_len <= cap);
             for (size_t i = 0; i < written.count; i++) {
                 kr_batch_info *w = &written.items[i];
@@ -628,21 +804,24 @@ static void test_clean_segments(long iterations)
         len += make_keyed_batch(file + len, base, count, b == 4 ? 0x10 : 0);
         base += count;
     }
-    int in = file_with(file, len);
+    size_t plain_len = len; /* tombstone batches after the transactional one, for the fuzzing */
+    for (int b = 0; b < 3; b++)
+        len += make_tomb_batch(file + len, 10, 1000, b == 1 ? 0x40 : 0);
+    int in = file_with(file, plain_len);
     kr_seg_walk w = {0};
     CHECK(kr_offset_map_init(&m, slots, 1024, 0.9) == 0);
-    CHECK(kr_map_segment(&m, in, (int64_t)len, buf, 64, 0, 0, &scratch, &w, reason) == KR_RECORDS_OK);
+    CHECK(kr_map_segment(&m, in, (int64_t)plain_len, buf, 64, 0, 0, &scratch, &w, reason) == KR_RECORDS_OK);
     CHECK(w.stop == KR_SEG_GROW && w.pos == 0 && w.need > 64);
     memset(&w, 0, sizeof(w));
-    CHECK(kr_map_segment(&m, in, (int64_t)len, buf, 1 << 16, 0, 0, &scratch, &w, reason) == KR_RECORDS_OK);
-    CHECK(w.stop == KR_SEG_BATCH && (size_t)w.pos == stop_at && w.read == (int64_t)len && m.used == 1);
+    CHECK(kr_map_segment(&m, in, (int64_t)plain_len, buf, 1 << 16, 0, 0, &scratch, &w, reason) == KR_RECORDS_OK);
+    CHECK(w.stop == KR_SEG_BATCH && (size_t)w.pos == stop_at && w.read == (int64_t)plain_len && m.used == 1);
     int64_t retain[1] = {99};
-    kr_clean_opts opts = {0, retain, 1};
+    kr_clean_opts opts = {0, 0, retain, 1};
     kr_batch_vec written = {0};
     int outfd = out_file();
     CHECK(kr_write_all(outfd, "x", 1) == 1); /* positions count from the file's size */
     memset(&w, 0, sizeof(w));
-    CHECK(kr_clean_segment(&m, in, (int64_t)len, buf, 1 << 16, out, 1 << 17, 1 << 16, outfd, 1, 0, &opts,
+    CHECK(kr_clean_segment(&m, in, (int64_t)plain_len, buf, 1 << 16, out, 1 << 17, 1 << 16, outfd, 1, 0, &opts,
                            &scratch, &written, &w, reason) == KR_RECORDS_OK);
     CHECK(w.stop == KR_SEG_BATCH && (size_t)w.pos == stop_at && w.written > 0 && written.count == 1);
     CHECK(kr_file_size(outfd) == 1 + w.written && written.items[0].position == 1);
@@ -652,6 +831,63 @@ static void test_clean_segments(long iterations)
     kr_batch_vec_free(&written);
     close(outfd);
     close(in);
+    /* Tombstone batches growing by their delete horizon: cleaned in small pieces into an
+     * out of twice the piece (KR_CLEAN_OUT_FULL, then growing as cleaner.py does on
+     * KR_SEG_GROW), the output equals one cleaning in a single large piece. */
+    {
+        size_t tl = 0;
+        uint8_t *tfile = malloc(1 << 14);
+        for (int b = 0; b < 8; b++)
+            tl += make_tomb_batch(tfile + tl, 10, 1000 + b, b % 3 ? 0 : 0x40);
+        int tin = file_with(tfile, tl);
+        free(tfile);
+        opts.now_ms = 500;
+        opts.delete_retention_ms = INT64_C(1) << 60; /* 9-byte deltas: each record grows */
+        int64_t whole = 0, pieces = 0;
+        uint8_t *big = malloc(1 << 16);
+        for (int round = 0; round < 2; round++) {
+            int ofd = out_file();
+            size_t cap = round ? 64 : 1 << 14, ocap = 2 * cap;
+            uint8_t *b = malloc(cap), *o = malloc(ocap);
+            memset(&w, 0, sizeof(w));
+            w.horizon = INT64_MAX;
+            int steps = 0;
+            while (w.pos < (int64_t)tl && steps++ < 1000) {
+                int a = kr_clean_segment(&m, tin, (int64_t)tl, b, cap, o, ocap, cap, ofd, kr_file_size(ofd), 0,
+                                         &opts, &scratch, &written, &w, reason);
+                CHECK(a == KR_RECORDS_OK);
+                if (a != KR_RECORDS_OK)
+                    break;
+                if (w.stop == KR_SEG_GROW) {
+                    cap = (size_t)w.need > cap ? (size_t)w.need : cap;
+                    ocap = 3 * cap > ocap ? 3 * cap : ocap;
+                    b = realloc(b, cap);
+                    o = realloc(o, ocap);
+                }
+            }
+            CHECK(w.pos == (int64_t)tl && w.horizon == 1000); /* batch 0's own, set before */
+            int64_t size = kr_file_size(ofd);
+            CHECK(size > (int64_t)tl && size <= 1 << 16);
+            if (round == 0) {
+                whole = size;
+                CHECK(kr_pread_full(ofd, big, (size_t)size, 0) == size);
+            } else {
+                pieces = size;
+                uint8_t *cmp = malloc((size_t)size);
+                CHECK(kr_pread_full(ofd, cmp, (size_t)size, 0) == size && size == whole &&
+                      memcmp(cmp, big, (size_t)size) == 0);
+                free(cmp);
+            }
+            kr_batch_vec_free(&written);
+            free(b);
+            free(o);
+            close(ofd);
+        }
+        CHECK(pieces == whole);
+        free(big);
+        close(tin);
+        opts.now_ms = opts.delete_retention_ms = 0;
+    }
     for (long it = 0; it < iterations; it++) {
         size_t cut = (size_t)(rnd() % (len + 1));
         uint8_t *p = exact(file, cut);
@@ -670,6 +906,8 @@ static void test_clean_segments(long iterations)
         CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_MAP_FULL);
         CHECK(w.pos >= 0 && w.pos <= end);
         memset(&w, 0, sizeof(w));
+        opts.now_ms = (int64_t)(rnd() % 2000);
+        opts.delete_retention_ms = (int64_t)(rnd() % 2000);
         a = kr_clean_segment(&m, in, end, buf, cap, out, 2 * cap, cap, outfd, 0, 0, &opts, &scratch, &written,
                              &w, reason);
         CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
@@ -790,6 +1028,7 @@ int main(int argc, char **argv)
     test_batches(iterations);
     test_records(iterations);
     test_clean(iterations);
+    test_clean_horizon(iterations);
     test_clean_chunks(iterations);
     test_clean_segments(iterations / 10);
     test_arrow(iterations);

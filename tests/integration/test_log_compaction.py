@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.batches import decode
 from tests.integration.chaos import wait_until
 
 pytestmark = pytest.mark.integration
@@ -230,3 +231,176 @@ def test_aborted_transactions_are_removed_by_the_cleaner(cluster_factory) -> Non
         assert {k: v for _o, k, v in got} == committed
         assert [o for o, _k, _v in got] == sorted({o for o, _k, _v in got})
     p.flush(10)
+
+
+def batches_on_disk(c, broker: int, topic: str) -> list[tuple[int, int]]:
+    """(base offset, attributes) of every batch of the partition's segment files."""
+    d = c.root / f"broker-{broker}" / "logs" / f"{topic}-0"
+    out = []
+    for p in sorted(Path(d).glob("*.log")):
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:  # swapped meanwhile
+            continue
+        pos = 0
+        while pos + 61 <= len(data):
+            out.append((int.from_bytes(data[pos:pos + 8], "big"), int.from_bytes(data[pos + 21:pos + 23], "big")))
+            pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+    return out
+
+
+def produce_with_old_timestamps(bootstrap: str, topic: str, old: int) -> dict[bytes, tuple[bytes | None, int]]:
+    """A delete (tombstone) of key "dead" and overwrites of ten keys, every record with its
+    own timestamp days older than delete.retention.ms; returns each key's latest (value,
+    timestamp). Every record acked (delivery callbacks), not just a flush() of 0."""
+    from confluent_kafka import Producer
+
+    acked: list[int] = []
+    errors: list = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "batch.size": 2000,
+                  "on_delivery": lambda err, _m: errors.append(err) if err else acked.append(1)})
+    latest: dict[bytes, tuple[bytes | None, int]] = {}
+    sent = 0
+    for key, value in [(b"dead", b"alive"), (b"dead", None)]:
+        p.produce(topic, key=key, value=value, timestamp=old + sent)
+        latest[key] = (value, old + sent)
+        sent += 1
+        p.flush(10)
+    for i in range(600):  # rolls several 4 KiB segments past the tombstone
+        k, v = b"key-%d" % (i % 10), b"value-%05d" % i
+        p.produce(topic, key=k, value=v, timestamp=old + sent)
+        latest[k] = (v, old + sent)
+        sent += 1
+        if i % 50 == 0:
+            p.flush(10)
+    p.flush(10)
+    assert not errors and len(acked) == sent, (errors[:3], len(acked), sent)
+    return latest
+
+
+def test_an_old_tombstone_survives_the_first_cleaning_with_its_timestamp_kip534(cluster_factory) -> None:
+    """A tombstone whose own timestamp is 10 days old, on a topic with delete.retention.ms of
+    an hour: the first cleaning keeps it (a consumer reading behind still sees the delete)
+    and marks its batch with the delete horizon (attribute bit 6, the horizon in the base
+    timestamp). librdkafka (confluent-kafka), kafka-python and Kafka's Java consumer all
+    read every kept record with its exact original timestamp (base + re-encoded delta)."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    from tests import java_tools
+
+    c = cluster_factory(1, **CLEANER)
+    c.create_topic("hz", 1, 1, configs={"cleanup.policy": "compact", "segment.bytes": "4096",
+                                        "delete.retention.ms": "3600000"})
+    old = int(time.time() * 1000) - 10 * 86_400_000
+    latest = produce_with_old_timestamps(c.bootstrap, "hz", old)
+    wait_until(lambda: any(attrs & 0x40 for _b, attrs in batches_on_disk(c, 1, "hz")), 30,
+               "a batch rewritten with the delete horizon")
+    wait_until(lambda: len(consume_all(c.bootstrap, "hz")) < 300, 30, "the log compacted")
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "ts", "enable.auto.commit": False,
+                     "enable.partition.eof": True})
+    cons.assign([TopicPartition("hz", 0, 0)])
+    rd: dict[bytes, tuple[bytes | None, int]] = {}
+    while (m := cons.poll(10)) is not None and m.error() is None:
+        rd[m.key()] = (m.value(), m.timestamp()[1])
+    cons.close()
+    assert rd[b"dead"] == (None, latest[b"dead"][1])  # the delete is still there
+    assert rd == latest  # librdkafka: every key's latest value with its own timestamp
+
+    kc = KafkaConsumer(bootstrap_servers=c.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000)
+    kc.assign([KTP("hz", 0)])
+    kc.seek_to_beginning()
+    kp = {r.key: (r.value, r.timestamp) for r in kc}
+    kc.close()
+    assert kp == latest  # kafka-python
+
+    out = java_tools.run("read-all", c.bootstrap, "hz")
+    jv = {}
+    for item in out.split():
+        _off, key, value, ts = item.split(":")
+        jv[key.encode()] = (None if value == "null" else value.encode(), int(ts))
+    assert jv == latest  # Kafka's Java consumer
+
+
+def test_expired_tombstones_go_without_new_writes(cluster_factory) -> None:
+    """delete.retention.ms of 3 s: once the horizon set by the first cleaning has passed,
+    the broker cleans the log again by itself (no write since) and the tombstone goes."""
+    c = cluster_factory(1, **CLEANER)
+    c.create_topic("hz2", 1, 1, configs={"cleanup.policy": "compact", "segment.bytes": "4096",
+                                         "delete.retention.ms": "3000"})
+    old = int(time.time() * 1000) - 10 * 86_400_000
+    latest = produce_with_old_timestamps(c.bootstrap, "hz2", old)
+    wait_until(lambda: any(attrs & 0x40 for _b, attrs in batches_on_disk(c, 1, "hz2")), 30,
+               "a batch rewritten with the delete horizon")
+    wait_until(lambda: b"dead" not in {k for _o, k, _v in consume_all(c.bootstrap, "hz2")}, 60,
+               "the expired tombstone removed")
+    got = consume_all(c.bootstrap, "hz2")
+    assert {k: v for _o, k, v in got} == {k: v for k, (v, _ts) in latest.items() if k != b"dead"}
+
+
+def test_kill_9_with_cleaned_segments_staged_recovers_and_rejoins(cluster_factory) -> None:
+    """The leader is killed -9 at a chosen point of a cleaning: its cleaned segments
+    written to the staging directory, the swap not begun (the test-only pause holds it
+    there). Restarted, it recovers to its old segments, rejoins the ISR, and every key's
+    latest value is read at the offset its producer was acked with; no staging directory
+    or .swap file is left."""
+    from confluent_kafka import Producer
+
+    c = cluster_factory(3, **CLEANER, kafkarepl_log_cleaner_test_pause_before_swap_ms=600_000)
+    c.create_topic("stg", 1, 3, configs={"cleanup.policy": "compact", "segment.bytes": "4096",
+                                         "min.insync.replicas": "2"})
+    acked: dict[bytes, tuple[int, bytes]] = {}  # key -> (offset, value) of its last acked write
+    errors: list = []
+    n_acked = [0]
+
+    def delivered(err, m) -> None:
+        if err is not None:
+            errors.append(err)
+            return
+        n_acked[0] += 1
+        if m.key() not in acked or acked[m.key()][0] < m.offset():
+            acked[m.key()] = (m.offset(), m.value())
+
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 0, "batch.size": 2000,
+                  "on_delivery": delivered})
+    for i in range(1500):
+        p.produce("stg", key=b"key-%d" % (i % 10), value=b"value-%05d" % i)
+        if i % 100 == 0:
+            p.flush(10)
+    assert p.flush(10) == 0 and not errors, errors[:3]
+    assert n_acked[0] == 1500 and len(acked) == 10  # every record acked, not just flushed
+    leader = c.leader_of("stg")
+    part = c.root / f"broker-{leader}" / "logs" / "stg-0"
+    staging = part / "cleaning"
+    wait_until(lambda: staging.is_dir() and any(staging.glob("*.log")), 60,
+               "the leader's cleaned segments staged (held before the swap)")
+    c.kill(leader)
+    assert any(staging.glob("*.log")) and not list(part.glob("*.swap"))  # killed at that point
+    wait_until(lambda: leader not in c.metadata(["stg"])["topics"][0]["partitions"][0]["isr_nodes"], 60,
+               "the killed leader out of the ISR")
+    # Restarted with the cleaner off: what is on disk then is what recovery left.
+    conf = c.brokers[leader].config
+    conf.write_text(conf.read_text().replace("kafkarepl.log.cleaner.test.pause.before.swap.ms=600000",
+                                             "log.cleaner.enable=false"))
+    c.restart(leader)
+    wait_until(lambda: len(c.metadata(["stg"])["topics"][0]["partitions"][0]["isr_nodes"]) == 3, 60,
+               "the restarted broker back in the ISR")
+    assert not staging.exists() and not list(part.glob("*.swap")) and not list(part.glob("*.cleaned"))
+    got = consume_all(c.bootstrap, "stg")
+    at = {o: (k, v) for o, k, v in got}
+    for key, (offset, value) in acked.items():
+        assert at.get(offset) == (key, value), (key, offset)
+    assert max(o for o, _, _ in got) == max(o for o, _ in acked.values())
+    # The restarted replica's own log (read from its files) has every key's latest value at
+    # its acked offset, in offset order.
+    on_disk = []
+    for seg in sorted(part.glob("*.log")):
+        on_disk += [(o, k, v) for o, _ts, k, v in decode(seg.read_bytes())]
+    offs = [o for o, _, _ in on_disk]
+    assert offs == sorted(set(offs))
+    mine = {o: (k, v) for o, k, v in on_disk}
+    for key, (offset, value) in acked.items():
+        assert mine.get(offset) == (key, value), (key, offset)

@@ -239,6 +239,32 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "read-all": {  // kafka-console-consumer.sh --from-beginning, partition 0: TOPIC
+                // one line "offset:key:value|null:timestamp" per record up to the end offset
+                Properties p = new Properties();
+                p.put("bootstrap.servers", bootstrap);
+                p.put("key.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
+                p.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
+                p.put("enable.auto.commit", "false");
+                try (org.apache.kafka.clients.consumer.KafkaConsumer<String, String> c =
+                         new org.apache.kafka.clients.consumer.KafkaConsumer<>(p)) {
+                    org.apache.kafka.common.TopicPartition tp = new org.apache.kafka.common.TopicPartition(args[2], 0);
+                    c.assign(List.of(tp));
+                    c.seekToBeginning(List.of(tp));
+                    long end = c.endOffsets(List.of(tp)).get(tp);
+                    StringBuilder out = new StringBuilder();
+                    long deadline = System.currentTimeMillis() + 30000;
+                    while (c.position(tp) < end && System.currentTimeMillis() < deadline) {
+                        for (org.apache.kafka.clients.consumer.ConsumerRecord<String, String> r :
+                                 c.poll(java.time.Duration.ofMillis(500))) {
+                            out.append(r.offset()).append(':').append(r.key()).append(':')
+                                .append(r.value() == null ? "null" : r.value()).append(':').append(r.timestamp()).append(' ');
+                        }
+                    }
+                    System.out.println(out.toString().trim());
+                }
+                break;
+            }
             default:
                 throw new IllegalArgumentException(cmd);
         }

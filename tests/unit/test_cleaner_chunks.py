@@ -2,7 +2,9 @@
 pieces, Python only for compressed, transactional and control batches) gives byte for
 byte what cleaning batch by batch gives (clean_batch, itself checked against
 kafka-python), for any read size: batches cut by a piece's end, and batches larger than
-a piece. The offset map holds every key's latest offset outside aborted transactions."""
+a piece. The offset map holds every key's latest offset outside aborted transactions.
+A second cleaning, before or after the delete horizons the first one set (KIP-534), again
+equals batch by batch; every record keeps its timestamp through both."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from kafkarepl import _core
 from kafkarepl.coordinator.records import build_marker
 from kafkarepl.storage import Log, LogConfig, cleaner
 from kafkarepl.storage.cleaner import STAGING_DIR, TxnCleaning, clean, clean_batch, new_offset_map
-from tests.batches import build_batch
+from tests.batches import build_batch, decode
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000
@@ -30,8 +32,9 @@ batch_spec = st.tuples(
 )
 
 
-def write_log(lg: Log, specs: list) -> dict[bytes, int]:
-    """Append the batches; returns each key's latest offset outside aborted transactions."""
+def write_log(lg: Log, specs: list, stamps: dict[int, int]) -> dict[bytes, int]:
+    """Append the batches; returns each key's latest offset outside aborted transactions.
+    `stamps` gets each record's timestamp by offset."""
     latest: dict[bytes, int] = {}
     seq = txn_seq = 0
     for kind, recs, age in specs:
@@ -48,6 +51,7 @@ def write_log(lg: Log, specs: list) -> dict[bytes, int]:
         compression = "gzip" if kind == "gzip" else "none"
         b = build_batch(values, keys=keys, timestamp=ts, compression=compression, **kw)
         first = lg.append_as_leader(b, 0, ts).first_offset
+        stamps.update((first + i, ts) for i in range(len(recs)))
         if kind.startswith("txn"):
             m = build_marker(5, 0, kind == "txn-commit", 0, ts)
             lg.append_as_leader(m, 0, ts, control_allowed=True)
@@ -58,46 +62,68 @@ def write_log(lg: Log, specs: list) -> dict[bytes, int]:
     return latest
 
 
+def clean_and_compare(lg: Log, d, now: int, first_dirty: int, chunk: int,
+                      latest: dict[bytes, int] | None) -> int:
+    """One cleaning through the C path against batch by batch; swaps it in; returns the
+    cleaned-up-to offset."""
+    fd, end, _ = lg.cleanable_range(first_dirty, lg.log_end_offset, now)
+    plan = lg.cleaning_plan(fd, end, now)
+    try:
+        m = new_offset_map(1 << 16, 0.9)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(cleaner, "_READ_CHUNK", chunk)
+            result = clean(plan, m)
+        for k, off in (latest or {}).items():
+            assert m.get(k) == off
+        got = b"".join((d / STAGING_DIR / f"{g.base_offset:020d}.log").read_bytes() for g in result.groups)
+        want = bytearray()
+        removed = 0
+        horizons = []
+        scratch = bytearray()
+        txn = TxnCleaning(plan.aborted)
+        for seg in plan.segments:
+            if seg.next_offset > result.cleaned_up_to:
+                break
+            data = os.pread(seg.fd, seg.size, 0)
+            for info in _core.validate_batches(data, False):
+                out, lost, horizon = clean_batch(memoryview(data)[info.position : info.position + info.size],
+                                                 m, plan, scratch, txn)
+                removed += lost
+                if horizon is not None:
+                    horizons.append(horizon)
+                if out is not None:
+                    want += out
+        assert got == bytes(want)
+        assert result.records_removed == removed and result.bytes_written == len(got)
+        assert result.delete_horizon == min(horizons, default=None)
+        assert lg.replace_segments(plan, result)
+    finally:
+        plan.close()
+    # The new segments' indexes point at batch starts, as a rebuilt index would.
+    for seg in lg.segments:
+        seg.offset_index.sanity_check(seg.size)
+    return result.cleaned_up_to
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(batch_spec, min_size=1, max_size=30), st.sampled_from([64, 200, 777, 1 << 20]))
-def test_chunked_cleaning_equals_batch_by_batch(tmp_path_factory, specs, chunk) -> None:
+@given(st.lists(batch_spec, min_size=1, max_size=30), st.sampled_from([64, 200, 777, 1 << 20]),
+       st.integers(0, 2 * DAY))
+def test_chunked_cleaning_equals_batch_by_batch(tmp_path_factory, specs, chunk, later) -> None:
     d = tmp_path_factory.mktemp("c") / "t-0"
     cfg = dict(segment_bytes=900, delete_retention_ms=DAY, index_interval_bytes=100)
     lg = Log.open(d, LogConfig(cleanup_policy="delete", **cfg))  # keyless records allowed
     try:
-        latest = write_log(lg, specs)
+        stamps: dict[int, int] = {}
+        latest = write_log(lg, specs, stamps)
         lg.roll()
         lg.reconfigure(LogConfig(cleanup_policy="compact", **cfg))
         now = T0 + 3 * DAY
-        fd, end, _ = lg.cleanable_range(0, lg.log_end_offset, now)
-        plan = lg.cleaning_plan(fd, end, now)
-        try:
-            m = new_offset_map(1 << 16, 0.9)
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(cleaner, "_READ_CHUNK", chunk)
-                result = clean(plan, m)
-            for k, off in latest.items():
-                assert m.get(k) == off
-            got = b"".join((d / STAGING_DIR / f"{g.base_offset:020d}.log").read_bytes() for g in result.groups)
-            want = bytearray()
-            removed = 0
-            scratch = bytearray()
-            txn = TxnCleaning(plan.aborted)
-            for seg in plan.segments:
-                data = os.pread(seg.fd, seg.size, 0)
-                for info in _core.validate_batches(data, False):
-                    out, lost = clean_batch(memoryview(data)[info.position : info.position + info.size],
-                                            m, plan, scratch, txn)
-                    removed += lost
-                    if out is not None:
-                        want += out
-            assert got == bytes(want)
-            assert result.records_removed == removed and result.bytes_written == len(got)
-            assert lg.replace_segments(plan, result)
-        finally:
-            plan.close()
-        # The new segments' indexes point at batch starts, as a rebuilt index would.
+        first_dirty = clean_and_compare(lg, d, now, 0, chunk, latest)
+        # Again without new writes, before or past the horizons the first cleaning set.
+        clean_and_compare(lg, d, now + later, first_dirty, chunk, None)
         for seg in lg.segments:
-            seg.offset_index.sanity_check(seg.size)
+            for off, ts, _k, _v in decode(os.pread(seg.fd, seg.size, 0)):
+                if off in stamps:  # (markers are not in stamps)
+                    assert ts == stamps[off], off
     finally:
         lg.close()

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkarepl.storage import Log, LogConfig
-from kafkarepl.storage.cleaner import STAGING_DIR, clean, new_offset_map
+from kafkarepl.storage.cleaner import STAGING_DIR, CleaningResult, clean, new_offset_map
 from tests.batches import build_batch, decode
 
 T0 = 1_700_000_000_000
@@ -39,6 +39,10 @@ def records(lg: Log) -> list[tuple[int, bytes | None, bytes | None]]:
 
 
 def run_cleaning(lg: Log, now_ms: int = T0, hw: int | None = None, first_dirty: int = 0) -> int:
+    return cleaning(lg, now_ms, hw, first_dirty).cleaned_up_to
+
+
+def cleaning(lg: Log, now_ms: int = T0, hw: int | None = None, first_dirty: int = 0) -> CleaningResult:
     hw = lg.log_end_offset if hw is None else hw
     fd, end, _dirty = lg.cleanable_range(first_dirty, hw, now_ms)
     plan = lg.cleaning_plan(fd, end, now_ms)
@@ -47,7 +51,7 @@ def run_cleaning(lg: Log, now_ms: int = T0, hw: int | None = None, first_dirty: 
         assert lg.replace_segments(plan, result)
     finally:
         plan.close()
-    return result.cleaned_up_to
+    return result
 
 
 @pytest.fixture
@@ -102,6 +106,36 @@ def test_tombstones_live_for_delete_retention_ms(tmp_path):
         assert not [r for r in records(lg) if r[1] == b"a"]  # old: gone with what it deleted
     finally:
         lg.close()
+
+
+def test_an_old_tombstone_survives_its_first_cleaning_by_delete_retention_ms_kip534(tmp_path):
+    """A tombstone whose own timestamp is long past delete.retention.ms is still kept by the
+    first cleaning (a consumer reading behind sees the delete): its batch gets the delete
+    horizon, and only a cleaning at or past that horizon removes it, also with no new
+    writes in between."""
+    lg = Log.open(tmp_path / "t-0", cfg(delete_retention_ms=DAY))
+    try:
+        old = T0 - 10 * DAY
+        put(lg, b"a", b"1", ts=old)
+        put(lg, b"a", None, ts=old + 1)  # an old tombstone
+        for i in range(30):
+            put(lg, b"b", b"x%d" % i, ts=old + 2)
+        r = cleaning(lg, now_ms=T0)
+        assert (1, old + 1, b"a", None) in decoded(lg)  # kept, with its own timestamp
+        assert r.delete_horizon == T0 + DAY
+        r = cleaning(lg, now_ms=T0 + DAY - 1, first_dirty=r.cleaned_up_to)
+        assert (1, old + 1, b"a", None) in decoded(lg) and r.delete_horizon == T0 + DAY
+        r = cleaning(lg, now_ms=T0 + DAY, first_dirty=r.cleaned_up_to)  # nothing new written
+        assert not [x for x in decoded(lg) if x[2] == b"a"] and r.delete_horizon is None
+    finally:
+        lg.close()
+
+
+def decoded(lg: Log) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    out = []
+    for seg in lg.segments:
+        out += decode(os.pread(seg.fd, seg.size, 0))
+    return out
 
 
 def test_open_transactions_and_the_active_segment_are_not_cleaned(log):
@@ -171,11 +205,17 @@ ops = st.lists(st.one_of(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops)
 def test_model_latest_values_and_young_tombstones_read_back(tmp_path_factory, program) -> None:
+    """Against a dict: every key's latest value reads back at its offset with its
+    timestamp; a tombstone stays until a cleaning at or past the delete horizon set by the
+    first cleaning that kept it (KIP-534: that cleaning's time + delete.retention.ms), and
+    goes at the first cleaning past it; the result names the earliest horizon left."""
     d = tmp_path_factory.mktemp("m") / "t-0"
     lg = Log.open(d, cfg(delete_retention_ms=DAY, segment_bytes=300))
     try:
         latest: dict[bytes, tuple[int, bytes | None, int]] = {}  # key -> (offset, value, ts)
-        written: dict[int, tuple[bytes, bytes | None]] = {}
+        written: dict[int, tuple[bytes, bytes | None, int]] = {}
+        horizon: dict[int, int] = {}  # tombstone offset -> its delete horizon, once set
+        gone: set[int] = set()  # tombstones removed
         now = T0
         clean_now = T0
         first_dirty = 0
@@ -184,16 +224,33 @@ def test_model_latest_values_and_young_tombstones_read_back(tmp_path_factory, pr
                 now = max(now, clean_now) + 1000
                 off = put(lg, a, b, ts=now)
                 latest[a] = (off, b, now)
-                written[off] = (a, b)
+                written[off] = (a, b, now)
             else:
                 clean_now = max(clean_now, now + a)  # the clock never goes back
-                first_dirty = run_cleaning(lg, now_ms=clean_now, first_dirty=first_dirty)
-                got = records(lg)
-                offs = [o for o, _, _ in got]
+                result = cleaning(lg, now_ms=clean_now, first_dirty=first_dirty)
+                first_dirty = result.cleaned_up_to
+                end = result.cleaned_up_to  # the model's cleaning of [log start, end)
+                below = {}  # key -> its latest offset below end: what survives there
+                for o in sorted(o for o in written if o < end):
+                    below[written[o][0]] = o
+                for o in [o for o in horizon if o not in gone and below[written[o][0]] != o]:
+                    gone.add(o)  # superseded
+                for o in below.values():
+                    if written[o][1] is None and o not in gone:
+                        if o not in horizon:
+                            horizon[o] = clean_now + DAY  # first kept: marked
+                        elif clean_now >= horizon[o]:
+                            gone.add(o)  # past its horizon: removed
+                left = [h for o, h in horizon.items() if o not in gone]
+                assert result.delete_horizon == min(left, default=None)
+                assert sorted(o for o, *_ in decoded(lg) if o < end) == sorted(
+                    o for o in below.values() if o not in gone)
+                got = decoded(lg)
+                offs = [o for o, _, _, _ in got]
                 assert offs == sorted(set(offs))
-                for o, k, v in got:  # offsets never change
-                    assert written[o] == (k, v)
-                present = {o for o in offs}
+                for o, ts, k, v in got:  # offsets and timestamps never change
+                    assert written[o] == (k, v, ts)
+                present = set(offs)
                 active = lg.active_segment.base_offset
                 for o in range(lg.log_start_offset, active):  # a fetch inside a removed range
                     after = [p for p in offs if p >= o]
@@ -201,10 +258,13 @@ def test_model_latest_values_and_young_tombstones_read_back(tmp_path_factory, pr
                     data = os.pread(sl.fd, sl.size, sl.position) if sl.size else b""
                     seen = [r[0] for r in decode(data) if r[0] >= o]
                     assert (seen[0] if seen else None) == (after[0] if after else None), o
-                for k, (off, v, ts) in latest.items():
-                    young = ts > clean_now - DAY
-                    if v is not None or young or off >= active:
+                for k, (off, v, _ts) in latest.items():
+                    if v is not None or off >= active:
                         assert off in present, (k, off, v)
+                    elif off in gone:  # an expired tombstone is removed
+                        assert off not in present, (k, off, horizon[off], clean_now)
+                    else:  # a young one is kept
+                        assert off in present, (k, off, horizon.get(off), clean_now)
         assert lg.log_end_offset == len(written)
     finally:
         lg.close()

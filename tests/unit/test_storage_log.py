@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
+import time
 
 import pytest
 
@@ -382,3 +383,40 @@ def test_log_start_offset_moves_forward_only_and_trims_epochs(tmp_path):
     assert log.maybe_increment_log_start_offset(99) is True  # capped at the LEO
     assert log.log_start_offset == 6
     log.close()
+
+
+def test_deleted_segments_descriptors_are_closed_on_the_closer_thread(tmp_path, monkeypatch) -> None:
+    """The last close of a deleted segment frees its page cache inside close() (tens of ms
+    per 64 MiB): after file.delete.delay the retired descriptors go to the closer thread,
+    never closed on the caller's (the event loop's) thread."""
+    from kafkarepl.storage import log as logmod
+
+    lg = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=200, retention_bytes=0))
+    try:
+        for i in range(10):
+            lg.append_as_leader(build_batch([b"v" * 50], timestamp=1_700_000_000_000 + i), 0, 1_700_000_000_000)
+        fds = [seg.fd for seg in lg.segments[:-1]]
+        assert len(fds) >= 2
+        handed: list[tuple[int, int]] = []
+        real = logmod._closer.close
+        monkeypatch.setattr(logmod._closer, "close",
+                            lambda fd: (handed.append((fd, threading.get_ident())), real(fd)))
+        assert lg.delete_old_segments(1_700_000_000_000) == len(fds)
+        assert not handed  # kept open for readers still sending from them
+        monkeypatch.setattr(logmod, "FILE_DELETE_DELAY_S", 0.0)
+        lg.roll()  # any later roll, swap or truncation hands them over
+        assert sorted(fd for fd, _t in handed) == sorted(fds)
+
+        def closed(fd: int) -> bool:
+            try:
+                os.fstat(fd)
+            except OSError:
+                return True
+            return False
+
+        deadline = time.monotonic() + 10
+        while not all(closed(fd) for fd in fds):
+            assert time.monotonic() < deadline, "descriptors never closed"
+            time.sleep(0.01)
+    finally:
+        lg.close()

@@ -1,0 +1,95 @@
+"""The broker's cleaner scheduling (server/log_cleaner.py) over a real LogManager: a log
+whose kept tombstones pass their delete horizon (KIP-534) is cleaned again without any new
+write, and the horizon survives a restart of the service (its checkpoint file)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.log_cleaner import HORIZON_CHECKPOINT, LogCleanerService
+from kafkarepl.storage import LogConfig
+from kafkarepl.storage.manager import LogManager
+from tests.batches import build_batch, decode
+
+T0 = 1_700_000_000_000
+DAY = 86_400_000
+
+
+def service(lm: LogManager, clock: list[int]) -> LogCleanerService:
+    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(lm.log_dirs[0]),
+                                   "log.cleaner.dedupe.buffer.size": str(1 << 20)})
+    return LogCleanerService(lm, cfg, lambda t, p: lm.get_log(t, p).log_end_offset, lambda: clock[0])
+
+
+def keys_in(lm: LogManager) -> list[tuple[int, bytes | None, bytes | None]]:
+    lg = lm.get_log("t", 0)
+    out = []
+    for seg in lg.segments:
+        out += [(o, k, v) for o, _ts, k, v in decode(os.pread(seg.fd, seg.size, 0))]
+    return out
+
+
+def test_an_expired_delete_horizon_triggers_a_cleaning_without_new_writes(tmp_path) -> None:
+    lcfg = LogConfig(cleanup_policy="compact", segment_bytes=400, delete_retention_ms=DAY,
+                     min_cleanable_dirty_ratio=0.01)
+    lm = LogManager([tmp_path / "logs"], lcfg)
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    old = T0 - 30 * DAY  # the tombstone's own timestamp is long past delete.retention.ms
+    lg.append_as_leader(build_batch([b"v"], keys=[b"gone"], timestamp=old), 0, old)
+    lg.append_as_leader(build_batch([None], keys=[b"gone"], timestamp=old), 0, old)
+    for i in range(40):
+        lg.append_as_leader(build_batch([b"x%d" % i], keys=[b"k%d" % (i % 2)], timestamp=old), 0, old)
+    clock = [T0]
+    svc = service(lm, clock)
+    try:
+        assert asyncio.run(svc.run_once()) == 1
+        assert (1, b"gone", None) in keys_in(lm)  # kept by the first cleaning
+        assert svc.delete_horizon(("t", 0)) == T0 + DAY
+        clock[0] = T0 + DAY - 1
+        assert asyncio.run(svc.run_once()) == 0  # nothing dirty, horizon not reached
+    finally:
+        svc.shutdown()
+    # A restarted service knows the horizon from its checkpoint file.
+    assert (tmp_path / "logs" / HORIZON_CHECKPOINT).exists()
+    clock[0] = T0 + DAY
+    svc = service(lm, clock)
+    try:
+        assert asyncio.run(svc.run_once()) == 1  # no new write: the expired horizon alone
+        assert not [r for r in keys_in(lm) if r[1] == b"gone"]
+        assert svc.delete_horizon(("t", 0)) is None
+        assert asyncio.run(svc.run_once()) == 0
+    finally:
+        svc.shutdown()
+        lm.shutdown()
+
+
+def test_cleaner_threads_run_at_the_configured_nice_value(tmp_path) -> None:
+    lm = LogManager([tmp_path / "logs"], LogConfig())
+    lm.startup()
+    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                   "kafkarepl.log.cleaner.thread.nice": "7"})
+    svc = LogCleanerService(lm, cfg, lambda t, p: None, lambda: T0)
+    try:
+        # getpriority(PRIO_PROCESS, 0) is the calling thread's own nice value on Linux
+        assert svc._executor.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == 7
+        assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # the loop's thread untouched
+    finally:
+        svc.shutdown()
+        lm.shutdown()
+
+
+def test_cleaner_threads_can_run_sched_idle(tmp_path) -> None:
+    lm = LogManager([tmp_path / "logs"], LogConfig())
+    lm.startup()
+    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                   "kafkarepl.log.cleaner.thread.sched.idle": "true"})
+    svc = LogCleanerService(lm, cfg, lambda t, p: None, lambda: T0)
+    try:
+        assert svc._executor.submit(os.sched_getscheduler, 0).result() == os.SCHED_IDLE
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the loop's thread untouched
+    finally:
+        svc.shutdown()
+        lm.shutdown()
