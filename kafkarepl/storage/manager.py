@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections import Counter
@@ -44,6 +45,43 @@ DELETE_SUFFIX = "-delete"
 LOCK_FILE = ".lock"
 
 
+class _DirDeleter:
+    """Removes renamed (`-delete`) partition directories on its own thread. Unlinking a
+    log's files frees their blocks and page cache (~210 ms per GiB here): on the event
+    loop that stalled every request of the broker. Kafka deletes them on a scheduler
+    thread too. A crash before it finishes leaves the `-delete` name, which startup
+    removes."""
+
+    def __init__(self) -> None:
+        self._pending: list[Path] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, path: Path) -> None:
+        with self._cond:
+            self._pending.append(path)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="log-dir-deleter", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                path = self._pending[0]
+            shutil.rmtree(path, ignore_errors=True)
+            with self._cond:
+                self._pending.pop(0)
+                self._cond.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until every submitted directory is removed; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending, timeout)
+
+
 class LogManager:
     def __init__(self, log_dirs: list[str] | list[Path], default_config: LogConfig,
                  topic_configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -58,6 +96,7 @@ class LogManager:
         self.high_watermarks: dict[TopicPartition, int] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._lock_fds: list[int] = []
+        self._deleter = _DirDeleter()
 
     # ------------------------------------------------------------------ startup
     def startup(self) -> None:
@@ -180,7 +219,8 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Close the log and remove its directory: renamed to `<dir>.<uuid>-delete` first
-        (atomic), so a crash mid-delete leaves a name startup finishes deleting."""
+        (atomic), so a crash mid-delete leaves a name startup finishes deleting; its files
+        are removed on a background thread."""
         tp = (topic, partition)
         lg = self._logs.pop(tp, None)
         if lg is None:
@@ -192,7 +232,11 @@ class LogManager:
         doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         os.rename(lg.dir, doomed)
         _fsync_dir(lg.dir.parent)
-        shutil.rmtree(doomed, ignore_errors=True)
+        self._deleter.submit(doomed)
+
+    def wait_for_deletions(self, timeout: float | None = None) -> bool:
+        """Until the directories of deleted logs are removed (shutdown waits for them)."""
+        return self._deleter.wait(timeout)
 
     # ------------------------------------------------------------------ checkpoints
     def _by_dir(self, values: Mapping[TopicPartition, int]) -> dict[Path, dict]:
@@ -263,6 +307,7 @@ class LogManager:
         with empty ones)."""
         if not self._lock_fds and not self._logs:
             return
+        self._deleter.wait(30)  # removals under way end before the clean marker
         # Every log's unflushed data, then (below) every producer snapshot, made durable
         # by one syncfs per file system instead of an fsync per file: with thousands of
         # partitions those fsyncs were most of a clean stop's time.

@@ -103,6 +103,7 @@ def test_delete_log_and_interrupted_delete(dirs):
     path = mgr.get_log("orders", 1).dir
     mgr.delete_log("orders", 1)
     assert not path.exists() and mgr.get_log("orders", 1) is None
+    assert mgr.wait_for_deletions(30)  # the files go on a background thread
     assert not [p for p in os.listdir(path.parent) if p.endswith("-delete")]
     # a crash between rename and rmtree: startup finishes the job
     leftover = path.parent / "orders-9.0123456789abcdef-delete"
