@@ -109,6 +109,10 @@ class LatencyProducer:
         self.interval = 1.0 / rate
         self.samples: list[tuple[float, float]] = []  # (wall clock sent, latency s)
         self.errors = 0
+        # Connected and metadata known before anything is measured: the first records of a
+        # new producer wait for its connections (tens of ms), which no window should count.
+        self.p.produce(topic, VALUE)
+        self.p.flush(30)
 
     def run(self, seconds: float, until: threading.Event | None = None) -> None:
         next_t = time.monotonic()
@@ -128,7 +132,9 @@ class LatencyProducer:
                 wait = next_t - time.monotonic()
                 if wait <= 0:
                     break
-                self.p.poll(wait)
+                # librdkafka's timeout is whole ms: a shorter one polls without blocking,
+                # and this loop would spin a core the broker then lacks (2-core hosts)
+                self.p.poll(max(wait, 0.001))
         self.p.flush(30)
 
 

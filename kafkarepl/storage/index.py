@@ -179,6 +179,14 @@ class _SparseIndex:
             os.close(self._fd)
             self._fd = -1
 
+    def detach(self) -> int:
+        """Unmap and hand over the descriptor (-1 if none) for the caller to close."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        fd, self._fd = self._fd, -1
+        return fd
+
     def delete(self) -> None:
         self.close()
         try:

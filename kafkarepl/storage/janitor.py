@@ -1,13 +1,21 @@
 """One background thread for the storage work whose cost is the kernel freeing blocks and
 page cache: the last close of a deleted segment file (17 ms per cached 64 MiB here) and the
 removal of a deleted partition's directory (~29 ms per 512 MiB). On the event loop either
-stalls every request of the broker; Kafka does both on a scheduler thread too."""
+stalls every request of the broker; Kafka does both on a scheduler thread too.
+
+Descriptors of deleted files are closed after a delay (file.delete.delay.ms, as Kafka
+deletes a segment's files): a Fetch answer may still be sending from one, and a number
+closed under it could be reused by another file meanwhile."""
 
 from __future__ import annotations
 
+import functools
+import heapq
+import itertools
 import os
 import shutil
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -16,20 +24,29 @@ from pathlib import Path
 class FileJanitor:
     def __init__(self) -> None:
         self._jobs: deque[Callable[[], None]] = deque()
-        self._busy = 0  # jobs queued or running
+        self._busy = 0  # jobs queued or running (delayed closes count once due)
+        self._delayed: list[tuple[float, int, int]] = []  # heap of (due, seq, fd)
+        self._seq = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def close(self, fd: int) -> None:
-        """Close a descriptor of a deleted file."""
-        self._submit(lambda: _close_quietly(fd))
+    def close(self, fd: int, delay_s: float = 0.0) -> None:
+        """Close a descriptor of a deleted file, `delay_s` from now."""
+        if delay_s <= 0:
+            self._submit(functools.partial(_close_quietly, fd))
+            return
+        with self._cond:
+            heapq.heappush(self._delayed, (time.monotonic() + delay_s, next(self._seq), fd))
+            self._start()
+            self._cond.notify_all()
 
     def remove_tree(self, path: Path) -> None:
         """Remove a directory already renamed out of the way (`-delete`)."""
         self._submit(lambda: shutil.rmtree(path, ignore_errors=True))
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Until every job submitted so far is done; False on timeout."""
+        """Until every job submitted so far is done (delayed closes not yet due aside);
+        False on timeout."""
         with self._cond:
             return self._cond.wait_for(lambda: self._busy == 0, timeout)
 
@@ -37,16 +54,28 @@ class FileJanitor:
         with self._cond:
             self._jobs.append(job)
             self._busy += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="storage-janitor", daemon=True)
-                self._thread.start()
+            self._start()
             self._cond.notify_all()
+
+    def _start(self) -> None:  # with self._cond held
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="storage-janitor", daemon=True)
+            self._thread.start()
+
+    def _next_job(self) -> Callable[[], None]:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                while self._delayed and self._delayed[0][0] <= now:
+                    self._jobs.append(functools.partial(_close_quietly, heapq.heappop(self._delayed)[2]))
+                    self._busy += 1
+                if self._jobs:
+                    return self._jobs.popleft()
+                self._cond.wait(self._delayed[0][0] - now if self._delayed else None)
 
     def _run(self) -> None:
         while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._jobs))
-                job = self._jobs.popleft()
+            job = self._next_job()
             try:
                 job()
             finally:

@@ -101,7 +101,6 @@ class Log:
         self.config = config
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
-        self._retired: list[tuple[int, float]] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.recovery_point = 0
@@ -340,9 +339,11 @@ class Log:
         current = {seg.base_offset: seg for seg in self._segments[:-1]}
         for g in groups:
             olds = [current[b] for b in g.replaced]
-            for old in olds:  # unlinked now; their descriptors stay open for readers
-                self._retire(old)
-            for swap in pending.pop(g.base_offset):
+            swaps = pending.pop(g.base_offset)
+            targets = frozenset(swap.with_suffix("") for swap in swaps)
+            for old in olds:  # unlinked now (or renamed over below); fds stay open for readers
+                self._retire(old, targets)
+            for swap in swaps:
                 os.replace(swap, swap.with_suffix(""))
             new = self._new_segment(g.base_offset)
             new.load()
@@ -356,7 +357,6 @@ class Log:
         if not pending:
             self._pending_swap = None
             shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
-        self._close_retired()
         return True
 
     def _abort_swap(self) -> None:
@@ -606,7 +606,6 @@ class Log:
         new.make_active()
         self._segments.append(new)
         self._bases.append(base)
-        self._close_retired()
         return new
 
     # ================================================================ read
@@ -702,7 +701,6 @@ class Log:
             self._rebuild_from_headers(epochs=False, producers=True)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self._close_retired()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log empty at `offset`."""
@@ -719,7 +717,6 @@ class Log:
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self.leader_epoch_cache.clear()
         self.producer_state.clear()
-        self._close_retired()
 
     # ================================================================ retention
     def delete_old_segments(self, now_ms: int) -> int:
@@ -756,7 +753,6 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        self._close_retired()
         return n
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
@@ -836,34 +832,29 @@ class Log:
         self._closed = True
         for seg in self._segments:
             seg.close()
-        self._close_retired(force=True)
+
+    def close_for_deletion(self) -> None:
+        """Close a log whose directory is about to be removed: nothing is written (no
+        snapshot, no index trim), and the descriptors are closed on the janitor's thread
+        after file.delete.delay.ms, as those of deleted segments are (readers may still be
+        sending from them; their last close frees the page cache)."""
+        self._abort_swap()
+        self._closed = True
+        for seg in self._segments:
+            for fd in seg.release():
+                _closer.close(fd, FILE_DELETE_DELAY_S)
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
         self._close_files()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def _retire(self, seg: LogSegment) -> None:
+    def _retire(self, seg: LogSegment, replaced: frozenset[Path] = frozenset()) -> None:
         idx = self._txn_indexes.pop(seg.base_offset, None)
         if idx is not None:
             idx.delete()
-        fd = seg.unlink()
-        if fd >= 0:
-            self._retired.append((fd, time.monotonic()))
-
-    def _close_retired(self, force: bool = False) -> None:
-        if not self._retired:
-            return
-        now = time.monotonic()
-        keep = []
-        for fd, when in self._retired:
-            if force:
-                os.close(fd)
-            elif now - when >= FILE_DELETE_DELAY_S:
-                _closer.close(fd)
-            else:
-                keep.append((fd, when))
-        self._retired = keep
+        for fd in seg.unlink(replaced):  # readers may still send from them
+            _closer.close(fd, FILE_DELETE_DELAY_S)
 
 
 class PendingFlush:

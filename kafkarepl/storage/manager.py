@@ -190,7 +190,7 @@ class LogManager:
         self._dir_of.pop(tp, None)
         self._dir_counts = None
         self.high_watermarks.pop(tp, None)
-        lg._close_files()
+        lg.close_for_deletion()
         doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         os.rename(lg.dir, doomed)
         _fsync_dir(lg.dir.parent)

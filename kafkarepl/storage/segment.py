@@ -392,14 +392,24 @@ class LogSegment:
         os.close(self.fd)
         self.fd = -1
 
-    def unlink(self) -> int:
-        """Remove the files but keep the .log fd open (a reader may still be sending from
-        it); returns that fd for the caller to close later."""
-        self.offset_index.delete()
-        self.time_index.delete()
-        self.log_path.unlink(missing_ok=True)
-        fd, self.fd = self.fd, -1
-        return fd
+    def unlink(self, replaced: frozenset[Path] = frozenset()) -> list[int]:
+        """Remove the files but keep their descriptors open, returned (release()) for the
+        caller to close later: a reader may still be sending from the .log, and the last
+        close of a removed file frees its blocks and page cache, the slow part, for a
+        background thread. Files in `replaced` are not unlinked: a rename is about to put
+        a new file at that path (a cleaned segment of the same base offset), which removes
+        the old one atomically."""
+        for path in (self.offset_index.path, self.time_index.path, self.log_path):
+            if path not in replaced:
+                path.unlink(missing_ok=True)
+        return self.release()
+
+    def release(self) -> list[int]:
+        """Unmap the indexes and hand over every open descriptor (the caller closes them);
+        the files are left as they are."""
+        fds = [fd for fd in (self.offset_index.detach(), self.time_index.detach(), self.fd) if fd >= 0]
+        self.fd = -1
+        return fds
 
     def __repr__(self) -> str:
         return (f"LogSegment(base={self.base_offset}, next={self.next_offset}, "

@@ -7,6 +7,7 @@ bytes the log stores and serves are checked against an independent implementatio
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 import threading
 import time
@@ -385,10 +386,19 @@ def test_log_start_offset_moves_forward_only_and_trims_epochs(tmp_path):
     log.close()
 
 
-def test_deleted_segments_descriptors_are_closed_on_the_closer_thread(tmp_path, monkeypatch) -> None:
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
+def test_deleted_segments_descriptors_are_closed_on_the_janitor_thread(tmp_path, monkeypatch) -> None:
     """The last close of a deleted segment frees its page cache inside close() (tens of ms
-    per 64 MiB): after file.delete.delay the retired descriptors go to the closer thread,
-    never closed on the caller's (the event loop's) thread."""
+    per 64 MiB): the retired descriptors go to the janitor thread, to be closed after
+    file.delete.delay (readers may still be sending from them), never on the caller's
+    (the event loop's) thread."""
     from kafkarepl.storage import log as logmod
 
     lg = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=200, retention_bytes=0))
@@ -397,26 +407,41 @@ def test_deleted_segments_descriptors_are_closed_on_the_closer_thread(tmp_path, 
             lg.append_as_leader(build_batch([b"v" * 50], timestamp=1_700_000_000_000 + i), 0, 1_700_000_000_000)
         fds = [seg.fd for seg in lg.segments[:-1]]
         assert len(fds) >= 2
-        handed: list[tuple[int, int]] = []
+        handed: list[tuple[int, float, int]] = []
         real = logmod._closer.close
-        monkeypatch.setattr(logmod._closer, "close",
-                            lambda fd: (handed.append((fd, threading.get_ident())), real(fd)))
+        monkeypatch.setattr(logmod._closer, "close", lambda fd, delay_s=0.0: (
+            handed.append((fd, delay_s, threading.get_ident())), real(fd, 0.2)))
         assert lg.delete_old_segments(1_700_000_000_000) == len(fds)
-        assert not handed  # kept open for readers still sending from them
-        monkeypatch.setattr(logmod, "FILE_DELETE_DELAY_S", 0.0)
-        lg.roll()  # any later roll, swap or truncation hands them over
-        assert sorted(fd for fd, _t in handed) == sorted(fds)
-
-        def closed(fd: int) -> bool:
-            try:
-                os.fstat(fd)
-            except OSError:
-                return True
-            return False
-
+        log_fds = {fd for fd, _d, _t in handed}
+        assert set(fds) <= log_fds  # with their index descriptors
+        assert all(d == logmod.FILE_DELETE_DELAY_S for _f, d, _t in handed)
+        assert not any(_closed(fd) for fd in log_fds)  # kept open for readers still sending
         deadline = time.monotonic() + 10
-        while not all(closed(fd) for fd in fds):
+        while not all(_closed(fd) for fd in log_fds):
             assert time.monotonic() < deadline, "descriptors never closed"
             time.sleep(0.01)
     finally:
         lg.close()
+
+
+def test_a_deleted_log_keeps_serving_reads_in_flight(tmp_path) -> None:
+    """A Fetch answer sending from a segment while its partition is deleted (StopReplica
+    with delete) reads the bytes it started with: the descriptors stay open (closed on the
+    janitor thread after file.delete.delay), so their numbers cannot be reused meanwhile
+    by another file."""
+    from kafkarepl.storage.janitor import JANITOR
+
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(build_batch([b"x" * 100], timestamp=1_700_000_000_000), 0, 1_700_000_000_000)
+    read = lg.read(0, 1 << 20, lg.log_end_offset)
+    assert read is not None and read.size > 0
+    before = os.pread(read.fd, read.size, read.position)
+    lg.close_for_deletion()
+    shutil.rmtree(lg.dir)
+    JANITOR.wait(10)
+    other = os.open(tmp_path / "other", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        assert other != read.fd and not _closed(read.fd)
+        assert os.pread(read.fd, read.size, read.position) == before
+    finally:
+        os.close(other)
