@@ -67,9 +67,8 @@ def _cleaner_thread_started(nice: int, sched_idle: bool) -> None:
 
 # Between two swap steps (one cleaned group each, 0.1-0.3 ms on the loop) the loop runs
 # for this long: a request needs several loop turns (read, handle, append, answer), and
-# with a bare `sleep(0)` each of its turns could wait behind another step (produce p99
-# while cleaning 1.3 -> 0.7-0.9 ms in bench/cleaner_p99_bench.py). The swap takes a few
-# ms longer; groups swap one at a time either way, each whole.
+# with a bare `sleep(0)` each of its turns could wait behind another step. The swap takes
+# a few ms longer; groups swap one at a time either way, each whole.
 SWAP_STEP_PAUSE_S = 0.001
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
