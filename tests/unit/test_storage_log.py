@@ -394,6 +394,30 @@ def _closed(fd: int) -> bool:
     return False
 
 
+def test_janitor_delayed_close_waits_for_its_delay_and_wait_does_not(tmp_path) -> None:
+    from kafkarepl.storage.janitor import FileJanitor
+
+    j = FileJanitor()
+    late, soon, now = (os.open(tmp_path / n, os.O_CREAT | os.O_RDWR, 0o644) for n in "abc")
+    j.close(late, 30.0)
+    j.close(soon, 0.1)
+    j.close(now)
+    doomed = tmp_path / "gone-delete"
+    (doomed / "x").mkdir(parents=True)
+    j.remove_tree(doomed)
+    t0 = time.monotonic()
+    assert j.wait(10)  # the immediate jobs only: not the 30 s close
+    assert time.monotonic() - t0 < 5
+    assert _closed(now) and not doomed.exists()
+    assert not _closed(late)
+    deadline = time.monotonic() + 10
+    while not _closed(soon):  # the 0.1 s close comes due while the 30 s one still waits
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not _closed(late)
+    os.close(late)
+
+
 def test_deleted_segments_descriptors_are_closed_on_the_janitor_thread(tmp_path, monkeypatch) -> None:
     """The last close of a deleted segment frees its page cache inside close() (tens of ms
     per 64 MiB): the retired descriptors go to the janitor thread, to be closed after
