@@ -201,10 +201,19 @@ class GroupCoordinatorService:
     @staticmethod
     async def _read_offsets_log(p: PartitionState) -> tuple[list[tuple[bytes | None, bytes | None]],
                                                              dict[int, list[tuple[bytes | None, bytes | None]]]]:
-        """Every (key, value) of the log up to its end as of now; nothing else appends to
-        it while loading (commits are refused until the load finishes)."""
-        out: list[tuple[bytes | None, bytes | None]] = []
+        """The latest (key, value) of every key of the log up to its end as of now, in the
+        order of those last records (nothing else appends to it while loading: commits are
+        refused until the load finishes). Only a key's last record counts in the replay,
+        so the superseded ones are never decoded: the active segment, which the cleaner
+        never compacts, holds up to offsets.topic.segment.bytes of them (~1.6M commits)."""
+        latest: dict[bytes, bytes | None] = {}
         pending: dict[int, list[tuple[bytes | None, bytes | None]]] = {}  # open transactions
+
+        def keep(key: bytes | None, value: bytes | None) -> None:
+            if key is not None:  # keyless: nothing a coordinator replays
+                latest.pop(key, None)  # to the end: replay follows the last records' order
+                latest[key] = value
+
         lg: Any = p.log
         offset, end = lg.log_start_offset, lg.log_end_offset
         while offset < end:
@@ -220,17 +229,18 @@ class GroupCoordinatorService:
                 if b.attributes & 0x20:  # a marker: its producer's pending records count or go
                     held = pending.pop(b.producer_id, [])
                     if control_record_type(batch, 0, len(batch)) == CONTROL_COMMIT:
-                        out.extend(held)
+                        for key, value in held:
+                            keep(key, value)
                 elif b.attributes & 0x10:  # TxnOffsetCommit: pending until its marker
                     pending.setdefault(b.producer_id, []).extend(
                         (key, value) for o, key, value in iter_records(batch) if o >= offset)
                 else:
                     for rec_offset, key, value in iter_records(batch):
                         if rec_offset >= offset:
-                            out.append((key, value))
+                            keep(key, value)
                 offset = b.base_offset + b.last_offset_delta + 1
             await asyncio.sleep(0)  # other requests run between chunks
-        return out, pending
+        return list(latest.items()), pending
 
     # ------------------------------------------------------- FindCoordinator -----
     async def find_coordinator(self, req: Request) -> dict[str, Any]:

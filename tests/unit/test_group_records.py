@@ -65,3 +65,52 @@ def test_partition_for_matches_kafka() -> None:
     assert partition_for("hello", 50) == 99162322 % 50
     assert partition_for("my-group", 50) == 1906497762 % 50
     assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
+
+
+def test_offsets_log_load_keeps_each_keys_last_record_and_replays_like_the_whole_log(tmp_path) -> None:
+    """A new coordinator reads only each key's last record (in the order of those last
+    records), a TxnOffsetCommit's records only once its COMMIT marker is read, and ends in
+    the state a replay of every record gives."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from kafkarepl.coordinator.coordinator import GroupCoordinator
+    from kafkarepl.coordinator.group import GroupConfig
+    from kafkarepl.coordinator.records import TRANSACTIONAL_BIT, build_marker
+    from kafkarepl.server.group_coordinator import GroupCoordinatorService
+    from kafkarepl.storage import Log, LogConfig
+
+    t = 1_700_000_000_000
+    lg = Log.open(tmp_path / "__consumer_offsets-0", LogConfig(cleanup_policy="compact"))
+    a, b, c = (encode_key("g", "t", p) for p in range(3))
+    every: list[tuple[bytes | None, bytes | None]] = []
+
+    def commit(recs: list, **kw) -> None:
+        lg.append_as_leader(build_batch(recs, t, **kw), 0, t, control_allowed=True)
+
+    for i in range(5):
+        recs = [(a, encode_value(OffsetAndMetadata(i, 0, "", t))), (b, encode_value(OffsetAndMetadata(10 + i, 0, "", t)))]
+        commit(recs)
+        every += recs
+    commit([(b, None)])  # OffsetDelete: a tombstone
+    every.append((b, None))
+    commit([(a, encode_value(OffsetAndMetadata(99, 0, "", t)))])
+    every.append((a, encode_value(OffsetAndMetadata(99, 0, "", t))))
+    txn = [(c, encode_value(OffsetAndMetadata(7, 0, "", t)))]
+    commit(txn, producer_id=5, producer_epoch=0, base_sequence=0, attributes=TRANSACTIONAL_BIT)
+    lg.append_as_leader(build_marker(5, 0, True, 0, t), 0, t, control_allowed=True)
+    every += txn
+    commit([(c, encode_value(OffsetAndMetadata(8, 0, "", t)))], producer_id=6, producer_epoch=0,
+           base_sequence=0, attributes=TRANSACTIONAL_BIT)  # still open at the load
+    try:
+        records, open_txns = asyncio.run(GroupCoordinatorService._read_offsets_log(SimpleNamespace(log=lg)))
+        assert [k for k, _v in records] == [b, a, c]  # each key once, by its last record
+        assert dict(records)[b] is None and decode_value(dict(records)[a]).offset == 99
+        assert list(open_txns) == [6]
+        loaded, replayed = GroupCoordinator(GroupConfig(), 1), GroupCoordinator(GroupConfig(), 1)
+        loaded.load(0, records)
+        replayed.load(0, every)
+        assert loaded.groups["g"].offsets == replayed.groups["g"].offsets
+        assert set(loaded.groups["g"].offsets) == {("t", 0), ("t", 2)}
+    finally:
+        lg.close()
