@@ -146,6 +146,8 @@ typedef struct {
     const uint8_t *key; /* NULL: null key */
     int64_t key_len;
     int null_value;
+    const uint8_t *value; /* NULL: null value */
+    int64_t value_len;
 } rec_view;
 
 /* Parses the record at *pp (fields up to the value length); advances *pp past it. */
@@ -173,6 +175,8 @@ static int next_record(const uint8_t **pp, const uint8_t *lim, rec_view *r, char
         return -1;
     }
     r->null_value = vlen < 0;
+    r->value = vlen < 0 ? NULL : p;
+    r->value_len = vlen < 0 ? 0 : vlen;
     r->offset_delta = off;
     r->end = end;
     *pp = end;
@@ -308,6 +312,22 @@ int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int
             *index = i;
             return KR_RECORDS_OK;
         }
+    }
+    return KR_RECORDS_OK;
+}
+
+int kr_records_fields(const uint8_t *recs, size_t len, int32_t count, kr_record_fields *out, char *reason)
+{
+    const uint8_t *p = recs, *lim = recs + len;
+    for (int32_t i = 0; i < count; i++) {
+        rec_view r;
+        if (next_record(&p, lim, &r, reason, i))
+            return KR_RECORDS_CORRUPT;
+        out[i].offset_delta = r.offset_delta;
+        out[i].key_pos = r.key == NULL ? 0 : r.key - recs;
+        out[i].key_len = r.key == NULL ? -1 : r.key_len;
+        out[i].value_pos = r.value == NULL ? 0 : r.value - recs;
+        out[i].value_len = r.value == NULL ? -1 : r.value_len;
     }
     return KR_RECORDS_OK;
 }

@@ -267,6 +267,19 @@ int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *bu
  * or -1 (KIP-467: a compacted topic refuses them). KR_RECORDS_OK or KR_RECORDS_CORRUPT. */
 int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index, char *reason);
 
+/* One record's offset delta, and its key and value as spans of the records section
+ * (position from the section's start; length -1: null). */
+typedef struct {
+    int64_t offset_delta;
+    int64_t key_pos, key_len;
+    int64_t value_pos, value_len;
+} kr_record_fields;
+
+/* out[0..count) = the fields of the section's `count` records (for readers that need
+ * their keys and values: the coordinators loading their logs). KR_RECORDS_OK or
+ * KR_RECORDS_CORRUPT; every span lies inside [recs, recs + len). */
+int kr_records_fields(const uint8_t *recs, size_t len, int32_t count, kr_record_fields *out, char *reason);
+
 /* ---- file I/O (all retry EINTR; -1 with errno on failure) ---------------------- */
 
 ssize_t kr_write_all(int fd, const void *data, size_t len);

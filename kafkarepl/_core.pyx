@@ -31,6 +31,7 @@ from libc.stdint cimport (
     uint32_t,
     uint64_t,
 )
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdlib cimport free
 from libc.string cimport memset
 
@@ -123,6 +124,14 @@ cdef extern from "kr_core.h" nogil:
                           int64_t *max_timestamp, char *reason)
     int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index,
                                  char *reason)
+    ctypedef struct kr_record_fields:
+        int64_t offset_delta
+        int64_t key_pos
+        int64_t key_len
+        int64_t value_pos
+        int64_t value_len
+    int kr_records_fields(const uint8_t *recs, size_t len, int32_t count, kr_record_fields *out,
+                          char *reason)
     ctypedef struct kr_clean_scratch:
         pass
     void kr_clean_scratch_free(kr_clean_scratch *s)
@@ -489,6 +498,44 @@ def check_records(data, int32_t expected, int64_t base_timestamp):
     if rc != KR_RECORDS_OK:
         _raise_records(0, rc, reason)
     return max_ts
+
+
+def record_fields(recs, int32_t count):
+    """(offset delta, key, value) of each record of an uncompressed records section (key
+    and value None when null). Raises CorruptBatchError on malformed records."""
+    cdef Py_buffer v
+    cdef char reason[KR_REASON_MAX]
+    cdef int rc
+    cdef int32_t i
+    cdef kr_record_fields *f
+    cdef const char *base
+    if count < 0:
+        raise CorruptBatchError(0, "negative record count")
+    PyObject_GetBuffer(recs, &v, PyBUF_SIMPLE)
+    try:
+        # a record takes 7 bytes at least: a count from a corrupt header cannot size a
+        # larger array than its bytes allow
+        if count > v.len // 7:
+            raise CorruptBatchError(0, f"{count} records cannot fit in {v.len} bytes")
+        f = <kr_record_fields *>PyMem_Malloc(max(1, count) * sizeof(kr_record_fields))
+        if f == NULL:
+            raise MemoryError()
+        try:
+            with nogil:
+                rc = kr_records_fields(<const uint8_t *>v.buf, <size_t>v.len, count, f, reason)
+            if rc != KR_RECORDS_OK:
+                raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
+            base = <const char *>v.buf
+            out = []
+            for i in range(count):
+                out.append((f[i].offset_delta,
+                            None if f[i].key_len < 0 else base[f[i].key_pos:f[i].key_pos + f[i].key_len],
+                            None if f[i].value_len < 0 else base[f[i].value_pos:f[i].value_pos + f[i].value_len]))
+            return out
+        finally:
+            PyMem_Free(f)
+    finally:
+        PyBuffer_Release(&v)
 
 
 # ---- log cleaner ---------------------------------------------------------------

@@ -11,8 +11,7 @@ import struct
 from collections.abc import Iterator, Sequence
 
 from kafkarepl import _core
-from kafkarepl.errors import CorruptRecordError
-from kafkarepl.storage.timestamps import read_varint, records_section
+from kafkarepl.storage.timestamps import records_section
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -70,32 +69,11 @@ def build_marker(producer_id: int, producer_epoch: int, commit: bool, coordinato
                        producer_epoch=producer_epoch, attributes=TRANSACTIONAL_BIT | _CONTROL_BIT)
 
 
-def _take(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    n, pos = read_varint(buf, pos)
-    if n < 0:
-        return None, pos
-    if pos + n > len(buf):
-        raise CorruptRecordError("record field runs past the batch")
-    return bytes(buf[pos : pos + n]), pos + n
-
-
 def iter_records(batch: bytes) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of each record of one whole v2 batch; control batches
-    (transaction markers) yield nothing."""
-    base_offset = _HEADER.unpack_from(batch, 0)[0]
-    attributes = _HEADER.unpack_from(batch, 0)[5]
+    (transaction markers) yield nothing. Raises CorruptBatchError on malformed records."""
+    base_offset, attributes, count = (_HEADER.unpack_from(batch, 0)[i] for i in (0, 5, 12))
     if attributes & _CONTROL_BIT:
         return
-    count = _HEADER.unpack_from(batch, 0)[12]
-    data = records_section(bytes(batch))
-    pos = 0
-    for _ in range(count):
-        length, pos = read_varint(data, pos)
-        end = pos + length
-        pos += 1  # record attributes
-        _ts_delta, pos = read_varint(data, pos)
-        offset_delta, pos = read_varint(data, pos)
-        key, pos = _take(data, pos)
-        value, pos = _take(data, pos)
-        pos = end  # headers are not used by the coordinator
-        yield base_offset + offset_delta, key, value
+    for delta, key, value in _core.record_fields(records_section(batch), count):
+        yield base_offset + delta, key, value

@@ -438,12 +438,21 @@ static void test_clean(long iterations)
     CHECK(kr_filter_records(&m, p, len, count, 500, 1, out, 1 << 16, &out_len, &kept, &tombs, reason) ==
           KR_RECORDS_OK);
     CHECK(kept == 1 && out_len > 0 && out_len < len); /* only the last "kk" record */
+    kr_record_fields fields[30];
+    CHECK(kr_records_fields(p, len, count, fields, reason) == KR_RECORDS_OK);
+    for (int32_t i = 0; i < count; i++) { /* make_record: delta i, key "kk" unless i % 3 == 0 */
+        CHECK(fields[i].offset_delta == i && fields[i].value_len >= 0);
+        CHECK(i % 3 ? fields[i].key_len == 2 && memcmp(p + fields[i].key_pos, "kk", 2) == 0
+                    : fields[i].key_len == -1);
+        CHECK(fields[i].value_pos + fields[i].value_len <= (int64_t)len);
+    }
     free(p);
     for (size_t cut = 0; cut < len; cut++) {
         p = exact(buf, cut);
         CHECK(kr_map_records(&m, p, cut, count, 500, &mapped, reason) != KR_RECORDS_OK);
         CHECK(kr_filter_records(&m, p, cut, count, 500, 1, out, 1 << 16, &out_len, &kept, &tombs, reason) !=
               KR_RECORDS_OK);
+        CHECK(kr_records_fields(p, cut, count, fields, reason) != KR_RECORDS_OK);
         free(p);
     }
     uint8_t tmp[400];
@@ -463,6 +472,12 @@ static void test_clean(long iterations)
         CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_CLEAN_MAP_FULL);
         size_t cap = (size_t)(rnd() % (n + 1)); /* also too small an output */
         uint8_t *o = exact(out, cap);
+        kr_record_fields fz[40];
+        a = kr_records_fields(p, n, c, fz, reason);
+        CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
+        for (int32_t i = 0; a == KR_RECORDS_OK && i < c; i++)
+            CHECK(fz[i].key_pos + (fz[i].key_len > 0 ? fz[i].key_len : 0) <= (int64_t)n &&
+                  fz[i].value_pos + (fz[i].value_len > 0 ? fz[i].value_len : 0) <= (int64_t)n);
         a = kr_filter_records(&m, p, n, c, 0, (int)(it & 2), o, cap, &out_len, &kept, &tombs, reason);
         CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT);
         if (a == KR_RECORDS_OK)

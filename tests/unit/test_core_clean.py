@@ -157,6 +157,25 @@ def test_malformed_records_are_an_error_never_a_crash(data: bytes, count: int) -
         _core.rebase_records(data, count, T0, T0 + DAY)
     except CorruptBatchError:
         pass
+    try:
+        fields = _core.record_fields(data, count)
+    except CorruptBatchError:
+        pass
+    else:  # every span inside the input
+        assert len(fields) == count
+        assert all((k is None or k in data) and (v is None or v in data) for _d, k, v in fields)
+
+
+def test_record_fields_read_what_kafka_python_wrote() -> None:
+    recs = [(b"k1", b"v1"), (None, b"no key"), (b"k3", None), (b"", b"")]
+    batch = build_batch([v for _k, v in recs], keys=[k for k, _v in recs], timestamp=T0)
+    fields = _core.record_fields(bytes(batch[61:]), len(recs))
+    assert fields == [(i, k, v) for i, (k, v) in enumerate(recs)]
+    assert [(o, k, v) for o, _t, k, v in decode(batch)] == fields
+    with pytest.raises(CorruptBatchError):
+        _core.record_fields(bytes(batch[61:-1]), len(recs))  # cut short
+    with pytest.raises(CorruptBatchError):
+        _core.record_fields(bytes(batch[61:]), 10**9)  # a count no section can hold
 
 
 @settings(max_examples=200, deadline=None)
