@@ -351,9 +351,11 @@ class Log:
             i = self._bases.index(g.replaced[0])
             self._segments[i:i + len(olds)] = [new]
             self._bases[i:i + len(olds)] = [g.base_offset]
-            idx = TransactionIndex.load(self._txn_index_path(g.base_offset))
-            if idx.entries:
-                self._txn_indexes[g.base_offset] = idx
+            txn_path = self._txn_index_path(g.base_offset)
+            if txn_path in targets:  # else none was written: no lookup of a missing file
+                idx = TransactionIndex.load(txn_path)  # (a negative lookup took 10 ms once)
+                if idx.entries:
+                    self._txn_indexes[g.base_offset] = idx
         if not pending:
             self._pending_swap = None
             shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
