@@ -188,6 +188,7 @@ class LogCleanerService:
         self._busy.add(tp)
         t0 = time.monotonic()
         plan = lg.cleaning_plan(first_dirty, end, now_ms)
+        result: CleaningResult | None = None
         try:
             throttle = Throttle(self.config.log_cleaner_io_max_bytes_per_second)
             result = await loop.run_in_executor(self._executor, self._clean_on_thread, plan, throttle)
@@ -240,6 +241,8 @@ class LogCleanerService:
             return 0
         finally:
             plan.close()
+            if result is not None:
+                result.close()  # segments of groups not swapped in
             self._busy.discard(tp)
 
     def _clean_on_thread(self, plan: CleaningPlan, throttle: Throttle) -> CleaningResult:

@@ -130,6 +130,11 @@ class CleanedGroup:
     base_offset: int
     next_offset: int
     size: int
+    # The staged segment opened and loaded on the cleaner thread (descriptors and index
+    # mappings stay valid across the renames), so that the swap on the loop opens no
+    # file: an open or mmap there waited up to 10 ms behind the cleaner's fsyncs. Taken
+    # (set to None) by Log.complete_swap; CleaningResult.close() closes it otherwise.
+    segment: LogSegment | None = None
 
 
 @dataclass
@@ -142,6 +147,13 @@ class CleaningResult:
     # the earliest delete horizon of the kept batches holding tombstones or markers
     # (KIP-534); None: none left
     delete_horizon: int | None = None
+
+    def close(self) -> None:
+        """Close the opened segments that no swap took (a discarded cleaning)."""
+        for g in self.groups:
+            if g.segment is not None:
+                g.segment.close()
+                g.segment = None
 
     def note_horizon(self, horizon: int | None) -> None:
         if horizon is not None and (self.delete_horizon is None or horizon < self.delete_horizon):
@@ -475,6 +487,7 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
             result.groups.append(_clean_group(plan, group, offset_map, staging, scratch, result, throttle, txn))
         fsync_dir(staging)
     except BaseException:
+        result.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return result
@@ -548,4 +561,11 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
             os.fsync(fd)
         finally:
             os.close(fd)
-    return CleanedGroup([s.base_offset for s in group], base, next_offset, size)
+    ready = LogSegment(staging, base, plan.index_interval_bytes, plan.segment_index_bytes)
+    try:
+        ready.load()
+        ready.make_inactive()
+    except BaseException:
+        ready.close()
+        raise
+    return CleanedGroup([s.base_offset for s in group], base, next_offset, size, ready)

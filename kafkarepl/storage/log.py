@@ -282,13 +282,16 @@ class Log:
         complete_swap, directory fsync). The broker runs the steps apart, group by group,
         so that the loop is never held long and the fsyncs happen off it
         (server/log_cleaner.py)."""
-        if not self.begin_swap(plan, result):
-            return False
-        _fsync_dir(self.dir)
-        if not self.complete_swap(plan, result):
-            return False
-        _fsync_dir(self.dir)
-        return True
+        try:
+            if not self.begin_swap(plan, result):
+                return False
+            _fsync_dir(self.dir)
+            if not self.complete_swap(plan, result):
+                return False
+            _fsync_dir(self.dir)
+            return True
+        finally:
+            result.close()  # the opened segments of groups not swapped in
 
     def _groups_still_valid(self, plan: CleaningPlan, groups: list[CleanedGroup]) -> bool:
         current = {seg.base_offset for seg in self._segments[:-1]}
@@ -345,9 +348,13 @@ class Log:
                 self._retire(old, targets)
             for swap in swaps:
                 os.replace(swap, swap.with_suffix(""))
-            new = self._new_segment(g.base_offset)
-            new.load()
-            new.make_inactive()
+            new, g.segment = g.segment, None
+            if new is None:  # not opened by the cleaner thread
+                new = self._new_segment(g.base_offset)
+                new.load()
+                new.make_inactive()
+            else:
+                new.moved_to(self.dir)
             i = self._bases.index(g.replaced[0])
             self._segments[i:i + len(olds)] = [new]
             self._bases[i:i + len(olds)] = [g.base_offset]

@@ -56,6 +56,14 @@ class LogSegment:
         self.first_append_ms: int | None = None  # wall clock of the first append here
         self.bytes_since_last_index_entry = 0
 
+    def moved_to(self, dir: Path) -> None:
+        """Its files were renamed into `dir` under the same names: only the paths change
+        (descriptors and index mappings follow a rename)."""
+        self.dir = dir
+        self.log_path = dir / self.log_path.name
+        self.offset_index.path = dir / self.offset_index.path.name
+        self.time_index.path = dir / self.time_index.path.name
+
     # -- loading -------------------------------------------------------------------
     def load(self) -> None:
         """Trust the indexes of a cleanly written segment after a sanity check, and find

@@ -373,3 +373,48 @@ def test_swap_group_by_group_and_a_truncation_half_way(tmp_path):
         assert records(lg) == got and lg.log_end_offset == cut
     finally:
         lg.close()
+
+
+def test_cleaned_segments_opened_off_the_loop_live_at_their_final_paths(tmp_path):
+    """The cleaner thread opens each cleaned segment in the staging directory; after the
+    swap's renames it serves from the log directory (its paths moved, its descriptors the
+    renamed files), and a cleaning discarded by a truncation closes what it opened."""
+    d = tmp_path / "t-0"
+    lg = Log.open(d, cfg())
+    try:
+        for i in range(60):
+            put(lg, b"k%d" % (i % 3), b"v%d" % i)
+        result = cleaning(lg)
+        assert result.groups and all(g.segment is None for g in result.groups)  # taken by the swap
+        for seg in lg.segments:
+            assert {seg.log_path.parent, seg.offset_index.path.parent, seg.time_index.path.parent} == {d}
+            assert os.fstat(seg.fd).st_ino == os.stat(seg.log_path).st_ino
+        got = records(lg)
+        doomed = lg.segments[0]
+        paths = [doomed.log_path, doomed.offset_index.path, doomed.time_index.path]
+        lg.reconfigure(cfg(retention_bytes=0, cleanup_policy="compact,delete"))
+        assert lg.delete_old_segments(T0) >= 1  # a cleaned segment's files go from the log dir
+        assert not any(p.exists() for p in paths)
+        lg.reconfigure(cfg())
+        for i in range(60):
+            put(lg, b"k%d" % (i % 3), b"w%d" % i)
+        fd, end, _ = lg.cleanable_range(lg.log_start_offset, lg.log_end_offset, T0)
+        plan = lg.cleaning_plan(fd, end, T0)
+        try:
+            result = clean(plan, new_offset_map(1 << 16, 0.9))
+            opened = [g.segment for g in result.groups]
+            assert opened and all(s is not None and s.fd >= 0 for s in opened)
+            lg.truncate_to(lg.log_end_offset - 1)
+            assert not lg.replace_segments(plan, result)
+            assert all(s is not None and s.fd == -1 for s in opened)
+            assert not (d / STAGING_DIR).exists()
+        finally:
+            plan.close()
+        assert got  # read before, and the reopen below reads what is left
+    finally:
+        lg.close()
+    lg = Log.open(d, cfg())
+    try:
+        assert records(lg)
+    finally:
+        lg.close()
