@@ -130,6 +130,9 @@ class CleanedGroup:
     base_offset: int
     next_offset: int
     size: int
+    # the staged files' names, .log first: begin_swap renames exactly these (a lookup of
+    # a file that may not exist, the .txnindex, is what it would cost on the loop)
+    files: list[str]
     # The staged segment opened and loaded on the cleaner thread (descriptors and index
     # mappings stay valid across the renames), so that the swap on the loop opens no
     # file: an open or mmap there waited up to 10 ms behind the cleaner's fsyncs. Taken
@@ -568,4 +571,4 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
     except BaseException:
         ready.close()
         raise
-    return CleanedGroup([s.base_offset for s in group], base, next_offset, size, ready)
+    return CleanedGroup([s.base_offset for s in group], base, next_offset, size, names, ready)

@@ -49,8 +49,6 @@ from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
 from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
 from kafkarepl.storage.validation import check_compressed, current_budget, inflate
 
-SWAP_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
-
 log = logging.getLogger("kafkarepl.storage")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -316,12 +314,10 @@ class Log:
         pending = self._pending_swap = self._pending_swap or {}
         for g in groups:
             paths = pending.setdefault(g.base_offset, [])
-            for suffix in SWAP_SUFFIXES:
-                staged = staging / f"{g.base_offset:020d}{suffix}"
-                if staged.exists():
-                    swap = self.dir / f"{g.base_offset:020d}{suffix}{SWAP_SUFFIX}"
-                    os.replace(staged, swap)
-                    paths.append(swap)
+            for name in g.files:
+                swap = self.dir / f"{name}{SWAP_SUFFIX}"
+                os.replace(staging / name, swap)
+                paths.append(swap)
         return True
 
     def complete_swap(self, plan: CleaningPlan, result: CleaningResult,
