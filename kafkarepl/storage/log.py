@@ -846,8 +846,7 @@ class Log:
         self._abort_swap()
         self._closed = True
         for seg in self._segments:
-            for fd in seg.release():
-                _closer.close(fd, FILE_DELETE_DELAY_S)
+            self._close_later(*seg.release())
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
@@ -858,8 +857,17 @@ class Log:
         idx = self._txn_indexes.pop(seg.base_offset, None)
         if idx is not None:
             idx.delete()
-        for fd in seg.unlink(replaced):  # readers may still send from them
-            _closer.close(fd, FILE_DELETE_DELAY_S)
+        self._close_later(*seg.unlink(replaced))
+
+    @staticmethod
+    def _close_later(log_fd: int, index_fds: list[int]) -> None:
+        """Off the loop: the indexes' descriptors at once (nothing reads them), the .log's
+        after file.delete.delay (a Fetch answer may still be sending from it); so a big
+        deletion holds one descriptor per segment for that minute, as Kafka."""
+        for fd in index_fds:
+            _closer.close(fd)
+        if log_fd >= 0:
+            _closer.close(log_fd, FILE_DELETE_DELAY_S)
 
 
 class PendingFlush:

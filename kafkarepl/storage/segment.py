@@ -400,7 +400,7 @@ class LogSegment:
         os.close(self.fd)
         self.fd = -1
 
-    def unlink(self, replaced: frozenset[Path] = frozenset()) -> list[int]:
+    def unlink(self, replaced: frozenset[Path] = frozenset()) -> tuple[int, list[int]]:
         """Remove the files but keep their descriptors open, returned (release()) for the
         caller to close later: a reader may still be sending from the .log, and the last
         close of a removed file frees its blocks and page cache, the slow part, for a
@@ -412,12 +412,13 @@ class LogSegment:
                 path.unlink(missing_ok=True)
         return self.release()
 
-    def release(self) -> list[int]:
-        """Unmap the indexes and hand over every open descriptor (the caller closes them);
-        the files are left as they are."""
-        fds = [fd for fd in (self.offset_index.detach(), self.time_index.detach(), self.fd) if fd >= 0]
-        self.fd = -1
-        return fds
+    def release(self) -> tuple[int, list[int]]:
+        """Unmap the indexes and hand over the open descriptors (the caller closes them):
+        the .log's (-1 if none), which readers may still send from, and the indexes',
+        which nothing reads once unmapped. The files are left as they are."""
+        index_fds = [fd for fd in (self.offset_index.detach(), self.time_index.detach()) if fd >= 0]
+        log_fd, self.fd = self.fd, -1
+        return log_fd, index_fds
 
     def __repr__(self) -> str:
         return (f"LogSegment(base={self.base_offset}, next={self.next_offset}, "

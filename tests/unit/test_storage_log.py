@@ -436,10 +436,10 @@ def test_deleted_segments_descriptors_are_closed_on_the_janitor_thread(tmp_path,
         monkeypatch.setattr(logmod._closer, "close", lambda fd, delay_s=0.0: (
             handed.append((fd, delay_s, threading.get_ident())), real(fd, 0.2)))
         assert lg.delete_old_segments(1_700_000_000_000) == len(fds)
-        log_fds = {fd for fd, _d, _t in handed}
-        assert set(fds) <= log_fds  # with their index descriptors
-        assert all(d == logmod.FILE_DELETE_DELAY_S for _f, d, _t in handed)
-        assert not any(_closed(fd) for fd in log_fds)  # kept open for readers still sending
+        log_fds = {fd for fd, d, _t in handed if d == logmod.FILE_DELETE_DELAY_S}
+        assert log_fds == set(fds)  # kept open for readers still sending; indexes' at once
+        assert all(d == 0.0 for fd, d, _t in handed if fd not in log_fds)
+        assert not any(_closed(fd) for fd in log_fds)
         deadline = time.monotonic() + 10
         while not all(_closed(fd) for fd in log_fds):
             assert time.monotonic() < deadline, "descriptors never closed"
