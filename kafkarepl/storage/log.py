@@ -344,13 +344,9 @@ class Log:
                 self._retire(old, targets)
             for swap in swaps:
                 os.replace(swap, swap.with_suffix(""))
-            new, g.segment = g.segment, None
-            if new is None:  # not opened by the cleaner thread
-                new = self._new_segment(g.base_offset)
-                new.load()
-                new.make_inactive()
-            else:
-                new.moved_to(self.dir)
+            new, g.segment = g.segment, None  # opened and loaded by the cleaner thread
+            assert new is not None, "a cleaned group's segment is taken once"
+            new.moved_to(self.dir)
             i = self._bases.index(g.replaced[0])
             self._segments[i:i + len(olds)] = [new]
             self._bases[i:i + len(olds)] = [g.base_offset]
@@ -841,8 +837,7 @@ class Log:
     def close_for_deletion(self) -> None:
         """Close a log whose directory is about to be removed: nothing is written (no
         snapshot, no index trim), and the descriptors are closed on the janitor's thread
-        after file.delete.delay.ms, as those of deleted segments are (readers may still be
-        sending from them; their last close frees the page cache)."""
+        as those of deleted segments are (_close_later)."""
         self._abort_swap()
         self._closed = True
         for seg in self._segments:
