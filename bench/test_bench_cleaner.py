@@ -6,7 +6,9 @@ clean    storage.cleaner.clean of a compacted log of ~64 MiB (100-byte values, b
          distinct keys, i.e. most or few records superseded): offset map, rewrite and
          fsync of the cleaned segments, on a cleaner thread's work only (plan and swap
          excluded). The map lives in a MapBuffer kept across rounds, as a broker's cleaner
-         thread keeps it across cleanings.
+         thread keeps it across cleanings. With and without the cleaner threads' yields
+         (kafkarepl.log.cleaner.yield.interval.us; nothing else runs here, so each yield
+         returns at once and what is measured is their cost).
 copy     the same segments read with pread in 1 MiB pieces and written to one new file,
          then fsync: what any cleaning must at least do.
 copy_wb  the same copy starting the writeback of each piece at once (sync_file_range, as
@@ -51,9 +53,11 @@ def compacted_log(request, tmp_path_factory):
     lg.close()
 
 
-def test_clean(benchmark, compacted_log):
+@pytest.mark.parametrize("yield_us", [0, 100], ids=["no_yield", "yield100us"])
+def test_clean(benchmark, compacted_log, yield_us):
     lg = compacted_log
     benchmark.extra_info["source_bytes"] = src = sum(s.size for s in lg.segments)
+    _core.set_bulk_yield_interval(yield_us * 1000)  # as a broker's cleaner thread (default 100)
 
     maps = MapBuffer(128 * MIB)  # log.cleaner.dedupe.buffer.size, one cleaner thread
 
@@ -67,7 +71,10 @@ def test_clean(benchmark, compacted_log):
             shutil.rmtree(lg.dir / "cleaning", ignore_errors=True)  # not swapped: same input each round
         return result
 
-    result = benchmark.pedantic(run, rounds=3, iterations=1)
+    try:
+        result = benchmark.pedantic(run, rounds=3, iterations=1)
+    finally:
+        _core.set_bulk_yield_interval(0)
     benchmark.extra_info["written_bytes"] = result.bytes_written
     benchmark.extra_info["mb_per_s"] = round(src / MIB / benchmark.stats.stats.median, 1)
 

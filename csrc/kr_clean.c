@@ -443,6 +443,7 @@ int kr_map_batches(kr_offset_map *m, const uint8_t *buf, size_t len, size_t star
         return KR_RECORDS_CORRUPT;
     size_t pos = start, n = 0;
     for (;;) {
+        kr_bulk_yield(0);
         kr_batch_info b;
         int w = walk_batch(buf, len, pos, &b, reason);
         if (w == WALK_CORRUPT)
@@ -458,6 +459,8 @@ int kr_map_batches(kr_offset_map *m, const uint8_t *buf, size_t len, size_t star
     }
     const struct kr_clean_rec *r = s->recs;
     for (size_t j = 0; j < n; j++) {
+        if (!(j & 1023))
+            kr_bulk_yield(0);
         if (j + PREFETCH_DISTANCE < n)
             prefetch_slot(m, r[j + PREFETCH_DISTANCE].hash);
         if (put_hash(m, r[j].hash, r[j].offset))
@@ -613,6 +616,7 @@ int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, siz
     /* Phase 1: every plain batch's header and records. */
     size_t pos = start, n = 0, nb = 0;
     for (;;) {
+        kr_bulk_yield(0);
         kr_batch_info b;
         int w = walk_batch(buf, len, pos, &b, reason);
         if (w == WALK_CORRUPT)
@@ -631,6 +635,7 @@ int kr_clean_batches(const kr_offset_map *m, const uint8_t *buf, size_t len, siz
     struct kr_clean_rec *r = s->recs;
     size_t j = 0, w = out_pos;
     for (size_t i = 0; i < nb; i++) {
+        kr_bulk_yield(0);
         const kr_batch_info *b = &s->batches[i];
         int retain = retains_tombstones(b, o), any_tombstone = 0;
         size_t first = j, kept = 0;
@@ -709,7 +714,9 @@ int kr_map_segment(kr_offset_map *m, int in_fd, int64_t end, uint8_t *buf, size_
         snprintf(reason, KR_REASON_MAX, "bad arguments");
         return KR_RECORDS_CORRUPT;
     }
+    kr_bulk_yield(1);
     while (w->pos < end) {
+        kr_bulk_yield(0);
         if (budget > 0 && w->read >= budget) {
             w->stop = KR_SEG_BUDGET;
             return KR_RECORDS_OK;
@@ -764,7 +771,9 @@ int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *bu
     }
     size_t used = 0; /* bytes in out, to go to the file at out_size */
     int rc = KR_RECORDS_OK;
+    kr_bulk_yield(1);
     while (w->pos < end) {
+        kr_bulk_yield(0);
         if (budget > 0 && w->read >= budget) {
             w->stop = KR_SEG_BUDGET;
             break;

@@ -263,6 +263,12 @@ int kr_clean_segment(const kr_offset_map *m, int in_fd, int64_t end, uint8_t *bu
                      int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
                      kr_seg_walk *w, char *reason);
 
+/* kr_bulk.c: the calling thread's segment passes (kr_map_segment, kr_clean_segment) yield
+ * the core (sched_yield) as they start and every `ns` after (0: never; per thread). */
+void kr_bulk_set_yield_interval(int64_t ns);
+int64_t kr_bulk_yield_interval(void);
+void kr_bulk_yield(int now); /* now: at once, else only once the interval has passed */
+
 /* *index = the position within the records section of the first record with a null key,
  * or -1 (KIP-467: a compacted topic refuses them). KR_RECORDS_OK or KR_RECORDS_CORRUPT. */
 int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index, char *reason);
@@ -312,6 +318,27 @@ ssize_t kr_sendfile_all(int out_fd, int in_fd, int64_t offset, size_t count,
  * n_entries * entry_size <= buffer length. */
 int64_t kr_index_lookup(const uint8_t *buf, int64_t n_entries, int64_t target);
 int64_t kr_timeindex_lookup(const uint8_t *buf, int64_t n_entries, int64_t target);
+
+/* The sparse index entries of batches appended to a segment at base_position (each
+ * batch's position relative to it), as LogSegment._index_batches makes them: before a
+ * batch, once more than `interval` bytes went by since the last offset entry, an offset
+ * entry (its last offset, its position) and, when the segment's max timestamp grew since
+ * the last time entry, a time entry (that max, its offset). Big-endian, at most n of each:
+ * off_out holds n * 8 bytes, time_out n * 12. Returns 0, or -1 when an offset or a
+ * position leaves the int32 range of an entry (nothing in *st is updated then). */
+typedef struct {
+    int64_t interval;        /* index.interval.bytes */
+    int64_t seg_base;        /* the segment's base offset */
+    int64_t since;           /* in/out: bytes since the last offset entry */
+    int64_t seg_max_ts;      /* in/out: the segment's max timestamp, and its offset */
+    int64_t seg_max_offset;
+    int64_t last_indexed_ts; /* in/out: the last time entry's timestamp (-1: none) */
+    int64_t last_offset;     /* in/out: the last batch's last offset */
+    int64_t records;         /* out: records in the batches */
+    int64_t append_max_ts;   /* out: their max timestamp (-1: none) */
+} kr_index_state;
+int kr_index_batches(const kr_batch_info *b, size_t n, int64_t base_position, kr_index_state *st,
+                     uint8_t *off_out, size_t *n_off, uint8_t *time_out, size_t *n_time);
 
 /* ---- checkpoint files ------------------------------------------------------- */
 

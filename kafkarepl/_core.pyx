@@ -165,6 +165,9 @@ cdef extern from "kr_core.h" nogil:
                          int64_t budget, const kr_clean_opts *o, kr_clean_scratch *s, kr_batch_vec *written,
                          kr_seg_walk *w, char *reason)
 
+    void kr_bulk_set_yield_interval(int64_t ns)
+    int64_t kr_bulk_yield_interval()
+
     Py_ssize_t kr_write_all(int fd, const void *data, size_t len)
     Py_ssize_t kr_pread_full(int fd, void *out, size_t len, int64_t offset)
     int kr_ftruncate(int fd, int64_t size)
@@ -178,6 +181,18 @@ cdef extern from "kr_core.h" nogil:
 
     int64_t kr_index_lookup(const uint8_t *buf, int64_t n_entries, int64_t target)
     int64_t kr_timeindex_lookup(const uint8_t *buf, int64_t n_entries, int64_t target)
+    ctypedef struct kr_index_state:
+        int64_t interval
+        int64_t seg_base
+        int64_t since
+        int64_t seg_max_ts
+        int64_t seg_max_offset
+        int64_t last_indexed_ts
+        int64_t last_offset
+        int64_t records
+        int64_t append_max_ts
+    int kr_index_batches(const kr_batch_info *b, size_t n, int64_t base_position, kr_index_state *st,
+                         uint8_t *off_out, size_t *n_off, uint8_t *time_out, size_t *n_time)
 
     int kr_checkpoint_write_ex(const char *path, const void *payload, size_t len, int sync,
                                const char **failed_step)
@@ -301,6 +316,56 @@ cdef inline object _batch_info(const kr_batch_info *b):
         b.magic, b.crc, b.attributes, b.first_timestamp, b.max_timestamp, b.producer_id,
         b.producer_epoch, b.base_sequence, b.records_count,
     ))
+
+
+cdef class BatchVec:
+    """Batches a C loop wrote (the cleaner's clean_segment), kept in C: no Python object
+    per batch. Indexed by index_entries; vec[i] gives one BatchInfo."""
+
+    cdef kr_batch_vec vec
+
+    def __cinit__(self):
+        memset(&self.vec, 0, sizeof(self.vec))
+
+    def __dealloc__(self):
+        kr_batch_vec_free(&self.vec)
+
+    def __len__(self):
+        return self.vec.count
+
+    def __getitem__(self, Py_ssize_t i):
+        if i < 0:
+            i += <Py_ssize_t>self.vec.count
+        if not 0 <= i < <Py_ssize_t>self.vec.count:
+            raise IndexError(i)
+        return _batch_info(&self.vec.items[i])
+
+    def index_entries(self, int64_t base_position, int64_t interval, int64_t seg_base, int64_t since,
+                      int64_t seg_max_ts, int64_t seg_max_offset, int64_t last_indexed_ts,
+                      int64_t last_offset):
+        """kr_index_batches (LogSegment._index_batches in C) over these batches, written at
+        base_position. Returns (offset index entries, time index entries) as big-endian
+        bytes, then the new (since, seg_max_ts, seg_max_offset, last_indexed_ts,
+        last_offset), then (records, their max timestamp). ValueError: an entry's
+        offset or position out of the int32 range."""
+        cdef kr_index_state st
+        cdef size_t n = self.vec.count, n_off = 0, n_time = 0
+        cdef int rc
+        st.interval = interval
+        st.seg_base = seg_base
+        st.since = since
+        st.seg_max_ts = seg_max_ts
+        st.seg_max_offset = seg_max_offset
+        st.last_indexed_ts = last_indexed_ts
+        st.last_offset = last_offset
+        off = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>(8 * n))
+        tim = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>(12 * n))
+        rc = kr_index_batches(self.vec.items, n, base_position, &st, <uint8_t *>PyBytes_AS_STRING(off),
+                              &n_off, <uint8_t *>PyBytes_AS_STRING(tim), &n_time)
+        if rc != 0:
+            raise ValueError("an index entry's offset or position is out of the int32 range")
+        return (off[:8 * n_off], tim[:12 * n_time], st.since, st.seg_max_ts, st.seg_max_offset,
+                st.last_indexed_ts, st.last_offset, st.records, st.append_max_ts)
 
 
 def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True, Py_ssize_t max_batches=0):
@@ -557,6 +622,19 @@ def first_keyless_record(recs, int32_t count):
     return index
 
 
+def set_bulk_yield_interval(int64_t ns):
+    """The calling thread's segment passes (OffsetMap.map_segment, clean_segment) yield the
+    core as they start and every `ns` nanoseconds after (csrc/kr_bulk.c), so that a thread
+    woken on the same core (the event loop) waits about that long at most behind them.
+    0: never (each thread starts so)."""
+    kr_bulk_set_yield_interval(ns)
+
+
+def bulk_yield_interval():
+    """The calling thread's yield interval in nanoseconds (0: its passes never yield)."""
+    return kr_bulk_yield_interval()
+
+
 cdef class OffsetMap:
     """The cleaner's key -> latest offset map (csrc/kr_clean.c) over a writable buffer the
     caller owns (a numpy uint64 array of 2 * capacity items, e.g. over an anonymous mmap);
@@ -687,20 +765,18 @@ cdef class OffsetMap:
         """kr_clean_segment: fd's [pos, end) cleaned into out_fd (O_APPEND, out_size bytes),
         reading len(buf) bytes at a time, writing out (len(out) >= len(buf)) at flush_at
         bytes, without the GIL. Returns (stop, pos, need, bytes read, bytes written,
-        records removed, BatchInfo of each written batch with its position in out_fd,
+        records removed, a BatchVec of the written batches with their positions in out_fd,
         earliest delete horizon of the written batches holding tombstones or None).
         Raises CorruptBatchError, OSError."""
         cdef Py_buffer b, o, keep
         cdef char reason[KR_REASON_MAX]
         cdef kr_seg_walk w
         cdef kr_clean_opts opts
-        cdef kr_batch_vec vec
+        cdef BatchVec written = BatchVec()
         cdef int rc, err = 0
         cdef int cfd = _fd(fd)
         cdef int ofd = _fd(out_fd)
-        cdef size_t i
         memset(&w, 0, sizeof(w))
-        memset(&vec, 0, sizeof(vec))
         w.pos = pos
         w.horizon = INT64_MAX
         PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -720,20 +796,18 @@ cdef class OffsetMap:
                     with nogil:
                         rc = kr_clean_segment(&self.m, cfd, end, <uint8_t *>b.buf, <size_t>b.len,
                                               <uint8_t *>o.buf, <size_t>o.len, <size_t>flush_at, ofd,
-                                              out_size, budget, &opts, &self.scratch, &vec, &w, reason)
+                                              out_size, budget, &opts, &self.scratch, &written.vec, &w, reason)
                         if rc < 0:
                             err = errno
                     if rc < 0:
                         raise _oserror(err, "clean_segment")
                     if rc != KR_RECORDS_OK:
                         raise CorruptBatchError(w.pos, reason.decode("utf-8", "replace"))
-                    written = [_batch_info(&vec.items[i]) for i in range(vec.count)]
                 finally:
                     PyBuffer_Release(&keep)
             finally:
                 PyBuffer_Release(&o)
         finally:
-            kr_batch_vec_free(&vec)
             PyBuffer_Release(&b)
         return (w.stop, w.pos, w.need, w.read, w.written, w.removed, written,
                 None if w.horizon == INT64_MAX else w.horizon)

@@ -118,11 +118,14 @@ class BrokerConfig:
     log_cleaner_min_cleanable_ratio: float = prop("log.cleaner.min.cleanable.ratio", 0.5)
     log_cleaner_min_compaction_lag_ms: int = prop("log.cleaner.min.compaction.lag.ms", 0)
     log_cleaner_max_compaction_lag_ms: int = prop("log.cleaner.max.compaction.lag.ms", 2**63 - 1)
-    # The cleaner threads' Linux nice value (0-19; not a Kafka setting): above 0 the event
-    # loop wins a contended core at once. See bench/RESULTS.md for what it measured.
+    # The cleaner threads' segment passes give up their core this often (microseconds; 0:
+    # never; not a Kafka setting), so the event loop, woken on that core, waits at most
+    # about this long behind them. See csrc/kr_bulk.c and bench/RESULTS.md.
+    log_cleaner_yield_interval_us: int = prop("kafkarepl.log.cleaner.yield.interval.us", 100)
+    # The cleaner threads' Linux nice value (0-19; not a Kafka setting). See
+    # docs/operations.md: measured worse than the default for the loop's latency.
     log_cleaner_thread_nice: int = prop("kafkarepl.log.cleaner.thread.nice", 0)
-    # Or the SCHED_IDLE policy for them (wins over the nice value): the loop preempts them at
-    # once, but on a saturated host they get next to no CPU.
+    # Or the SCHED_IDLE policy for them (wins over the nice value); measured worse too.
     log_cleaner_thread_sched_idle: bool = prop("kafkarepl.log.cleaner.thread.sched.idle", False)
     # Test-only: hold each cleaning this long with its cleaned segments staged, before the
     # swap, so fault tests can kill a broker at that point. 0 (never) outside tests.

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kafkarepl import _core
 from kafkarepl.errors import CheckpointCorruptError
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.storage.checkpoints import read_offsets, write_offsets
@@ -53,9 +54,10 @@ log = logging.getLogger(__name__)
 SWITCH_INTERVAL_S = 0.001
 
 
-def _cleaner_thread_started(nice: int, sched_idle: bool) -> None:
+def _cleaner_thread_started(yield_interval_us: int, nice: int, sched_idle: bool) -> None:
     if sys.getswitchinterval() > SWITCH_INTERVAL_S:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+    _core.set_bulk_yield_interval(yield_interval_us * 1000)
     tid = threading.get_native_id()
     try:  # Linux, per thread; lowering a thread's own priority needs no privilege
         if sched_idle:  # preempted at once by any normal thread that wakes (the loop)
@@ -87,7 +89,8 @@ class LogCleanerService:
         threads = max(1, config.log_cleaner_threads)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             threads, thread_name_prefix="log-cleaner", initializer=_cleaner_thread_started,
-            initargs=(config.log_cleaner_thread_nice, config.log_cleaner_thread_sched_idle))
+            initargs=(config.log_cleaner_yield_interval_us, config.log_cleaner_thread_nice,
+                      config.log_cleaner_thread_sched_idle))
         self._local = threading.local()  # each cleaner thread's MapBuffer
         self._map_bytes = config.log_cleaner_dedupe_buffer_size // threads
         self._threads = threads

@@ -122,16 +122,10 @@ class _SparseIndex:
         """Append entries given as a flat list (a0, b0, a1, b1, ...) in one pass; entries
         beyond the preallocated size are dropped (a sparser index is still correct, and
         a full index makes the log roll). Returns how many were written."""
-        k = len(flat) // 2
+        k = self._room(len(flat) // 2)
+        pack, size, mm = self.ENTRY.pack_into, self.ENTRY.size, self._mm
         if not k:
             return 0
-        if self.n_entries + k > self._mapped_entries:
-            self.ensure_file()
-            self.make_appendable()
-        k = min(k, self.max_entries - self.RESERVED - self.n_entries)
-        if k <= 0:
-            return 0
-        pack, size, mm = self.ENTRY.pack_into, self.ENTRY.size, self._mm
         assert mm is not None
         off = self.n_entries * size
         for i in range(0, 2 * k, 2):
@@ -139,6 +133,28 @@ class _SparseIndex:
             off += size
         self.n_entries += k
         return k
+
+    def append_raw(self, data: bytes) -> int:
+        """Append entries already in the file's format (big-endian, as _core's
+        BatchVec.index_entries makes them) with one copy; as append_many otherwise."""
+        size = self.ENTRY.size
+        k = self._room(len(data) // size)
+        if not k:
+            return 0
+        assert self._mm is not None
+        off = self.n_entries * size
+        self._mm[off:off + k * size] = memoryview(data)[:k * size]
+        self.n_entries += k
+        return k
+
+    def _room(self, k: int) -> int:
+        """How many of k new entries fit (mapping the file for appends first)."""
+        if k <= 0:
+            return 0
+        if self.n_entries + k > self._mapped_entries:
+            self.ensure_file()
+            self.make_appendable()
+        return max(0, min(k, self.max_entries - self.RESERVED - self.n_entries))
 
     def entry(self, slot: int) -> tuple[int, int]:
         if not 0 <= slot < self.n_entries:

@@ -213,16 +213,28 @@ class LogSegment:
                                           else batches[0].max_timestamp)
         return self._index_batches(batches, position, first_offset, log_append_time)
 
-    def appended(self, size: int, batches: list) -> None:
+    def appended(self, size: int, batches: _core.BatchVec) -> None:
         """Account for `size` bytes of whole batches written to the .log fd by someone
-        else (the log cleaner's C loop, which writes as it goes); `batches` (BatchInfo)
-        carry their positions in the file."""
+        else (the log cleaner's C loop, which writes as it goes); `batches` carry their
+        positions in the file. Indexed in C (as _index_batches does it): a cleaned
+        segment has thousands of batches, and a Python loop over them held the GIL,
+        which the broker's event loop waited for, for milliseconds."""
         if not size:
             return
         self.size += size
-        if self.first_batch_timestamp is None and batches:
+        if not len(batches):
+            return
+        if self.first_batch_timestamp is None:
             self.first_batch_timestamp = batches[0].max_timestamp
-        self._index_batches(batches, 0)
+        (offsets, times, self.bytes_since_last_index_entry, self.max_timestamp,
+         self.offset_of_max_timestamp, _indexed_ts, last, _records, _max) = batches.index_entries(
+            0, self.index_interval_bytes, self.base_offset, self.bytes_since_last_index_entry,
+            self.max_timestamp, self.offset_of_max_timestamp, self.time_index.last_timestamp,
+            self.next_offset - 1)
+        if offsets:
+            self.offset_index.append_raw(offsets)
+            self.time_index.append_raw(times)
+        self.next_offset = last + 1
 
     def can_hold(self, first_offset: int, last_offset: int) -> bool:
         """Relative offsets must fit in int32 and the indexes must have room."""

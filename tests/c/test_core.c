@@ -968,6 +968,92 @@ static void test_indexes(long iterations)
     CHECK(kr_index_lookup(idx, 0, 1000) == -1);
 }
 
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void test_index_batches(long iterations)
+{
+    /* Known case: interval 100, batches of 60 bytes: an entry before the 3rd and 5th. */
+    kr_batch_info b[5];
+    memset(b, 0, sizeof(b));
+    int64_t ts[5] = {50, 40, 70, 60, 90};
+    for (int i = 0; i < 5; i++) {
+        b[i].position = 60 * i;
+        b[i].size = 60;
+        b[i].base_offset = 1000 + 2 * i;
+        b[i].last_offset_delta = 1;
+        b[i].max_timestamp = ts[i];
+        b[i].records_count = 2;
+    }
+    uint8_t *off = malloc(8 * 5), *tim = malloc(12 * 5);
+    size_t no = 9, nt = 9;
+    kr_index_state st = {.interval = 100, .seg_base = 1000, .since = 0, .seg_max_ts = -1,
+                         .seg_max_offset = 1000, .last_indexed_ts = -1, .last_offset = 999};
+    CHECK(kr_index_batches(b, 5, 4096, &st, off, &no, tim, &nt) == 0);
+    CHECK(no == 2 && nt == 2);
+    CHECK(be32(off) == 5 && be32(off + 4) == 4096 + 120);  /* batch 2: last offset 1005 */
+    CHECK(be32(off + 8) == 9 && be32(off + 12) == 4096 + 240);
+    CHECK(be32(tim) == 0 && be32(tim + 4) == 70 && be32(tim + 8) == 5);
+    CHECK(be32(tim + 16) == 90 && be32(tim + 20) == 9);
+    CHECK(st.since == 60 && st.seg_max_ts == 90 && st.seg_max_offset == 1009);
+    CHECK(st.last_indexed_ts == 90 && st.last_offset == 1009 && st.records == 10 && st.append_max_ts == 90);
+    /* An offset past the int32 range of an entry: refused, the state as it was. */
+    kr_index_state before = {.interval = 0, .seg_base = 0, .since = 1, .seg_max_ts = -1,
+                             .seg_max_offset = 0, .last_indexed_ts = -1, .last_offset = -1};
+    kr_index_state bad = before;
+    b[0].base_offset = (int64_t)INT32_MAX + 1;
+    CHECK(kr_index_batches(b, 1, 0, &bad, off, &no, tim, &nt) == -1);
+    CHECK(memcmp(&bad, &before, sizeof(bad)) == 0);
+    free(off);
+    free(tim);
+    /* Random batches into exact-size outputs (ASan checks the bounds): at most one entry
+     * of each kind per batch, offset entries ascending, time entries growing. */
+    for (long it = 0; it < iterations; it++) {
+        size_t n = (size_t)(rnd() % 40);
+        kr_batch_info *v = calloc(n ? n : 1, sizeof(*v));
+        int64_t pos = 0, o = (int64_t)(rnd() % 1000);
+        for (size_t i = 0; i < n; i++) {
+            v[i].position = pos;
+            v[i].size = 61 + (int64_t)(rnd() % 300);
+            pos += v[i].size;
+            v[i].base_offset = o;
+            v[i].last_offset_delta = (int32_t)(rnd() % 5);
+            o += v[i].last_offset_delta + 1;
+            v[i].max_timestamp = (int64_t)(rnd() % 100) - 1;
+            v[i].records_count = v[i].last_offset_delta + 1;
+        }
+        uint8_t *eo = malloc(n ? 8 * n : 1), *et = malloc(n ? 12 * n : 1);
+        if (!eo || !et)
+            abort();
+        kr_index_state s2 = {.interval = (int64_t)(rnd() % 500), .seg_base = 0, .since = (int64_t)(rnd() % 500),
+                             .seg_max_ts = -1, .seg_max_offset = 0, .last_indexed_ts = -1, .last_offset = -1};
+        size_t k = 0, kt = 0;
+        CHECK(kr_index_batches(v, n, 0, &s2, eo, &k, et, &kt) == 0);
+        CHECK(k <= n && kt <= k);
+        for (size_t i = 1; i < k; i++)
+            CHECK(be32(eo + 8 * i) > be32(eo + 8 * (i - 1)) && be32(eo + 8 * i + 4) > be32(eo + 8 * (i - 1) + 4));
+        for (size_t i = 1; i < kt; i++) /* timestamps here are < 2^32: the low word */
+            CHECK(be32(et + 12 * i + 4) > be32(et + 12 * (i - 1) + 4));
+        free(eo);
+        free(et);
+        free(v);
+    }
+}
+
+static void test_bulk_yield(void)
+{
+    CHECK(kr_bulk_yield_interval() == 0);
+    kr_bulk_yield(1); /* not yielding: returns at once */
+    kr_bulk_set_yield_interval(1000);
+    CHECK(kr_bulk_yield_interval() == 1000);
+    kr_bulk_yield(1);
+    kr_bulk_yield(0);
+    kr_bulk_set_yield_interval(-5);
+    CHECK(kr_bulk_yield_interval() == 0);
+}
+
 static void test_checkpoint(void)
 {
     char dir[] = "/tmp/kr_core_test_XXXXXX";
@@ -1048,6 +1134,8 @@ int main(int argc, char **argv)
     test_clean_segments(iterations / 10);
     test_arrow(iterations);
     test_indexes(iterations);
+    test_index_batches(iterations);
+    test_bulk_yield();
     test_checkpoint();
     test_io();
     printf("%ld checks, %ld failures (crc32c backend: %s)\n", checks, failures,

@@ -418,3 +418,39 @@ def test_cleaned_segments_opened_off_the_loop_live_at_their_final_paths(tmp_path
         assert records(lg)
     finally:
         lg.close()
+
+
+batch_specs = st.lists(st.tuples(st.integers(1, 12), st.integers(0, 40), st.integers(-5, 5), st.booleans()),
+                       min_size=1, max_size=40)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch_specs, st.sampled_from([1, 40, 100, 700]), st.sampled_from([1000, 3000, 8000]))
+def test_cleaned_segments_index_as_a_rebuild_from_their_log_does(tmp_path_factory, specs, interval,
+                                                                  segment_bytes) -> None:
+    """The cleaner indexes the batches its C loop wrote in C (BatchVec.index_entries);
+    the entries must be those LogSegment._index_batches makes when it rebuilds both
+    indexes from the same .log (timestamps out of order, compressed batches cleaned in
+    Python in between, groups of several segments, every index.interval.bytes)."""
+    d = tmp_path_factory.mktemp("idx") / "t-0"
+    lg = Log.open(d, cfg(index_interval_bytes=interval, segment_bytes=segment_bytes))
+    try:
+        for n, (count, vlen, skew, compressed) in enumerate(specs):
+            keys = [b"k%d" % ((n * 7 + i) % 150) for i in range(count)]  # most survive
+            ts = T0 + 1000 * n + 300 * skew  # max timestamps go back and forth
+            batch = build_batch([b"v" * vlen] * count, keys=keys, timestamp=ts,
+                                compression="gzip" if compressed else "none")
+            lg.append_as_leader(batch, 0, ts)
+        lg.roll()
+        # cleaned groups of several segments: each one's batches indexed in its own call
+        lg.reconfigure(cfg(index_interval_bytes=interval, segment_bytes=4 * segment_bytes))
+        cleaning(lg)
+        for seg in lg.segments[:-1]:
+            got = (seg.offset_index.entries().tolist(), seg.time_index.entries().tolist(),
+                   seg.next_offset, seg.max_timestamp, seg.offset_of_max_timestamp)
+            seg.recover()
+            seg.make_inactive()
+            assert got == (seg.offset_index.entries().tolist(), seg.time_index.entries().tolist(),
+                           seg.next_offset, seg.max_timestamp, seg.offset_of_max_timestamp)
+    finally:
+        lg.close()

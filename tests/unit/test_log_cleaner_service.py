@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 
+import pytest
+
+from kafkarepl import _core
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.log_cleaner import HORIZON_CHECKPOINT, LogCleanerService
 from kafkarepl.storage import LogConfig
@@ -61,6 +64,22 @@ def test_an_expired_delete_horizon_triggers_a_cleaning_without_new_writes(tmp_pa
         assert not [r for r in keys_in(lm) if r[1] == b"gone"]
         assert svc.delete_horizon(("t", 0)) is None
         assert asyncio.run(svc.run_once()) == 0
+    finally:
+        svc.shutdown()
+        lm.shutdown()
+
+
+@pytest.mark.parametrize("setting, ns", [(None, 100_000), ("250", 250_000), ("0", 0)])
+def test_cleaner_threads_segment_passes_yield_at_the_configured_interval(tmp_path, setting, ns) -> None:
+    lm = LogManager([tmp_path / "logs"], LogConfig())
+    lm.startup()
+    props = {"broker.id": "0", "log.dirs": str(tmp_path / "logs")}
+    if setting is not None:
+        props["kafkarepl.log.cleaner.yield.interval.us"] = setting
+    svc = LogCleanerService(lm, BrokerConfig.from_props(props), lambda t, p: None, lambda: T0)
+    try:
+        assert svc._executor.submit(_core.bulk_yield_interval).result() == ns
+        assert _core.bulk_yield_interval() == 0  # per thread: the loop's own passes never yield
     finally:
         svc.shutdown()
         lm.shutdown()
