@@ -76,7 +76,13 @@ int kr_offset_map_init(kr_offset_map *m, uint64_t *slots, size_t capacity, doubl
     m->limit = (size_t)((double)capacity * load_factor);
     if (m->limit >= capacity)
         m->limit = capacity - 1; /* one free slot always ends a probe */
-    memset(slots, 0, capacity * 2 * sizeof(uint64_t));
+    /* Up to log.cleaner.dedupe.buffer.size bytes (128 MiB: ~10-20 ms): a MiB at a time,
+     * with the cleaner's yield points in between (kr_bulk.c). */
+    size_t total = capacity * 2 * sizeof(uint64_t), step = (size_t)1 << 20;
+    for (size_t at = 0; at < total; at += step) {
+        kr_bulk_yield(0);
+        memset((uint8_t *)slots + at, 0, total - at < step ? total - at : step);
+    }
     return 0;
 }
 
