@@ -3,6 +3,7 @@ no more than 1.2x). Prints one JSON line per round and a summary line.
 
     python bench/cleaner_p99_bench.py [--rounds 3] [--mib 2048] [--partitions 4] [--rate 1000] [--paired]
         [--compression none|lz4|...] [--props kafkarepl.log.cleaner.thread.nice=19,...]
+        [--interference spin|read|burst|write]
 
 One broker (LocalCluster). Each round:
   1. a topic `cmp-<round>` (--partitions partitions, cleanup.policy=delete at first) gets
@@ -19,7 +20,15 @@ One broker (LocalCluster). Each round:
   4. idle again for --idle seconds (the idle sample is both idle windows: the load of
      other processes on the host changes, this brackets the cleaning).
 The figures: p50/p99/p99.9/max of both samples per round, and over all rounds pooled;
-the ratio cleaning/idle of the p99s.
+the ratio cleaning/idle of the p99s; the records sent during the swaps (the steps on the
+event loop) on their own.
+
+--interference: no cleaning. Step 3 is another process doing part of what a cleaning does,
+partition after partition, for as long as the previous round's cleanings took (0.3 s each
+in round 0): `spin` a core; `read` the partition's segments twice in 1 MiB pieces spread
+over that time (the cleaner's reads at its pace), `burst` the same as fast as it can;
+`write` 1/16 of their size into a file per segment, each fsynced (about what a cleaning
+writes). The ratios are what that part alone costs the broker's p99 on this host.
 
 --paired: two brokers on the host; the compacted topic and `lat` on broker 1, `lat-ref`
 on broker 2, a producer for each running at the same time, the whole round long. The
@@ -76,6 +85,66 @@ def load(bootstrap: str, topic: str, mib: int, compression: str = "none") -> Non
     p.flush(120)
 
 
+_INTERFERE = r"""
+import json, os, sys, time
+kind, seconds, paths = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+t0, wall0 = time.monotonic(), time.time()  # spans in wall-clock time, as the samples
+end = t0 + seconds
+if kind == "spin":
+    while time.monotonic() < end:
+        pass
+elif kind == "write":  # what the cleaner writes (~1/16 of what it reads), a file per
+    # segment, each fsynced, then the directory; spread over the time
+    d = os.path.dirname(paths[0])
+    piece = bytes(1 << 20)
+    each = max(1, sum(os.path.getsize(p) for p in paths) // 16 // len(paths))
+    for i, _p in enumerate(paths):
+        name = os.path.join(d, "interfere-%d.tmp" % i)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.unlink(name)
+        left = each
+        while left > 0:
+            left -= os.write(fd, piece[:min(left, len(piece))])
+        os.fsync(fd)
+        os.close(fd)
+        ahead = t0 + seconds * (i + 1) / len(paths) - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(dfd)
+    os.close(dfd)
+else:  # read the files in 1 MiB pieces, twice (the cleaner's map and clean passes),
+    # spread evenly over the time (kind "read"), or at once ("burst")
+    buf = bytearray(1 << 20)
+    total = 2 * sum(os.path.getsize(p) for p in paths)
+    done = 0
+    for path in paths * 2:
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(buf):
+                done += n
+                ahead = t0 + seconds * done / total - time.monotonic()
+                if kind == "read" and ahead > 0:
+                    time.sleep(ahead)
+print(json.dumps([wall0, time.time()]))
+"""
+
+
+def interfere(kind: str, broker_dir: Path, topic: str, durations: list[float],
+              spans: list[tuple[float, float]], done: threading.Event) -> None:
+    """One process per partition, one after the other 0.2 s apart (log.cleaner.backoff.ms),
+    each spinning a core for that partition's cleaning time, or reading its segments twice
+    (in that time, or as fast as it can)."""
+    import subprocess
+    for p, seconds in enumerate(durations):
+        logs = sorted(str(f) for f in (broker_dir / "logs").glob(f"{topic}-{p}/*.log"))
+        out = subprocess.run([sys.executable, "-c", _INTERFERE, kind, str(seconds), *logs],
+                             capture_output=True, text=True, check=True).stdout
+        a, b = json.loads(out)
+        spans.append((a, b))
+        time.sleep(0.2)
+    done.set()
+
+
 def set_policy(admin: AdminClient, topic: str, policy: str) -> None:
     res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
         ConfigEntry("cleanup.policy", policy, incremental_operation=AlterConfigOpType.SET)])
@@ -96,6 +165,18 @@ def cleanings(broker_log: Path, topic: str) -> list[tuple[float, float]]:
         if m and m.group(2) == topic:
             end = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
             out.append((end - float(m.group(4)) - float(m.group(5)) / 1000, end))
+    return out
+
+
+def swaps_of(broker_log: Path, topic: str) -> list[tuple[float, float]]:
+    """(start, end) wall-clock times of the swaps (the steps on the event loop) of the
+    cleanings of `topic`."""
+    out = []
+    for line in broker_log.read_text(errors="replace").splitlines():
+        m = CLEANED.match(line)
+        if m and m.group(2) == topic:
+            end = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            out.append((end - float(m.group(5)) / 1000, end))
     return out
 
 
@@ -210,6 +291,12 @@ def main() -> None:
     ap.add_argument("--paired", action="store_true", help="a second broker as the reference")
     ap.add_argument("--compression", default="none",
                     help="the loaded records' codec (compressed batches are cleaned batch by batch in Python)")
+    ap.add_argument("--interference", choices=["spin", "read", "burst", "write"], default=None,
+                    help="no cleaning: another process spins a core, or reads the topic's segments "
+                         "twice (spread over the time, or at once), or writes and fsyncs what a "
+                         "cleaning writes, for as long as the cleanings took in the previous "
+                         "round (a floor: what one core less, or that much I/O, costs the broker "
+                         "on this host)")
     args = ap.parse_args()
     props = {"log.cleaner.backoff.ms": "200", "log.segment.bytes": str(64 << 20),
              "offsets.topic.replication.factor": "1"}
@@ -239,22 +326,33 @@ def main() -> None:
             lp.run(args.idle)
             idle = [lat for _t, lat in lp.samples]
             lp.samples = []
-            set_policy(admin, topic, "compact")
             done = threading.Event()
+            if args.interference:
+                spans = []
+                threading.Thread(target=interfere, daemon=True,
+                                 args=(args.interference, cl.data_dir / "broker-1", topic,
+                                       [0.3] * args.partitions if not results
+                                       else results[-1]["cleanings_s"], spans, done)).start()
+            else:
+                set_policy(admin, topic, "compact")
 
-            def finished(topic: str = topic, done: threading.Event = done) -> None:
-                while len(cleanings(broker_log, topic)) < args.partitions:
-                    time.sleep(0.1)
-                done.set()
+                def finished(topic: str = topic, done: threading.Event = done) -> None:
+                    while len(cleanings(broker_log, topic)) < args.partitions:
+                        time.sleep(0.1)
+                    done.set()
 
-            threading.Thread(target=finished, daemon=True).start()
+                threading.Thread(target=finished, daemon=True).start()
             lp.run(600, until=done)
-            spans = cleanings(broker_log, topic)
+            if not args.interference:
+                spans = cleanings(broker_log, topic)
 
             def covers(t: float, spans: list[tuple[float, float]] = spans) -> bool:
                 return any(a <= t <= b for a, b in spans)
 
             cleaning = [lat for t, lat in lp.samples if covers(t)]
+            # the swap's share: records sent while a cleaning's swap ran on the loop
+            swap_spans = [] if args.interference else swaps_of(broker_log, topic)
+            in_swap = [lat for t, lat in lp.samples if any(a <= t <= b for a, b in swap_spans)]
             # the slowest records of the cleaning sample: when sent, in seconds after the
             # start of the cleaning they fell in, and that cleaning's length
             slow = sorted(((lat, t) for t, lat in lp.samples if covers(t)), reverse=True)[:3]
@@ -268,7 +366,7 @@ def main() -> None:
             row = {"round": r, "load_mib": args.mib, "load_s": round(load_s, 1), "rate": args.rate,
                    "cleanings_s": [round(b - a, 2) for a, b in spans], "idle": summary(idle),
                    "cleaning": summary(cleaning), "errors": lp.errors, "load1": round(os.getloadavg()[0], 2),
-                   "slowest_during_cleaning": where}
+                   "slowest_during_cleaning": where, "during_swaps": summary(in_swap) if in_swap else None}
             row["p99_ratio"] = round(row["cleaning"]["p99_ms"] / row["idle"]["p99_ms"], 2)
             print(json.dumps(row), flush=True)
             results.append(row)
