@@ -346,8 +346,7 @@ cdef class BatchVec:
         """kr_index_batches (LogSegment._index_batches in C) over these batches, written at
         base_position. Returns (offset index entries, time index entries) as big-endian
         bytes, then the new (since, seg_max_ts, seg_max_offset, last_indexed_ts,
-        last_offset), then (records, their max timestamp). ValueError: an entry's
-        offset or position out of the int32 range."""
+        last_offset). ValueError: an entry's offset or position out of the int32 range."""
         cdef kr_index_state st
         cdef size_t n = self.vec.count, n_off = 0, n_time = 0
         cdef int rc
@@ -365,7 +364,7 @@ cdef class BatchVec:
         if rc != 0:
             raise ValueError("an index entry's offset or position is out of the int32 range")
         return (off[:8 * n_off], tim[:12 * n_time], st.since, st.seg_max_ts, st.seg_max_offset,
-                st.last_indexed_ts, st.last_offset, st.records, st.append_max_ts)
+                st.last_indexed_ts, st.last_offset)
 
 
 def scan_batches(buf, Py_ssize_t start=0, bint check_crc=True, Py_ssize_t max_batches=0):

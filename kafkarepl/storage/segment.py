@@ -227,7 +227,7 @@ class LogSegment:
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = batches[0].max_timestamp
         (offsets, times, self.bytes_since_last_index_entry, self.max_timestamp,
-         self.offset_of_max_timestamp, _indexed_ts, last, _records, _max) = batches.index_entries(
+         self.offset_of_max_timestamp, _indexed_ts, last) = batches.index_entries(
             0, self.index_interval_bytes, self.base_offset, self.bytes_since_last_index_entry,
             self.max_timestamp, self.offset_of_max_timestamp, self.time_index.last_timestamp,
             self.next_offset - 1)
