@@ -72,12 +72,17 @@ def complete_swaps(dir: Path) -> None:
             s = dir / f"{base:020d}{suffix}.swap"
             if s.exists():
                 os.replace(s, dir / f"{base:020d}{suffix}")
-            elif suffix == ".txnindex":
+            else:  # not staged as a swap file before the crash (or none was written):
+                # the file of that name is the old segment's, wrong for the cleaned .log;
+                # without it the indexes are rebuilt from the .log (scan_directory)
                 (dir / f"{base:020d}{suffix}").unlink(missing_ok=True)
         log.info("%s: completed the swap of cleaned segment %d", dir, base)
-    for name in os.listdir(dir):  # index swaps whose log swap already completed
-        if name.endswith(".swap"):
+    for name in os.listdir(dir):
+        if name.endswith(".swap"):  # an index swap whose log swap completed, or whose
+            # swap was being aborted: the index of that name may be the old segment's
+            # under a cleaned .log; both go, to be rebuilt from the .log
             (dir / name).unlink(missing_ok=True)
+            (dir / name[: -len(".swap")]).unlink(missing_ok=True)
 
 
 def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
@@ -110,7 +115,7 @@ def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
 
 
 def load_segments(dir: Path, segments: list[LogSegment], first_recovered: int,
-                  missing_indexes: set[int], retire: Callable[[LogSegment], None]) -> bool:
+                  missing_indexes: set[int], retire: Callable[[LogSegment], object]) -> bool:
     """Load or recover each segment in place (dropping those after a corrupt batch, via
     `retire`); returns whether any segment was recovered."""
     recovered_any = False
