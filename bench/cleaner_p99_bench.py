@@ -3,7 +3,7 @@ no more than 1.2x). Prints one JSON line per round and a summary line.
 
     python bench/cleaner_p99_bench.py [--rounds 3] [--mib 2048] [--partitions 4] [--rate 1000] [--paired]
         [--compression none|lz4|...] [--props kafkarepl.log.cleaner.thread.nice=19,...]
-        [--interference spin|read|burst|write]
+        [--interference spin|read|burst|write|direct]
 
 One broker (LocalCluster). Each round:
   1. a topic `cmp-<round>` (--partitions partitions, cleanup.policy=delete at first) gets
@@ -28,7 +28,8 @@ partition after partition, for as long as the previous round's cleanings took (0
 in round 0): `spin` a core; `read` the partition's segments twice in 1 MiB pieces spread
 over that time (the cleaner's reads at its pace), `burst` the same as fast as it can;
 `write` 1/16 of their size into a file per segment, each fsynced (about what a cleaning
-writes). The ratios are what that part alone costs the broker's p99 on this host.
+writes); `direct` the same with O_DIRECT (no page cache, no writeback by kernel
+threads). The ratios are what that part alone costs the broker's p99 on this host.
 
 --paired: two brokers on the host; the compacted topic and `lat` on broker 1, `lat-ref`
 on broker 2, a producer for each running at the same time, the whole round long. The
@@ -93,18 +94,20 @@ end = t0 + seconds
 if kind == "spin":
     while time.monotonic() < end:
         pass
-elif kind == "write":  # what the cleaner writes (~1/16 of what it reads), a file per
-    # segment, each fsynced, then the directory; spread over the time
+elif kind in ("write", "direct"):  # what the cleaner writes (~1/16 of what it reads), a
+    # file per segment, each fsynced, then the directory; spread over the time
+    import mmap
     d = os.path.dirname(paths[0])
-    piece = bytes(1 << 20)
+    piece = mmap.mmap(-1, 1 << 20)  # page-aligned, for O_DIRECT
     each = max(1, sum(os.path.getsize(p) for p in paths) // 16 // len(paths))
     for i, _p in enumerate(paths):
         name = os.path.join(d, "interfere-%d.tmp" % i)
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_DIRECT if kind == "direct" else 0)
+        fd = os.open(name, flags, 0o644)
         os.unlink(name)
         left = each
         while left > 0:
-            left -= os.write(fd, piece[:min(left, len(piece))])
+            left -= os.write(fd, memoryview(piece)[:min(left, len(piece)) & ~4095 or 4096])  # whole pages
         os.fsync(fd)
         os.close(fd)
         ahead = t0 + seconds * (i + 1) / len(paths) - time.monotonic()
@@ -291,7 +294,7 @@ def main() -> None:
     ap.add_argument("--paired", action="store_true", help="a second broker as the reference")
     ap.add_argument("--compression", default="none",
                     help="the loaded records' codec (compressed batches are cleaned batch by batch in Python)")
-    ap.add_argument("--interference", choices=["spin", "read", "burst", "write"], default=None,
+    ap.add_argument("--interference", choices=["spin", "read", "burst", "write", "direct"], default=None,
                     help="no cleaning: another process spins a core, or reads the topic's segments "
                          "twice (spread over the time, or at once), or writes and fsyncs what a "
                          "cleaning writes, for as long as the cleanings took in the previous "

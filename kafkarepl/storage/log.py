@@ -340,10 +340,14 @@ class Log:
             olds = [current[b] for b in g.replaced]
             swaps = pending.pop(g.base_offset)
             targets = frozenset(swap.with_suffix("") for swap in swaps)
-            for old in olds:  # unlinked now (or renamed over below); fds stay open for readers
-                self._retire(old, targets)
+            # Old files unlinked now (or renamed over below). Their descriptors go to the
+            # closer only after the renames: a rename over a file whose last descriptor
+            # is already closed frees its blocks inside the call (0.1-0.2 ms an index).
+            released = [self._retire(old, targets, close=False) for old in olds]
             for swap in swaps:
                 os.replace(swap, swap.with_suffix(""))
+            for fds in released:
+                self._close_later(*fds)
             new, g.segment = g.segment, None  # opened and loaded by the cleaner thread
             assert new is not None, "a cleaned group's segment is taken once"
             new.moved_to(self.dir)
@@ -848,11 +852,17 @@ class Log:
         self._close_files()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def _retire(self, seg: LogSegment, replaced: frozenset[Path] = frozenset()) -> None:
+    def _retire(self, seg: LogSegment, replaced: frozenset[Path] = frozenset(),
+                close: bool = True) -> tuple[int, list[int]]:
+        """Remove `seg`'s files (but those in `replaced`); its descriptors go to the
+        closer, or back to the caller (close=False) to hand over later."""
         idx = self._txn_indexes.pop(seg.base_offset, None)
         if idx is not None:
             idx.delete()
-        self._close_later(*seg.unlink(replaced))
+        fds = seg.unlink(replaced)
+        if close:
+            self._close_later(*fds)
+        return fds
 
     @staticmethod
     def _close_later(log_fd: int, index_fds: list[int]) -> None:
