@@ -5,7 +5,10 @@ stalls every request of the broker; Kafka does both on a scheduler thread too.
 
 Descriptors of deleted files are closed after a delay (file.delete.delay.ms, as Kafka
 deletes a segment's files): a Fetch answer may still be sending from one, and a number
-closed under it could be reused by another file meanwhile."""
+closed under it could be reused by another file meanwhile. Once their owner (a broker's
+log directory) has no readers left, at its stop, close_now closes them at once: an
+embedded broker stopped in a longer-lived process frees the disk space then, not a minute
+later."""
 
 from __future__ import annotations
 
@@ -25,18 +28,32 @@ class FileJanitor:
     def __init__(self) -> None:
         self._jobs: deque[Callable[[], None]] = deque()
         self._busy = 0  # jobs queued or running (delayed closes count once due)
-        self._delayed: list[tuple[float, int, int]] = []  # heap of (due, seq, fd)
+        self._delayed: list[tuple[float, int, int, object]] = []  # heap of (due, seq, fd, owner)
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def close(self, fd: int, delay_s: float = 0.0) -> None:
-        """Close a descriptor of a deleted file, `delay_s` from now."""
+    def close(self, fd: int, delay_s: float = 0.0, owner: object = None) -> None:
+        """Close a descriptor of a deleted file, `delay_s` from now (or at close_now(owner))."""
         if delay_s <= 0:
             self._submit(functools.partial(_close_quietly, fd))
             return
         with self._cond:
-            heapq.heappush(self._delayed, (time.monotonic() + delay_s, next(self._seq), fd))
+            heapq.heappush(self._delayed, (time.monotonic() + delay_s, next(self._seq), fd, owner))
+            self._start()
+            self._cond.notify_all()
+
+    def close_now(self, owner: object) -> None:
+        """Make the delayed closes of `owner` due now (its readers are gone)."""
+        with self._cond:
+            mine = [e for e in self._delayed if e[3] == owner]
+            if not mine:
+                return
+            self._delayed = [e for e in self._delayed if e[3] != owner]
+            heapq.heapify(self._delayed)
+            for e in mine:
+                self._jobs.append(functools.partial(_close_quietly, e[2]))
+            self._busy += len(mine)
             self._start()
             self._cond.notify_all()
 

@@ -864,15 +864,15 @@ class Log:
             self._close_later(*fds)
         return fds
 
-    @staticmethod
-    def _close_later(log_fd: int, index_fds: list[int]) -> None:
+    def _close_later(self, log_fd: int, index_fds: list[int]) -> None:
         """Off the loop: the indexes' descriptors at once (nothing reads them), the .log's
-        after file.delete.delay (a Fetch answer may still be sending from it); so a big
+        after file.delete.delay (a Fetch answer may still be sending from it), or when
+        the broker owning the log directory stops (LogManager.shutdown); so a big
         deletion holds one descriptor per segment for that minute, as Kafka."""
         for fd in index_fds:
             _closer.close(fd)
         if log_fd >= 0:
-            _closer.close(log_fd, FILE_DELETE_DELAY_S)
+            _closer.close(log_fd, FILE_DELETE_DELAY_S, owner=self.dir.parent)
 
 
 class PendingFlush:

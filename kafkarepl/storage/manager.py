@@ -284,6 +284,9 @@ class LogManager:
         self.checkpoint_high_watermarks(hws or {})
         for lg in self._logs.values():
             lg.close(sync=False)
+        for d in self.log_dirs:  # nothing reads deleted segments any more: no delay
+            JANITOR.close_now(d)
+        JANITOR.wait(30)  # their space is free when a stop returns
         self._sync_log_dirs()
         for d in self.log_dirs:
             fd = os.open(d / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -418,6 +418,21 @@ def test_janitor_delayed_close_waits_for_its_delay_and_wait_does_not(tmp_path) -
     os.close(late)
 
 
+def test_janitor_close_now_closes_one_owners_delayed_descriptors_only(tmp_path) -> None:
+    from kafkarepl.storage.janitor import FileJanitor
+
+    j = FileJanitor()
+    a1, a2, b = (os.open(tmp_path / n, os.O_CREAT | os.O_RDWR, 0o644) for n in ("a1", "a2", "b"))
+    j.close(a1, 30.0, owner=tmp_path / "d1")
+    j.close(b, 30.0, owner=tmp_path / "d2")
+    j.close(a2, 30.0, owner=tmp_path / "d1")
+    j.close_now(tmp_path / "d1")  # an equal Path is the same owner
+    assert j.wait(10)
+    assert _closed(a1) and _closed(a2) and not _closed(b)
+    j.close_now(tmp_path / "d1")  # nothing left: no-op
+    os.close(b)
+
+
 def test_deleted_segments_descriptors_are_closed_on_the_janitor_thread(tmp_path, monkeypatch) -> None:
     """The last close of a deleted segment frees its page cache inside close() (tens of ms
     per 64 MiB): the retired descriptors go to the janitor thread, to be closed after
@@ -433,7 +448,7 @@ def test_deleted_segments_descriptors_are_closed_on_the_janitor_thread(tmp_path,
         assert len(fds) >= 2
         handed: list[tuple[int, float, int]] = []
         real = logmod._closer.close
-        monkeypatch.setattr(logmod._closer, "close", lambda fd, delay_s=0.0: (
+        monkeypatch.setattr(logmod._closer, "close", lambda fd, delay_s=0.0, owner=None: (
             handed.append((fd, delay_s, threading.get_ident())), real(fd, 0.2)))
         assert lg.delete_old_segments(1_700_000_000_000) == len(fds)
         log_fds = {fd for fd, d, _t in handed if d == logmod.FILE_DELETE_DELAY_S}

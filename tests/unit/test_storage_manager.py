@@ -181,3 +181,30 @@ def test_second_shutdown_keeps_checkpoints(dirs):
     before = open(os.path.join(dirs[0], HIGH_WATERMARK_CHECKPOINT), "rb").read()
     mgr.shutdown()
     assert open(os.path.join(dirs[0], HIGH_WATERMARK_CHECKPOINT), "rb").read() == before
+
+
+def _deleted_files_open_under(d: str) -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(d) and target.endswith(" (deleted)"):
+            out.append(target)
+    return out
+
+
+def test_shutdown_closes_deleted_segments_at_once(dirs):
+    """Descriptors of deleted segments wait file.delete.delay (60 s) for readers still
+    sending from them; a stopped broker has none, so they close at its shutdown and an
+    embedded broker's process frees the space then, not a minute later."""
+    mgr = LogManager(dirs[:1], LogConfig(segment_bytes=200, retention_bytes=0))
+    mgr.startup()
+    lg = mgr.get_or_create_log("t", 0)
+    for _ in range(10):
+        lg.append_as_leader(build_batch(3), 0, T0)
+    assert mgr.delete_old_segments(T0) > 0
+    assert _deleted_files_open_under(dirs[0])  # held for readers meanwhile
+    mgr.shutdown()
+    assert _deleted_files_open_under(dirs[0]) == []
