@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -394,3 +395,28 @@ def parse_properties(text: str) -> dict[str, str]:
 def _properties() -> dict[str, tuple[str, Any]]:
     """Kafka property name -> (attribute, parser), from the field declarations."""
     return {f.metadata["prop"]: (f.name, f.metadata["conv"]) for f in fields(BrokerConfig) if "prop" in f.metadata}
+
+
+# Kafka's PASSWORD-type broker configs (ConfigDef.Type.PASSWORD): never shown by
+# DescribeConfigs, whether set plainly or under a listener (and mechanism) prefix.
+PASSWORD_CONFIGS = frozenset({
+    "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.truststore.certificates", "sasl.jaas.config",
+    "sasl.oauthbearer.client.credentials.client.secret", "delegation.token.secret.key",
+    "delegation.token.master.key", "password.encoder.secret", "password.encoder.old.secret",
+})
+
+
+def config_is_sensitive(name: str, dynamic: Collection[str] = ()) -> bool:
+    """As Kafka's KafkaConfig.maybeSensitive: a PASSWORD config, or one whose type is not
+    known (to be safe): neither a property of this file nor in `dynamic` (the dynamic-only
+    broker configs). `listener.name.<listener>.[<mechanism>.]<config>` is its config's."""
+    known = _properties()
+    candidates = [name]
+    if name.startswith("listener.name."):
+        rest = name[len("listener.name."):].partition(".")[2]  # past the listener's name
+        candidates += [rest, rest.partition(".")[2]]  # and past a SASL mechanism's
+    for c in candidates:
+        if c in PASSWORD_CONFIGS:
+            return True
+    return not any(c in known or c in dynamic for c in candidates)

@@ -10,7 +10,7 @@ from typing import Any
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager
-from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.config import BrokerConfig, config_is_sensitive
 from kafkarepl.server.replica_storage import LogStorage
 from kafkarepl.server.topics import (
     CONFIG_SOURCE_DEFAULT,
@@ -178,14 +178,19 @@ class ConfigApis:
                 res["error_code"], res["error_message"] = int(exc.code), str(exc)
                 continue
             with_synonyms = bool(req.body.get("include_synonyms"))
+            broker = r["resource_type"] == RESOURCE_BROKER
             for name, (value, source, read_only, syn) in sorted(entries.items()):
                 if keys is not None and name not in keys:
                     continue
+                # Passwords (and configs of unknown type) are never shown, as Kafka: null
+                # values, synonyms' too. Topic configs have no password type.
+                hidden = broker and config_is_sensitive(name, DYNAMIC_BROKER_CONFIGS)
                 res["configs"].append({
-                    "name": name, "value": value, "read_only": read_only,
+                    "name": name, "value": None if hidden else value, "read_only": read_only,
                     "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
-                    "is_sensitive": False, "config_type": 0, "documentation": None,
-                    "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in syn] if with_synonyms else [],
+                    "is_sensitive": hidden, "config_type": 0, "documentation": None,
+                    "synonyms": [{"name": n, "value": None if hidden else v, "source": s} for n, v, s in syn]
+                    if with_synonyms else [],
                 })
         return {"throttle_time_ms": 0, "results": results}
 

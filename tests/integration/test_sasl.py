@@ -115,6 +115,32 @@ def test_plain_and_scram_logins_and_inter_broker_sasl(cluster_factory, tmp_path,
     assert not roundtrip(c, "secured", conf(c, "bob", "nope", "SCRAM-SHA-256", ca=ca), b"bad", timeout_ms=1500)
 
 
+def test_describe_configs_never_shows_passwords(cluster_factory, tmp_path) -> None:
+    """A broker's DescribeConfigs answers sasl.jaas.config (users' passwords), its
+    listener-prefixed form and ssl.key.password as Kafka does: sensitive, value null."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    c = cluster_factory(1, start=False)
+    b = next(iter(c.brokers.values()))
+    b.config.write_text(b.config.read_text().replace("PLAINTEXT://", "SASL_PLAINTEXT://")
+                        + "sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.inter.broker.protocol=PLAIN\n"
+                        + f"sasl.jaas.config={JAAS}\n"
+                        + f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}\n"
+                        + "ssl.key.password=key-secret\n")
+    b.start()
+    wait_ready(c, None, "t", 1)
+    admin = AdminClient(conf(c, "admin", "admin-secret"))
+    [fut] = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, str(b.broker_id))],
+                                   request_timeout=15).values()
+    entries = fut.result(20)
+    hidden = ("sasl.jaas.config", "listener.name.sasl_plaintext.plain.sasl.jaas.config", "ssl.key.password")
+    for name in hidden:
+        assert entries[name].is_sensitive and entries[name].value is None, name
+    assert not any("secret" in (e.value or "") for e in entries.values())
+    shown = entries["sasl.enabled.mechanisms"]
+    assert shown.value == "PLAIN" and not shown.is_sensitive
+
+
 def test_nothing_is_served_before_authentication(cluster_factory, tmp_path) -> None:
     c, _ca = start_sasl_cluster(cluster_factory, tmp_path, 1)
     wait_ready(c, None, "t", 1)

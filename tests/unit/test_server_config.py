@@ -142,3 +142,19 @@ sasl_ssl.KafkaServer {
     cfg = BrokerConfig.from_props({"listeners": "SASL_PLAINTEXT://h:1", "java.security.auth.login.config": str(jaas),
                                    "sasl.jaas.config": 'x required user_carol="c";'})
     assert parse_jaas_users(cfg.jaas_config("PLAIN")) == {"carol": "c"}
+
+
+def test_sensitive_configs_as_kafka_decides_them():
+    from kafkarepl.server.config import config_is_sensitive
+
+    for name in ("ssl.key.password", "sasl.jaas.config", "ssl.keystore.key",
+                 "listener.name.external.plain.sasl.jaas.config",
+                 "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config",
+                 "listener.name.internal.ssl.key.password",
+                 "some.unknown.property"):  # type unknown: hidden to be safe
+        assert config_is_sensitive(name), name
+    for name in ("sasl.enabled.mechanisms", "min.insync.replicas", "ssl.keystore.location",
+                 "listener.name.external.ssl.client.auth"):
+        assert not config_is_sensitive(name), name
+    assert config_is_sensitive("leader.replication.throttled.rate")  # unknown to this file
+    assert not config_is_sensitive("leader.replication.throttled.rate", {"leader.replication.throttled.rate"})
