@@ -177,7 +177,8 @@ class Broker:
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
         )
-        self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions)
+        self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
+                                     sources=(self.cleaner.metrics,))
         self._tasks: list[asyncio.Future] = []
         self._purgatory_timer: asyncio.TimerHandle | None = None
         self._purgatory_at = -1

@@ -13,7 +13,10 @@ each log is kept in `cleaner-offset-checkpoint` per log dir (Kafka's file and fo
 earliest delete horizon in `cleaner-delete-horizon-checkpoint` (same format, ms instead
 of offsets; not a Kafka file), so a restarted broker still removes expired tombstones of
 a log nobody writes to.
-Followers clean their own logs, as every Kafka replica does.
+Followers clean their own logs, as every Kafka replica does. A log whose cleaning fails
+(a corrupt segment, an I/O error) is marked uncleanable and skipped until it is deleted or
+recreated, as Kafka's LogCleanerManager does, instead of being read again every backoff.
+The metrics are Kafka's LogCleaner and LogCleanerManager gauges (metrics()).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafkarepl import _core
@@ -33,6 +38,7 @@ from kafkarepl.errors import CheckpointCorruptError
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.storage.checkpoints import read_offsets, write_offsets
 from kafkarepl.storage.cleaner import (
+    MAP_SLOT_BYTES,
     CleaningPlan,
     CleaningResult,
     MapBuffer,
@@ -78,6 +84,27 @@ HORIZON_CHECKPOINT = "cleaner-delete-horizon-checkpoint"
 TopicPartition = tuple[str, int]
 
 
+@dataclass(frozen=True)
+class CleanerStats:
+    """What one cleaning did (Kafka's CleanerStats, the parts its gauges read)."""
+
+    bytes_read: int
+    bytes_written: int
+    elapsed_s: float
+    buffer_utilization: float  # keys mapped / the thread's dedupe buffer's slots
+
+
+def compaction_delay_ms(lg: Log, first_dirty: int, now_ms: int) -> int:
+    """How long past max.compaction.lag.ms the log's earliest dirty record is (Kafka's
+    LogCleanerManager.maxCompactionDelay: the first batch timestamps of the dirty
+    segments but the active one); 0 when none is overdue."""
+    stamps = [seg.first_batch_timestamp for seg in lg.segments[:-1]
+              if seg.next_offset > first_dirty and seg.first_batch_timestamp]
+    clean_until = now_ms - max(lg.config.max_compaction_lag_ms, 0)
+    earliest = min(stamps, default=clean_until)
+    return max(0, clean_until - earliest)
+
+
 class LogCleanerService:
     def __init__(self, log_manager: LogManager, config: BrokerConfig,
                  high_watermark: Callable[[str, int], int | None],
@@ -99,6 +126,12 @@ class LogCleanerService:
         self._horizons: dict[Path, dict[TopicPartition, int]] = {}  # earliest delete horizon
         self.cleanings = 0  # completed cleanings (a metric)
         self.records_removed = 0
+        # Kafka's gauges: each thread's last cleaning, the last selection, the last run
+        self._last_stats: deque[CleanerStats] = deque(maxlen=threads)
+        self._max_dirty_ratio = 0.0
+        self._max_compaction_delay_ms = 0
+        self._last_run_ms: int | None = None
+        self._uncleanable: dict[TopicPartition, Log] = {}  # until that log object goes
 
     # ------------------------------------------------------------ checkpoints -----
     def first_dirty(self, tp: TopicPartition) -> int:
@@ -153,26 +186,32 @@ class LogCleanerService:
     # ------------------------------------------------------------ choosing -----
     def _candidates(self, now_ms: int) -> list[tuple[float, TopicPartition, Log, int, int]]:
         out = []
-        for tp, lg in self.log_manager.logs().items():
+        logs = self.log_manager.logs()
+        for tp in [tp for tp, lg in self._uncleanable.items() if logs.get(tp) is not lg]:
+            del self._uncleanable[tp]  # deleted or recreated: cleanable again
+        max_ratio, max_delay = 0.0, 0
+        for tp, lg in logs.items():
             cfg = lg.config
-            if "compact" not in cfg.cleanup_policy or tp in self._busy:
+            if "compact" not in cfg.cleanup_policy or tp in self._busy or tp in self._uncleanable:
                 continue
             hw = self.high_watermark(*tp)
             if hw is None:
                 continue
             first_dirty, end, dirty = lg.cleanable_range(self.first_dirty(tp), hw, now_ms)
+            delay = compaction_delay_ms(lg, first_dirty, now_ms)
+            max_delay = max(max_delay, delay)
             horizon = self.delete_horizon(tp)
             expired = horizon is not None and now_ms >= horizon  # tombstones to remove
             if end <= lg.log_start_offset or (dirty == 0 and not expired):
                 continue
             total = sum(seg.size for seg in lg.segments if seg.next_offset <= end) or 1
             ratio = dirty / total
-            overdue = any(seg.next_offset > first_dirty and seg.base_offset < end
-                          and now_ms - seg.largest_timestamp > cfg.max_compaction_lag_ms
-                          for seg in lg.segments[:-1])
+            overdue = delay > 0
             if ratio >= cfg.min_cleanable_dirty_ratio or overdue or expired:
                 out.append((2.0 if overdue else ratio, tp, lg, first_dirty, end))
+                max_ratio = max(max_ratio, ratio)
         out.sort(key=lambda c: c[0], reverse=True)
+        self._max_dirty_ratio, self._max_compaction_delay_ms = max_ratio, max_delay
         return out
 
     async def run_once(self) -> int:
@@ -180,6 +219,7 @@ class LogCleanerService:
         if not self.config.log_cleaner_enable:
             return 0
         now = self.wall_ms()
+        self._last_run_ms = now
         picks = self._candidates(now)[: max(0, self._threads - len(self._busy))]
         if not picks:
             return 0
@@ -238,15 +278,51 @@ class LogCleanerService:
                      "%d -> %d bytes in %.2f s (swap %.1f ms, %.1f ms of it on the loop)", tp[0], tp[1],
                      result.cleaned_up_to, len(plan.segments), len(result.groups), result.records_removed,
                      result.bytes_read, result.bytes_written, t1 - t0, swap_ms, on_loop_ms)
+            self._last_stats.append(CleanerStats(
+                result.bytes_read, result.bytes_written, time.monotonic() - t0,
+                result.map_entries / max(1, self._map_bytes // MAP_SLOT_BYTES)))
             return 1
         except Exception:  # noqa: BLE001 - a log the cleaner cannot clean stays as it is
-            log.exception("%s-%d: cleaning failed", *tp)
+            if self.log_manager.get_log(*tp) is not lg:  # deleted or replaced meanwhile
+                log.info("%s-%d: cleaning aborted: the log went away", *tp)
+                return 0
+            # As Kafka: skipped from now on (until deleted or recreated), not read again
+            # every backoff; counted in the uncleanable-partitions gauges.
+            self._uncleanable[tp] = lg
+            log.exception("%s-%d: unexpected exception while cleaning; marking the partition "
+                          "uncleanable", *tp)
             return 0
         finally:
             plan.close()
             if result is not None:
                 result.close()  # segments of groups not swapped in
             self._busy.discard(tp)
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's kafka.log LogCleaner and LogCleanerManager gauges, Prometheus-named;
+        the uncleanable ones per log directory."""
+        stats = list(self._last_stats)
+        read = sum(st.bytes_read for st in stats)
+        out: dict[str, float] = {
+            "kafka_log_logcleaner_max_buffer_utilization_percent":
+                int(100 * max((st.buffer_utilization for st in stats), default=0.0)),
+            "kafka_log_logcleaner_cleaner_recopy_percent":
+                int(100 * sum(st.bytes_written for st in stats) / max(read, 1)),
+            "kafka_log_logcleaner_max_clean_time_secs": int(max((st.elapsed_s for st in stats), default=0.0)),
+            "kafka_log_logcleaner_max_compaction_delay_secs": self._max_compaction_delay_ms // 1000,
+            "kafka_log_logcleanermanager_max_dirty_percent": int(100 * self._max_dirty_ratio),
+            "kafka_log_logcleanermanager_time_since_last_run_ms":
+                0 if self._last_run_ms is None else max(0, self.wall_ms() - self._last_run_ms),
+        }
+        for d in self.log_manager.log_dirs:
+            # Kafka's uncleanable-bytes: what the cleaning would have read (first dirty
+            # segment up to the active one)
+            mine = [(tp, lg) for tp, lg in self._uncleanable.items() if self.log_manager.log_dir_of(*tp) == d]
+            label = f'{{logDirectory="{d}"}}'
+            out[f"kafka_log_logcleanermanager_uncleanable_partitions_count{label}"] = len(mine)
+            out[f"kafka_log_logcleanermanager_uncleanable_bytes{label}"] = sum(
+                seg.size for tp, lg in mine for seg in lg.segments[:-1] if seg.next_offset > self.first_dirty(tp))
+        return out
 
     def _clean_on_thread(self, plan: CleaningPlan, throttle: Throttle) -> CleaningResult:
         maps = getattr(self._local, "maps", None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,8 +24,10 @@ class BrokerMetrics:
     def __init__(
         self, broker_id: int, replicas: ReplicaManager, server: SocketServer, controller: Controller,
         fetch_sessions: FetchSessionCache | None = None,
+        sources: tuple[Callable[[], dict[str, float]], ...] = (),
     ) -> None:
         self.fetch_sessions = fetch_sessions
+        self.sources = sources  # other services' gauges (the log cleaner's)
         self.broker_id = broker_id
         self.replicas = replicas
         self.server = server
@@ -59,11 +62,18 @@ class BrokerMetrics:
         }
         for k, v in self.controller.metrics.as_dict().items():
             out[f"kafka_controller_{k}"] = v
+        for source in self.sources:
+            out.update(source())
         return out
 
     def prometheus_text(self) -> str:
+        """One line per metric; a name may carry its own labels (`name{logDirectory="..."}`),
+        the broker's label is put first."""
         bid = self.broker_id
-        lines = [f'{k}{{broker="{bid}"}} {v}' for k, v in sorted(self.snapshot().items())]
+        lines = []
+        for k, v in sorted(self.snapshot().items()):
+            name, _, labels = k.partition("{")
+            lines.append(f'{name}{{broker="{bid}"{"," + labels if labels else "}"} {v}')
         return "\n".join(lines) + "\n"
 
     async def serve(self, host: str, port: int) -> None:

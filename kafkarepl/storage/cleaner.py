@@ -147,6 +147,7 @@ class CleaningResult:
     bytes_read: int = 0
     bytes_written: int = 0
     records_removed: int = 0
+    map_entries: int = 0  # keys in the offset map (the dedupe buffer's use)
     # the earliest delete horizon of the kept batches holding tombstones or markers
     # (KIP-534); None: none left
     delete_horizon: int | None = None
@@ -480,6 +481,7 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
     result = CleaningResult()
     end = build_offset_map(plan, offset_map, throttle)
     result.cleaned_up_to = end
+    result.map_entries = offset_map.size
     staging = plan.dir / STAGING_DIR
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()

@@ -404,3 +404,43 @@ def test_kill_9_with_cleaned_segments_staged_recovers_and_rejoins(cluster_factor
     mine = {o: (k, v) for o, k, v in on_disk}
     for key, (offset, value) in acked.items():
         assert mine.get(offset) == (key, value), (key, offset)
+
+
+def test_cleaner_gauges_on_the_metrics_endpoint(cluster_factory) -> None:
+    """Kafka's LogCleaner / LogCleanerManager gauges, scraped as Prometheus text after a
+    real cleaning: the recopy share of what the cleaning read, how dirty the dirtiest log
+    was, the last run, and no uncleanable partition in the broker's log dir."""
+    import re
+    import urllib.request
+
+    from confluent_kafka import Producer
+
+    from tests.fixtures.cluster import free_port
+
+    c = cluster_factory(1, start=False, **CLEANER)
+    b = next(iter(c.brokers.values()))
+    port = free_port()
+    b.config.write_text(b.config.read_text() + f"metrics.port={port}\n")
+    b.start()
+    c.wait_serving(b.broker_id)
+    c.create_topic("cmp", 1, 1, configs={"cleanup.policy": "compact", "segment.bytes": "4096"})
+    errors: list = []
+    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0, "batch.size": 2000,  # < segment.bytes
+                  "on_delivery": lambda err, _m: errors.append(err) if err else None})
+    for i in range(1500):
+        p.produce("cmp", key=b"key-%d" % (i % 300), value=b"value-%05d" % i)
+    assert p.flush(10) == 0 and not errors, errors[:3]
+    assert dir_bytes(c, b.broker_id, "cmp") > 3 * 4096
+
+    def gauges() -> dict[str, float]:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        return {m.group(1) + (m.group(2) or ""): float(m.group(3)) for m in
+                re.finditer(r'^(kafka_log_\w+)\{broker="\d+"(?:,(.*?))?\} (\S+)$', text, re.M)}
+
+    wait_until(lambda: 0 < gauges().get("kafka_log_logcleaner_cleaner_recopy_percent", 0), 30, "a cleaning")
+    g = gauges()
+    assert 0 < g["kafka_log_logcleaner_cleaner_recopy_percent"] < 60  # most records superseded
+    assert g["kafka_log_logcleaner_max_clean_time_secs"] >= 0
+    assert g["kafka_log_logcleanermanager_time_since_last_run_ms"] < 10_000  # every 200 ms backoff
+    [dirs] = [k for k in g if k.startswith("kafka_log_logcleanermanager_uncleanable_partitions_count")]
+    assert 'logDirectory="' in dirs and g[dirs] == 0

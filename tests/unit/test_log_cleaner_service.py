@@ -112,3 +112,97 @@ def test_cleaner_threads_can_run_sched_idle(tmp_path) -> None:
     finally:
         svc.shutdown()
         lm.shutdown()
+
+
+def _compacted(tmp_path, **kw) -> tuple[LogManager, object]:
+    lcfg = LogConfig(**{"cleanup_policy": "compact", "segment_bytes": 400, "min_cleanable_dirty_ratio": 0.01, **kw})
+    lm = LogManager([tmp_path / "logs"], lcfg)
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    for i in range(40):
+        lg.append_as_leader(build_batch([b"x%d" % i], keys=[b"k%d" % (i % 2)], timestamp=T0), 0, T0)
+    return lm, lg
+
+
+def test_a_log_whose_cleaning_fails_is_marked_uncleanable_until_recreated(tmp_path, caplog) -> None:
+    """As Kafka's LogCleanerManager: a log the cleaner cannot clean (here a corrupt batch
+    in a cleanable segment) is skipped from then on, not read again every backoff, and
+    counted in the uncleanable gauges of its log dir; a recreated log is cleaned again."""
+    lm, lg = _compacted(tmp_path)
+    seg = lg.segments[1]
+    fd = os.open(seg.log_path, os.O_WRONLY)  # (the segment's own fd appends)
+    os.pwrite(fd, b"\x7e", 61)  # the first record's length: past its batch
+    os.close(fd)
+    clock = [T0]
+    svc = service(lm, clock)
+    label = f'{{logDirectory="{tmp_path / "logs"}"}}'
+    try:
+        assert asyncio.run(svc.run_once()) == 0
+        m = svc.metrics()
+        assert m[f"kafka_log_logcleanermanager_uncleanable_partitions_count{label}"] == 1
+        assert m[f"kafka_log_logcleanermanager_uncleanable_bytes{label}"] > 0
+        assert asyncio.run(svc.run_once()) == 0
+        assert len([r for r in caplog.records if "uncleanable" in r.getMessage()]) == 1  # tried once
+        lm.delete_log("t", 0)
+        lg = lm.get_or_create_log("t", 0)
+        for i in range(40):
+            lg.append_as_leader(build_batch([b"y%d" % i], keys=[b"k%d" % (i % 2)], timestamp=T0), 0, T0)
+        assert asyncio.run(svc.run_once()) == 1
+        assert svc.metrics()[f"kafka_log_logcleanermanager_uncleanable_partitions_count{label}"] == 0
+    finally:
+        svc.shutdown()
+        lm.shutdown()
+
+
+def test_cleaner_gauges_as_kafka_computes_them(tmp_path) -> None:
+    lm, lg = _compacted(tmp_path)
+    size_before = lg.size_in_bytes
+    clock = [T0]
+    svc = service(lm, clock)
+    try:
+        m = svc.metrics()
+        assert m["kafka_log_logcleaner_cleaner_recopy_percent"] == 0  # nothing cleaned yet
+        assert asyncio.run(svc.run_once()) == 1
+        m = svc.metrics()
+        st = svc._last_stats[-1]
+        assert 0 < st.bytes_written < st.bytes_read < size_before
+        assert m["kafka_log_logcleaner_cleaner_recopy_percent"] == int(100 * st.bytes_written / st.bytes_read)
+        # 2 keys mapped in a 1 MiB buffer (65,536 slots): under 1%
+        assert st.buffer_utilization == 2 / ((1 << 20) // 16)
+        assert m["kafka_log_logcleaner_max_buffer_utilization_percent"] == 0
+        assert m["kafka_log_logcleanermanager_max_dirty_percent"] == 100  # nothing was clean before
+        clock[0] = T0 + 1234
+        assert svc.metrics()["kafka_log_logcleanermanager_time_since_last_run_ms"] == 1234
+    finally:
+        svc.shutdown()
+        lm.shutdown()
+
+
+def test_max_compaction_lag_counts_from_the_earliest_dirty_record(tmp_path) -> None:
+    """KIP-354 as Kafka's maxCompactionDelay: a log under min.cleanable.dirty.ratio is
+    cleaned once the first batch of a dirty segment is older than max.compaction.lag.ms,
+    even when later records of that segment are recent; the delay past the lag is the
+    max-compaction-delay-secs gauge."""
+    lm = LogManager([tmp_path / "logs"], LogConfig(cleanup_policy="compact", segment_bytes=400,
+                                                   min_cleanable_dirty_ratio=0.01))
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    for i in range(60):  # distinct keys: a cleaning keeps them all (a large clean head)
+        lg.append_as_leader(build_batch([b"x%d" % i], keys=[b"k%d" % i], timestamp=T0), 0, T0)
+    clock = [T0]
+    svc = service(lm, clock)
+    try:
+        assert asyncio.run(svc.run_once()) == 1
+        lg.reconfigure(LogConfig(cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0.99,
+                                 max_compaction_lag_ms=DAY))
+        old = T0 - DAY - 5_000
+        lg.append_as_leader(build_batch([b"old"], keys=[b"a"], timestamp=old), 0, old)
+        for i in range(12):  # recent records after it, in its segment and the next ones
+            lg.append_as_leader(build_batch([b"y%d" % i], keys=[b"n%d" % i], timestamp=T0), 0, T0)
+        dirty = [seg for seg in lg.segments[:-1] if seg.first_batch_timestamp == old]
+        assert dirty and dirty[0].largest_timestamp == T0
+        assert asyncio.run(svc.run_once()) == 1  # the dirty ratio alone would not
+        assert svc.metrics()["kafka_log_logcleaner_max_compaction_delay_secs"] == 5
+    finally:
+        svc.shutdown()
+        lm.shutdown()
