@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
                    help="with --execute: limit the moving replicas' replication to this rate "
                         "(cleared by --verify once the reassignment is complete)")
-    p.add_argument("--preserve-throttles", action="store_true", help="accepted, no effect")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="--verify and --cancel leave the replication throttles in place")
     p.add_argument("--timeout-ms", type=int, default=30000)
     p.set_defaults(func=cmd_reassign)
 
@@ -393,7 +394,7 @@ async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assi
             print(f"There is no active reassignment of partition {tp_str(tp)}, but replica set is "
                   f"{_ids(current[tp])} rather than {_ids(plan[tp])}.")
     done = all(s == "completed" for s in status.values())
-    if done:
+    if done and not args.preserve_throttles:
         await _clear_throttles(client, plan)
     return 0 if done else 1
 
@@ -402,6 +403,7 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 OP_SET, OP_DELETE = 0, 1
 RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+LOG_DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 def _alter_errors(resp: dict) -> list[str]:
@@ -438,10 +440,12 @@ async def _set_throttles(client: ClusterClient, plan: Assignment, current: Assig
 
 
 async def _clear_throttles(client: ClusterClient, plan: Assignment) -> None:
+    """As Kafka's clearAllThrottles: the rates (and the log dir move rate) on every live
+    broker, the replica lists on the plan's topics."""
     brokers = sorted(client.brokers)
     for b in brokers:
         await client.incremental_alter_configs(
-            {(RESOURCE_BROKER, str(b)): [(k, OP_DELETE, None) for k in RATE_CONFIGS]})
+            {(RESOURCE_BROKER, str(b)): [(k, OP_DELETE, None) for k in (*RATE_CONFIGS, LOG_DIR_RATE)]})
     print(f"Clearing broker-level throttles on brokers {','.join(str(b) for b in brokers)}")
     for topic in sorted({t for t, _p in plan}):
         await client.incremental_alter_configs(
@@ -456,6 +460,8 @@ async def _cancel(client: ClusterClient, args: argparse.Namespace, *, plan: Assi
     inactive = [tp for tp, msg in failed.items() if msg.startswith(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS.name)]
     errors = {tp: msg for tp, msg in failed.items() if tp not in inactive}
     cancelled = [tp for tp in sorted(plan) if tp not in failed]
+    if not args.preserve_throttles:  # as Kafka's tool, whether or not a move was active
+        await _clear_throttles(client, plan)
     if cancelled:
         print(f"Successfully cancelled partition reassignments for: {','.join(tp_str(tp) for tp in cancelled)}")
     if inactive:

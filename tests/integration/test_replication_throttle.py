@@ -1,5 +1,6 @@
 """Replication throttles (kafka-reassign-partitions.sh --throttle) measurably limit a
-reassignment's catch-up, and --verify clears them once it is done."""
+reassignment's catch-up, and --verify clears them once it is done; --cancel clears them
+too, and --preserve-throttles keeps them, as Kafka's tool."""
 
 from __future__ import annotations
 
@@ -69,3 +70,48 @@ def test_throttled_reassignment_catches_up_at_the_rate_then_unthrottled(cluster_
     v = reassign(c, "--reassignment-json-file", str(plan), "--verify")
     assert "Clearing broker-level throttles on brokers 1,2,3" in v.stdout
     assert "Clearing topic-level throttles on topic thr" in v.stdout
+
+
+def _throttles(c) -> tuple[dict[int, str | None], str | None]:
+    """Each broker's leader.replication.throttled.rate, the topic's leader replica list."""
+    import asyncio
+
+    from kafkarepl.client.cluster import ClusterClient
+
+    async def read() -> tuple[dict[int, str | None], str | None]:
+        async with ClusterClient(c.bootstrap) as admin:
+            await admin.metadata()
+            rates: dict[int, str | None] = {}
+            for b in c.brokers:
+                [res] = (await admin.describe_configs([(4, str(b))], ["leader.replication.throttled.rate"]))["results"]
+                rates[b] = next((e["value"] for e in res["configs"]), None)
+            [res] = (await admin.describe_configs([(2, "thr")], ["leader.replication.throttled.replicas"]))["results"]
+            return rates, next((e["value"] for e in res["configs"]), None)
+
+    return asyncio.run(read())
+
+
+def test_cancel_clears_the_throttles_unless_preserved(cluster_factory, tmp_path) -> None:
+    from confluent_kafka import Producer
+
+    c = cluster_factory(3)
+    c.create_topic("thr", 1, 2)
+    current = c.metadata(["thr"])["topics"][0]["partitions"][0]["replica_nodes"]
+    [new] = [b for b in c.brokers if b not in current]
+    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 20})
+    for _ in range(100):  # 1 MB: at 1,000 B/s the move cannot finish during the test
+        p.produce("thr", value=bytes(10_000), partition=0)
+    assert p.flush(30) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "thr", "partition": 0, "replicas": [*current, new]}]}))
+    r = reassign(c, "--reassignment-json-file", str(plan), "--execute", "--throttle", "1000")
+    assert r.returncode == 0, r.stderr
+    rates, replicas = _throttles(c)
+    assert set(rates.values()) == {"1000"} and replicas
+    r = reassign(c, "--reassignment-json-file", str(plan), "--cancel", "--preserve-throttles")
+    assert r.returncode == 0 and "Successfully cancelled" in r.stdout and "Clearing" not in r.stdout, r.stdout
+    assert _throttles(c) == (rates, replicas)
+    r = reassign(c, "--reassignment-json-file", str(plan), "--cancel")  # nothing active: cleared all the same
+    assert r.returncode == 0 and "None of the specified partition moves are active" in r.stdout, r.stdout
+    assert "Clearing topic-level throttles on topic thr" in r.stdout
+    assert _throttles(c) == (dict.fromkeys(c.brokers), None)
