@@ -686,7 +686,10 @@ class ReplicaManager:
             out.error = ErrorCode.UNKNOWN_SERVER_ERROR
             return out
         out.records, out.size = (sl, sl.size) if sl.size else (None, 0)
-        if throttle is not None and sl.size and not in_sync and throttle.is_throttled(tp.topic, tp.partition):
+        if throttle is not None and sl.size and throttle.is_throttled(tp.topic, tp.partition):
+            # In-sync followers' bytes count too (Kafka's sizeOfThrottledPartitions): the
+            # rate bounds all replication of the throttled partitions; only the
+            # replicas outside the ISR are ever held back.
             throttle.record(sl.size)
         if read_committed:
             aborted = getattr(lg, "aborted_transactions", None)

@@ -360,8 +360,9 @@ class ReplicaFetcher:
         fr = FetchResponse(
             ErrorCode(r["error_code"]), r["high_watermark"], r["log_start_offset"], r["records"] or None, diverging
         )
-        if self.throttle is not None and r["records"] and self.throttle.is_throttled(tp.topic, tp.partition) \
-                and not self._in_sync(tp):
+        if self.throttle is not None and r["records"] and self.throttle.is_throttled(tp.topic, tp.partition):
+            # Traffic of in-sync replicas counts as well (Kafka's ReplicaFetcherThread), so
+            # all replication of the throttled partitions stays within the rate.
             self.throttle.record(len(r["records"]))
         out = self.replicas.on_fetch_response(tp, f, req, fr)
         if out.error and not out.stale:

@@ -7,7 +7,9 @@ dynamic broker configs (per broker or the cluster default; Long.MaxValue: off). 
 apply only to the replicas a topic lists in `leader.replication.throttled.replicas` /
 `follower.replication.throttled.replicas` ("partition:brokerId,..." naming this broker,
 or "*"), and never to a follower already in the ISR (Kafka's shouldLeaderThrottle /
-shouldFollowerThrottle): a throttle slows a reassignment's catch-up, not the ISR.
+shouldFollowerThrottle): a throttle slows a reassignment's catch-up, not the ISR. The
+bytes of every listed replica count, in sync or not (Kafka's sizeOfThrottledPartitions
+and ReplicaFetcherThread), so all replication of those partitions stays within the rate.
 
 The rate is measured over `quota.window.num` (11) windows of `quota.window.size.seconds`
 (1 s), as Kafka's quota metrics: while it is above the limit, throttled partitions are

@@ -227,3 +227,25 @@ def test_acks_all_survives_a_leader_epoch_bump_that_keeps_the_leader() -> None:
     assert len(got) == 1  # parked: follower 2 is in the ISR again
     rm.become_leader_or_follower(1, 50, [PartitionOrder(TP, 2, 4, (1, 2), (1, 2), 4)], {})
     assert got[-1][TP].error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_leader_throttle_counts_in_sync_followers_bytes_and_never_holds_them_back() -> None:
+    """As Kafka: every byte sent for a throttled partition counts against
+    leader.replication.throttled.rate (sizeOfThrottledPartitions), so an in-sync
+    follower's traffic leaves less for a catching-up one; only replicas outside the ISR
+    are held back."""
+    from kafkarepl.server.replication_quota import LEADER_REPLICAS, ReplicationThrottle
+
+    storage, outlets, clock = Storage(), Outlets(), Clock()
+    throttle = ReplicationThrottle(1, LEADER_REPLICAS, clock.monotonic_ms)
+    throttle.set_rate("2")  # (MemoryLog reads are sized in records: 3 here)
+    throttle.update_topic("t", {LEADER_REPLICAS: "0:1"})
+    rm = ReplicaManager(1, storage, outlets, outlets, clock, leader_throttle=throttle)
+    rm.broker_epoch = 50
+    lead(rm)  # ISR {1, 2}
+    rm.append_records(1000, 1, {TP: ["a", "b", "c"]}, lambda _r: None)
+    fetched: list[list[FetchPartitionData]] = []
+    rm.fetch_messages(FetchParams(2, 0, 1, 1 << 20), [PartitionFetch(TP, 0, 1 << 20, 1, 1)], fetched.append)
+    assert fetched[-1][0].size > 0  # in sync: served over the rate
+    assert throttle.quota.rate() > 0 and throttle.quota.exceeded()  # and counted
+    assert throttle.should_throttle("t", 0, in_sync=False)
