@@ -178,7 +178,7 @@ class Broker:
             listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
-                                     sources=(self.cleaner.metrics,))
+                                     sources=(self.cleaner.metrics, self._replication_quota_metrics))
         self._tasks: list[asyncio.Future] = []
         self._purgatory_timer: asyncio.TimerHandle | None = None
         self._purgatory_at = -1
@@ -348,6 +348,12 @@ class Broker:
                     log.exception("background task %s failed", getattr(fn, "__name__", fn))
 
         return asyncio.ensure_future(loop())
+
+    def _replication_quota_metrics(self) -> dict[str, float]:
+        """Kafka's LeaderReplication / FollowerReplication byte-rate: bytes/s of the
+        throttled partitions' replication over the quota windows."""
+        return {"kafka_server_leaderreplication_byte_rate": self.leader_throttle.quota.rate(),
+                "kafka_server_followerreplication_byte_rate": self.follower_throttle.quota.rate()}
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.broker_id)

@@ -91,10 +91,24 @@ def _throttles(c) -> tuple[dict[int, str | None], str | None]:
     return asyncio.run(read())
 
 
+def _gauge(port: int, name: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
 def test_cancel_clears_the_throttles_unless_preserved(cluster_factory, tmp_path) -> None:
     from confluent_kafka import Producer
 
-    c = cluster_factory(3)
+    from tests.fixtures.cluster import free_port
+
+    c = cluster_factory(3, start=False)
+    ports = {}
+    for b in c.brokers.values():
+        ports[b.broker_id] = free_port()
+        b.config.write_text(b.config.read_text() + f"metrics.port={ports[b.broker_id]}\n")
+    c.start()
     c.create_topic("thr", 1, 2)
     current = c.metadata(["thr"])["topics"][0]["partitions"][0]["replica_nodes"]
     [new] = [b for b in c.brokers if b not in current]
@@ -108,6 +122,10 @@ def test_cancel_clears_the_throttles_unless_preserved(cluster_factory, tmp_path)
     assert r.returncode == 0, r.stderr
     rates, replicas = _throttles(c)
     assert set(rates.values()) == {"1000"} and replicas
+    leader = c.leader_of("thr")
+    # The byte-rate gauges show the throttled copying, on the leader and the new replica.
+    wait_until(lambda: _gauge(ports[leader], "kafka_server_leaderreplication_byte_rate") > 0
+               and _gauge(ports[new], "kafka_server_followerreplication_byte_rate") > 0, 15, "throttled bytes")
     r = reassign(c, "--reassignment-json-file", str(plan), "--cancel", "--preserve-throttles")
     assert r.returncode == 0 and "Successfully cancelled" in r.stdout and "Clearing" not in r.stdout, r.stdout
     assert _throttles(c) == (rates, replicas)
