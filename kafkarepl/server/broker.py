@@ -410,10 +410,11 @@ class Broker:
 
 
 async def run(config: BrokerConfig, ready: Any = None) -> None:
-    """Run a broker until SIGTERM/SIGINT, then shut down cleanly."""
+    """Run a broker until SIGTERM, SIGINT or SIGHUP (as a JVM's shutdown hooks: a broker
+    whose terminal closes stops cleanly), then shut down cleanly."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     broker = await Broker.connect(config)
     await broker.start()

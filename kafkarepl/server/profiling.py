@@ -4,7 +4,7 @@ KAFKAREPL_CPROFILE=<dir> in a broker's environment profiles its main thread (the
 loop: everything but kazoo's and the I/O pool's threads) and writes
 <dir>/broker-<pid>-<n>.prof on the n-th SIGUSR2 (n = 1, 2, ...; each holds what ran since
 the previous one, profiling goes on) and <dir>/broker-<pid>-exit.prof at a clean stop.
-Read with `python -m pstats`. Off by default: it costs CPU.
+Read with `python -m pstats`. Off by default: it costs CPU; without it SIGUSR2 is ignored.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ _recorders: list[_Recorder] = []
 
 def install_from_env() -> None:
     target = os.environ.get("KAFKAREPL_CPROFILE")
-    if not target:
+    if not target:  # a stray SIGUSR2 (its default action ends the process) does nothing
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
         return
     os.makedirs(target, exist_ok=True)
     rec = _Recorder(target)

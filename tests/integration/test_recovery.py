@@ -263,3 +263,19 @@ def test_kill9_during_acks1_production_loses_no_acked_batch(cluster_factory, tmp
         assert seen == leo
     finally:
         cons.close()
+
+
+def test_sighup_stops_cleanly_and_sigusr2_is_ignored(cluster_factory) -> None:
+    """A broker whose terminal closes (SIGHUP) stops as on SIGTERM, as a JVM's shutdown
+    hooks do: clean-shutdown marker written, exit 0. A stray SIGUSR2 (the profiler's
+    signal, off) changes nothing."""
+    c = cluster_factory(1)
+    b = next(iter(c.brokers.values()))
+    c.create_topic("sig", 1, 1)
+    b.signal(signal.SIGUSR2)
+    time.sleep(0.5)
+    assert b.alive
+    c.wait_serving(b.broker_id)
+    b.signal(signal.SIGHUP)
+    assert b.wait(60) == 0
+    assert (c.root / f"broker-{b.broker_id}" / "logs" / ".kafka_cleanshutdown").exists()
