@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import socket
 from collections.abc import Collection
@@ -392,8 +393,9 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
+@functools.cache
 def _properties() -> dict[str, tuple[str, Any]]:
-    """Kafka property name -> (attribute, parser), from the field declarations."""
+    """Kafka property name -> (attribute, parser), from the field declarations (read-only)."""
     return {f.metadata["prop"]: (f.name, f.metadata["conv"]) for f in fields(BrokerConfig) if "prop" in f.metadata}
 
 
