@@ -1,4 +1,4 @@
-"""`kafkarepl broker start`: run one broker in the foreground until SIGTERM/SIGINT."""
+"""`kafkarepl broker start`: run one broker in the foreground until SIGTERM/SIGINT/SIGHUP."""
 
 from __future__ import annotations
 

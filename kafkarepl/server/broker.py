@@ -411,11 +411,13 @@ class Broker:
 
 async def run(config: BrokerConfig, ready: Any = None) -> None:
     """Run a broker until SIGTERM, SIGINT or SIGHUP (as a JVM's shutdown hooks: a broker
-    whose terminal closes stops cleanly), then shut down cleanly."""
+    whose terminal closes stops cleanly), then shut down cleanly. As the JVM, a SIGINT or
+    SIGHUP ignored when the process started stays ignored (`nohup`, background jobs)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
+        if sig == signal.SIGTERM or signal.getsignal(sig) != signal.SIG_IGN:
+            loop.add_signal_handler(sig, stop.set)
     broker = await Broker.connect(config)
     await broker.start()
     # Start-up objects (schemas, compiled codecs, config) live forever: keep them out of

@@ -267,8 +267,8 @@ def test_kill9_during_acks1_production_loses_no_acked_batch(cluster_factory, tmp
 
 def test_sighup_stops_cleanly_and_sigusr2_is_ignored(cluster_factory) -> None:
     """A broker whose terminal closes (SIGHUP) stops as on SIGTERM, as a JVM's shutdown
-    hooks do: clean-shutdown marker written, exit 0. A stray SIGUSR2 (the profiler's
-    signal, off) changes nothing."""
+    hooks do: clean-shutdown marker written, exit 0; unless started with SIGHUP ignored
+    (nohup). A stray SIGUSR2 (the profiler's signal, off) changes nothing."""
     c = cluster_factory(1)
     b = next(iter(c.brokers.values()))
     c.create_topic("sig", 1, 1)
@@ -278,4 +278,17 @@ def test_sighup_stops_cleanly_and_sigusr2_is_ignored(cluster_factory) -> None:
     c.wait_serving(b.broker_id)
     b.signal(signal.SIGHUP)
     assert b.wait(60) == 0
-    assert (c.root / f"broker-{b.broker_id}" / "logs" / ".kafka_cleanshutdown").exists()
+    marker = c.root / f"broker-{b.broker_id}" / "logs" / ".kafka_cleanshutdown"
+    assert marker.exists()
+    # Started under nohup (SIGHUP ignored), as the JVM it keeps ignoring it.
+    with open(b.log, "ab") as logf:
+        b.proc = subprocess.Popen(["nohup", sys.executable, "-m", "kafkarepl.cli.main", "broker", "start",
+                                   "--config", str(b.config)], stdout=logf, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL)
+    c.wait_serving(b.broker_id)
+    b.signal(signal.SIGHUP)
+    time.sleep(1.0)
+    assert b.alive
+    c.wait_serving(b.broker_id)
+    b.signal(signal.SIGTERM)
+    assert b.wait(60) == 0
