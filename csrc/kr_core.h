@@ -334,8 +334,6 @@ typedef struct {
     int64_t seg_max_offset;
     int64_t last_indexed_ts; /* in/out: the last time entry's timestamp (-1: none) */
     int64_t last_offset;     /* in/out: the last batch's last offset */
-    int64_t records;         /* out: records in the batches */
-    int64_t append_max_ts;   /* out: their max timestamp (-1: none) */
 } kr_index_state;
 int kr_index_batches(const kr_batch_info *b, size_t n, int64_t base_position, kr_index_state *st,
                      uint8_t *off_out, size_t *n_off, uint8_t *time_out, size_t *n_time);

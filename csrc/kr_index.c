@@ -55,13 +55,9 @@ int kr_index_batches(const kr_batch_info *b, size_t n, int64_t base_position, kr
 {
     int64_t since = st->since, seg_max = st->seg_max_ts, seg_max_off = st->seg_max_offset;
     int64_t indexed_ts = st->last_indexed_ts, last = st->last_offset;
-    int64_t records = 0, append_max = -1;
     size_t no = 0, nt = 0;
     for (size_t i = 0; i < n; i++) {
         last = b[i].base_offset + b[i].last_offset_delta;
-        records += b[i].records_count;
-        if (b[i].max_timestamp > append_max)
-            append_max = b[i].max_timestamp;
         if (b[i].max_timestamp > seg_max) {
             seg_max = b[i].max_timestamp;
             seg_max_off = last;
@@ -90,8 +86,6 @@ int kr_index_batches(const kr_batch_info *b, size_t n, int64_t base_position, kr
     st->seg_max_offset = seg_max_off;
     st->last_indexed_ts = indexed_ts;
     st->last_offset = last;
-    st->records = records;
-    st->append_max_ts = append_max;
     *n_off = no;
     *n_time = nt;
     return 0;

@@ -189,8 +189,6 @@ cdef extern from "kr_core.h" nogil:
         int64_t seg_max_offset
         int64_t last_indexed_ts
         int64_t last_offset
-        int64_t records
-        int64_t append_max_ts
     int kr_index_batches(const kr_batch_info *b, size_t n, int64_t base_position, kr_index_state *st,
                          uint8_t *off_out, size_t *n_off, uint8_t *time_out, size_t *n_time)
 

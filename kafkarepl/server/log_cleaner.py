@@ -317,11 +317,12 @@ class LogCleanerService:
         for d in self.log_manager.log_dirs:
             # Kafka's uncleanable-bytes: what the cleaning would have read (first dirty
             # segment up to the active one)
-            mine = [(tp, lg) for tp, lg in self._uncleanable.items() if self.log_manager.log_dir_of(*tp) == d]
+            mine = [(lg, self.first_dirty(tp)) for tp, lg in self._uncleanable.items()
+                    if self.log_manager.log_dir_of(*tp) == d]
             label = f'{{logDirectory="{d}"}}'
             out[f"kafka_log_logcleanermanager_uncleanable_partitions_count{label}"] = len(mine)
             out[f"kafka_log_logcleanermanager_uncleanable_bytes{label}"] = sum(
-                seg.size for tp, lg in mine for seg in lg.segments[:-1] if seg.next_offset > self.first_dirty(tp))
+                seg.size for lg, first_dirty in mine for seg in lg.segments[:-1] if seg.next_offset > first_dirty)
         return out
 
     def _clean_on_thread(self, plan: CleaningPlan, throttle: Throttle) -> CleaningResult:
