@@ -121,7 +121,7 @@ class Controller:
 
     async def start(self) -> None:
         """Start the event loop and take part in controller elections."""
-        await self.store.ensure_layout()
+        await self.zk.until_done(self.store.ensure_layout, "cluster layout")
         self._task = asyncio.get_running_loop().create_task(self._run())
         self.zk.on_session_lost(lambda: self._enqueue("session_expired", self._on_session_expired))
         self.zk.on_session_reestablished(

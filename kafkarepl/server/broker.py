@@ -195,8 +195,8 @@ class Broker:
         zk = AsyncZk(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms)
         await zk.start(timeout=config.zookeeper_connection_timeout_ms / 1000)
         store = KafkaZkStore(zk)
-        await store.ensure_layout()
-        return cls(config, zk, store, await store.get_cluster_id())
+        await zk.until_done(store.ensure_layout, "cluster layout")
+        return cls(config, zk, store, await zk.until_done(store.get_cluster_id, "cluster id"))
 
     # ------------------------------------------------------------- wiring helpers -----
     def _listeners(self, config: BrokerConfig) -> list[Listener]:
@@ -279,15 +279,16 @@ class Broker:
     async def start(self) -> None:
         self.started_at = time.monotonic()
         self.log_manager.startup()
-        await self.scram.load()
+        until_done = self.zk.until_done
+        await until_done(self.scram.load, "SCRAM credentials")
         if self.acl_store is not None:
-            await self.acl_store.start()
+            await until_done(self.acl_store.start, "ACLs")
         await self.server.start()
-        await self._register()
+        await until_done(self._register, "registration")
         self.zk.on_session_reestablished(self._on_session_reestablished)
         self.zk.on_session_lost(self._on_session_lost)
         await self.controller.start()
-        await self._load_broker_configs()
+        await until_done(self._load_broker_configs, "dynamic broker configs")
         await self.config_changes.start()
         cfg = self.config
         self._tasks = [

@@ -17,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadArgumentsError,
+    ConnectionLoss,
     MarshallingError,
     NoNodeError,
+    OperationTimeoutError,
     RolledBackError,
+    SessionExpiredError,
     UnimplementedError,
 )
 from kazoo.protocol.states import ZnodeStat
@@ -42,6 +45,9 @@ LOST = KazooState.LOST
 Hook = Callable[[], Any]  # plain function or coroutine function, run on the loop
 # Reads per multiRead: ~1,000 partition states make a response of ~200 KB.
 MAX_READS_PER_REQUEST = 1000
+# A request cut off by ZooKeeper going away; the same request may succeed once connected.
+CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+T = TypeVar("T")
 
 
 class ZkTransactionError(Exception):
@@ -112,7 +118,7 @@ class AsyncZk:
             await loop.run_in_executor(None, self.client.close)
             raise ConnectionError(f"cannot connect to ZooKeeper at {self.hosts} within {timeout}s")
         if self.client.chroot:
-            await loop.run_in_executor(None, self._ensure_chroot)
+            await self.until_done(lambda: loop.run_in_executor(None, self._ensure_chroot), "chroot")
         self.state = CONNECTED
         self._ever_connected = True
         self._connected_event.set()
@@ -149,6 +155,21 @@ class AsyncZk:
         if self._connected_event is None:
             self._connected_event = asyncio.Event()
         await asyncio.wait_for(self._connected_event.wait(), timeout)
+
+    async def until_done(self, step: Callable[[], Awaitable[T]], what: str) -> T:
+        """Run an idempotent step (a broker's start-up reads and registration) until it
+        is not cut off by a lost connection or session, as Kafka's
+        retryRequestsUntilConnected: a ZooKeeper blip during start-up waits instead of
+        stopping the broker. Request handlers do not use it: they answer with an error."""
+        while True:
+            try:
+                return await step()
+            except CONNECTION_ERRORS as exc:
+                log.warning("zookeeper %s: %s interrupted (%r); retrying once connected", self.hosts, what, exc)
+                # The error can reach the loop before the state change does: pause so
+                # that a stale "connected" does not spin.
+                await asyncio.sleep(0.1)
+                await self.wait_connected()
 
     # --- state listeners -------------------------------------------------------------
 
