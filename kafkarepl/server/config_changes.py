@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from kafkarepl.replication import ReplicaManager
 from kafkarepl.zk.client import AsyncZk, WatchHandle
@@ -41,8 +42,7 @@ class ConfigChangeListener:
         self.store = store
         self.replicas = replicas
         self.topic_overrides = topic_overrides
-        self._last_seq = -1  # notifications up to here are handled (or predate us)
-        self._started = False
+        self._last_seq = -1  # notifications up to here are handled
         self._lock = asyncio.Lock()
         self._watch: WatchHandle | None = None
 
@@ -55,25 +55,28 @@ class ConfigChangeListener:
 
     def _on_children(self, children: list[str]) -> None:
         seqs = sorted(int(c[len(PREFIX):]) for c in children if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
-        if not self._started:
-            # What predates this broker is in the configs it reads with each LeaderAndIsr.
-            self._started = True
-            self._last_seq = seqs[-1] if seqs else -1
-            return
+        # The first call handles every notification still there (the last 15 minutes'),
+        # as Kafka's listener does at start: one written after this broker's first
+        # LeaderAndIsr read the configs but before this watch began is not lost.
         new = [s for s in seqs if s > self._last_seq]
         if new:
             self._last_seq = new[-1]
             asyncio.ensure_future(self._apply(new))
 
     async def _apply(self, seqs: list[int]) -> None:
+        # A read cut off by a ZooKeeper blip waits and runs again (as Kafka's
+        # retryRequestsUntilConnected): a lost notification would leave this broker on an
+        # old topic config, old SCRAM credentials or old throttle rates.
+        until_done = self.zk.until_done
         async with self._lock:
             topics: set[str] = set()
             brokers_changed = False
             for seq in seqs:
                 try:
-                    entity = await self.store.config_change_entity(f"{PREFIX}{seq:010d}")
-                except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the next LeaderAndIsr reads it
-                    log.info("config change %d unreadable: %r", seq, exc)
+                    entity = await until_done(
+                        partial(self.store.config_change_entity, f"{PREFIX}{seq:010d}"), "config change")
+                except Exception as exc:  # noqa: BLE001 - e.g. a notification written badly by hand
+                    log.warning("config change %d unreadable: %r", seq, exc)
                     continue
                 if entity and entity.startswith("topics/"):
                     topics.add(entity[len("topics/"):])
@@ -81,18 +84,18 @@ class ConfigChangeListener:
                     brokers_changed = True
                 elif entity and entity.startswith("users/") and self.on_user_change is not None:
                     try:
-                        await self.on_user_change(entity[len("users/"):])
-                    except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the next change retries
+                        await until_done(partial(self.on_user_change, entity[len("users/"):]), "SCRAM credentials")
+                    except Exception as exc:  # noqa: BLE001 - e.g. a credential written badly by hand
                         log.warning("user %s: credentials not reloaded: %r", entity, exc)
             if brokers_changed and self.on_broker_configs is not None:
                 try:
-                    await self.on_broker_configs()
+                    await until_done(self.on_broker_configs, "dynamic broker configs")
                 except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand
                     log.warning("broker config change not applied: %r", exc)
             local = {tp.topic for tp in self.replicas.partitions}
             for topic in sorted(topics & local):
                 try:
-                    overrides = await self.topic_overrides(topic)
+                    overrides = await until_done(partial(self.topic_overrides, topic), "topic configs")
                     self.replicas.reconfigure_topic(topic, overrides)
                     log.info("topic %s: configs changed to %s", topic, overrides)
                 except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand

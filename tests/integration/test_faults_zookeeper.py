@@ -3,8 +3,6 @@ so the shared one other tests use is left alone): the cluster carries on."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 import time
 
@@ -15,6 +13,7 @@ from kafkarepl.cli import wire
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey
 from tests.fixtures.cluster import TestCluster
+from tests.fixtures.zk_proxy import CuttingProxy
 from tests.integration.chaos import (
     ChaosProducer,
     all_logs,
@@ -125,66 +124,6 @@ def test_admin_request_across_a_zookeeper_outage_is_answered(own_cluster):
     wait_until(lambda: zk_registered(c) == (["1", "2", "3"], True), 30, "brokers registered again")
     c.create_topic("after", partitions=2, rf=3, timeout=30)
 
-
-
-class CuttingProxy:
-    """A TCP proxy to ZooKeeper that, the first time a client sends a request naming
-    `trigger` (a znode path), drops that request and every connection and refuses new
-    ones for `outage_s`: ZooKeeper gone at a chosen step of a client's work."""
-
-    def __init__(self, upstream: tuple[str, int], trigger: bytes, outage_s: float) -> None:
-        self.upstream, self.trigger, self.outage_s = upstream, trigger, outage_s
-        self.triggered = threading.Event()
-        self._down_until = 0.0
-        self._socks: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            if time.monotonic() < self._down_until:
-                client.close()
-                continue
-            server = socket.create_connection(self.upstream)
-            with self._lock:
-                self._socks += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
-        tail = b""
-        try:
-            while data := src.recv(65536):
-                if requests and not self.triggered.is_set() and self.trigger in tail + data:
-                    self._cut()
-                    return
-                tail = data[-len(self.trigger):]
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def _cut(self) -> None:
-        self._down_until = time.monotonic() + self.outage_s
-        self.triggered.set()
-        with self._lock:
-            socks, self._socks = self._socks, []
-        for s in socks:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self._listener.close()
-        self._cut()
 
 
 # Start-up steps, each by the first request naming a znode (a path is sent as a length
