@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterable
+from functools import partial
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -94,15 +95,20 @@ class AclStore:
         async with self._lock:
             for seq in seqs:
                 try:
-                    data, _ = await self.zk.get(f"{CHANGES}/{PREFIX}{seq:010d}")
-                    change = json.loads(data)
-                    await self._reload(RESOURCE_IDS[change["resourceType"]],
-                                       PatternType.PREFIXED if change["patternType"] == "Prefixed" else PatternType.LITERAL,
-                                       change["name"])
+                    # Cut off by a ZooKeeper blip: read again once connected. A dropped
+                    # revoke would leave the access granted on this broker.
+                    await self.zk.until_done(partial(self._apply_one, seq), "ACL change")
                 except NoNodeError:
                     continue  # purged
                 except Exception as exc:  # noqa: BLE001 - a bad notification must not stop the others
                     log.warning("ACL change %d not applied: %r", seq, exc)
+
+    async def _apply_one(self, seq: int) -> None:
+        data, _ = await self.zk.get(f"{CHANGES}/{PREFIX}{seq:010d}")
+        change = json.loads(data)
+        await self._reload(RESOURCE_IDS[change["resourceType"]],
+                           PatternType.PREFIXED if change["patternType"] == "Prefixed" else PatternType.LITERAL,
+                           change["name"])
 
     async def _reload(self, resource_type: int, pattern_type: int, name: str) -> None:
         try:

@@ -11,6 +11,13 @@ import time
 
 import pytest
 
+from kafkarepl.cli import wire
+from kafkarepl.client.security import ClientSecurity
+from kafkarepl.errors import ErrorCode
+from kafkarepl.protocol import ApiKey
+from tests.batches import build_batch
+from tests.fixtures.zk_proxy import CuttingProxy
+from tests.integration.chaos import wait_until
 from tests.integration.test_sasl import conf
 
 pytestmark = pytest.mark.integration
@@ -19,21 +26,26 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 
 
-def start(cluster_factory, n: int = 3, **props):
-    c = cluster_factory(n, start=False, **props)
+def configure(c) -> None:
     for b in c.brokers.values():
         text = b.config.read_text().replace("PLAINTEXT://", "SASL_PLAINTEXT://")
         text += (f"sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.inter.broker.protocol=PLAIN\nsasl.jaas.config={JAAS}\n"
                  "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\nsuper.users=User:admin\n")
         b.config.write_text(text)
+
+
+def start(cluster_factory, n: int = 3, **props):
+    c = cluster_factory(n, start=False, **props)
+    configure(c)
+    for b in c.brokers.values():
         b.start()
     return c
 
 
-def acls(c, tmp_path, *args: str) -> subprocess.CompletedProcess:
+def acls(c, tmp_path, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess:
     cfg = tmp_path / "admin.properties"
     cfg.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={JAAS}\n")
-    return subprocess.run([sys.executable, "-m", "kafkarepl", "acls", "--bootstrap-server", c.bootstrap,
+    return subprocess.run([sys.executable, "-m", "kafkarepl", "acls", "--bootstrap-server", bootstrap or c.bootstrap,
                            "--command-config", str(cfg), *args], capture_output=True, text=True, timeout=60)
 
 
@@ -211,3 +223,57 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
         assert time.monotonic() < deadline
         time.sleep(0.3)
     assert alice.describe_consumer_groups(["g-admin"])["g-admin"].result(20).group_id == "g-admin"
+
+
+def test_a_revoke_read_cut_off_by_a_zookeeper_blip_still_applies(cluster_factory, tmp_path, zk_chroot) -> None:
+    """Broker 2 loses its ZooKeeper connection as it reads the notification of a revoke
+    (for less than the session timeout): it reads it again once connected, and the
+    principal loses its access there too. Dropping the notification left it granted."""
+    hostport, chroot = zk_chroot.split("/", 1)
+    host, port = hostport.rsplit(":", 1)
+    proxy = CuttingProxy((host, int(port)), f"/{chroot}/kafka-acl-extended-changes/acl_changes_".encode(),
+                         outage_s=1.0, armed=False)
+    c = cluster_factory(2, start=False)
+    configure(c)
+    cfg = c.brokers[2].config
+    cfg.write_text(cfg.read_text().replace(f"zookeeper.connect={hostport}/", f"zookeeper.connect=127.0.0.1:{proxy.port}/"))
+    for b in c.brokers.values():
+        b.start()
+
+    def call(user: str, broker: int, api: int, version: int, body: dict) -> dict:
+        sec = ClientSecurity(sasl_mechanism="PLAIN", sasl_username=user, sasl_password=f"{user}-secret")
+        return wire.call("127.0.0.1", c.brokers[broker].port, api, version, body, timeout=10, security=sec)
+
+    def topic_leaders() -> dict[int, int]:
+        [t] = call("admin", 1, ApiKey.METADATA, 9, {"topics": [{"name": "orders"}], "allow_auto_topic_creation": False,
+                                                     "include_topic_authorized_operations": False})["topics"]
+        return {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
+
+    def alice_writes() -> int:  # the error code of alice's write to broker 2's partition
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": "orders", "partition_data": [{"index": on_broker_2, "records": bytes(build_batch(1))}]}]}
+        return call("alice", 2, ApiKey.PRODUCE, 7, body)["responses"][0]["partition_responses"][0]["error_code"]
+
+    try:
+        wait_until(lambda: len(call("admin", 1, ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False,
+                                                                      "include_topic_authorized_operations": False})[
+            "brokers"]) == 2, 60, "2 brokers")
+        create = {"topics": [{"name": "orders", "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                              "configs": []}], "timeout_ms": 10000, "validate_only": False}
+        assert call("admin", 1, ApiKey.CREATE_TOPICS, 5, create)["topics"][0]["error_code"] == 0
+        wait_until(lambda: sorted(topic_leaders().values()) == [1, 2], 30, "a leader on each broker")
+        [on_broker_2] = [p for p, leader in topic_leaders().items() if leader == 2]
+        via_1 = f"127.0.0.1:{c.brokers[1].port}"  # its ZooKeeper connection is direct
+        assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--operation", "Write",
+                    "--operation", "Describe", "--topic", "orders", bootstrap=via_1).returncode == 0
+        wait_until(lambda: alice_writes() == 0, 20, "the grant on broker 2")
+        proxy.armed.set()
+        assert acls(c, tmp_path, "--remove", "--allow-principal", "User:alice", "--operation", "Write",
+                    "--topic", "orders", "--force", bootstrap=via_1).returncode == 0
+        assert proxy.triggered.wait(10), f"broker 2 never read the revoke:\n{c.tail(2)}"
+        wait_until(lambda: alice_writes() == ErrorCode.TOPIC_AUTHORIZATION_FAILED, 20,
+                   f"the revoke on broker 2:\n{c.tail(2)}")
+        log_text = c.brokers[2].log.read_text(errors="replace")
+        assert "ACL change interrupted" in log_text and "new ZooKeeper session" not in log_text, c.tail(2)
+    finally:
+        proxy.close()
