@@ -66,8 +66,11 @@ class AclStore:
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
-        """Load every ACL, then follow the change notifications."""
+        """Load every ACL, then follow the change notifications. The notifications seen
+        are noted before the load: one written during it is then newer and applied."""
         await self.zk.ensure_path(CHANGES)
+        children = await self.zk.get_children(CHANGES)
+        seqs = [int(c[len(PREFIX):]) for c in children if c.startswith(PREFIX)]
         for pattern, root in ((PatternType.LITERAL, LITERAL_ROOT), (PatternType.PREFIXED, PREFIXED_ROOT)):
             for rname, rid in RESOURCE_IDS.items():
                 try:
@@ -76,8 +79,6 @@ class AclStore:
                     continue
                 for name in names:
                     await self._reload(rid, pattern, name)
-        children = await self.zk.get_children(CHANGES)
-        seqs = [int(c[len(PREFIX):]) for c in children if c.startswith(PREFIX)]
         self._last_seq = max(seqs, default=-1)
         self._watch = await self.zk.children_watch(CHANGES, self._on_changes)
 
