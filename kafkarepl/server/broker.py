@@ -325,11 +325,13 @@ class Broker:
         if self._stopping or not self.zk.client.connected:
             return  # shutting down, or the session is gone: its own path re-registers
         log.warning("broker %d: registration deleted while alive; registering again", self.broker_id)
-        asyncio.ensure_future(self._register())
+        asyncio.ensure_future(self.zk.until_done(self._register, "registration"))
 
     async def _on_session_reestablished(self) -> None:
         log.warning("broker %d: new ZooKeeper session, registering again", self.broker_id)
-        await self._register()
+        # Cut off by another blip, it must run again: a broker alive but unregistered is
+        # taken for dead by the controller for good.
+        await self.zk.until_done(self._register, "registration")
 
     async def _on_session_lost(self) -> None:
         # Our registration is gone: the controller treats us as dead and elects other

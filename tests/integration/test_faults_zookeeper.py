@@ -3,6 +3,8 @@ so the shared one other tests use is left alone): the cluster carries on."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -152,6 +154,33 @@ def test_broker_start_up_waits_out_a_zookeeper_outage(tmp_path, zookeeper, trigg
         assert c.brokers[1].alive
         assert f"{step} interrupted" in c.brokers[1].log.read_text(errors="replace"), c.tail(1)
     finally:
+        c.shutdown()
+        proxy.close()
+        zk.stop()
+
+
+def test_re_registration_cut_off_by_a_blip_runs_again(tmp_path, zookeeper):
+    """The broker's session expires (ZooKeeper frozen past the session timeout); its
+    re-registration on the new session is then cut off by a short blip. It registers
+    again once connected instead of staying alive but unregistered (taken for dead)."""
+    zk = LocalZooKeeper(tmp_path / "zk", tick_ms=200).start()
+    proxy = CuttingProxy(("127.0.0.1", zk.port), b"/kr/brokers/ids/1", outage_s=1.0, armed=False)
+    c = TestCluster(f"127.0.0.1:{proxy.port}/kr", tmp_path / "cluster", 1, {})
+    try:
+        c.start()
+        wait_until(lambda: zk_registered(c) == (["1"], True), 30, f"registered:\n{c.tail(1)}")
+        proxy.armed.set()
+        os.kill(zk.pid, signal.SIGSTOP)
+        time.sleep(4.0)  # past the 3 s session timeout: the session expires
+        os.kill(zk.pid, signal.SIGCONT)
+        assert proxy.triggered.wait(30), f"the broker never registered again:\n{c.tail(1)}"
+        wait_until(lambda: zk_registered(c) == (["1"], True), 30, f"registered again:\n{c.tail(1)}")
+        log_text = c.brokers[1].log.read_text(errors="replace")
+        assert "new ZooKeeper session" in log_text and "registration interrupted" in log_text, c.tail(1)
+        c.create_topic("after", partitions=1, rf=1, timeout=30)
+    finally:
+        if zk.pid:
+            os.kill(zk.pid, signal.SIGCONT)
         c.shutdown()
         proxy.close()
         zk.stop()
