@@ -399,6 +399,12 @@ def _properties() -> dict[str, tuple[str, Any]]:
     return {f.metadata["prop"]: (f.name, f.metadata["conv"]) for f in fields(BrokerConfig) if "prop" in f.metadata}
 
 
+@functools.cache
+def property_types() -> dict[str, type]:
+    """Kafka property name -> the Python type of its default (bool, int, float, str)."""
+    return {f.metadata["prop"]: type(f.default) for f in fields(BrokerConfig) if "prop" in f.metadata}
+
+
 # Kafka's PASSWORD-type broker configs (ConfigDef.Type.PASSWORD): never shown by
 # DescribeConfigs, whether set plainly or under a listener (and mechanism) prefix.
 PASSWORD_CONFIGS = frozenset({

@@ -11,7 +11,9 @@ from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager
 from kafkarepl.server.config import BrokerConfig, config_is_sensitive
+from kafkarepl.server.config_types import broker_config_type, topic_config_type
 from kafkarepl.server.replica_storage import LogStorage
+from kafkarepl.server.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkarepl.server.topics import (
     CONFIG_SOURCE_DEFAULT,
     CONFIG_SOURCE_TOPIC,
@@ -106,6 +108,8 @@ class ConfigService:
                     out[k] = (v, syn[0][2] if syn else CONFIG_SOURCE_DEFAULT, False, syn)
             for k, v in overrides.items():
                 out.setdefault(k, (v, CONFIG_SOURCE_TOPIC, False, [(k, v, CONFIG_SOURCE_TOPIC)]))
+            for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):  # topic-only, no broker synonym: Kafka lists them empty
+                out.setdefault(k, ("", CONFIG_SOURCE_DEFAULT, False, []))
             return out
         if rtype == RESOURCE_BROKER:
             if rname not in ("", str(self.broker_id)):
@@ -188,7 +192,8 @@ class ConfigApis:
                 res["configs"].append({
                     "name": name, "value": None if hidden else value, "read_only": read_only,
                     "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
-                    "is_sensitive": hidden, "config_type": 0, "documentation": None,
+                    "is_sensitive": hidden, "documentation": None,
+                    "config_type": broker_config_type(name) if broker else topic_config_type(name),
                     "synonyms": [{"name": n, "value": None if hidden else v, "source": s} for n, v, s in syn]
                     if with_synonyms else [],
                 })

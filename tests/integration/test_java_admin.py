@@ -211,3 +211,20 @@ def test_describe_producers_as_kafka_transactions_does(cluster_factory) -> None:
         assert p.flush(10) == 0
     assert java_tools.run("describe-producers", c.bootstrap, "idem", "0") == \
         "producers=[epoch=0,last_seq=2,ts=true,txn=false]"
+
+
+def test_describe_configs_types_as_the_java_admin_client_reads_them(cluster_factory) -> None:
+    """ConfigEntry.type() (DescribeConfigs v3+ config_type) is Kafka's type of each config:
+    UIs built on the Java AdminClient render and validate configs by it."""
+    c = cluster_factory(1)
+    c.create_topic("types", 1, 1)
+    out = java_tools.run("config-types", c.bootstrap, "types", "1", "cleanup.policy", "retention.ms", "segment.bytes",
+                         "min.cleanable.dirty.ratio", "unclean.leader.election.enable", "compression.type",
+                         "broker.id", "log.retention.ms", "listeners", "auto.create.topics.enable",
+                         "offsets.topic.replication.factor", "zookeeper.connect",
+                         "leader.replication.throttled.replicas")
+    assert out == ("cleanup.policy=LIST retention.ms=LONG segment.bytes=INT min.cleanable.dirty.ratio=DOUBLE "
+                   "unclean.leader.election.enable=BOOLEAN compression.type=STRING broker.id=INT "
+                   "log.retention.ms=LONG listeners=LIST auto.create.topics.enable=BOOLEAN "
+                   "offsets.topic.replication.factor=SHORT zookeeper.connect=STRING "
+                   "leader.replication.throttled.replicas=LIST"), out

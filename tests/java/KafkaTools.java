@@ -90,6 +90,23 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "config-types": {  // ConfigEntry.type() as UIs read it: TOPIC BROKER KEY...
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.config.ConfigResource t = new org.apache.kafka.common.config.ConfigResource(
+                        org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
+                    org.apache.kafka.common.config.ConfigResource b = new org.apache.kafka.common.config.ConfigResource(
+                        org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[3]);
+                    Map<org.apache.kafka.common.config.ConfigResource, Config> cs = a.describeConfigs(List.of(t, b)).all().get();
+                    List<String> out = new ArrayList<>();
+                    for (int i = 4; i < args.length; i++) {
+                        ConfigEntry e = cs.get(t).get(args[i]);
+                        if (e == null) e = cs.get(b).get(args[i]);
+                        out.add(args[i] + "=" + (e == null ? "missing" : e.type()));
+                    }
+                    System.out.println(String.join(" ", out));
+                }
+                break;
+            }
             case "describe-acls": {  // kafka-acls.sh --list
                 try (Admin a = admin(bootstrap)) {
                     a.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get();

@@ -1,0 +1,37 @@
+"""DescribeConfigs' config_type: Kafka's ConfigDef types of topic and broker configs."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkarepl.server.config import BrokerConfig, property_types
+from kafkarepl.server.config_types import ConfigType, broker_config_type, topic_config_type
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("cleanup.policy", ConfigType.LIST), ("retention.ms", ConfigType.LONG), ("segment.bytes", ConfigType.INT),
+    ("min.cleanable.dirty.ratio", ConfigType.DOUBLE), ("unclean.leader.election.enable", ConfigType.BOOLEAN),
+    ("compression.type", ConfigType.STRING), ("leader.replication.throttled.replicas", ConfigType.LIST),
+    ("no.such.config", ConfigType.UNKNOWN),
+])
+def test_topic_configs_have_kafkas_types(name: str, kind: ConfigType) -> None:
+    assert topic_config_type(name) == kind
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("broker.id", ConfigType.INT), ("log.retention.ms", ConfigType.LONG), ("log.segment.bytes", ConfigType.INT),
+    ("offsets.topic.replication.factor", ConfigType.SHORT), ("auto.create.topics.enable", ConfigType.BOOLEAN),
+    ("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE), ("listeners", ConfigType.LIST),
+    ("log.dirs", ConfigType.LIST), ("zookeeper.connect", ConfigType.STRING),
+    ("ssl.key.password", ConfigType.PASSWORD), ("sasl.jaas.config", ConfigType.PASSWORD),
+    ("listener.name.sasl_plaintext.plain.sasl.jaas.config", ConfigType.PASSWORD),
+    ("listener.name.internal.ssl.client.auth", ConfigType.STRING),
+    ("leader.replication.throttled.rate", ConfigType.LONG), ("no.such.config", ConfigType.UNKNOWN),
+])
+def test_broker_configs_have_kafkas_types(name: str, kind: ConfigType) -> None:
+    assert broker_config_type(name) == kind
+
+
+def test_every_config_described_has_a_type() -> None:
+    assert [n for n in BrokerConfig().topic_defaults() if topic_config_type(n) == ConfigType.UNKNOWN] == []
+    assert [n for n in property_types() if broker_config_type(n) == ConfigType.UNKNOWN] == []
