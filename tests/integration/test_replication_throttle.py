@@ -73,7 +73,7 @@ def test_throttled_reassignment_catches_up_at_the_rate_then_unthrottled(cluster_
 
 
 def _throttles(c) -> tuple[dict[int, str | None], str | None]:
-    """Each broker's leader.replication.throttled.rate, the topic's leader replica list."""
+    """Each broker's leader.replication.throttled.rate, the topic's leader replica list (None: unset)."""
     import asyncio
 
     from kafkarepl.client.cluster import ClusterClient
@@ -86,7 +86,8 @@ def _throttles(c) -> tuple[dict[int, str | None], str | None]:
                 [res] = (await admin.describe_configs([(4, str(b))], ["leader.replication.throttled.rate"]))["results"]
                 rates[b] = next((e["value"] for e in res["configs"]), None)
             [res] = (await admin.describe_configs([(2, "thr")], ["leader.replication.throttled.replicas"]))["results"]
-            return rates, next((e["value"] for e in res["configs"]), None)
+            # Unset: listed empty with source DEFAULT_CONFIG (5).
+            return rates, next((e["value"] for e in res["configs"] if e["config_source"] != 5), None)
 
     return asyncio.run(read())
 
