@@ -421,8 +421,31 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         if sig == signal.SIGTERM or signal.getsignal(sig) != signal.SIG_IGN:
             loop.add_signal_handler(sig, stop.set)
-    broker = await Broker.connect(config)
-    await broker.start()
+    started: list[Broker] = []
+
+    async def start() -> None:
+        started.append(await Broker.connect(config))
+        await started[0].start()
+
+    starting = asyncio.ensure_future(start())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        # Stopped while starting (waiting out a ZooKeeper outage): stop now, as a JVM's
+        # shutdown hook would, not once ZooKeeper is back.
+        log.warning("stopped during start-up")
+        starting.cancel()
+        try:
+            if started:
+                await asyncio.wait_for(started[0].stop(), 30)
+        except Exception:  # noqa: BLE001 - a half-started broker: its logs recover at the next start
+            log.exception("stop during start-up")
+        finally:
+            logging.shutdown()
+            os._exit(0)
+    stopped.cancel()
+    starting.result()  # re-raises a failed start
+    broker = started[0]
     # Start-up objects (schemas, compiled codecs, config) live forever: keep them out of
     # the collector's generations so full collections stay short.
     gc.freeze()

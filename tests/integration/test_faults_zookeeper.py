@@ -184,3 +184,23 @@ def test_re_registration_cut_off_by_a_blip_runs_again(tmp_path, zookeeper):
         c.shutdown()
         proxy.close()
         zk.stop()
+
+
+def test_a_broker_waiting_out_an_outage_at_start_up_stops_on_sigterm(tmp_path, zookeeper):
+    """SIGTERM while the broker's start-up waits for ZooKeeper stops it then (as a JVM's
+    shutdown hook), not once ZooKeeper is back."""
+    zk = LocalZooKeeper(tmp_path / "zk", tick_ms=200).start()
+    proxy = CuttingProxy(("127.0.0.1", zk.port), b"/kr/brokers/ids/1", outage_s=120.0)
+    c = TestCluster(f"127.0.0.1:{proxy.port}/kr", tmp_path / "cluster", 1, {})
+    b = c.brokers[1]
+    try:
+        b.start()
+        assert proxy.triggered.wait(30), f"the broker never registered:\n{c.tail(1)}"
+        wait_until(lambda: "registration interrupted" in b.log.read_text(errors="replace"), 10, "the wait")
+        b.signal(signal.SIGTERM)
+        assert b.proc.wait(40) == 0, c.tail(1)
+        assert "stopped during start-up" in b.log.read_text(errors="replace"), c.tail(1)
+    finally:
+        c.shutdown()
+        proxy.close()
+        zk.stop()
