@@ -35,6 +35,7 @@ TOPIC_CONFIG_NAMES = frozenset(
         "unclean.leader.election.enable", "flush.messages", "flush.ms", "cleanup.policy",
         "compression.type", "message.timestamp.difference.max.ms", "preallocate",
         "file.delete.delay.ms", "delete.retention.ms", "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms", "max.compaction.lag.ms",
         "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
         "kafkarepl.validate.uncompressed.records",
     }

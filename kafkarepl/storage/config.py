@@ -136,6 +136,9 @@ class LogConfig:
             problems.append(f"min.cleanable.dirty.ratio {self.min_cleanable_dirty_ratio} not in [0, 1]")
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0 or self.max_compaction_lag_ms < 1:
             problems.append("delete.retention.ms / min.compaction.lag.ms must be >= 0, max.compaction.lag.ms >= 1")
+        elif self.min_compaction_lag_ms > self.max_compaction_lag_ms:  # as Kafka's LogConfig.validateValues
+            problems.append(f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) > "
+                            f"max.compaction.lag.ms ({self.max_compaction_lag_ms})")
         if problems:
             raise KafkaError("; ".join(problems), ErrorCode.INVALID_CONFIG)
 

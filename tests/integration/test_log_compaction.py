@@ -444,3 +444,50 @@ def test_cleaner_gauges_on_the_metrics_endpoint(cluster_factory) -> None:
     assert g["kafka_log_logcleanermanager_time_since_last_run_ms"] < 10_000  # every 200 ms backoff
     [dirs] = [k for k in g if k.startswith("kafka_log_logcleanermanager_uncleanable_partitions_count")]
     assert 'logDirectory="' in dirs and g[dirs] == 0
+
+
+def test_compaction_lags_are_topic_configs(cluster_factory) -> None:
+    """min.compaction.lag.ms and max.compaction.lag.ms are topic configs, as in Kafka:
+    accepted by CreateTopics and AlterConfigs (min above max refused), described as the
+    topic's, and obeyed: a topic whose records are younger than its min lag is left alone
+    while another one is compacted."""
+    from kafkarepl.cli import wire
+    from kafkarepl.errors import ErrorCode
+    from kafkarepl.protocol import ApiKey
+
+    c = cluster_factory(1, **CLEANER)
+    port = c.brokers[1].port
+
+    def create(name: str, configs: dict[str, str]) -> int:
+        body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                "timeout_ms": 10000, "validate_only": False}
+        return wire.call("127.0.0.1", port, ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"]
+
+    compact = {"cleanup.policy": "compact", "segment.bytes": "4096"}
+    assert create("lagged", {**compact, "min.compaction.lag.ms": "3600000", "max.compaction.lag.ms": "7200000"}) == 0
+    assert create("eager", compact) == 0
+    assert create("conflict", {**compact, "min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "1000"}) == \
+        ErrorCode.INVALID_CONFIG
+    alter = {"resources": [{"resource_type": 2, "resource_name": "eager", "configs": [
+        {"name": "max.compaction.lag.ms", "config_operation": 0, "value": "86400000"}]}], "validate_only": False}
+    [r] = wire.call("127.0.0.1", port, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, alter)["responses"]
+    assert r["error_code"] == 0, r
+    describe = {"resources": [{"resource_type": 2, "resource_name": "lagged", "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}
+    described = {e["name"]: (e["value"], e["config_source"]) for e in wire.call(
+        "127.0.0.1", port, ApiKey.DESCRIBE_CONFIGS, 4, describe)["results"][0]["configs"]}
+    assert described["min.compaction.lag.ms"] == ("3600000", 1) and described["max.compaction.lag.ms"] == ("7200000", 1)
+
+    from confluent_kafka import Producer
+
+    errors: list = []
+    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0, "batch.size": 2000,
+                  "on_delivery": lambda err, _m: errors.append(err) if err else None})
+    for i in range(600):
+        for topic in ("lagged", "eager"):
+            p.produce(topic, key=b"key-%d" % (i % 5), value=b"value-%05d" % i)
+    assert p.flush(30) == 0 and not errors, errors
+    wait_until(lambda: len(consume_all(c.bootstrap, "eager")) < 300, 30, "the eager topic compacted")
+    time.sleep(1.0)  # several more cleaner passes
+    assert len(consume_all(c.bootstrap, "lagged")) == 600
