@@ -202,6 +202,7 @@ class BrokerConfig:
                 kwargs[attr] = conv(raw)
             except ValueError as exc:
                 raise ConfigError(f"invalid value for {key}: {raw!r} ({exc})") from None
+        kwargs.update(_coarse_time_settings(props))
         cfg = cls(**kwargs, extra=extra, explicit=frozenset(props))
         cfg.validate()
         return cfg
@@ -397,6 +398,32 @@ def parse_properties(text: str) -> dict[str, str]:
 def _properties() -> dict[str, tuple[str, Any]]:
     """Kafka property name -> (attribute, parser), from the field declarations (read-only)."""
     return {f.metadata["prop"]: (f.name, f.metadata["conv"]) for f in fields(BrokerConfig) if "prop" in f.metadata}
+
+
+# Settings Kafka also takes in coarser units, the finer one winning when both are set
+# (log.retention.ms over .minutes over .hours; log.roll.ms over .hours), as KafkaConfig's
+# logRetentionTimeMillis and logRollTimeMillis. Kafka's own server.properties sets
+# log.retention.hours=168.
+_COARSE_TIME_SETTINGS = {
+    "log_retention_ms": ("log.retention.ms", (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000))),
+    "log_roll_ms": ("log.roll.ms", (("log.roll.hours", 3_600_000),)),
+}
+
+
+def _coarse_time_settings(props: dict[str, str]) -> dict[str, int]:
+    out = {}
+    for attr, (finest, coarser) in _COARSE_TIME_SETTINGS.items():
+        if finest in props:
+            continue
+        for name, unit in coarser:
+            if name in props:
+                try:
+                    value = int(props[name])
+                except ValueError:
+                    raise ConfigError(f"invalid value for {name}: {props[name]!r}") from None
+                out[attr] = -1 if value < 0 else value * unit
+                break
+    return out
 
 
 @functools.cache

@@ -98,10 +98,12 @@ class ConfigService:
             out: dict[str, tuple[str, int, bool, list[Synonym]]] = {}
             for k, v in cfg.topic_defaults().items():
                 syn: list[Synonym] = [(k, overrides[k], CONFIG_SOURCE_TOPIC)] if k in overrides else []
-                for b in broker_synonyms(k):
-                    if b in props:
-                        syn.append((b, props[b], CONFIG_SOURCE_STATIC_BROKER if b in cfg.explicit
-                                    else CONFIG_SOURCE_DEFAULT))
+                # The broker settings set in server.properties, most specific first; with
+                # none set, the one holding the built-in default.
+                present = [b for b in broker_synonyms(k) if b in props]
+                for b in [b for b in present if b in cfg.explicit] or present[:1]:
+                    syn.append((b, props[b], CONFIG_SOURCE_STATIC_BROKER if b in cfg.explicit
+                                else CONFIG_SOURCE_DEFAULT))
                 if k in overrides:
                     out[k] = (overrides[k], CONFIG_SOURCE_TOPIC, False, syn)
                 else:

@@ -72,3 +72,29 @@ def test_a_change_read_cut_off_by_a_zookeeper_blip_still_applies(tmp_path, zooke
         c.shutdown()
         proxy.close()
         zk.stop()
+
+
+def test_log_retention_hours_in_server_properties_applies(cluster_factory) -> None:
+    """`log.retention.hours` (as in Kafka's own server.properties) is the topics'
+    retention: records two hours old go with their segments under log.retention.hours=1,
+    and DescribeConfigs shows retention.ms from it, as Kafka does."""
+    from confluent_kafka import Producer
+
+    from tests.integration.chaos import list_offset
+
+    c = cluster_factory(1, log_retention_hours=1, log_retention_check_interval_ms=200)
+    c.create_topic("old", 1, 1, configs={"segment.bytes": "2048"})
+    errors: list = []
+    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0, "batch.size": 1000,
+                  "on_delivery": lambda err, _m: errors.append(err) if err else None})
+    two_hours_ago = int(time.time() * 1000) - 2 * 3_600_000
+    for i in range(200):
+        p.produce("old", value=b"v%05d" % i, partition=0, timestamp=two_hours_ago)
+    assert p.flush(30) == 0 and not errors, errors
+    port = c.brokers[1].port
+    wait_until(lambda: list_offset(port, "old", 0, -2)[1] > 0, 20, "segments older than an hour deleted")
+    describe = {"resources": [{"resource_type": 2, "resource_name": "old", "configuration_keys": ["retention.ms"]}],
+                "include_synonyms": True, "include_documentation": False}
+    [entry] = wire.call("127.0.0.1", port, ApiKey.DESCRIBE_CONFIGS, 4, describe)["results"][0]["configs"]
+    assert (entry["value"], entry["config_source"]) == ("3600000", 4), entry  # STATIC_BROKER_CONFIG
+    assert [(s["name"], s["value"]) for s in entry["synonyms"]] == [("log.retention.hours", "1")], entry

@@ -158,3 +158,24 @@ def test_sensitive_configs_as_kafka_decides_them():
         assert not config_is_sensitive(name), name
     assert config_is_sensitive("leader.replication.throttled.rate")  # unknown to this file
     assert not config_is_sensitive("leader.replication.throttled.rate", {"leader.replication.throttled.rate"})
+
+
+@pytest.mark.parametrize("props, retention_ms, roll_ms", [
+    ({"log.retention.hours": "1"}, 3_600_000, 7 * 86_400_000),
+    ({"log.retention.minutes": "5", "log.retention.hours": "1"}, 300_000, 7 * 86_400_000),
+    ({"log.retention.ms": "1000", "log.retention.minutes": "5"}, 1000, 7 * 86_400_000),
+    ({"log.retention.hours": "-1"}, -1, 7 * 86_400_000),
+    ({"log.roll.hours": "2"}, 7 * 86_400_000, 7_200_000),
+    ({"log.roll.ms": "500", "log.roll.hours": "2"}, 7 * 86_400_000, 500),
+])
+def test_retention_and_roll_in_coarser_units_as_kafka(props, retention_ms, roll_ms) -> None:
+    """Kafka's server.properties sets log.retention.hours: the topics' retention.ms
+    default follows it (the finer unit wins when several are set), as does segment.ms
+    with log.roll.hours."""
+    defaults = BrokerConfig.from_props(props).topic_defaults()
+    assert (int(defaults["retention.ms"]), int(defaults["segment.ms"])) == (retention_ms, roll_ms)
+
+
+def test_a_bad_coarse_time_setting_is_refused() -> None:
+    with pytest.raises(ConfigError):
+        BrokerConfig.from_props({"log.retention.hours": "a week"})
