@@ -203,6 +203,8 @@ class BrokerConfig:
             except ValueError as exc:
                 raise ConfigError(f"invalid value for {key}: {raw!r} ({exc})") from None
         kwargs.update(_coarse_time_settings(props))
+        if "log.dirs" not in props and "log.dir" in props:  # Kafka's single-directory form
+            kwargs["log_dirs"] = props["log.dir"]
         cfg = cls(**kwargs, extra=extra, explicit=frozenset(props))
         cfg.validate()
         return cfg

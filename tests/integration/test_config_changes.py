@@ -98,3 +98,54 @@ def test_log_retention_hours_in_server_properties_applies(cluster_factory) -> No
     [entry] = wire.call("127.0.0.1", port, ApiKey.DESCRIBE_CONFIGS, 4, describe)["results"][0]["configs"]
     assert (entry["value"], entry["config_source"]) == ("3600000", 4), entry  # STATIC_BROKER_CONFIG
     assert [(s["name"], s["value"]) for s in entry["synonyms"]] == [("log.retention.hours", "1")], entry
+
+
+KAFKA_SERVER_PROPERTIES = """\
+# The settings of Kafka's own config/server.properties (ZooKeeper mode), paths and ports
+# changed; the ones kafkarepl has no use for (threads, socket buffers) are accepted.
+broker.id=0
+listeners=PLAINTEXT://127.0.0.1:{port}
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dir={log_dir}
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+zookeeper.connect={zk}
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+"""
+
+
+def test_a_broker_runs_from_kafkas_own_server_properties(tmp_path, zk_chroot) -> None:
+    """A server.properties written for Kafka works as it would there: its `log.dir`
+    holds the logs and its `log.retention.hours` is the topics' retention."""
+    from tests.fixtures.cluster import BrokerProcess, free_port
+
+    port = free_port()
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(KAFKA_SERVER_PROPERTIES.format(port=port, log_dir=tmp_path / "kafka-logs", zk=zk_chroot))
+    b = BrokerProcess(0, port, cfg, tmp_path / "broker.log")
+    b.start()
+    try:
+        wait_until(lambda: wire.metadata("127.0.0.1", port, [], timeout=2)["controller_id"] == 0, 30, "serving")
+        body = {"topics": [{"name": "plain", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                            "configs": []}], "timeout_ms": 10000, "validate_only": False}
+        assert wire.call("127.0.0.1", port, ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
+        assert produce(port, "plain", bytes(build_batch(1)), 0, acks=-1)["error_code"] == 0
+        assert list((tmp_path / "kafka-logs" / "plain-0").glob("*.log"))
+        describe = {"resources": [{"resource_type": 2, "resource_name": "plain", "configuration_keys": ["retention.ms"]}],
+                    "include_synonyms": True, "include_documentation": False}
+        [entry] = wire.call("127.0.0.1", port, ApiKey.DESCRIBE_CONFIGS, 4, describe)["results"][0]["configs"]
+        assert (entry["value"], entry["config_source"]) == (str(168 * 3_600_000), 4), entry
+    finally:
+        b.signal(15)
+        b.wait(30)

@@ -179,3 +179,8 @@ def test_retention_and_roll_in_coarser_units_as_kafka(props, retention_ms, roll_
 def test_a_bad_coarse_time_setting_is_refused() -> None:
     with pytest.raises(ConfigError):
         BrokerConfig.from_props({"log.retention.hours": "a week"})
+
+
+def test_log_dir_is_kafkas_single_directory_form() -> None:
+    assert BrokerConfig.from_props({"log.dir": "/data/kafka"}).log_dirs == "/data/kafka"
+    assert BrokerConfig.from_props({"log.dirs": "/a,/b", "log.dir": "/c"}).log_dirs == "/a,/b"
