@@ -428,10 +428,25 @@ def _coarse_time_settings(props: dict[str, str]) -> dict[str, int]:
     return out
 
 
+# Kafka settings read only as other settings' fallbacks (above, and log.dir for log.dirs).
+ALIAS_PROPERTIES: dict[str, type] = {"log.retention.minutes": int, "log.retention.hours": int,
+                                     "log.roll.hours": int, "log.dir": str}
+
+
 @functools.cache
 def property_types() -> dict[str, type]:
-    """Kafka property name -> the Python type of its default (bool, int, float, str)."""
-    return {f.metadata["prop"]: type(f.default) for f in fields(BrokerConfig) if "prop" in f.metadata}
+    """Kafka property name -> the Python type of its value (bool, int, float, str)."""
+    out = {f.metadata["prop"]: type(f.default) for f in fields(BrokerConfig) if "prop" in f.metadata}
+    return {**out, **ALIAS_PROPERTIES}
+
+
+def config_candidates(name: str) -> list[str]:
+    """The config a broker setting is: itself, and for `listener.name.<listener>.[<mechanism>.]<config>`
+    the names past the listener's name and past a SASL mechanism's."""
+    if not name.startswith("listener.name."):
+        return [name]
+    rest = name[len("listener.name."):].partition(".")[2]
+    return [name, rest, rest.partition(".")[2]]
 
 
 # Kafka's PASSWORD-type broker configs (ConfigDef.Type.PASSWORD): never shown by
@@ -448,11 +463,8 @@ def config_is_sensitive(name: str, dynamic: Collection[str] = ()) -> bool:
     """As Kafka's KafkaConfig.maybeSensitive: a PASSWORD config, or one whose type is not
     known (to be safe): neither a property of this file nor in `dynamic` (the dynamic-only
     broker configs). `listener.name.<listener>.[<mechanism>.]<config>` is its config's."""
-    known = _properties()
-    candidates = [name]
-    if name.startswith("listener.name."):
-        rest = name[len("listener.name."):].partition(".")[2]  # past the listener's name
-        candidates += [rest, rest.partition(".")[2]]  # and past a SASL mechanism's
+    known = property_types()
+    candidates = config_candidates(name)
     for c in candidates:
         if c in PASSWORD_CONFIGS:
             return True

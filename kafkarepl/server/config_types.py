@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from kafkarepl.server.config import PASSWORD_CONFIGS, property_types
+from kafkarepl.server.config import PASSWORD_CONFIGS, config_candidates, property_types
 
 
 class ConfigType(IntEnum):
@@ -66,12 +66,8 @@ def topic_config_type(name: str) -> ConfigType:
 
 def broker_config_type(name: str) -> ConfigType:
     """A broker config's type; `listener.name.<l>.[<mechanism>.]<config>` is its config's."""
-    candidates = [name]
-    if name.startswith("listener.name."):
-        rest = name[len("listener.name."):].partition(".")[2]
-        candidates += [rest, rest.partition(".")[2]]
     types = property_types()
-    for c in candidates:
+    for c in config_candidates(name):
         if c in PASSWORD_CONFIGS:
             return T.PASSWORD
         if c in _BROKER_LONG:

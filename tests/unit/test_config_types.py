@@ -27,6 +27,7 @@ def test_topic_configs_have_kafkas_types(name: str, kind: ConfigType) -> None:
     ("listener.name.sasl_plaintext.plain.sasl.jaas.config", ConfigType.PASSWORD),
     ("listener.name.internal.ssl.client.auth", ConfigType.STRING),
     ("leader.replication.throttled.rate", ConfigType.LONG), ("no.such.config", ConfigType.UNKNOWN),
+    ("log.retention.hours", ConfigType.INT), ("log.dir", ConfigType.STRING),
 ])
 def test_broker_configs_have_kafkas_types(name: str, kind: ConfigType) -> None:
     assert broker_config_type(name) == kind

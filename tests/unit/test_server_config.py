@@ -154,7 +154,7 @@ def test_sensitive_configs_as_kafka_decides_them():
                  "some.unknown.property"):  # type unknown: hidden to be safe
         assert config_is_sensitive(name), name
     for name in ("sasl.enabled.mechanisms", "min.insync.replicas", "ssl.keystore.location",
-                 "listener.name.external.ssl.client.auth"):
+                 "listener.name.external.ssl.client.auth", "log.retention.hours", "log.dir"):
         assert not config_is_sensitive(name), name
     assert config_is_sensitive("leader.replication.throttled.rate")  # unknown to this file
     assert not config_is_sensitive("leader.replication.throttled.rate", {"leader.replication.throttled.rate"})
