@@ -39,7 +39,7 @@ from kafkarepl.server.authorizer import Authorizer
 from kafkarepl.server.clock import SystemClock
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.config_changes import ConfigChangeListener
-from kafkarepl.server.configs import ConfigApis, ConfigService
+from kafkarepl.server.configs import ConfigApis, ConfigService, dynamic_topic_defaults
 from kafkarepl.server.controller_apis import ControllerApis, request_controlled_shutdown
 from kafkarepl.server.controller_channel import ControllerChannel
 from kafkarepl.server.fetch_session import FetchSessionCache
@@ -137,6 +137,7 @@ class Broker:
         topics = TopicService(guarded, config, storage, metadata)
         configs = ConfigService(bid, guarded, config, storage, replicas)
         self._configs = configs
+        self._storage = storage
         self.config_changes = ConfigChangeListener(zk, store, replicas, self._topic_overrides,
                                                    on_broker_configs=self._load_broker_configs,
                                                    on_user_change=self.scram.reload)
@@ -237,8 +238,14 @@ class Broker:
 
     async def _load_broker_configs(self) -> None:
         """Dynamic broker configs in effect here (own over the cluster default): the
-        replication throttle rates."""
+        replication throttle rates, and the topic defaults (log.retention.ms, ...), which
+        every local partition of a topic without its own override takes at once."""
         merged = {**await self.store.get_broker_config(), **await self.store.get_broker_config(self.broker_id)}
+        if self._storage.set_dynamic_defaults(dynamic_topic_defaults(merged)):
+            topics = sorted({tp.topic for tp in self.replicas.partitions})
+            for topic, overrides in (await self.store.get_topic_configs(topics)).items():
+                self.replicas.reconfigure_topic(topic, overrides)
+            log.info("broker %d: dynamic topic defaults %s", self.broker_id, dynamic_topic_defaults(merged))
         self.leader_throttle.set_rate(merged.get(LEADER_RATE))
         self.follower_throttle.set_rate(merged.get(FOLLOWER_RATE))
         if LEADER_RATE in merged or FOLLOWER_RATE in merged or self._throttled_before:

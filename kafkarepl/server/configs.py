@@ -12,7 +12,7 @@ from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager
 from kafkarepl.server.config import BrokerConfig, config_is_sensitive
 from kafkarepl.server.config_types import broker_config_type, topic_config_type
-from kafkarepl.server.replica_storage import LogStorage
+from kafkarepl.server.replica_storage import LogStorage, log_config
 from kafkarepl.server.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkarepl.server.topics import (
     CONFIG_SOURCE_DEFAULT,
@@ -63,6 +63,17 @@ def broker_synonyms(topic_config: str) -> list[str]:
         "compression.type": ["compression.type"],
     }
     return special.get(topic_config, [f"log.{topic_config}"])
+
+
+# The broker defaults of topic configs an operator may also change at run time, for every
+# broker (--entity-default) or one, as Kafka's DynamicLogConfig: broker name -> topic name.
+# Every topic without its own override takes the new value at once.
+DYNAMIC_LOG_CONFIGS: dict[str, str] = {broker_synonyms(t)[0]: t for t in BrokerConfig().topic_defaults()}
+
+
+def dynamic_topic_defaults(broker_configs: dict[str, str]) -> dict[str, str]:
+    """The dynamic broker configs that are topic defaults, under the topic config names."""
+    return {DYNAMIC_LOG_CONFIGS[k]: v for k, v in broker_configs.items() if k in DYNAMIC_LOG_CONFIGS}
 Body = dict[str, Any]
 Entry = tuple[str, int, bool]  # value, source, read-only
 
@@ -95,9 +106,13 @@ class ConfigService:
             if not await self.store.topic_exists(rname):
                 raise KafkaError(f"Topic '{rname}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             overrides = await self.topic_overrides(rname)
+            dynamic = ((await self.store.get_broker_config(self.broker_id), CONFIG_SOURCE_DYNAMIC_BROKER),
+                       (await self.store.get_broker_config(), CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER))
             out: dict[str, tuple[str, int, bool, list[Synonym]]] = {}
             for k, v in cfg.topic_defaults().items():
                 syn: list[Synonym] = [(k, overrides[k], CONFIG_SOURCE_TOPIC)] if k in overrides else []
+                b0 = broker_synonyms(k)[0]
+                syn += [(b0, values[b0], source) for values, source in dynamic if b0 in values]
                 # The broker settings set in server.properties, most specific first; with
                 # none set, the one holding the built-in default.
                 present = [b for b in broker_synonyms(k) if b in props]
@@ -106,6 +121,8 @@ class ConfigService:
                                 else CONFIG_SOURCE_DEFAULT))
                 if k in overrides:
                     out[k] = (overrides[k], CONFIG_SOURCE_TOPIC, False, syn)
+                elif syn and syn[0][2] in (CONFIG_SOURCE_DYNAMIC_BROKER, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER):
+                    out[k] = (syn[0][1], syn[0][2], False, syn)
                 else:
                     out[k] = (v, syn[0][2] if syn else CONFIG_SOURCE_DEFAULT, False, syn)
             for k, v in overrides.items():
@@ -128,7 +145,7 @@ class ConfigService:
                 if k in props:
                     syn.append((k, props[k], CONFIG_SOURCE_STATIC_BROKER if k in cfg.explicit
                                 else CONFIG_SOURCE_DEFAULT))
-                read_only = k not in DYNAMIC_BROKER_CONFIGS
+                read_only = k not in DYNAMIC_BROKER_CONFIGS and k not in DYNAMIC_LOG_CONFIGS
                 broker[k] = (syn[0][1], syn[0][2], read_only, syn)
             return broker
         raise KafkaError(f"unsupported resource type {rtype}", ErrorCode.INVALID_REQUEST)
@@ -139,11 +156,17 @@ class ConfigService:
 
     async def set_broker_config(self, rname: str, new: dict[str, str], validate_only: bool) -> None:
         entity = _broker_entity(rname)
-        unknown = sorted(set(new) - DYNAMIC_BROKER_CONFIGS)
+        unknown = sorted(set(new) - DYNAMIC_BROKER_CONFIGS - DYNAMIC_LOG_CONFIGS.keys())
         if unknown:
             raise KafkaError(f"cannot update these configs dynamically: {', '.join(unknown)}",
                              ErrorCode.INVALID_REQUEST)
+        try:
+            log_config(self.config, dynamic_topic_defaults(new))
+        except (ValueError, KafkaError) as exc:
+            raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
         for k, v in new.items():
+            if k not in DYNAMIC_BROKER_CONFIGS:
+                continue
             try:
                 if int(v) < 0:
                     raise ValueError

@@ -26,11 +26,23 @@ class LogStorage:
     def __init__(self, log_manager: LogManager, config: BrokerConfig) -> None:
         self.log_manager = log_manager
         self.config = config
-        # Parsed configs by topic overrides (the broker's config is fixed while it runs):
-        # a LeaderAndIsr of thousands of partitions of one topic parses them once. Both
+        # Parsed configs by topic overrides (cleared when the dynamic defaults change): a
+        # LeaderAndIsr of thousands of partitions of one topic parses them once. Both
         # types are treated as values: a change makes new objects, never edits these.
         self._log_configs: dict[frozenset[tuple[str, str]], LogConfig] = {}
         self._partition_configs: dict[frozenset[tuple[str, str]], PartitionConfig] = {}
+        # Dynamic broker defaults of topic configs (kafka-configs.sh --entity-type brokers),
+        # under the topic config names: between the static defaults and a topic's overrides.
+        self._dynamic_defaults: dict[str, str] = {}
+
+    def set_dynamic_defaults(self, defaults: Mapping[str, str]) -> bool:
+        """New dynamic defaults; True when they changed (every topic's config may have)."""
+        if dict(defaults) == self._dynamic_defaults:
+            return False
+        self._dynamic_defaults = dict(defaults)
+        self._log_configs.clear()
+        self._partition_configs.clear()
+        return True
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         key = frozenset(overrides.items())
@@ -38,7 +50,7 @@ class LogStorage:
         if cfg is None:
             if len(self._log_configs) > 1000:
                 self._log_configs.clear()
-            cfg = self._log_configs[key] = log_config(self.config, overrides)
+            cfg = self._log_configs[key] = log_config(self.config, {**self._dynamic_defaults, **overrides})
         return cfg
 
     def partition_config(self, overrides: Mapping[str, str]) -> PartitionConfig:

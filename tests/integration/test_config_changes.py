@@ -149,3 +149,48 @@ def test_a_broker_runs_from_kafkas_own_server_properties(tmp_path, zk_chroot) ->
     finally:
         b.signal(15)
         b.wait(30)
+
+
+def test_dynamic_broker_default_of_a_topic_config_applies_on_every_broker(cluster_factory) -> None:
+    """kafka-configs.sh --entity-type brokers --entity-default --alter --add-config
+    log.retention.ms=...: every broker's topics without their own retention.ms take it at
+    once (old segments go), a topic override still wins, DescribeConfigs shows the topic
+    value from DYNAMIC_DEFAULT_BROKER_CONFIG, and a bad value is refused."""
+    from confluent_kafka import Producer
+
+    from tests.integration.chaos import list_offset
+
+    c = cluster_factory(2, log_retention_check_interval_ms=200)
+    c.create_topic("aged", 2, 1, configs={"segment.bytes": "2048"})
+    c.create_topic("kept", 2, 1, configs={"segment.bytes": "2048", "retention.ms": str(7 * 86_400_000)})
+    errors: list = []
+    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0, "batch.size": 1000,
+                  "on_delivery": lambda err, _m: errors.append(err) if err else None})
+    two_hours_ago = int(time.time() * 1000) - 2 * 3_600_000
+    for topic in ("aged", "kept"):
+        for i in range(400):
+            p.produce(topic, value=b"v%05d" % i, partition=i % 2, timestamp=two_hours_ago)
+    assert p.flush(30) == 0 and not errors, errors
+    leaders = {(t["name"], q["partition_index"]): q["leader_id"]
+               for t in c.metadata(["aged", "kept"])["topics"] for q in t["partitions"]}
+    assert sorted({leaders[("aged", 0)], leaders[("aged", 1)]}) == [1, 2], leaders
+
+    def alter(value: str) -> int:
+        body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
+            {"name": "log.retention.ms", "config_operation": 0, "value": value}]}], "validate_only": False}
+        return wire.call("127.0.0.1", c.brokers[1].port, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, body)[
+            "responses"][0]["error_code"]
+
+    assert alter("an hour") == ErrorCode.INVALID_CONFIG
+    assert alter("3600000") == 0
+
+    def log_start(topic: str, partition: int) -> int:
+        return list_offset(c.brokers[leaders[(topic, partition)]].port, topic, partition, -2)[1]
+
+    wait_until(lambda: log_start("aged", 0) > 0 and log_start("aged", 1) > 0, 20, "old segments gone on both brokers")
+    assert (log_start("kept", 0), log_start("kept", 1)) == (0, 0)
+    describe = {"resources": [{"resource_type": 2, "resource_name": "aged", "configuration_keys": ["retention.ms"]}],
+                "include_synonyms": True, "include_documentation": False}
+    [entry] = wire.call("127.0.0.1", c.brokers[2].port, ApiKey.DESCRIBE_CONFIGS, 4, describe)["results"][0]["configs"]
+    assert (entry["value"], entry["config_source"]) == ("3600000", 3), entry  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert entry["synonyms"][0] == {"name": "log.retention.ms", "value": "3600000", "source": 3}, entry
