@@ -30,6 +30,7 @@ from kafkarepl.controller.channel import NetworkBrokerChannel
 from kafkarepl.controller.controller import Controller
 from kafkarepl.coordinator import OFFSETS_TOPIC
 from kafkarepl.coordinator.txn_log import TXN_TOPIC
+from kafkarepl.errors import KafkaError
 from kafkarepl.replication import ReplicaManager, ReplicationMetrics, TopicPartition
 from kafkarepl.server import profiling
 from kafkarepl.server.acl_apis import AclApis
@@ -241,11 +242,17 @@ class Broker:
         replication throttle rates, and the topic defaults (log.retention.ms, ...), which
         every local partition of a topic without its own override takes at once."""
         merged = {**await self.store.get_broker_config(), **await self.store.get_broker_config(self.broker_id)}
-        if self._storage.set_dynamic_defaults(dynamic_topic_defaults(merged)):
+        defaults = dynamic_topic_defaults(merged)
+        try:
+            log_config(self.config, defaults)
+        except (ValueError, KafkaError) as exc:  # each entity was checked alone; together they conflict
+            log.error("broker %d: dynamic topic defaults %s not applied: %s", self.broker_id, defaults, exc)
+            defaults = self._storage.dynamic_defaults()
+        if self._storage.set_dynamic_defaults(defaults):
             topics = sorted({tp.topic for tp in self.replicas.partitions})
             for topic, overrides in (await self.store.get_topic_configs(topics)).items():
                 self.replicas.reconfigure_topic(topic, overrides)
-            log.info("broker %d: dynamic topic defaults %s", self.broker_id, dynamic_topic_defaults(merged))
+            log.info("broker %d: dynamic topic defaults %s", self.broker_id, defaults)
         self.leader_throttle.set_rate(merged.get(LEADER_RATE))
         self.follower_throttle.set_rate(merged.get(FOLLOWER_RATE))
         if LEADER_RATE in merged or FOLLOWER_RATE in merged or self._throttled_before:

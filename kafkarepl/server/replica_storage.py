@@ -35,6 +35,9 @@ class LogStorage:
         # under the topic config names: between the static defaults and a topic's overrides.
         self._dynamic_defaults: dict[str, str] = {}
 
+    def dynamic_defaults(self) -> dict[str, str]:
+        return dict(self._dynamic_defaults)
+
     def set_dynamic_defaults(self, defaults: Mapping[str, str]) -> bool:
         """New dynamic defaults; True when they changed (every topic's config may have)."""
         if dict(defaults) == self._dynamic_defaults:

@@ -194,3 +194,22 @@ def test_dynamic_broker_default_of_a_topic_config_applies_on_every_broker(cluste
     [entry] = wire.call("127.0.0.1", c.brokers[2].port, ApiKey.DESCRIBE_CONFIGS, 4, describe)["results"][0]["configs"]
     assert (entry["value"], entry["config_source"]) == ("3600000", 3), entry  # DYNAMIC_DEFAULT_BROKER_CONFIG
     assert entry["synonyms"][0] == {"name": "log.retention.ms", "value": "3600000", "source": 3}, entry
+
+
+def test_dynamic_topic_defaults_that_conflict_together_are_not_applied(cluster_factory) -> None:
+    """A per-broker and a cluster-wide dynamic default, each valid alone, conflict together
+    (min.compaction.lag.ms above max.compaction.lag.ms): the broker keeps what it had,
+    says so, and still starts with them in ZooKeeper."""
+    c = cluster_factory(1)
+
+    def alter(entity: str, name: str, value: str) -> int:
+        body = {"resources": [{"resource_type": 4, "resource_name": entity, "configs": [
+            {"name": name, "config_operation": 0, "value": value}]}], "validate_only": False}
+        return wire.call("127.0.0.1", c.brokers[1].port, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, body)[
+            "responses"][0]["error_code"]
+
+    assert alter("1", "log.cleaner.min.compaction.lag.ms", "2000") == 0
+    assert alter("", "log.cleaner.max.compaction.lag.ms", "1000") == 0
+    wait_until(lambda: "dynamic topic defaults" in c.tail(1) and "not applied" in c.tail(1), 10, "the refusal")
+    c.restart(1)
+    c.create_topic("still", 1, 1)
