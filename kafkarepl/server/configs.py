@@ -74,6 +74,8 @@ DYNAMIC_LOG_CONFIGS: dict[str, str] = {broker_synonyms(t)[0]: t for t in BrokerC
 def dynamic_topic_defaults(broker_configs: dict[str, str]) -> dict[str, str]:
     """The dynamic broker configs that are topic defaults, under the topic config names."""
     return {DYNAMIC_LOG_CONFIGS[k]: v for k, v in broker_configs.items() if k in DYNAMIC_LOG_CONFIGS}
+
+
 Body = dict[str, Any]
 Entry = tuple[str, int, bool]  # value, source, read-only
 
