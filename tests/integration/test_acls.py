@@ -232,7 +232,7 @@ def test_a_revoke_read_cut_off_by_a_zookeeper_blip_still_applies(cluster_factory
     hostport, chroot = zk_chroot.split("/", 1)
     host, port = hostport.rsplit(":", 1)
     proxy = CuttingProxy((host, int(port)), f"/{chroot}/kafka-acl-extended-changes/acl_changes_".encode(),
-                         outage_s=1.0, armed=False)
+                         outage_s=0.3, armed=False)  # well inside the 3 s session timeout
     c = cluster_factory(2, start=False)
     configure(c)
     cfg = c.brokers[2].config

@@ -48,7 +48,8 @@ def test_a_change_read_cut_off_by_a_zookeeper_blip_still_applies(tmp_path, zooke
     (for less than the session timeout: no re-registration, no LeaderAndIsr re-reads
     the configs): it reads it again once connected and applies the change."""
     zk = LocalZooKeeper(tmp_path / "zk", tick_ms=200).start()
-    proxy = CuttingProxy(("127.0.0.1", zk.port), b"/kr/config/changes/config_change_", outage_s=1.0)
+    # A blip well inside the 3 s session timeout (pings every 1 s; reconnects within 1 s).
+    proxy = CuttingProxy(("127.0.0.1", zk.port), b"/kr/config/changes/config_change_", outage_s=0.3)
     c = TestCluster(f"{zk.connect_string}/kr", tmp_path / "cluster", 2, {})
     cfg = c.brokers[2].config
     cfg.write_text(cfg.read_text().replace(zk.connect_string, f"127.0.0.1:{proxy.port}"))
