@@ -36,3 +36,14 @@ def test_broker_configs_have_kafkas_types(name: str, kind: ConfigType) -> None:
 def test_every_config_described_has_a_type() -> None:
     assert [n for n in BrokerConfig().topic_defaults() if topic_config_type(n) == ConfigType.UNKNOWN] == []
     assert [n for n in property_types() if broker_config_type(n) == ConfigType.UNKNOWN] == []
+
+
+def test_dynamic_topic_defaults_use_kafkas_broker_names() -> None:
+    from kafkarepl.server.configs import dynamic_topic_defaults
+
+    assert dynamic_topic_defaults({
+        "log.retention.ms": "1", "message.max.bytes": "2", "log.cleanup.policy": "compact",
+        "unclean.leader.election.enable": "true", "min.insync.replicas": "2", "log.cleaner.min.compaction.lag.ms": "3",
+        "leader.replication.throttled.rate": "10", "log.retention.hours": "1",  # not topic defaults here
+    }) == {"retention.ms": "1", "max.message.bytes": "2", "cleanup.policy": "compact",
+           "unclean.leader.election.enable": "true", "min.insync.replicas": "2", "min.compaction.lag.ms": "3"}
