@@ -10,6 +10,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from kafkarepl.errors import KafkaError
+from kafkarepl.storage.config import LogConfig
+
 
 class ConfigError(ValueError):
     """A bad configuration value; the message names the property."""
@@ -402,35 +405,30 @@ def _properties() -> dict[str, tuple[str, Any]]:
     return {f.metadata["prop"]: (f.name, f.metadata["conv"]) for f in fields(BrokerConfig) if "prop" in f.metadata}
 
 
-# Settings Kafka also takes in coarser units, the finer one winning when both are set
-# (log.retention.ms over .minutes over .hours; log.roll.ms over .hours), as KafkaConfig's
-# logRetentionTimeMillis and logRollTimeMillis. Kafka's own server.properties sets
-# log.retention.hours=168.
-_COARSE_TIME_SETTINGS = {
-    "log_retention_ms": ("log.retention.ms", (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000))),
-    "log_roll_ms": ("log.roll.ms", (("log.roll.hours", 3_600_000),)),
-}
+# Kafka settings read only as other settings' fallbacks: log.dir for log.dirs, and the
+# coarser units of log.retention.ms and log.roll.ms (Kafka's own server.properties sets
+# log.retention.hours=168).
+ALIAS_PROPERTIES: dict[str, type] = {"log.retention.minutes": int, "log.retention.hours": int,
+                                     "log.roll.hours": int, "log.dir": str}
+# attribute -> (its own property, the coarser ones standing for it when it is not set)
+_COARSE_TIME_SETTINGS = {"log_retention_ms": ("log.retention.ms", ("log.retention.minutes", "log.retention.hours")),
+                         "log_roll_ms": ("log.roll.ms", ("log.roll.hours",))}
 
 
 def _coarse_time_settings(props: dict[str, str]) -> dict[str, int]:
-    out = {}
-    for attr, (finest, coarser) in _COARSE_TIME_SETTINGS.items():
-        if finest in props:
-            continue
-        for name, unit in coarser:
-            if name in props:
-                try:
-                    value = int(props[name])
-                except ValueError:
-                    raise ConfigError(f"invalid value for {name}: {props[name]!r}") from None
-                out[attr] = -1 if value < 0 else value * unit
-                break
-    return out
-
-
-# Kafka settings read only as other settings' fallbacks (above, and log.dir for log.dirs).
-ALIAS_PROPERTIES: dict[str, type] = {"log.retention.minutes": int, "log.retention.hours": int,
-                                     "log.roll.hours": int, "log.dir": str}
+    """The ms settings given only in coarser units, resolved by the log config's own units
+    and precedence (storage/config.py: minutes over hours), as KafkaConfig's
+    logRetentionTimeMillis and logRollTimeMillis; a negative retention is -1."""
+    coarse = {n: props[n] for _ms, names in _COARSE_TIME_SETTINGS.values() for n in names if n in props}
+    if not coarse:
+        return {}
+    try:
+        resolved = LogConfig.from_props(coarse)
+    except KafkaError as exc:
+        raise ConfigError(str(exc)) from None
+    values = {"log_retention_ms": max(resolved.retention_ms, -1), "log_roll_ms": resolved.segment_ms}
+    return {attr: values[attr] for attr, (ms, names) in _COARSE_TIME_SETTINGS.items()
+            if ms not in props and any(n in props for n in names)}
 
 
 @functools.cache
