@@ -12,7 +12,22 @@ from kafkarepl.errors import ErrorCode, KafkaError
 DAY_MS = 24 * 3600 * 1000
 
 # Kafka property name -> (field, converter). Topic names first, then broker (log.*) names.
-_INT = int
+def _bounded_int(bits: int, kind: str) -> Any:
+    """Kafka's INT / LONG parsing: a value outside the type's range is refused (a huge
+    segment.index.bytes once made a partition refuse every append)."""
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def parse(v: Any) -> int:
+        n = int(v)
+        if not low <= n <= high:
+            raise ValueError(f"not a number of type {kind}")
+        return n
+
+    return parse
+
+
+_INT = _bounded_int(32, "INT")
+_LONG = _bounded_int(64, "LONG")
 
 
 def _bool(v: Any) -> bool:
@@ -45,19 +60,19 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     # name: (field, converter, multiplier)
     "segment.bytes": ("segment_bytes", _INT, 1),
     "log.segment.bytes": ("segment_bytes", _INT, 1),
-    "segment.ms": ("segment_ms", _INT, 1),
-    "log.roll.ms": ("segment_ms", _INT, 1),
+    "segment.ms": ("segment_ms", _LONG, 1),
+    "log.roll.ms": ("segment_ms", _LONG, 1),
     "log.roll.hours": ("segment_ms", _INT, 3600 * 1000),
     "index.interval.bytes": ("index_interval_bytes", _INT, 1),
     "log.index.interval.bytes": ("index_interval_bytes", _INT, 1),
     "segment.index.bytes": ("segment_index_bytes", _INT, 1),
     "log.index.size.max.bytes": ("segment_index_bytes", _INT, 1),
-    "retention.ms": ("retention_ms", _INT, 1),
-    "log.retention.ms": ("retention_ms", _INT, 1),
+    "retention.ms": ("retention_ms", _LONG, 1),
+    "log.retention.ms": ("retention_ms", _LONG, 1),
     "log.retention.minutes": ("retention_ms", _INT, 60 * 1000),
     "log.retention.hours": ("retention_ms", _INT, 3600 * 1000),
-    "retention.bytes": ("retention_bytes", _INT, 1),
-    "log.retention.bytes": ("retention_bytes", _INT, 1),
+    "retention.bytes": ("retention_bytes", _LONG, 1),
+    "log.retention.bytes": ("retention_bytes", _LONG, 1),
     "max.message.bytes": ("max_message_bytes", _INT, 1),
     "message.max.bytes": ("max_message_bytes", _INT, 1),
     "message.timestamp.type": ("message_timestamp_type", _ts_type, 1),
@@ -70,14 +85,14 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "log.flush.interval.ms": ("flush_ms", _opt_int, 1),
     "min.insync.replicas": ("min_insync_replicas", _INT, 1),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, 1),
-    "delete.retention.ms": ("delete_retention_ms", _INT, 1),
-    "log.cleaner.delete.retention.ms": ("delete_retention_ms", _INT, 1),
+    "delete.retention.ms": ("delete_retention_ms", _LONG, 1),
+    "log.cleaner.delete.retention.ms": ("delete_retention_ms", _LONG, 1),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float, 1),
     "log.cleaner.min.cleanable.ratio": ("min_cleanable_dirty_ratio", float, 1),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", _INT, 1),
-    "log.cleaner.min.compaction.lag.ms": ("min_compaction_lag_ms", _INT, 1),
-    "max.compaction.lag.ms": ("max_compaction_lag_ms", _INT, 1),
-    "log.cleaner.max.compaction.lag.ms": ("max_compaction_lag_ms", _INT, 1),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _LONG, 1),
+    "log.cleaner.min.compaction.lag.ms": ("min_compaction_lag_ms", _LONG, 1),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _LONG, 1),
+    "log.cleaner.max.compaction.lag.ms": ("max_compaction_lag_ms", _LONG, 1),
     # kafkarepl's own (docs/operations.md "Limits"): Kafka always walks these records
     "kafkarepl.validate.uncompressed.records": ("validate_uncompressed_records", _bool, 1),
 }

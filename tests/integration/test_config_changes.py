@@ -214,3 +214,14 @@ def test_dynamic_topic_defaults_that_conflict_together_are_not_applied(cluster_f
     wait_until(lambda: "dynamic topic defaults" in c.tail(1) and "not applied" in c.tail(1), 10, "the refusal")
     c.restart(1)
     c.create_topic("still", 1, 1)
+
+
+def test_a_topic_config_outside_its_kafka_type_is_refused(cluster_factory) -> None:
+    """segment.index.bytes is an INT in Kafka: a larger value is INVALID_CONFIG at
+    creation (it was taken, and every append to the partition then failed)."""
+    c = cluster_factory(1)
+    body = {"topics": [{"name": "huge", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                        "configs": [{"name": "segment.index.bytes", "value": "9" * 40}]}],
+            "timeout_ms": 10000, "validate_only": False}
+    r = wire.call("127.0.0.1", c.brokers[1].port, ApiKey.CREATE_TOPICS, 5, body)["topics"][0]
+    assert r["error_code"] == ErrorCode.INVALID_CONFIG, r

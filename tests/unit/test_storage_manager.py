@@ -208,3 +208,17 @@ def test_shutdown_closes_deleted_segments_at_once(dirs):
     assert _deleted_files_open_under(dirs[0])  # held for readers meanwhile
     mgr.shutdown()
     assert _deleted_files_open_under(dirs[0]) == []
+
+
+@pytest.mark.parametrize("name, value", [
+    ("segment.index.bytes", str(2**31)), ("segment.bytes", "9" * 40), ("max.message.bytes", str(-(2**31) - 1)),
+    ("retention.ms", str(2**63)), ("min.compaction.lag.ms", "9" * 40), ("log.retention.hours", str(2**31)),
+])
+def test_numbers_outside_their_kafka_type_are_refused(name, value):
+    with pytest.raises(KafkaError):
+        LogConfig.from_props({name: value})
+
+
+def test_numbers_at_the_edge_of_their_kafka_type_are_taken():
+    cfg = LogConfig.from_props({"segment.index.bytes": str(2**31 - 1), "retention.ms": str(2**63 - 1)})
+    assert (cfg.segment_index_bytes, cfg.retention_ms) == (2**31 - 1, 2**63 - 1)
