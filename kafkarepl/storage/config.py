@@ -154,6 +154,9 @@ class LogConfig:
         elif self.min_compaction_lag_ms > self.max_compaction_lag_ms:  # as Kafka's LogConfig.validateValues
             problems.append(f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) > "
                             f"max.compaction.lag.ms ({self.max_compaction_lag_ms})")
+        policies = [p.strip() for p in self.cleanup_policy.split(",") if p.strip()]
+        if any(p not in ("compact", "delete") for p in policies):  # Kafka's ValidList.in(compact, delete)
+            problems.append(f"cleanup.policy {self.cleanup_policy[:100]!r}: a list of compact and delete")
         if problems:
             raise KafkaError("; ".join(problems), ErrorCode.INVALID_CONFIG)
 

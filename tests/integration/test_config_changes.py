@@ -225,3 +225,7 @@ def test_a_topic_config_outside_its_kafka_type_is_refused(cluster_factory) -> No
             "timeout_ms": 10000, "validate_only": False}
     r = wire.call("127.0.0.1", c.brokers[1].port, ApiKey.CREATE_TOPICS, 5, body)["topics"][0]
     assert r["error_code"] == ErrorCode.INVALID_CONFIG, r
+    # cleanup.policy is a list of compact and delete (anything else turned both off).
+    body["topics"][0]["configs"] = [{"name": "cleanup.policy", "value": "forever"}]
+    r = wire.call("127.0.0.1", c.brokers[1].port, ApiKey.CREATE_TOPICS, 5, body)["topics"][0]
+    assert r["error_code"] == ErrorCode.INVALID_CONFIG, r

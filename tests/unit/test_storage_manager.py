@@ -222,3 +222,15 @@ def test_numbers_outside_their_kafka_type_are_refused(name, value):
 def test_numbers_at_the_edge_of_their_kafka_type_are_taken():
     cfg = LogConfig.from_props({"segment.index.bytes": str(2**31 - 1), "retention.ms": str(2**63 - 1)})
     assert (cfg.segment_index_bytes, cfg.retention_ms) == (2**31 - 1, 2**63 - 1)
+
+
+@pytest.mark.parametrize("policy, valid", [
+    ("delete", True), ("compact", True), ("compact,delete", True), ("delete, compact", True),
+    ("xcompactx", False), ("compact,forever", False), ("x" * 30000, False),
+])
+def test_cleanup_policy_is_a_list_of_compact_and_delete(policy, valid):
+    if valid:
+        assert LogConfig.from_props({"cleanup.policy": policy}).cleanup_policy == policy
+    else:
+        with pytest.raises(KafkaError):
+            LogConfig.from_props({"cleanup.policy": policy})
