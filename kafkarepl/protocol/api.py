@@ -39,6 +39,7 @@ class Request(NamedTuple):
     client_id: str | None
     body: dict
     header_size: int  # bytes of the frame taken by the request header
+    size: int = 0  # bytes of the whole frame (client quotas count them)
 
 
 class MalformedResponseError(KafkaError):
@@ -149,7 +150,7 @@ def decode_request(frame: memoryview | bytes | bytearray) -> Request:
     except _DECODE_FAILURES as e:
         raise invalid_request(f"malformed {spec.name} v{api_version} request: {_describe(e)}",
                               correlation_id) from None
-    return Request(spec.key, api_version, correlation_id, client_id, body, header_size)
+    return Request(spec.key, api_version, correlation_id, client_id, body, header_size, len(mv))
 
 
 def _describe(e: Exception) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .schema import (
     BOOL,
     BYTES,
+    FLOAT64,
     INT8,
     INT16,
     INT32,
@@ -894,6 +895,58 @@ ALTER_USER_SCRAM_CREDENTIALS = api(
     ],
 )
 
+_QUOTA_ENTITY = A(S(
+    F('EntityType', STRING, '0+'),
+    F('EntityName', STRING, '0+', nullable='0+'),
+))
+
+DESCRIBE_CLIENT_QUOTAS = api(
+    ApiKey.DESCRIBE_CLIENT_QUOTAS, 'DescribeClientQuotas', '0-1', '1+',
+    request=[
+        F('Components', A(S(
+            F('EntityType', STRING, '0+'),
+            F('MatchType', INT8, '0+'),
+            F('Match', STRING, '0+', nullable='0+'),
+          )), '0+'),
+        F('Strict', BOOL, '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ErrorCode', INT16, '0+'),
+        F('ErrorMessage', STRING, '0+', nullable='0+'),
+        F('Entries', A(S(
+            F('Entity', _QUOTA_ENTITY, '0+'),
+            F('Values', A(S(
+                F('Key', STRING, '0+'),
+                F('Value', FLOAT64, '0+'),
+              )), '0+'),
+          )), '0+', nullable='0+'),
+    ],
+)
+
+ALTER_CLIENT_QUOTAS = api(
+    ApiKey.ALTER_CLIENT_QUOTAS, 'AlterClientQuotas', '0-1', '1+',
+    request=[
+        F('Entries', A(S(
+            F('Entity', _QUOTA_ENTITY, '0+'),
+            F('Ops', A(S(
+                F('Key', STRING, '0+'),
+                F('Value', FLOAT64, '0+'),
+                F('Remove', BOOL, '0+'),
+              )), '0+'),
+          )), '0+'),
+        F('ValidateOnly', BOOL, '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Entries', A(S(
+            F('ErrorCode', INT16, '0+'),
+            F('ErrorMessage', STRING, '0+', nullable='0+'),
+            F('Entity', _QUOTA_ENTITY, '0+'),
+          )), '0+'),
+    ],
+)
+
 OFFSET_DELETE = api(
     ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
     request=[
@@ -1413,6 +1466,8 @@ APIS: tuple[ApiSpec, ...] = (
     SASL_AUTHENTICATE,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_CLIENT_QUOTAS,
+    ALTER_CLIENT_QUOTAS,
     FETCH,
     LIST_OFFSETS,
     METADATA,

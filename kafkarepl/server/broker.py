@@ -37,6 +37,8 @@ from kafkarepl.server.acl_apis import AclApis
 from kafkarepl.server.acl_store import AclStore
 from kafkarepl.server.alter_partition import AlterPartitionManager
 from kafkarepl.server.authorizer import Authorizer
+from kafkarepl.server.client_quota_apis import ClientQuotaApis
+from kafkarepl.server.client_quotas import ClientQuotas
 from kafkarepl.server.clock import SystemClock
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.config_changes import ConfigChangeListener
@@ -55,6 +57,7 @@ from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.metrics import BrokerMetrics
 from kafkarepl.server.network import SocketServer
 from kafkarepl.server.producer_ids import ProducerIdManager
+from kafkarepl.server.quota_gate import ClientQuotaGate
 from kafkarepl.server.replica_apis import ReplicaApis
 from kafkarepl.server.replica_fetcher import ReplicaFetcherManager
 from kafkarepl.server.replica_storage import LogStorage, log_config
@@ -92,6 +95,10 @@ class Broker:
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
         self.scram = ScramCredentials(store)  # SCRAM logins and Alter/DescribeUserScramCredentials
+        # client byte-rate quotas (quota.window.num windows of quota.window.size.seconds)
+        self.client_quotas = ClientQuotas(clock.monotonic_ms, config.quota_window_num,
+                                          config.quota_window_size_seconds)
+        self.client_quota_apis = ClientQuotaApis(store, self.client_quotas)
         # ACLs (authorizer.class.name): cached on every broker from ZooKeeper (acl_store.py)
         self.authorizer = (Authorizer([u.strip() for u in config.super_users.split(";") if u.strip()],
                                       config.allow_everyone_if_no_acl_found)
@@ -141,7 +148,8 @@ class Broker:
         self._storage = storage
         self.config_changes = ConfigChangeListener(zk, store, replicas, self._topic_overrides,
                                                    on_broker_configs=self._load_broker_configs,
-                                                   on_user_change=self.scram.reload)
+                                                   on_user_change=self.scram.reload,
+                                                   on_quota_change=self.client_quota_apis.reload)
         producer_ids = ProducerIdManager(bid, guarded)
         self.txn = TransactionCoordinatorService(config, metadata, replicas, topics, clock, producer_ids.next_id,
                                                  security)
@@ -166,6 +174,8 @@ class Broker:
             LogDirApis(self.log_manager, replicas),
             self.txn,
             self.scram,
+            self.client_quota_apis,
+            ClientQuotaGate(self.client_quotas),
             RequestAuthorizer(self.authorizer),
         )
         first, *more = self._listeners(config)
@@ -295,6 +305,7 @@ class Broker:
         self.log_manager.startup()
         until_done = self.zk.until_done
         await until_done(self.scram.load, "SCRAM credentials")
+        await until_done(self.client_quota_apis.load, "client quotas")
         if self.acl_store is not None:
             await until_done(self.acl_store.start, "ACLs")
         await self.server.start()

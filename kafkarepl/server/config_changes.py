@@ -34,7 +34,9 @@ class ConfigChangeListener:
         change_expiration_ms: int = CHANGE_EXPIRATION_MS,
         on_broker_configs: Callable[[], Awaitable[None]] | None = None,
         on_user_change: Callable[[str], Awaitable[None]] | None = None,
+        on_quota_change: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
+        self.on_quota_change = on_quota_change  # client quotas of users/... or clients/... changed
         self.on_user_change = on_user_change  # SCRAM credentials of a user changed
         self.on_broker_configs = on_broker_configs  # dynamic broker configs changed
         self.change_expiration_ms = change_expiration_ms  # handled notifications are purged after it
@@ -63,6 +65,22 @@ class ConfigChangeListener:
             self._last_seq = new[-1]
             asyncio.ensure_future(self._apply(new))
 
+    async def _entity_changed(self, entity: str) -> None:
+        """users/<u> holds SCRAM credentials and quotas; users/<u>/clients/<c> and
+        clients/<c> hold quotas only."""
+        until_done = self.zk.until_done
+        user = entity[len("users/"):] if entity.startswith("users/") else None
+        if user is not None and "/" not in user and self.on_user_change is not None:
+            try:
+                await until_done(partial(self.on_user_change, user), "SCRAM credentials")
+            except Exception as exc:  # noqa: BLE001 - e.g. a credential written badly by hand
+                log.warning("user %s: credentials not reloaded: %r", entity, exc)
+        if self.on_quota_change is not None:
+            try:
+                await until_done(partial(self.on_quota_change, entity), "client quotas")
+            except Exception as exc:  # noqa: BLE001 - e.g. a quota written badly by hand
+                log.warning("%s: client quotas not reloaded: %r", entity, exc)
+
     async def _apply(self, seqs: list[int]) -> None:
         # A read cut off by a ZooKeeper blip waits and runs again (as Kafka's
         # retryRequestsUntilConnected): a lost notification would leave this broker on an
@@ -82,11 +100,8 @@ class ConfigChangeListener:
                     topics.add(entity[len("topics/"):])
                 elif entity and entity.startswith("brokers/"):
                     brokers_changed = True
-                elif entity and entity.startswith("users/") and self.on_user_change is not None:
-                    try:
-                        await until_done(partial(self.on_user_change, entity[len("users/"):]), "SCRAM credentials")
-                    except Exception as exc:  # noqa: BLE001 - e.g. a credential written badly by hand
-                        log.warning("user %s: credentials not reloaded: %r", entity, exc)
+                elif entity and entity.startswith(("users/", "clients/")):
+                    await self._entity_changed(entity)
             if brokers_changed and self.on_broker_configs is not None:
                 try:
                     await until_done(self.on_broker_configs, "dynamic broker configs")

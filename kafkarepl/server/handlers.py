@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from kafkarepl.errors import ErrorCode, UnsupportedVersionError
 from kafkarepl.protocol import API, ApiKey, Request
+from kafkarepl.server.quota_gate import ClientQuotaGate
 from kafkarepl.server.request_authorization import RequestAuthorizer, set_session
 
 if TYPE_CHECKING:
     from kafkarepl.server.acl_apis import AclApis
+    from kafkarepl.server.client_quota_apis import ClientQuotaApis
     from kafkarepl.server.configs import ConfigApis
     from kafkarepl.server.controller_apis import ControllerApis
     from kafkarepl.server.group_coordinator import GroupCoordinatorService
@@ -84,6 +86,8 @@ SERVED = (
     ApiKey.SASL_AUTHENTICATE,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS,
+    ApiKey.ALTER_CLIENT_QUOTAS,
 )
 
 
@@ -114,9 +118,12 @@ class RequestHandlers:
         log_dirs: LogDirApis,
         txn: TransactionCoordinatorService,
         scram: ScramCredentials,
+        client_quotas: ClientQuotaApis,
+        quota_gate: ClientQuotaGate,
         authz: RequestAuthorizer | None = None,
     ) -> None:
         self.authz = authz or RequestAuthorizer(None)
+        self.quota_gate = quota_gate
         self.groups = groups
         self.producer_ids = producer_ids
         self.txn = txn
@@ -146,6 +153,8 @@ class RequestHandlers:
             ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.alter,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.describe,
+            ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.alter,
             ApiKey.SASL_HANDSHAKE: self.sasl_not_enabled,
             ApiKey.SASL_AUTHENTICATE: self.sasl_not_enabled,
             ApiKey.ELECT_LEADERS: controller.elect_leaders,
@@ -186,6 +195,10 @@ class RequestHandlers:
         result: dict[str, Any] | None
         if removed is not None and removed.not_attempted:  # nothing of it may be done
             result = {"throttle_time_ms": 0, "results_by_topic_v3_and_below": []}
+        elif req.api_key == ApiKey.PRODUCE:
+            result = await self.quota_gate.produce(req, conn, fn)
+        elif req.api_key == ApiKey.FETCH:
+            result = await self.quota_gate.fetch(req, conn, fn)
         else:
             result = await fn(req)
         if removed is not None:

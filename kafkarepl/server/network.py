@@ -198,6 +198,7 @@ class Connection:
         self._room.set()
         self.closed = False
         self._close_after_failure = False
+        self._muted_until = 0.0  # loop time: no request is read before it (client quotas)
 
     # -- reading --------------------------------------------------------------------
     async def _recv_into(self, view: memoryview) -> int:
@@ -253,6 +254,9 @@ class Connection:
                 frame, held = await self._read_frame()
             except EOFError:
                 return
+            muted = self._muted_until - self.loop.time()
+            if muted > 0:  # throttled by a quota: the request waits, unread by the handlers
+                await asyncio.sleep(muted)
             try:
                 self._accept_frame(frame, held)
             except BaseException:
@@ -293,6 +297,11 @@ class Connection:
         ctx.run(set_current_listener, self.listener.name)
         task: asyncio.Future = ctx.run(self.loop.create_task, self.server.handler(req, self))  # type: ignore[arg-type]
         self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held)
+
+    def throttle(self, ms: int) -> None:
+        """KIP-219: serve no further request of this connection for `ms` (a client over
+        its quota; the answer saying so goes out at once)."""
+        self._muted_until = max(self._muted_until, self.loop.time() + ms / 1000)
 
     def _authenticate(self, sasl: Any, req: Any, held: int) -> None:
         """Before authentication only SaslHandshake and SaslAuthenticate are served

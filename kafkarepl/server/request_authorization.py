@@ -30,7 +30,7 @@ _session: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
 
 CLUSTER_ACTIONS = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
                    ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS}
-CLUSTER_ALTER = {ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ELECT_LEADERS,
+CLUSTER_ALTER = {ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ELECT_LEADERS,
                  ApiKey.ALTER_PARTITION_REASSIGNMENTS}
 CLUSTER_DESCRIBE = {ApiKey.DESCRIBE_ACLS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
                     ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS}
@@ -62,6 +62,7 @@ class Removed:
     filter_listing: bool = False  # Metadata of all topics: drop what may not be described
     names: list[str] = field(default_factory=list)  # groups / transactional ids taken out
     not_attempted: dict[str, list[int]] = field(default_factory=dict)  # AddPartitionsToTxn's others
+    denied: list[Any] = field(default_factory=list)  # entries of a per-entry API refused as a whole
 
 
 class RequestAuthorizer:
@@ -86,7 +87,19 @@ class RequestAuthorizer:
         if self.authorizer is None:
             return None
         k, b = req.api_key, req.body
-        if k in CLUSTER_ACTIONS:
+        if k in (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_CLIENT_QUOTAS):
+            # Answered entry by entry (no top-level error code), as Kafka does.
+            op = Op.ALTER if k == ApiKey.ALTER_USER_SCRAM_CREDENTIALS else Op.ALTER_CONFIGS
+            removed = Removed()
+            if not self.allowed(op, R.CLUSTER, CLUSTER):
+                keys = ("deletions", "upsertions") if k == ApiKey.ALTER_USER_SCRAM_CREDENTIALS else ("entries",)
+                for key in keys:
+                    removed.denied += b.get(key) or []
+                    b[key] = []
+            return removed
+        if k == ApiKey.DESCRIBE_CLIENT_QUOTAS:
+            self._require(Op.DESCRIBE_CONFIGS, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        elif k in CLUSTER_ACTIONS:
             self._require(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         elif k in CLUSTER_ALTER:
             self._require(Op.ALTER, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
@@ -296,6 +309,14 @@ class RequestAuthorizer:
         elif k == ApiKey.DELETE_GROUPS:
             for g in removed.names:
                 resp["results"].append({"group_id": g, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})
+        elif k == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+            denied = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            for user in dict.fromkeys(e["name"] for e in removed.denied):
+                resp["results"].append({"user": user, "error_code": denied, "error_message": None})
+        elif k == ApiKey.ALTER_CLIENT_QUOTAS:
+            denied = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            for e in removed.denied:
+                resp["entries"].append({"error_code": denied, "error_message": None, "entity": e["entity"]})
         elif k == ApiKey.LIST_GROUPS:
             resp["groups"] = [g for g in resp["groups"] if self.allowed(Op.DESCRIBE, R.GROUP, g["group_id"])]
         elif k == ApiKey.DESCRIBE_TRANSACTIONS:

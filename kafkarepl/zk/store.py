@@ -42,6 +42,7 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_USERS = "/config/users"
+CONFIG_CLIENTS = "/config/clients"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 
@@ -53,8 +54,8 @@ PERSISTENT_PATHS = (
     CONFIG_TOPICS,
     CONFIG_BROKERS,
     CONFIG_CHANGES,
-    "/config/clients",
-    "/config/users",
+    CONFIG_CLIENTS,
+    CONFIG_USERS,
     ISR_CHANGE_NOTIFICATION,
     "/cluster",
 )
@@ -714,6 +715,29 @@ class KafkaZkStore:
             return sorted(await self.zk.get_children(CONFIG_USERS))
         except NoNodeError:
             return []
+
+    async def get_entity_config(self, entity_path: str) -> dict[str, str]:
+        """The config of /config/<entity_path> (a quota entity: "users/alice/clients/app")."""
+        return await self._get_config(f"/config/{entity_path}")
+
+    async def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        await self._set_config(f"/config/{entity_path}", entity_path, config)
+
+    async def quota_entity_paths(self) -> list[str]:
+        """Every users/<u>, users/<u>/clients/<c> and clients/<c> entity with a znode."""
+        out: list[str] = []
+        for user in await self.get_user_names():
+            out.append(f"users/{user}")
+            try:
+                out += [f"users/{user}/clients/{c}" for c in sorted(
+                    await self.zk.get_children(f"{CONFIG_USERS}/{user}/clients"))]
+            except NoNodeError:
+                pass
+        try:
+            out += [f"clients/{c}" for c in sorted(await self.zk.get_children(CONFIG_CLIENTS))]
+        except NoNodeError:
+            pass
+        return out
 
     # --- partition state -----------------------------------------------------------
 

@@ -1,0 +1,311 @@
+"""Client quotas (KIP-13, KIP-55): byte rates per user and client id, sans-I/O.
+
+The quota configs live in ZooKeeper as Kafka keeps them (/config/users/<user>,
+/config/users/<user>/clients/<client-id>, /config/clients/<client-id>; `<default>` for
+the default entity; names URL-encoded), written by AlterClientQuotas or kafka-configs.sh.
+This module holds what every broker caches of them and decides, per request, how long a
+client must wait:
+
+- Resolution (Kafka's DefaultQuotaCallback): for a request of user U and client id C the
+  first entity that sets the quota's key wins, in this order: U+C, U+<default client>, U,
+  <default user>+C, <default user>+<default client>, <default user>, C, <default client>.
+  The rate is kept per matched entity, so each user (or client id) under a default quota
+  has its own allowance, and all client ids of a user with a user-level quota share one.
+- The rate is Kafka's `Rate` over `quota.window.num` (11) windows of
+  `quota.window.size.seconds` (1 s), its elapsed time padded to at least 10 full windows:
+  a client may burst 10 s worth of its quota before it is throttled.
+- A request that takes the rate above the quota is still served (Produce appends); the
+  answer carries throttle_time_ms = (rate - quota) / quota * window, the time for the
+  average to come back to the quota, and the connection reads no request for that long
+  (KIP-219). A throttled Fetch is answered empty, its bytes not counted (Kafka's
+  getThrottledResponse).
+- `request_percentage` and `controller_mutation_rate` are stored and described but not
+  enforced here.
+"""
+
+from __future__ import annotations
+
+import math
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+USER = "user"
+CLIENT_ID = "client-id"
+IP = "ip"
+DEFAULT = "<default>"  # the default entity's name in ZooKeeper (null on the wire)
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+# key -> whether it takes whole numbers only (Kafka's LONG) rather than a DOUBLE
+QUOTA_KEYS: dict[str, bool] = {
+    PRODUCER_BYTE_RATE: True,
+    CONSUMER_BYTE_RATE: True,
+    REQUEST_PERCENTAGE: False,
+    CONTROLLER_MUTATION_RATE: False,
+}
+_LONG_MAX = 2**63 - 1
+INACTIVE_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's inactiveSensorExpirationTimeSeconds
+
+# An entity: its components, entity type -> name (None: the default entity), sorted.
+Entity = tuple[tuple[str, str | None], ...]
+
+
+class QuotaError(ValueError):
+    """An entity or an op AlterClientQuotas refuses (INVALID_REQUEST)."""
+
+
+def entity_of(components: Iterable[tuple[str, str | None]]) -> Entity:
+    """A validated entity: user and/or client-id, each at most once."""
+    out: dict[str, str | None] = {}
+    for etype, name in components:
+        if etype == IP:
+            raise QuotaError("IP quotas (connection_creation_rate) are not supported by this broker")
+        if etype not in (USER, CLIENT_ID):
+            raise QuotaError(f"Unknown entity type {etype!r}")
+        if etype in out:
+            raise QuotaError(f"Duplicate entity type {etype!r}")
+        if name is not None and not name and etype == USER:
+            raise QuotaError("An empty user name is not a valid quota entity")
+        out[etype] = name
+    if not out:
+        raise QuotaError("An entity needs at least one component")
+    return tuple(sorted(out.items()))
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer: URL-encoded (UTF-8), '*' as %2A and spaces as %20."""
+    return urllib.parse.quote(name, safe="-_.")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
+
+
+def _znode(name: str | None) -> str:
+    return DEFAULT if name is None else sanitize(name)
+
+
+def _name(znode: str) -> str | None:
+    return None if znode == DEFAULT else desanitize(znode)
+
+
+def entity_path(entity: Entity) -> str:
+    """The entity's path under /config ("users/alice/clients/app", "clients/<default>")."""
+    parts = dict(entity)
+    if USER in parts:
+        path = f"users/{_znode(parts[USER])}"
+        return f"{path}/clients/{_znode(parts[CLIENT_ID])}" if CLIENT_ID in parts else path
+    return f"clients/{_znode(parts[CLIENT_ID])}"
+
+
+def entity_from_path(path: str) -> Entity | None:
+    """The entity of a /config path; None for a path that names no quota entity."""
+    p = path.strip("/").split("/")
+    if len(p) == 2 and p[0] == "users":
+        return ((USER, _name(p[1])),)
+    if len(p) == 4 and p[0] == "users" and p[2] == "clients":
+        return ((CLIENT_ID, _name(p[3])), (USER, _name(p[1])))
+    if len(p) == 2 and p[0] == "clients":
+        return ((CLIENT_ID, _name(p[1])),)
+    return None
+
+
+def quota_values(config: Mapping[str, str]) -> dict[str, float]:
+    """The quota keys of an entity's stored config (SCRAM credentials share the user's
+    znode); values that do not parse are left out."""
+    out: dict[str, float] = {}
+    for key in QUOTA_KEYS:
+        if key in config:
+            try:
+                value = float(config[key])
+            except ValueError:
+                continue
+            if math.isfinite(value) and value > 0:
+                out[key] = value
+    return out
+
+
+def check_op(key: str, value: float) -> str:
+    """The stored text of a quota value, or QuotaError (Kafka: INVALID_REQUEST)."""
+    whole = QUOTA_KEYS.get(key)
+    if whole is None:
+        raise QuotaError(f"Invalid configuration key {key}")
+    if not math.isfinite(value) or value <= 0:
+        raise QuotaError(f"Configuration {key} must be a positive number, not {value}")
+    if whole:
+        rounded = round(value)
+        if abs(rounded - value) > 1e-6 or rounded > _LONG_MAX:
+            raise QuotaError(f"Configuration {key} must be a LONG value")
+        return str(int(rounded))
+    return repr(value)
+
+
+def quota_levels(user: str, client_id: str) -> list[tuple[Entity, tuple[str, str]]]:
+    """The entities that may set a quota for (user, client_id), first match winning, each
+    with the key its rate is kept under (Kafka's quota metric tags)."""
+    both = (user, client_id)
+    return [
+        (((CLIENT_ID, client_id), (USER, user)), both),
+        (((CLIENT_ID, None), (USER, user)), both),
+        (((USER, user),), (user, "")),
+        (((CLIENT_ID, client_id), (USER, None)), both),
+        (((CLIENT_ID, None), (USER, None)), both),
+        (((USER, None),), (user, "")),
+        (((CLIENT_ID, client_id),), ("", client_id)),
+        (((CLIENT_ID, None),), ("", client_id)),
+    ]
+
+
+class QuotaRate:
+    """Kafka's `Rate` over `samples` windows of `window_ms`, elapsed time padded to
+    `samples - 1` full windows (so a fresh sensor does not see a 1 s burst as a 10x rate)."""
+
+    def __init__(self, samples: int, window_ms: int) -> None:
+        self.samples = samples
+        self.window_ms = window_ms
+        self._windows: dict[int, float] = {}  # window index -> recorded
+        self.last_record_ms = 0
+
+    def record(self, value: float, now_ms: int) -> None:
+        w = now_ms // self.window_ms
+        self._windows[w] = self._windows.get(w, 0.0) + value
+        for old in [k for k in self._windows if k <= w - self.samples]:
+            del self._windows[old]
+        self.last_record_ms = now_ms
+
+    def window_size_ms(self, now_ms: int) -> int:
+        w = now_ms // self.window_ms
+        first = min((k for k in self._windows if k > w - self.samples), default=w)
+        elapsed = now_ms - first * self.window_ms
+        full = elapsed // self.window_ms
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return max(elapsed, 1)
+
+    def rate(self, now_ms: int) -> float:
+        """Per second."""
+        w = now_ms // self.window_ms
+        total = sum(v for k, v in self._windows.items() if k > w - self.samples)
+        return total * 1000.0 / self.window_size_ms(now_ms)
+
+
+@dataclass(frozen=True)
+class QuotaKind:
+    key: str  # the config key that sets it
+    name: str  # as Kafka's quota types name it (metrics)
+
+
+PRODUCE = QuotaKind(PRODUCER_BYTE_RATE, "Produce")
+FETCH = QuotaKind(CONSUMER_BYTE_RATE, "Fetch")
+
+
+class ClientQuotas:
+    """The quota configs this broker knows and the rates of the clients they apply to."""
+
+    def __init__(self, clock_ms: Callable[[], int], samples: int = 11, window_s: int = 1) -> None:
+        self.clock_ms = clock_ms
+        self.samples = samples
+        self.window_ms = window_s * 1000
+        self.configs: dict[Entity, dict[str, float]] = {}
+        self._rates: dict[tuple[str, str, str], QuotaRate] = {}  # (kind, user, client) -> rate
+        self._records = 0
+        self.throttle_ms_total: dict[str, int] = {PRODUCE.name: 0, FETCH.name: 0}  # metrics
+        self.throttled: dict[str, int] = {PRODUCE.name: 0, FETCH.name: 0}
+
+    def set_config(self, entity: Entity, values: Mapping[str, float]) -> None:
+        if values:
+            self.configs[entity] = dict(values)
+        else:
+            self.configs.pop(entity, None)
+
+    def replace_all(self, configs: Mapping[Entity, Mapping[str, float]]) -> None:
+        self.configs = {e: dict(v) for e, v in configs.items() if v}
+
+    @property
+    def active(self) -> bool:
+        return bool(self.configs)
+
+    def quota(self, kind: QuotaKind, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
+        """The limit (per second) and its rate key, or None when no quota applies."""
+        if not self.configs:
+            return None
+        for entity, key in quota_levels(user, client_id):
+            values = self.configs.get(entity)
+            if values is not None and kind.key in values:
+                return values[kind.key], key
+        return None
+
+    def _rate(self, kind: QuotaKind, key: tuple[str, str], now: int) -> QuotaRate:
+        self._records += 1
+        if self._records % 4096 == 0:  # drop the rates of clients gone quiet (bounded memory)
+            cutoff = now - INACTIVE_SENSOR_EXPIRY_MS
+            for old in [x for x, r in self._rates.items() if r.last_record_ms < cutoff]:
+                del self._rates[old]
+        k = (kind.name, *key)
+        rate = self._rates.get(k)
+        if rate is None:
+            rate = self._rates[k] = QuotaRate(self.samples, self.window_ms)
+        return rate
+
+    def record(self, kind: QuotaKind, user: str, client_id: str, value: float) -> int:
+        """Counts `value` against the client's quota; the throttle time in ms (0: within it)."""
+        q = self.quota(kind, user, client_id)
+        if q is None:
+            return 0
+        limit, key = q
+        now = self.clock_ms()
+        rate = self._rate(kind, key, now)
+        rate.record(value, now)
+        observed = rate.rate(now)
+        if observed <= limit:
+            return 0
+        throttle = min(round((observed - limit) / limit * rate.window_size_ms(now)), 2**31 - 1)
+        self.throttled[kind.name] += 1
+        self.throttle_ms_total[kind.name] += throttle
+        return throttle
+
+    def unrecord(self, kind: QuotaKind, user: str, client_id: str, value: float) -> None:
+        """Takes back a recorded value (a throttled Fetch's bytes were never sent)."""
+        q = self.quota(kind, user, client_id)
+        if q is not None:
+            now = self.clock_ms()
+            self._rate(kind, q[1], now).record(-value, now)
+
+    def max_bytes_in_window(self, kind: QuotaKind, user: str, client_id: str) -> int | None:
+        """The most one response may carry: what the quota allows over the padded
+        window (Kafka's getMaxValueInQuotaWindow); None without a quota."""
+        q = self.quota(kind, user, client_id)
+        if q is None:
+            return None
+        return int(min(q[0] * (self.samples - 1) * self.window_ms / 1000, 2**31 - 1))
+
+    # ----------------------------------------------------------- DescribeClientQuotas --
+    def describe(self, components: list[tuple[str, int, str | None]], strict: bool
+                 ) -> list[tuple[Entity, dict[str, float]]]:
+        """Entities matching every filter component (match type 0: exact name, 1: the
+        default entity, 2: any named or default entity); strict: no other entity types.
+        Raises QuotaError for an invalid filter."""
+        seen: set[str] = set()
+        for etype, match_type, match in components:
+            if etype in seen:
+                raise QuotaError(f"Duplicate filter entity type {etype!r}")
+            seen.add(etype)
+            if etype not in (USER, CLIENT_ID, IP):
+                raise QuotaError(f"Unknown entity type {etype!r}")
+            if match_type not in (0, 1, 2):
+                raise QuotaError(f"Unknown match type {match_type}")
+            if match_type == 0 and match is None:
+                raise QuotaError("An exact match needs a name")
+        out = []
+        for entity, values in sorted(self.configs.items(), key=lambda ev: repr(ev[0])):
+            parts = dict(entity)
+            if strict and set(parts) != seen:
+                continue
+            if all(etype in parts and (match_type == 2 or (match_type == 1 and parts[etype] is None)
+                                       or (match_type == 0 and parts[etype] == match))
+                   for etype, match_type, match in components):
+                out.append((entity, values))
+        return out

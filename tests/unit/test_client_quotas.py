@@ -1,0 +1,174 @@
+"""Client quotas, sans-I/O: entity paths, resolution order, Kafka's padded rate and
+throttle time, describe filters."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkarepl.server.client_quotas import (
+    CLIENT_ID,
+    FETCH,
+    PRODUCE,
+    USER,
+    ClientQuotas,
+    QuotaError,
+    QuotaRate,
+    check_op,
+    entity_from_path,
+    entity_of,
+    entity_path,
+    quota_values,
+    sanitize,
+)
+from kafkarepl.server.quota_gate import fetch_response_bytes, quota_user
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def test_entity_paths_are_kafkas_and_round_trip() -> None:
+    cases = {
+        "users/alice": entity_of([(USER, "alice")]),
+        "users/alice/clients/app": entity_of([(CLIENT_ID, "app"), (USER, "alice")]),
+        "users/<default>": entity_of([(USER, None)]),
+        "users/<default>/clients/<default>": entity_of([(USER, None), (CLIENT_ID, None)]),
+        "clients/app": entity_of([(CLIENT_ID, "app")]),
+        "clients/<default>": entity_of([(CLIENT_ID, None)]),
+        # Kafka's Sanitizer: URL-encoded, '*' and ' ' as %2A / %20
+        "users/CN%3Dbob%2COU%3Dx%2A%20y": entity_of([(USER, "CN=bob,OU=x* y")]),
+    }
+    for path, entity in cases.items():
+        assert entity_path(entity) == path
+        assert entity_from_path(path) == entity
+    assert sanitize("<default>") == "%3Cdefault%3E"  # a user named so is not the default
+    assert entity_from_path("users/%3Cdefault%3E") == ((USER, "<default>"),)
+    assert entity_from_path("topics/t") is None and entity_from_path("users/a/x/b") is None
+
+
+@pytest.mark.parametrize("components", [
+    [], [("ip", "1.2.3.4")], [("group", "g")], [(USER, "a"), (USER, "b")], [(USER, "")]])
+def test_bad_entities_are_refused(components: list[tuple[str, str | None]]) -> None:
+    with pytest.raises(QuotaError):
+        entity_of(components)
+
+
+def test_op_values_follow_the_key_types() -> None:
+    assert check_op("producer_byte_rate", 1024.0) == "1024"
+    assert check_op("request_percentage", 12.5) == "12.5"
+    for key, value in [("producer_byte_rate", 10.5), ("producer_byte_rate", 0.0),
+                       ("consumer_byte_rate", -5.0), ("consumer_byte_rate", float("nan")),
+                       ("consumer_byte_rate", float("inf")), ("consumer_byte_rate", 1e40),
+                       ("retention.ms", 5.0)]:
+        with pytest.raises(QuotaError):
+            check_op(key, value)
+    # SCRAM credentials share a user's znode; values that do not parse are left out
+    assert quota_values({"SCRAM-SHA-256": "salt=..", "producer_byte_rate": "100",
+                         "consumer_byte_rate": "x"}) == {"producer_byte_rate": 100.0}
+
+
+def test_resolution_order_and_rate_keys() -> None:
+    q = ClientQuotas(Clock())
+    assert q.quota(PRODUCE, "alice", "app") is None
+    levels = [
+        ([(CLIENT_ID, None)], ("", "app")),
+        ([(CLIENT_ID, "app")], ("", "app")),
+        ([(USER, None)], ("alice", "")),
+        ([(USER, None), (CLIENT_ID, None)], ("alice", "app")),
+        ([(USER, None), (CLIENT_ID, "app")], ("alice", "app")),
+        ([(USER, "alice")], ("alice", "")),
+        ([(USER, "alice"), (CLIENT_ID, None)], ("alice", "app")),
+        ([(USER, "alice"), (CLIENT_ID, "app")], ("alice", "app")),
+    ]
+    # each more specific level, once set, wins over every level set before it
+    for limit, (components, key) in enumerate(levels, start=1):
+        q.set_config(entity_of(components), {"producer_byte_rate": float(limit)})
+        assert q.quota(PRODUCE, "alice", "app") == (float(limit), key)
+        assert q.quota(FETCH, "alice", "app") is None  # another key
+    assert q.quota(PRODUCE, "bob", "other") == (4.0, ("bob", "other"))  # <default> user + client id
+    q.set_config(entity_of([(USER, None), (CLIENT_ID, None)]), {})
+    assert q.quota(PRODUCE, "bob", "other") == (3.0, ("bob", ""))  # <default> user
+    q.set_config(entity_of([(USER, None)]), {})
+    assert q.quota(PRODUCE, "bob", "other") == (1.0, ("", "other"))  # <default> client id
+
+
+def test_rate_is_padded_to_the_full_window() -> None:
+    rate = QuotaRate(samples=11, window_ms=1000)
+    rate.record(10_000, 5_000)
+    assert rate.window_size_ms(5_000) == 10_000  # a fresh sensor: 10 windows of padding
+    assert rate.rate(5_000) == pytest.approx(1_000.0)
+    rate.record(10_000, 25_500)  # the first window has aged out
+    assert rate.rate(25_500) == pytest.approx(10_000 / 10.5)
+
+
+def test_throttle_time_brings_the_average_back_to_the_quota() -> None:
+    clock = Clock()
+    q = ClientQuotas(clock)
+    q.set_config(entity_of([(CLIENT_ID, "app")]), {"producer_byte_rate": 1000.0})
+    assert q.record(PRODUCE, "ANONYMOUS", "app", 10_000) == 0  # exactly the padded window's allowance
+    throttle = q.record(PRODUCE, "ANONYMOUS", "app", 5_000)
+    assert throttle == 5_000  # (1500 - 1000) / 1000 * 10 s
+    assert q.record(PRODUCE, "ANONYMOUS", "other", 50_000) == 0  # no quota for other client ids
+    # Kafka's formula: the padded window does not shrink, so the rate only falls as
+    # windows age out; once the burst's window has, the client is within its quota
+    clock.ms += throttle
+    assert 0 < q.record(PRODUCE, "ANONYMOUS", "app", 0) <= throttle
+    clock.ms += 6_000
+    assert q.record(PRODUCE, "ANONYMOUS", "app", 0) == 0
+    assert q.throttled["Produce"] == 2 and q.throttle_ms_total["Produce"] > 5_000
+
+
+def test_unrecord_and_the_largest_fetch() -> None:
+    q = ClientQuotas(Clock())
+    q.set_config(entity_of([(USER, "alice")]), {"consumer_byte_rate": 2048.0})
+    assert q.max_bytes_in_window(FETCH, "alice", "any") == 2048 * 10
+    assert q.max_bytes_in_window(FETCH, "bob", "any") is None
+    assert q.record(FETCH, "alice", "c1", 30_000) > 0
+    q.unrecord(FETCH, "alice", "c1", 30_000)
+    # all client ids of a user-level quota share it
+    assert q.record(FETCH, "alice", "c2", 20_000) == 0
+    assert q.record(FETCH, "alice", "c3", 1_000) > 0
+
+
+def test_idle_rates_are_dropped() -> None:
+    clock = Clock()
+    q = ClientQuotas(clock)
+    q.set_config(entity_of([(CLIENT_ID, None)]), {"producer_byte_rate": 1e9})
+    for i in range(4095):
+        q.record(PRODUCE, "u", f"client-{i}", 1)
+    clock.ms += 3600 * 1000 + 1
+    q.record(PRODUCE, "u", "late", 1)  # the 4096th: the sweep runs
+    assert list(q._rates) == [("Produce", "", "late")]
+
+
+def test_describe_filters() -> None:
+    q = ClientQuotas(Clock())
+    alice = entity_of([(USER, "alice")])
+    alice_app = entity_of([(USER, "alice"), (CLIENT_ID, "app")])
+    default_user = entity_of([(USER, None)])
+    app = entity_of([(CLIENT_ID, "app")])
+    for e in (alice, alice_app, default_user, app):
+        q.set_config(e, {"producer_byte_rate": 1.0})
+
+    def found(components: list[tuple[str, int, str | None]], strict: bool = False) -> set:
+        return {e for e, _ in q.describe(components, strict)}
+
+    assert found([(USER, 0, "alice")]) == {alice, alice_app}
+    assert found([(USER, 0, "alice")], strict=True) == {alice}
+    assert found([(USER, 1, None)]) == {default_user}
+    assert found([(USER, 2, None)]) == {alice, alice_app, default_user}
+    assert found([(CLIENT_ID, 2, None)], strict=True) == {app}
+    assert found([]) == {alice, alice_app, default_user, app}
+    for bad in ([(USER, 3, None)], [(USER, 0, None)], [("group", 2, None)], [(USER, 2, None), (USER, 1, None)]):
+        with pytest.raises(QuotaError):
+            q.describe(bad, False)
+
+
+def test_gate_helpers() -> None:
+    assert quota_user("User:alice") == "alice" and quota_user("User:CN=a,O=b") == "CN=a,O=b"
+    body = {"responses": [{"topic": "t", "partitions": [{"records": b"x" * 100}, {"records": b""}]}]}
+    assert fetch_response_bytes(body) == 100 + 2 * 48
