@@ -190,7 +190,8 @@ class Broker:
             listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
-                                     sources=(self.cleaner.metrics, self._replication_quota_metrics))
+                                     sources=(self.cleaner.metrics, self._replication_quota_metrics,
+                                              self.client_quotas.metrics))
         self._tasks: list[asyncio.Future] = []
         self._purgatory_timer: asyncio.TimerHandle | None = None
         self._purgatory_at = -1

@@ -215,6 +215,14 @@ class ClientQuotas:
         self.throttle_ms_total: dict[str, int] = {PRODUCE.name: 0, FETCH.name: 0}  # metrics
         self.throttled: dict[str, int] = {PRODUCE.name: 0, FETCH.name: 0}
 
+    def metrics(self) -> dict[str, float]:
+        """Throttled requests and their throttle time, broker-wide, per quota type."""
+        out: dict[str, float] = {}
+        for kind, n in self.throttled.items():
+            out[f"kafka_server_{kind.lower()}_throttled_requests_total"] = n
+            out[f"kafka_server_{kind.lower()}_throttle_time_ms_total"] = self.throttle_ms_total[kind]
+        return out
+
     def set_config(self, entity: Entity, values: Mapping[str, float]) -> None:
         if values:
             self.configs[entity] = dict(values)

@@ -199,6 +199,7 @@ class Connection:
         self.closed = False
         self._close_after_failure = False
         self._muted_until = 0.0  # loop time: no request is read before it (client quotas)
+        self.quota_tail: asyncio.Future | None = None  # server/quota_gate.py
 
     # -- reading --------------------------------------------------------------------
     async def _recv_into(self, view: memoryview) -> int:
@@ -302,6 +303,10 @@ class Connection:
         """KIP-219: serve no further request of this connection for `ms` (a client over
         its quota; the answer saying so goes out at once)."""
         self._muted_until = max(self._muted_until, self.loop.time() + ms / 1000)
+
+    def muted_for(self) -> float:
+        """Seconds left of the throttle."""
+        return max(0.0, self._muted_until - self.loop.time())
 
     def _authenticate(self, sasl: Any, req: Any, held: int) -> None:
         """Before authentication only SaslHandshake and SaslAuthenticate are served

@@ -210,6 +210,18 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
             r = await conn.send(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": None,
                                                           "timeout_ms": 5000})
             assert r["error_code"] == cluster_denied
+            # answered entry by entry (these responses have no top-level error code),
+            # not by closing the connection
+            r = await conn.send(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"validate_only": False, "entries": [
+                {"entity": [{"entity_type": "user", "entity_name": "alice"}],
+                 "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}]}]})
+            assert [(e["entity"][0]["entity_name"], e["error_code"]) for e in r["entries"]] == [
+                ("alice", cluster_denied)]
+            r = await conn.send(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+            assert r["error_code"] == cluster_denied
+            r = await conn.send(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"upsertions": [], "deletions": [
+                {"name": "admin", "mechanism": 1}]})
+            assert [(x["user"], x["error_code"]) for x in r["results"]] == [("admin", cluster_denied)]
         finally:
             conn.close()
 

@@ -208,6 +208,49 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "client-quotas": {  // kafka-configs.sh --alter/--describe --entity-type users/clients
+                try (Admin a = admin(bootstrap)) {
+                    var aliceApp = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("user", "alice", "client-id", "app"));
+                    Map<String, String> dflt = new HashMap<>();
+                    dflt.put("client-id", null);
+                    var defaultClient = new org.apache.kafka.common.quota.ClientQuotaEntity(dflt);
+                    var bad = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("client-id", "bad"));
+                    var r = a.alterClientQuotas(List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration(aliceApp, List.of(
+                            new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1024.0),
+                            new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("request_percentage", 12.5))),
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration(defaultClient, List.of(
+                            new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("consumer_byte_rate", 2048.0))),
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration(bad, List.of(
+                            new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 10.5)))));
+                    r.values().get(aliceApp).get();
+                    r.values().get(defaultClient).get();
+                    String badResult = "accepted";
+                    try {
+                        r.values().get(bad).get();
+                    } catch (ExecutionException e) {
+                        badResult = e.getCause().getClass().getSimpleName();
+                    }
+                    a.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(aliceApp, List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("request_percentage", null))))).all().get();
+                    var all = a.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get();
+                    var alice = a.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.contains(List.of(
+                        org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity("user", "alice")))).entities().get();
+                    var defaults = a.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(List.of(
+                        org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofDefaultEntity("client-id")))).entities().get();
+                    List<String> rows = new ArrayList<>();
+                    for (var e : all.entrySet()) {
+                        List<String> names = new ArrayList<>();
+                        e.getKey().entries().forEach((k, v) -> names.add(k + "=" + (v == null ? "<default>" : v)));
+                        Collections.sort(names);
+                        rows.add(String.join(",", names) + ":" + new TreeMap<>(e.getValue()));
+                    }
+                    Collections.sort(rows);
+                    System.out.println("bad=" + badResult + " alice=" + alice.size() + " defaults=" + defaults.size()
+                        + " all=" + String.join(";", rows));
+                }
+                break;
+            }
             case "describe-producers": {  // kafka-transactions.sh describe-producers: TOPIC PARTITION
                 try (Admin a = admin(bootstrap)) {
                     org.apache.kafka.common.TopicPartition tp =

@@ -1,0 +1,159 @@
+"""Client quotas (kafka-configs.sh --entity-type users/clients): set and described with
+Kafka's Java AdminClient, kept in ZooKeeper where Kafka keeps them, picked up by every
+broker, and enforced on real producers and consumers (librdkafka), which see the throttle."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from kafkarepl.cli import wire
+from kafkarepl.protocol import ApiKey
+from tests import java_tools
+from tests.integration.chaos import wait_until
+
+pytestmark = pytest.mark.integration
+
+PRODUCE_RATE, CONSUME_RATE = 1_000_000, 500_000  # bytes/s
+VALUE = bytes(range(256)) * 40  # 10 KB
+
+
+def alter(port: int, entity: dict[str, str | None], ops: dict[str, float | None]) -> dict:
+    body = {"entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+                         "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops.items()]}],
+            "validate_only": False}
+    return wire.call("127.0.0.1", port, ApiKey.ALTER_CLIENT_QUOTAS, 1, body)
+
+
+def describe(port: int) -> dict[tuple, dict[str, float]]:
+    resp = wire.call("127.0.0.1", port, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+    assert resp["error_code"] == 0, resp
+    return {tuple(sorted((e["entity_type"], e["entity_name"]) for e in entry["entity"])):
+            {v["key"]: v["value"] for v in entry["values"]} for entry in resp["entries"]}
+
+
+def test_java_admin_alters_and_describes_client_quotas(cluster_factory) -> None:
+    c = cluster_factory(2)
+    out = java_tools.run("client-quotas", f"127.0.0.1:{c.brokers[1].port}")
+    assert out == ("bad=InvalidRequestException alice=1 defaults=1 "
+                   "all=client-id=<default>:{consumer_byte_rate=2048.0};"
+                   "client-id=app,user=alice:{producer_byte_rate=1024.0}"), out
+    # where Kafka keeps them, so Kafka's own tools and brokers read the same
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=c.zk_connect)
+    zk.start()
+    try:
+        data, _ = zk.get("/config/users/alice/clients/app")
+        assert json.loads(data) == {"version": 1, "config": {"producer_byte_rate": "1024"}}
+        data, _ = zk.get("/config/clients/<default>")
+        assert json.loads(data)["config"] == {"consumer_byte_rate": "2048"}
+    finally:
+        zk.stop()
+    # the other broker learned them from the change notifications
+    want = {(("client-id", "app"), ("user", "alice")): {"producer_byte_rate": 1024.0},
+            (("client-id", None),): {"consumer_byte_rate": 2048.0}}
+    wait_until(lambda: describe(c.brokers[2].port) == want, 15, "broker 2 has the quotas")
+    # and a restarted broker loads them from ZooKeeper
+    c.restart(2)
+    assert describe(c.brokers[2].port) == want
+
+
+def _produce(c, topic: str, client_id: str, n: int) -> tuple[float, int]:
+    """Seconds to produce and acknowledge n 10 KB records, and the largest throttle time
+    librdkafka saw."""
+    from confluent_kafka import Producer
+
+    throttles: list[int] = []
+
+    def stats(text: str) -> None:
+        for b in json.loads(text)["brokers"].values():
+            throttles.append(b.get("throttle", {}).get("max", 0))
+
+    delivered: list[int] = []
+    # 64 KB batches: the throttle is felt request by request, not after three of 1 MB
+    p = Producer({"bootstrap.servers": c.bootstrap, "client.id": client_id, "linger.ms": 5, "batch.size": 65536,
+                  "compression.type": "none", "statistics.interval.ms": 200, "stats_cb": stats,
+                  "message.timeout.ms": 120_000})
+    start = time.monotonic()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, VALUE, partition=0, on_delivery=lambda err, _m: delivered.append(0 if err else 1))
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(120) == 0
+    elapsed = time.monotonic() - start
+    time.sleep(0.5)
+    p.poll(0)  # the last statistics
+    assert sum(delivered) == n
+    return elapsed, max(throttles, default=0)
+
+
+def _consume(c, topic: str, client_id: str, n: int) -> tuple[float, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    throttles: list[int] = []
+
+    def stats(text: str) -> None:
+        for b in json.loads(text)["brokers"].values():
+            throttles.append(b.get("throttle", {}).get("max", 0))
+
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "client.id": client_id, "group.id": f"g-{client_id}",
+                     "enable.auto.commit": False, "statistics.interval.ms": 200, "stats_cb": stats,
+                     # small fetches, so the throttle is felt fetch by fetch; no prefetch far ahead
+                     "max.partition.fetch.bytes": 65536, "queued.max.messages.kbytes": 1024})
+    cons.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    start = time.monotonic()
+    deadline = start + 120
+    while got < n and time.monotonic() < deadline:
+        for m in cons.consume(100, 0.5):
+            assert m.error() is None, m.error()
+            assert m.value() == VALUE
+            got += 1
+    elapsed = time.monotonic() - start
+    cons.close()
+    assert got >= n  # throttled answers are empty, never lossy
+    return elapsed, max(throttles, default=0)
+
+
+def test_producer_and_consumer_over_their_quotas_are_slowed_to_them(cluster_factory) -> None:
+    # 3 windows of 1 s: a client may burst 2 s of its quota, then its rate is held to it
+    c = cluster_factory(2, **{"quota.window.num": "3"})
+    c.create_topic("q", 1, 2)
+    leader = c.leader_of("q")
+    other = next(b for b in c.brokers if b != leader)
+    # set through the broker that does not lead: the leader learns it by notification
+    for entity, key, rate in (({"client-id": "slow-p"}, "producer_byte_rate", PRODUCE_RATE),
+                              ({"user": None, "client-id": "slow-c"}, "consumer_byte_rate", CONSUME_RATE)):
+        resp = alter(c.brokers[other].port, entity, {key: float(rate)})
+        assert resp["entries"][0]["error_code"] == 0, resp
+    wait_until(lambda: len(describe(c.brokers[leader].port)) == 2, 15, "the leader has the quotas")
+
+    # 5 MB: a burst of 2-3 s of the quota (the padded window), then 1 MB/s; the last
+    # request's throttle is not waited for by the producer: at least 1.5 s
+    n = 500
+    free_s, free_throttle = _produce(c, "q", "free-p", n)
+    slow_s, slow_throttle = _produce(c, "q", "slow-p", n)
+    assert free_throttle == 0
+    assert slow_throttle > 0, "librdkafka saw no throttle time"
+    assert slow_s >= 1.5, (slow_s, free_s)  # unthrottled it takes a fraction of a second here
+
+    # 5 MB to read at 0.5 MB/s after a burst of at most 1.5 MB and a last 1 MB fetch
+    free_s, free_throttle = _consume(c, "q", "free-c", n)
+    slow_s, slow_throttle = _consume(c, "q", "slow-c", n)
+    assert free_throttle == 0
+    assert slow_throttle > 0, "librdkafka saw no throttle time"
+    assert slow_s >= 3.0, (slow_s, free_s)
+
+    # removed: the next producer runs free again
+    assert alter(c.brokers[leader].port, {"client-id": "slow-p"}, {"producer_byte_rate": None}
+                 )["entries"][0]["error_code"] == 0
+    wait_until(lambda: len(describe(c.brokers[leader].port)) == 1, 15, "the quota is gone")
+    _, throttle = _produce(c, "q", "slow-p", n)
+    assert throttle == 0
