@@ -94,11 +94,11 @@ class Broker:
         self.metadata = metadata = MetadataCache(config.listener_name())
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
-        self.scram = ScramCredentials(store)  # SCRAM logins and Alter/DescribeUserScramCredentials
+        self.scram = ScramCredentials(store, guarded)  # SCRAM logins and Alter/DescribeUserScramCredentials
         # client byte-rate quotas (quota.window.num windows of quota.window.size.seconds)
         self.client_quotas = ClientQuotas(clock.monotonic_ms, config.quota_window_num,
                                           config.quota_window_size_seconds)
-        self.client_quota_apis = ClientQuotaApis(store, self.client_quotas)
+        self.client_quota_apis = ClientQuotaApis(store, guarded, self.client_quotas)
         # ACLs (authorizer.class.name): cached on every broker from ZooKeeper (acl_store.py)
         self.authorizer = (Authorizer([u.strip() for u in config.super_users.split(";") if u.strip()],
                                       config.allow_everyone_if_no_acl_found)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafkarepl.errors import ErrorCode
+from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.server.client_quotas import (
     ClientQuotas,
@@ -19,6 +19,7 @@ from kafkarepl.server.client_quotas import (
     entity_path,
     quota_values,
 )
+from kafkarepl.server.zk_guard import GuardedStore
 from kafkarepl.zk.store import KafkaZkStore
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,9 @@ def _wire_entity(entity: Entity) -> list[dict[str, Any]]:
 
 
 class ClientQuotaApis:
-    def __init__(self, store: KafkaZkStore, quotas: ClientQuotas) -> None:
-        self.store = store
+    def __init__(self, store: KafkaZkStore, guarded: GuardedStore, quotas: ClientQuotas) -> None:
+        self.store = store  # start-up and notifications (their callers retry ZooKeeper trouble)
+        self.guarded = guarded  # requests: ZooKeeper trouble answered as REQUEST_TIMED_OUT
         self.quotas = quotas
 
     async def load(self) -> None:
@@ -77,17 +79,20 @@ class ClientQuotaApis:
             except QuotaError as exc:
                 out.append({"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(exc), "entity": wire})
                 continue
+            except KafkaError as exc:  # e.g. ZooKeeper unavailable: this entry only
+                out.append({"error_code": int(exc.code), "error_message": str(exc), "entity": wire})
+                continue
             out.append({"error_code": 0, "error_message": None, "entity": wire})
         return {"throttle_time_ms": 0, "entries": out}
 
     async def _apply(self, entity: Entity, changes: dict[str, str | None]) -> None:
         path = entity_path(entity)
-        config = await self.store.get_entity_config(path)
+        config = await self.guarded.get_entity_config(path)
         for key, value in changes.items():
             if value is None:
                 config.pop(key, None)
             else:
                 config[key] = value
-        await self.store.set_entity_config(path, config)
+        await self.guarded.set_entity_config(path, config)
         self.quotas.set_config(entity, quota_values(config))
         log.info("client quotas of %s set to %s", path, quota_values(config))

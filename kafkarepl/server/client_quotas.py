@@ -48,6 +48,9 @@ QUOTA_KEYS: dict[str, bool] = {
 }
 _LONG_MAX = 2**63 - 1
 INACTIVE_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's inactiveSensorExpirationTimeSeconds
+# Longest entity name taken: it becomes a znode name (URL-encoded, up to 3x longer), and a
+# ZooKeeper request over jute.maxbuffer would cost the broker its session's connection.
+MAX_NAME_CHARS = 1024
 
 # An entity: its components, entity type -> name (None: the default entity), sorted.
 Entity = tuple[tuple[str, str | None], ...]
@@ -69,6 +72,8 @@ def entity_of(components: Iterable[tuple[str, str | None]]) -> Entity:
             raise QuotaError(f"Duplicate entity type {etype!r}")
         if name is not None and not name and etype == USER:
             raise QuotaError("An empty user name is not a valid quota entity")
+        if name is not None and len(name) > MAX_NAME_CHARS:
+            raise QuotaError(f"An entity name may have at most {MAX_NAME_CHARS} characters")
         out[etype] = name
     if not out:
         raise QuotaError("An entity needs at least one component")

@@ -80,8 +80,11 @@ class ClientQuotaGate:
                       serve: Callable[[Request], Awaitable[Any]]) -> Any:
         if not self.quotas.active:
             return await serve(req)
+        user, client_id = quota_user(conn.principal), req.client_id or ""
+        if conn.quota_tail is None and self.quotas.quota(PRODUCE, user, client_id) is None:
+            return await serve(req)  # never throttled on this connection: no turns needed
         turn = await _take_turn(conn)
-        throttle = self.quotas.record(PRODUCE, quota_user(conn.principal), req.client_id or "", req.size)
+        throttle = self.quotas.record(PRODUCE, user, client_id, req.size)
         if throttle:  # before the turn passes: the next request waits it out
             conn.throttle(throttle)
         result = await _started(turn, serve(req))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafkarepl.errors import ErrorCode
+from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.server.sasl import (
     MAX_ITERATIONS,
@@ -16,6 +16,7 @@ from kafkarepl.server.sasl import (
     MIN_ITERATIONS,
     ScramCredential,
 )
+from kafkarepl.server.zk_guard import GuardedStore
 from kafkarepl.zk.store import KafkaZkStore
 
 log = logging.getLogger(__name__)
@@ -23,8 +24,9 @@ _IDS = {v: k for k, v in MECHANISM_IDS.items()}
 
 
 class ScramCredentials:
-    def __init__(self, store: KafkaZkStore) -> None:
-        self.store = store
+    def __init__(self, store: KafkaZkStore, guarded: GuardedStore) -> None:
+        self.store = store  # start-up and notifications (their callers retry ZooKeeper trouble)
+        self.guarded = guarded  # requests: REQUEST_TIMED_OUT per user
         self._cache: dict[str, dict[str, ScramCredential]] = {}  # user -> mechanism -> credential
 
     async def load(self) -> None:
@@ -32,7 +34,9 @@ class ScramCredentials:
             await self.reload(user)
 
     async def reload(self, user: str) -> None:
-        config = await self.store.get_user_config(user)
+        self._cache_config(user, await self.store.get_user_config(user))
+
+    def _cache_config(self, user: str, config: dict[str, str]) -> None:
         creds: dict[str, ScramCredential] = {}
         for mech, text in config.items():
             if mech in MECHANISMS:
@@ -93,19 +97,23 @@ class ScramCredentials:
         for name, change in changes.items():
             if name in errors:
                 continue
-            config = await self.store.get_user_config(name)
-            missing = [m for m, v in change.items() if v is None and m not in config]
-            if missing:
-                errors[name] = (ErrorCode.RESOURCE_NOT_FOUND,
-                                f"Attempt to delete a user credential that does not exist: {missing[0]}")
+            try:
+                config = await self.guarded.get_user_config(name)
+                missing = [m for m, v in change.items() if v is None and m not in config]
+                if missing:
+                    errors[name] = (ErrorCode.RESOURCE_NOT_FOUND,
+                                    f"Attempt to delete a user credential that does not exist: {missing[0]}")
+                    continue
+                for m, v in change.items():
+                    if v is None:
+                        config.pop(m, None)
+                    else:
+                        config[m] = v
+                await self.guarded.set_user_config(name, config)
+            except KafkaError as exc:  # ZooKeeper unavailable: this user's change only
+                errors[name] = (exc.code, str(exc))
                 continue
-            for m, v in change.items():
-                if v is None:
-                    config.pop(m, None)
-                else:
-                    config[m] = v
-            await self.store.set_user_config(name, config)
-            await self.reload(name)
+            self._cache_config(name, config)
             results.append({"user": name, "error_code": 0, "error_message": None})
         results += [{"user": n, "error_code": int(c), "error_message": m} for n, (c, m) in errors.items()]
         return {"throttle_time_ms": 0, "results": results}

@@ -127,6 +127,39 @@ def test_admin_request_across_a_zookeeper_outage_is_answered(own_cluster):
 
 
 
+def test_quota_and_credential_changes_cut_off_by_a_blip_are_answered_per_entry(tmp_path, zookeeper):
+    """AlterClientQuotas and AlterUserScramCredentials have no top-level error code: a
+    ZooKeeper request of theirs cut off in flight answers that entry REQUEST_TIMED_OUT
+    (retriable), instead of the connection being closed; the retry goes through."""
+    zk = LocalZooKeeper(tmp_path / "zk", tick_ms=200).start()
+    proxy = CuttingProxy(("127.0.0.1", zk.port), b"/kr/config/clients/app", outage_s=0.3, armed=False)
+    c = TestCluster(f"127.0.0.1:{proxy.port}/kr", tmp_path / "cluster", 1, {})
+    quotas = {"validate_only": False, "entries": [
+        {"entity": [{"entity_type": "client-id", "entity_name": "app"}],
+         "ops": [{"key": "producer_byte_rate", "value": 1e6, "remove": False}]}]}
+    scram = {"deletions": [], "upsertions": [{"name": "bob", "mechanism": 1, "iterations": 4096,
+                                              "salt": b"s" * 16, "salted_password": b"p" * 32}]}
+    try:
+        c.start()
+        port = c.brokers[1].port
+        proxy.armed.set()
+        r = wire.call("127.0.0.1", port, ApiKey.ALTER_CLIENT_QUOTAS, 1, quotas, timeout=30)
+        assert proxy.triggered.is_set()
+        assert [e["error_code"] for e in r["entries"]] == [ErrorCode.REQUEST_TIMED_OUT], r
+        r = wire.call("127.0.0.1", port, ApiKey.ALTER_CLIENT_QUOTAS, 1, quotas, timeout=30)
+        assert [e["error_code"] for e in r["entries"]] == [0], r
+        proxy.trigger, proxy.triggered = b"/kr/config/users/bob", threading.Event()
+        r = wire.call("127.0.0.1", port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, scram, timeout=30)
+        assert proxy.triggered.is_set()
+        assert [(x["user"], x["error_code"]) for x in r["results"]] == [("bob", ErrorCode.REQUEST_TIMED_OUT)], r
+        r = wire.call("127.0.0.1", port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, scram, timeout=30)
+        assert [(x["user"], x["error_code"]) for x in r["results"]] == [("bob", 0)], r
+    finally:
+        c.shutdown()
+        proxy.close()
+        zk.stop()
+
+
 # Start-up steps, each by the first request naming a znode (a path is sent as a length
 # and its bytes): the chroot, the layout, the cluster id, the registration, the dynamic
 # broker configs (the step CI once saw a broker exit in).
