@@ -138,6 +138,9 @@ class ConfigService:
             default = await self.store.get_broker_config()
             mine = await self.store.get_broker_config(self.broker_id) if rname else {}
             broker: dict[str, tuple[str, int, bool, list[Synonym]]] = {}
+            if not rname:  # the cluster-wide default: its dynamic values only, as Kafka's
+                return {k: (v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, False,
+                            [(k, v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER)]) for k, v in sorted(default.items())}
             for k in sorted({*props, *default, *mine}):
                 syn = []
                 if k in mine:

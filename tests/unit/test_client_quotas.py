@@ -51,7 +51,7 @@ def test_entity_paths_are_kafkas_and_round_trip() -> None:
 
 
 @pytest.mark.parametrize("components", [
-    [], [("ip", "1.2.3.4")], [("group", "g")], [(USER, "a"), (USER, "b")], [(USER, "")]])
+    [], [("ip", "1.2.3.4")], [("group", "g")], [(USER, "a"), (USER, "b")], [(USER, "")], [(USER, "x" * 1025)]])
 def test_bad_entities_are_refused(components: list[tuple[str, str | None]]) -> None:
     with pytest.raises(QuotaError):
         entity_of(components)
