@@ -9,9 +9,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 
+from kafkarepl.cli.admin_command import admin_command
 from kafkarepl.client.client_config import load_client_security
 from kafkarepl.client.cluster import ClusterClient
 from kafkarepl.errors import ErrorCode, KafkaError
@@ -59,12 +58,6 @@ def _operation(name: str) -> int:
     return OPERATION_IDS[key]
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except (KafkaError, OSError, ValueError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
 
 
 def _print_resource(rtype: int, name: str, pattern: int, acls: list[dict]) -> None:
@@ -121,3 +114,6 @@ async def _run(args: argparse.Namespace) -> int:
         if errors:
             raise KafkaError("; ".join(errors), ErrorCode.INVALID_REQUEST)
         return 0
+
+
+run = admin_command(_run)

@@ -18,13 +18,12 @@ hashed here; only the salted form leaves this process).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import secrets
-import sys
 from decimal import Decimal
 from typing import Any
 
+from kafkarepl.cli.admin_command import admin_command
 from kafkarepl.client.client_config import load_client_security
 from kafkarepl.client.cluster import ClusterClient
 from kafkarepl.errors import ErrorCode, KafkaError
@@ -65,12 +64,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except (KafkaError, OSError, ValueError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
 
 
 def entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -298,3 +291,6 @@ async def _describe_clients(client: ClusterClient, ents: list[tuple[str, str | N
                 creds = ", ".join(f"{SCRAM_NAMES[c['mechanism']]}=iterations={c['iterations']}"
                                   for c in r["credential_infos"])
                 print(f"SCRAM credential configs for user-principal '{r['user']}' are {creds}")
+
+
+run = admin_command(_run)

@@ -9,6 +9,7 @@ import struct
 import sys
 from typing import Any
 
+from kafkarepl.cli.admin_command import admin_command
 from kafkarepl.client.cluster import ClusterClient
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import ApiKey
@@ -36,12 +37,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except (KafkaError, OSError, ValueError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -219,3 +214,6 @@ def _table(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+run = admin_command(_run)

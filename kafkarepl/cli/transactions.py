@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 
+from kafkarepl.cli.admin_command import admin_command
 from kafkarepl.cli.consumer_groups import _table
 from kafkarepl.client.cluster import ClusterClient
 from kafkarepl.errors import ErrorCode, KafkaError
@@ -25,12 +25,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_run(args))
-    except (KafkaError, OSError, ValueError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -74,3 +68,6 @@ async def _coordinator(client: ClusterClient, tid: str) -> int:
             raise KafkaError(f"transactional id {tid}: {ErrorCode(c['error_code']).name}", ErrorCode(c["error_code"]))
         await asyncio.sleep(0.2)
     raise KafkaError(f"transactional id {tid}: no coordinator available", ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+run = admin_command(_run)
