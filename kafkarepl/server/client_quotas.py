@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -47,7 +48,6 @@ QUOTA_KEYS: dict[str, bool] = {
     CONTROLLER_MUTATION_RATE: False,
 }
 _LONG_MAX = 2**63 - 1
-INACTIVE_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's inactiveSensorExpirationTimeSeconds
 # Longest entity name taken: it becomes a znode name (URL-encoded, up to 3x longer), and a
 # ZooKeeper request over jute.maxbuffer would cost the broker its session's connection.
 MAX_NAME_CHARS = 1024
@@ -215,8 +215,8 @@ class ClientQuotas:
         self.samples = samples
         self.window_ms = window_s * 1000
         self.configs: dict[Entity, dict[str, float]] = {}
-        self._rates: dict[tuple[str, str, str], QuotaRate] = {}  # (kind, user, client) -> rate
-        self._records = 0
+        # (kind, user, client) -> rate, least recently recorded first
+        self._rates: OrderedDict[tuple[str, str, str], QuotaRate] = OrderedDict()
         self.throttle_ms_total: dict[str, int] = {PRODUCE.name: 0, FETCH.name: 0}  # metrics
         self.throttled: dict[str, int] = {PRODUCE.name: 0, FETCH.name: 0}
 
@@ -252,15 +252,21 @@ class ClientQuotas:
         return None
 
     def _rate(self, kind: QuotaKind, key: tuple[str, str], now: int) -> QuotaRate:
-        self._records += 1
-        if self._records % 4096 == 0:  # drop the rates of clients gone quiet (bounded memory)
-            cutoff = now - INACTIVE_SENSOR_EXPIRY_MS
-            for old in [x for x, r in self._rates.items() if r.last_record_ms < cutoff]:
-                del self._rates[old]
+        # A rate unrecorded for all its windows is 0: dropping it loses nothing, and keeps
+        # the memory bounded by the clients active in the last windows, however many
+        # client ids a client makes up (Kafka keeps idle sensors for an hour).
+        cutoff = now - self.samples * self.window_ms
+        while self._rates:
+            first = next(iter(self._rates.values()))
+            if first.last_record_ms >= cutoff:
+                break
+            self._rates.popitem(last=False)
         k = (kind.name, *key)
         rate = self._rates.get(k)
         if rate is None:
             rate = self._rates[k] = QuotaRate(self.samples, self.window_ms)
+        else:
+            self._rates.move_to_end(k)
         return rate
 
     def record(self, kind: QuotaKind, user: str, client_id: str, value: float) -> int:

@@ -138,14 +138,21 @@ def test_unrecord_and_the_largest_fetch() -> None:
 
 
 def test_idle_rates_are_dropped() -> None:
+    """A rate whose windows have all aged out is 0: it is dropped, so made-up client ids
+    under a default quota cost memory only while they are active."""
     clock = Clock()
     q = ClientQuotas(clock)
     q.set_config(entity_of([(CLIENT_ID, None)]), {"producer_byte_rate": 1e9})
-    for i in range(4095):
+    for i in range(1000):
         q.record(PRODUCE, "u", f"client-{i}", 1)
-    clock.ms += 3600 * 1000 + 1
-    q.record(PRODUCE, "u", "late", 1)  # the 4096th: the sweep runs
-    assert list(q._rates) == [("Produce", "", "late")]
+        clock.ms += 10
+    assert len(q._rates) == 1000  # all within the last 11 windows
+    q.record(PRODUCE, "u", "client-0", 1)  # used again: now the most recent
+    clock.ms += 11_000 - 5_000
+    q.record(PRODUCE, "u", "late", 1)
+    # dropped: those last recorded more than 11 s ago; kept: the rest, client-0 and late
+    assert len(q._rates) == 1000 - 500 + 2 and ("Produce", "", "client-0") in q._rates
+    assert ("Produce", "", "client-499") not in q._rates and ("Produce", "", "client-500") in q._rates
 
 
 def test_describe_filters() -> None:
