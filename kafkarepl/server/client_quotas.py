@@ -19,8 +19,11 @@ client must wait:
   average to come back to the quota, and the connection reads no request for that long
   (KIP-219). A throttled Fetch is answered empty, its bytes not counted (Kafka's
   getThrottledResponse).
-- `request_percentage` and `controller_mutation_rate` are stored and described but not
-  enforced here.
+- `request_percentage` (KIP-124): the time the broker's event loop spends on a client's
+  requests (their handlers' steps, not their waits), as a percentage of one thread, is
+  throttled the same way; requests between brokers and the SASL/ApiVersions handshake
+  are exempt, as in Kafka.
+- `controller_mutation_rate` is stored and described but not enforced.
 """
 
 from __future__ import annotations
@@ -205,6 +208,9 @@ class QuotaKind:
 
 PRODUCE = QuotaKind(PRODUCER_BYTE_RATE, "Produce")
 FETCH = QuotaKind(CONSUMER_BYTE_RATE, "Fetch")
+# Recorded in percent-seconds of the broker's request handling time, so that its rate
+# per second is the percentage (Kafka's ClientRequestQuotaManager.nanosToPercentage).
+REQUEST = QuotaKind(REQUEST_PERCENTAGE, "Request")
 
 
 class ClientQuotas:
@@ -217,8 +223,8 @@ class ClientQuotas:
         self.configs: dict[Entity, dict[str, float]] = {}
         # (kind, user, client) -> rate, least recently recorded first
         self._rates: OrderedDict[tuple[str, str, str], QuotaRate] = OrderedDict()
-        self.throttle_ms_total: dict[str, int] = {PRODUCE.name: 0, FETCH.name: 0}  # metrics
-        self.throttled: dict[str, int] = {PRODUCE.name: 0, FETCH.name: 0}
+        self.throttle_ms_total: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST)}  # metrics
+        self.throttled: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST)}
 
     def metrics(self) -> dict[str, float]:
         """Throttled requests and their throttle time, broker-wide, per quota type."""

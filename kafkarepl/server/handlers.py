@@ -195,12 +195,8 @@ class RequestHandlers:
         result: dict[str, Any] | None
         if removed is not None and removed.not_attempted:  # nothing of it may be done
             result = {"throttle_time_ms": 0, "results_by_topic_v3_and_below": []}
-        elif req.api_key == ApiKey.PRODUCE:
-            result = await self.quota_gate.produce(req, conn, fn)
-        elif req.api_key == ApiKey.FETCH:
-            result = await self.quota_gate.fetch(req, conn, fn)
         else:
-            result = await fn(req)
+            result = await self.quota_gate.serve(req, conn, fn)
         if removed is not None:
             result = self.authz.merge(req, removed, result)
         return result

@@ -6,6 +6,10 @@ layer's side of server/client_quotas.py), as Kafka's KafkaApis does:
 - Fetch (consumers only; replication has its own throttles): one response carries at
   most the quota's padded window; its bytes count; over the quota the answer is empty
   (its bytes not counted) and carries the throttle time.
+- Request time (request_percentage, KIP-124): the time the loop spends in the steps of a
+  client's request handlers counts, for every API but the handshake and the requests
+  between brokers; over the quota the answer carries the throttle time (the larger one
+  when a byte quota throttles it too).
 - The connection then reads no request for the throttle time (KIP-219), and its quota'd
   requests already read wait it out in order. Clients of
   versions before KIP-219 (Produce < 6, Fetch < 8) do not wait on their own, so their
@@ -15,16 +19,22 @@ layer's side of server/client_quotas.py), as Kafka's KafkaApis does:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Protocol
 
-from kafkarepl.protocol import Request
-from kafkarepl.server.client_quotas import FETCH, PRODUCE, ClientQuotas
+from kafkarepl.protocol import ApiKey, Request
+from kafkarepl.server.client_quotas import FETCH, PRODUCE, REQUEST, ClientQuotas
 
 # First versions whose clients wait out throttle_time_ms themselves (KIP-219).
 CLIENT_THROTTLES_PRODUCE = 6
 CLIENT_THROTTLES_FETCH = 8
 _PARTITION_OVERHEAD = 48  # bytes of a fetched partition's fields besides its records (about)
+# Never throttled for request time: the handshake, and requests between brokers (Kafka
+# exempts cluster actions; follower fetches and KIP-890 verification are checked below).
+EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.LEADER_AND_ISR,
+                    ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+                    ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS})
 
 
 class Throttleable(Protocol):
@@ -72,9 +82,68 @@ def fetch_response_bytes(body: dict[str, Any]) -> int:
     return sum(len(p["records"]) + _PARTITION_OVERHEAD for t in body["responses"] for p in t["partitions"])
 
 
+class _Timed:
+    """Awaits a coroutine, adding up the time its steps run (not the time it waits)."""
+
+    __slots__ = ("_coro", "elapsed")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self._coro = coro
+        self.elapsed = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        it = self._coro.__await__()
+        send: Callable[[Any], Any] = it.send
+        value: Any = None
+        while True:
+            t0 = time.perf_counter()
+            try:
+                yielded = send(value)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self.elapsed += time.perf_counter() - t0
+            try:
+                value, send = (yield yielded), it.send
+            except GeneratorExit:
+                self._coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - e.g. a cancellation: passed in
+                value, send = exc, it.throw
+
+
+def _exempt(req: Request) -> bool:
+    return (req.api_key in EXEMPT or (req.api_key == ApiKey.FETCH and req.body.get("replica_id", -1) >= 0)
+            or (req.api_key == ApiKey.ADD_PARTITIONS_TO_TXN and req.api_version >= 4))
+
+
 class ClientQuotaGate:
     def __init__(self, quotas: ClientQuotas) -> None:
         self.quotas = quotas
+
+    async def serve(self, req: Request, conn: Throttleable, serve: Callable[[Request], Awaitable[Any]]) -> Any:
+        """Every request: the byte quotas of Produce and Fetch, the request-time quota of all."""
+        if not self.quotas.active:
+            return await serve(req)
+        if req.api_key == ApiKey.PRODUCE:
+            work = self.produce(req, conn, serve)
+        elif req.api_key == ApiKey.FETCH:
+            work = self.fetch(req, conn, serve)
+        else:
+            work = _awaited(serve(req))
+        user, client_id = quota_user(conn.principal), req.client_id or ""
+        if _exempt(req) or self.quotas.quota(REQUEST, user, client_id) is None:
+            return await work
+        timed = _Timed(work)
+        try:
+            result = await timed
+        finally:
+            throttle = self.quotas.record(REQUEST, user, client_id, timed.elapsed * 100)
+            if throttle:
+                conn.throttle(throttle)
+        if throttle and isinstance(result, dict) and "throttle_time_ms" in result:
+            result["throttle_time_ms"] = max(result["throttle_time_ms"], throttle)
+        return result
 
     async def produce(self, req: Request, conn: Throttleable,
                       serve: Callable[[Request], Awaitable[Any]]) -> Any:
@@ -119,3 +188,7 @@ async def _throttle(conn: Throttleable, ms: int, hold_answer: bool) -> None:
     conn.throttle(ms)
     if hold_answer:
         await asyncio.sleep(ms / 1000)
+
+
+async def _awaited(work: Awaitable[Any]) -> Any:
+    return await work

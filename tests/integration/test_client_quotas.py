@@ -157,3 +157,40 @@ def test_producer_and_consumer_over_their_quotas_are_slowed_to_them(cluster_fact
     wait_until(lambda: len(describe(c.brokers[leader].port)) == 1, 15, "the quota is gone")
     _, throttle = _produce(c, "q", "slow-p", n)
     assert throttle == 0
+
+
+def test_request_percentage_throttles_a_client_flooding_cheap_requests(cluster_factory) -> None:
+    """request_percentage (KIP-124): a client sending Metadata requests back to back uses
+    more than its share of the broker's time; its answers carry a throttle time and the
+    broker then waits that long before it serves the next one. Another client id does not."""
+    import asyncio
+
+    from kafkarepl.client import BrokerConnection
+
+    c = cluster_factory(1, **{"quota.window.num": "2"})
+    port = c.brokers[1].port
+    resp = alter(port, {"client-id": "flood"}, {"request_percentage": 2.0})  # 20 ms per second
+    assert resp["entries"][0]["error_code"] == 0, resp
+
+    async def flood(client_id: str, limit: int) -> tuple[int, int, float]:
+        """(requests sent, the first throttle time seen, seconds the next request took)."""
+        conn = BrokerConnection("127.0.0.1", port, client_id=client_id)
+        await conn.connect()
+        try:
+            for n in range(1, limit + 1):
+                r = await conn.send(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False,
+                                                         "include_topic_authorized_operations": False})
+                if r["throttle_time_ms"]:
+                    t0 = time.monotonic()
+                    await conn.send(ApiKey.METADATA, 9, {"topics": [], "allow_auto_topic_creation": False,
+                                                         "include_topic_authorized_operations": False})
+                    return n, r["throttle_time_ms"], time.monotonic() - t0
+            return limit, 0, 0.0
+        finally:
+            conn.close()
+
+    n, throttle, waited = asyncio.run(flood("flood", 50_000))
+    assert throttle > 0, f"{n} Metadata requests and no throttle"
+    assert waited >= 0.8 * throttle / 1000, (throttle, waited)  # the broker held the next one back
+    sent, free_throttle, _ = asyncio.run(flood("free", n + 100))
+    assert free_throttle == 0 and sent == n + 100

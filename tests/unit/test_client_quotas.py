@@ -241,3 +241,42 @@ def test_gate_throttles_pipelined_produce_in_order_and_holds_old_answers() -> No
     # the third started only after the second's throttle; the fourth (Produce v5, before
     # KIP-219) also had its answer held back for its own throttle
     assert done_at[2] >= 0.009 and done_at[3] >= done_at[2] + results[3]["throttle_time_ms"] / 1000 - 0.002
+
+
+def test_request_time_quota_counts_handler_steps_not_waits() -> None:
+    import asyncio
+    import time
+
+    from kafkarepl.protocol import ApiKey, Request
+    from kafkarepl.server.quota_gate import ClientQuotaGate
+
+    clock = Clock()
+    q = ClientQuotas(clock, samples=2)
+    q.set_config(entity_of([(CLIENT_ID, "app")]), {"request_percentage": 1.0})  # 10 ms per 1 s window
+    gate = ClientQuotaGate(q)
+
+    async def serve(req: Request) -> dict:
+        await asyncio.sleep(0.05)  # waiting (e.g. for replication) is not counted
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.005:  # 5 ms of work
+            pass
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    async def run() -> list:
+        conn = _Conn()
+        out = []
+        for cid, key, client, body in [(1, ApiKey.METADATA, "app", {}), (2, ApiKey.METADATA, "app", {}),
+                                       (3, ApiKey.METADATA, "app", {}), (4, ApiKey.METADATA, "other", {}),
+                                       (5, ApiKey.FETCH, "app", {"replica_id": 2}),
+                                       (6, ApiKey.LEADER_AND_ISR, "app", {})]:
+            out.append(await gate.serve(Request(key, 9, cid, client, body, 0, 10), conn, serve))
+        return out
+
+    r = asyncio.run(run())
+    assert r[0]["throttle_time_ms"] == 0  # 5 ms: half the window's 10 ms
+    assert r[1]["throttle_time_ms"] == 0 or r[1]["throttle_time_ms"] <= 100
+    # ~15 ms of 10: over; the 150 ms of sleeping would have been 15x over
+    assert 100 <= r[2]["throttle_time_ms"] <= 1000, r[2]
+    assert r[3]["throttle_time_ms"] == 0  # another client id: no quota
+    assert r[4]["throttle_time_ms"] == 0 and r[5]["throttle_time_ms"] == 0  # between brokers: exempt
+    assert q.throttled["Request"] >= 1
