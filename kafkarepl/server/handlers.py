@@ -195,8 +195,10 @@ class RequestHandlers:
         result: dict[str, Any] | None
         if removed is not None and removed.not_attempted:  # nothing of it may be done
             result = {"throttle_time_ms": 0, "results_by_topic_v3_and_below": []}
-        else:
+        elif self.quota_gate.active:
             result = await self.quota_gate.serve(req, conn, fn)
+        else:
+            result = await fn(req)
         if removed is not None:
             result = self.authz.merge(req, removed, result)
         return result

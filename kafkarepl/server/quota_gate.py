@@ -121,6 +121,11 @@ class ClientQuotaGate:
     def __init__(self, quotas: ClientQuotas) -> None:
         self.quotas = quotas
 
+    @property
+    def active(self) -> bool:
+        """Whether any quota is configured (otherwise requests skip the gate)."""
+        return self.quotas.active
+
     async def serve(self, req: Request, conn: Throttleable, serve: Callable[[Request], Awaitable[Any]]) -> Any:
         """Every request: the byte quotas of Produce and Fetch, the request-time quota of all."""
         if not self.quotas.active:
