@@ -1,5 +1,5 @@
-"""Client byte-rate quotas applied to Produce and consumer Fetch requests (the request
-layer's side of server/client_quotas.py), as Kafka's KafkaApis does:
+"""Client quotas applied to requests (the request layer's side of
+server/client_quotas.py), as Kafka's KafkaApis does:
 
 - Produce: the request's bytes count; it is served either way; over the quota its answer
   carries the throttle time.
@@ -11,9 +11,9 @@ layer's side of server/client_quotas.py), as Kafka's KafkaApis does:
   between brokers; over the quota the answer carries the throttle time (the larger one
   when a byte quota throttles it too).
 - The connection then reads no request for the throttle time (KIP-219), and its quota'd
-  requests already read wait it out in order. Clients of
-  versions before KIP-219 (Produce < 6, Fetch < 8) do not wait on their own, so their
-  answer itself is held back for that long.
+  requests already read wait it out in order. Clients of versions before KIP-219
+  (Produce < 6, Fetch < 8) do not wait on their own, so their answer itself is held back
+  for that long.
 """
 
 from __future__ import annotations
