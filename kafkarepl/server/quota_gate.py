@@ -113,8 +113,11 @@ class _Timed:
 
 
 def _exempt(req: Request) -> bool:
-    return (req.api_key in EXEMPT or (req.api_key == ApiKey.FETCH and req.body.get("replica_id", -1) >= 0)
-            or (req.api_key == ApiKey.ADD_PARTITIONS_TO_TXN and req.api_version >= 4))
+    """From the request-time quota: also Produce with acks=0, as Kafka (no answer to carry it)."""
+    k = req.api_key
+    return (k in EXEMPT or (k == ApiKey.FETCH and req.body.get("replica_id", -1) >= 0)
+            or (k == ApiKey.ADD_PARTITIONS_TO_TXN and req.api_version >= 4)
+            or (k == ApiKey.PRODUCE and req.body.get("acks") == 0))
 
 
 class ClientQuotaGate:

@@ -268,7 +268,8 @@ def test_request_time_quota_counts_handler_steps_not_waits() -> None:
         for cid, key, client, body in [(1, ApiKey.METADATA, "app", {}), (2, ApiKey.METADATA, "app", {}),
                                        (3, ApiKey.METADATA, "app", {}), (4, ApiKey.METADATA, "other", {}),
                                        (5, ApiKey.FETCH, "app", {"replica_id": 2}),
-                                       (6, ApiKey.LEADER_AND_ISR, "app", {})]:
+                                       (6, ApiKey.LEADER_AND_ISR, "app", {}),
+                                       (7, ApiKey.PRODUCE, "app", {"acks": 0})]:
             out.append(await gate.serve(Request(key, 9, cid, client, body, 0, 10), conn, serve))
         return out
 
@@ -279,4 +280,5 @@ def test_request_time_quota_counts_handler_steps_not_waits() -> None:
     assert 100 <= r[2]["throttle_time_ms"] <= 1000, r[2]
     assert r[3]["throttle_time_ms"] == 0  # another client id: no quota
     assert r[4]["throttle_time_ms"] == 0 and r[5]["throttle_time_ms"] == 0  # between brokers: exempt
+    assert r[6]["throttle_time_ms"] == 0  # acks=0: no answer to carry a throttle (Kafka exempts it)
     assert q.throttled["Request"] >= 1
