@@ -194,3 +194,23 @@ def test_request_percentage_throttles_a_client_flooding_cheap_requests(cluster_f
     assert waited >= 0.8 * throttle / 1000, (throttle, waited)  # the broker held the next one back
     sent, free_throttle, _ = asyncio.run(flood("free", n + 100))
     assert free_throttle == 0 and sent == n + 100
+
+
+def test_java_producer_waits_out_the_throttle(cluster_factory) -> None:
+    """Kafka's Java producer (KIP-219 on the client side): it sees the throttle time in
+    its produce-throttle-time metrics and its rate is held to the quota."""
+    import re
+
+    c = cluster_factory(1, **{"quota.window.num": "3"})
+    c.create_topic("jq", 1, 1)
+    port = c.brokers[1].port
+    assert alter(port, {"client-id": "java-slow"}, {"producer_byte_rate": 1e6})["entries"][0]["error_code"] == 0
+    out = java_tools.run("quota-produce", f"127.0.0.1:{port}", "jq", "java-slow", "500", timeout=120)
+    m = re.fullmatch(r"acked=(\d+) seconds=([\d.]+) throttle_max=(\d+)", out)
+    assert m, out
+    acked, seconds, throttle_max = int(m[1]), float(m[2]), int(m[3])
+    assert acked == 500 and throttle_max > 0, out
+    assert seconds >= 1.5, out  # 5 MB at 1 MB/s after a burst of at most 3 s of it
+    free = java_tools.run("quota-produce", f"127.0.0.1:{port}", "jq", "java-free", "500", timeout=120)
+    assert free.endswith("throttle_max=0"), free
+

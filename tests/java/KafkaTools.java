@@ -264,6 +264,34 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "quota-produce": {  // the Java producer under a quota: TOPIC CLIENT_ID RECORDS (10 KB each)
+                Properties p = new Properties();
+                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                p.put(ProducerConfig.CLIENT_ID_CONFIG, args[3]);
+                p.put(ProducerConfig.BATCH_SIZE_CONFIG, "65536");
+                p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                String value = "x".repeat(10_000);
+                int n = Integer.parseInt(args[4]);
+                try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
+                    long start = System.nanoTime();
+                    List<Future<RecordMetadata>> sent = new ArrayList<>();
+                    for (int i = 0; i < n; i++) sent.add(prod.send(new ProducerRecord<>(args[2], 0, null, value)));
+                    for (Future<RecordMetadata> f : sent) f.get();
+                    double seconds = (System.nanoTime() - start) / 1e9;
+                    double throttleMax = 0;
+                    for (var e : prod.metrics().entrySet()) {
+                        if (e.getKey().name().equals("produce-throttle-time-max")
+                                && e.getKey().group().equals("producer-metrics")) {
+                            throttleMax = Math.max(throttleMax, ((Number) e.getValue().metricValue()).doubleValue());
+                        }
+                    }
+                    System.out.printf(Locale.ROOT, "acked=%d seconds=%.3f throttle_max=%.0f%n", sent.size(), seconds,
+                                      throttleMax);
+                }
+                break;
+            }
             case "transactions": {  // the Java transactional producer: TOPIC; commits 3, aborts 2, commits 1
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
