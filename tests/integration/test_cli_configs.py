@@ -112,7 +112,34 @@ def test_scram_users_created_with_the_tool_log_in(cluster_factory, tmp_path) -> 
     wait_until(lambda: roundtrip(c, "secured", conf(c, "bob", "bob-secret", "SCRAM-SHA-256"), b"via-tool"), 20,
                "bob logs in with SCRAM-SHA-256")
     assert not roundtrip(c, "secured", conf(c, "bob", "wrong", "SCRAM-SHA-256"), b"no", timeout_ms=1500)
+    # a user quota applies to the SASL principal User:bob, whatever its client id
+    ok(b, "--user", "bob", "--alter", "--add-config", "producer_byte_rate=20000", command_config=str(admin))
+    assert _throttled(conf(c, "bob", "bob-secret", "SCRAM-SHA-256", **{"client.id": "any"}))
+    assert not _throttled(conf(c, "alice", "alice-secret", **{"client.id": "any"}))
     ok(b, "--user", "bob", "--alter", "--delete-config", "SCRAM-SHA-256", command_config=str(admin))
     time.sleep(1.0)
     assert not roundtrip(c, "secured", conf(c, "bob", "bob-secret", "SCRAM-SHA-256"), b"gone", timeout_ms=1500)
     assert roundtrip(c, "secured", conf(c, "bob", "bob-secret", "SCRAM-SHA-512"), b"still")
+
+
+def _throttled(cfg: dict) -> bool:
+    """Whether librdkafka saw a throttle time producing 250 KB (more than the 200 KB a
+    20 KB/s quota lets through at once: 10 windows of it)."""
+    import json
+
+    from confluent_kafka import Producer
+
+    seen: list[int] = []
+
+    def stats(text: str) -> None:
+        seen.extend(b.get("throttle", {}).get("max", 0) for b in json.loads(text)["brokers"].values())
+
+    p = Producer({**cfg, "statistics.interval.ms": 100, "stats_cb": stats, "linger.ms": 5, "batch.size": 65536})
+    for _ in range(25):
+        p.produce("secured", b"v" * 10_000)
+        p.poll(0)
+    assert p.flush(60) == 0
+    time.sleep(0.5)
+    p.poll(0)
+    return max(seen, default=0) > 0
+
