@@ -29,7 +29,7 @@ from kafkarepl.client.cluster import ClusterClient
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import ApiKey
 
-TYPES = {"topics": "topic", "brokers": "broker", "users": "user", "clients": "client-id"}
+TYPES = {"topics": "topic", "brokers": "broker", "users": "user", "clients": "client-id", "ips": "ip"}
 RESOURCE_TYPES = {"topics": 2, "brokers": 4}
 SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
@@ -51,11 +51,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # names and defaults pair with the entity types in command-line order, as Kafka's tool
     p.add_argument("--entity-name", action="append", dest="entity_names", default=[])
     p.add_argument("--entity-default", action="append_const", const=None, dest="entity_names")
-    for flag, etype in (("--topic", "topics"), ("--broker", "brokers"), ("--user", "users"), ("--client", "clients")):
+    for flag, etype in (("--topic", "topics"), ("--broker", "brokers"), ("--user", "users"), ("--client", "clients"),
+                        ("--ip", "ips")):
         p.add_argument(flag, action="append", dest="shorthand", default=[], type=lambda v, t=etype: (t, v),
                        metavar="NAME", help=f"--entity-type {etype} --entity-name NAME")
     for flag, etype in (("--broker-defaults", "brokers"), ("--user-defaults", "users"),
-                        ("--client-defaults", "clients")):
+                        ("--client-defaults", "clients"), ("--ip-defaults", "ips")):
         p.add_argument(flag, action="append_const", dest="shorthand", const=(etype, None),
                        help=f"--entity-type {etype} --entity-default")
     p.add_argument("--all", action="store_true", help="with --describe: every config, not only the dynamic ones")
@@ -80,7 +81,7 @@ def entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     out += list(args.shorthand or [])
     if not out:
         raise ValueError("name an entity: --entity-type with --entity-name/--entity-default, or --topic, --broker, "
-                         "--user, --client")
+                         "--user, --client, --ip")
     kinds = {t for t, _ in out}
     if len(out) > 1 and not (kinds <= {"users", "clients"} and len(kinds) == len(out)):
         raise ValueError("only a user and a client id may be combined, each at most once")

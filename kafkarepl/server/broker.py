@@ -188,6 +188,7 @@ class Broker:
             ssl_context=first.ssl_context, sasl_factory=first.sasl_factory,
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
+            connection_throttle=self.client_quotas.record_connection,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics,

@@ -73,7 +73,7 @@ class ClientQuotaApis:
                 for op in e["ops"] or []:
                     if op["key"] in changes:
                         raise QuotaError(f"Duplicate quota key {op['key']}")
-                    changes[op["key"]] = None if op["remove"] else check_op(op["key"], op["value"])
+                    changes[op["key"]] = None if op["remove"] else check_op(entity, op["key"], op["value"])
                 if not b["validate_only"]:
                     await self._apply(entity, changes)
             except QuotaError as exc:

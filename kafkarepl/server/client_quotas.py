@@ -1,7 +1,7 @@
 """Client quotas (KIP-13, KIP-55): byte rates per user and client id, sans-I/O.
 
 The quota configs live in ZooKeeper as Kafka keeps them (/config/users/<user>,
-/config/users/<user>/clients/<client-id>, /config/clients/<client-id>; `<default>` for
+/config/users/<user>/clients/<client-id>, /config/clients/<client-id>, /config/ips/<ip>; `<default>` for
 the default entity; names URL-encoded), written by AlterClientQuotas or kafka-configs.sh.
 This module holds what every broker caches of them and decides, per request, how long a
 client must wait:
@@ -23,11 +23,14 @@ client must wait:
   requests (their handlers' steps, not their waits), as a percentage of one thread, is
   throttled the same way; requests between brokers and the SASL/ApiVersions handshake
   are exempt, as in Kafka.
+- `connection_creation_rate` of an IP entity (KIP-612): a connection from an address over
+  its rate is closed unserved after the throttle time (at most one window).
 - `controller_mutation_rate` is stored and described but not enforced.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import urllib.parse
 from collections import OrderedDict
@@ -43,13 +46,16 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-# key -> whether it takes whole numbers only (Kafka's LONG) rather than a DOUBLE
+CONNECTION_CREATION_RATE = "connection_creation_rate"  # IP entities only (KIP-612)
+# key -> whether it takes whole numbers only (Kafka's LONG/INT) rather than a DOUBLE
 QUOTA_KEYS: dict[str, bool] = {
     PRODUCER_BYTE_RATE: True,
     CONSUMER_BYTE_RATE: True,
     REQUEST_PERCENTAGE: False,
     CONTROLLER_MUTATION_RATE: False,
+    CONNECTION_CREATION_RATE: True,
 }
+_INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
 # Longest entity name taken: it becomes a znode name (URL-encoded, up to 3x longer), and a
 # ZooKeeper request over jute.maxbuffer would cost the broker its session's connection.
@@ -64,12 +70,10 @@ class QuotaError(ValueError):
 
 
 def entity_of(components: Iterable[tuple[str, str | None]]) -> Entity:
-    """A validated entity: user and/or client-id, each at most once."""
+    """A validated entity: user and/or client-id, each at most once; or an IP address."""
     out: dict[str, str | None] = {}
     for etype, name in components:
-        if etype == IP:
-            raise QuotaError("IP quotas (connection_creation_rate) are not supported by this broker")
-        if etype not in (USER, CLIENT_ID):
+        if etype not in (USER, CLIENT_ID, IP):
             raise QuotaError(f"Unknown entity type {etype!r}")
         if etype in out:
             raise QuotaError(f"Duplicate entity type {etype!r}")
@@ -77,9 +81,16 @@ def entity_of(components: Iterable[tuple[str, str | None]]) -> Entity:
             raise QuotaError("An empty user name is not a valid quota entity")
         if name is not None and len(name) > MAX_NAME_CHARS:
             raise QuotaError(f"An entity name may have at most {MAX_NAME_CHARS} characters")
+        if etype == IP and name is not None:
+            try:
+                name = str(ipaddress.ip_address(name))
+            except ValueError:
+                raise QuotaError(f"{name!r} is not a valid IP address") from None
         out[etype] = name
     if not out:
         raise QuotaError("An entity needs at least one component")
+    if IP in out and len(out) > 1:
+        raise QuotaError("An IP entity cannot be combined with a user or a client id")
     return tuple(sorted(out.items()))
 
 
@@ -103,6 +114,8 @@ def _name(znode: str) -> str | None:
 def entity_path(entity: Entity) -> str:
     """The entity's path under /config ("users/alice/clients/app", "clients/<default>")."""
     parts = dict(entity)
+    if IP in parts:
+        return f"ips/{_znode(parts[IP])}"
     if USER in parts:
         path = f"users/{_znode(parts[USER])}"
         return f"{path}/clients/{_znode(parts[CLIENT_ID])}" if CLIENT_ID in parts else path
@@ -118,6 +131,8 @@ def entity_from_path(path: str) -> Entity | None:
         return ((CLIENT_ID, _name(p[3])), (USER, _name(p[1])))
     if len(p) == 2 and p[0] == "clients":
         return ((CLIENT_ID, _name(p[1])),)
+    if len(p) == 2 and p[0] == "ips":
+        return ((IP, _name(p[1])),)
     return None
 
 
@@ -136,17 +151,20 @@ def quota_values(config: Mapping[str, str]) -> dict[str, float]:
     return out
 
 
-def check_op(key: str, value: float) -> str:
+def check_op(entity: Entity, key: str, value: float) -> str:
     """The stored text of a quota value, or QuotaError (Kafka: INVALID_REQUEST)."""
     whole = QUOTA_KEYS.get(key)
     if whole is None:
         raise QuotaError(f"Invalid configuration key {key}")
+    if (key == CONNECTION_CREATION_RATE) != (entity[0][0] == IP):
+        raise QuotaError(f"{key} is not a quota of {'an IP' if entity[0][0] == IP else 'a user or client id'}")
     if not math.isfinite(value) or value <= 0:
         raise QuotaError(f"Configuration {key} must be a positive number, not {value}")
     if whole:
         rounded = round(value)
-        if abs(rounded - value) > 1e-6 or rounded > _LONG_MAX:
-            raise QuotaError(f"Configuration {key} must be a LONG value")
+        top = _INT_MAX if key == CONNECTION_CREATION_RATE else _LONG_MAX
+        if abs(rounded - value) > 1e-6 or rounded > top:
+            raise QuotaError(f"Configuration {key} must be {'an INT' if top == _INT_MAX else 'a LONG'} value")
         return str(int(rounded))
     return repr(value)
 
@@ -211,6 +229,7 @@ FETCH = QuotaKind(CONSUMER_BYTE_RATE, "Fetch")
 # Recorded in percent-seconds of the broker's request handling time, so that its rate
 # per second is the percentage (Kafka's ClientRequestQuotaManager.nanosToPercentage).
 REQUEST = QuotaKind(REQUEST_PERCENTAGE, "Request")
+CONNECTION = QuotaKind(CONNECTION_CREATION_RATE, "Connection")  # per IP address
 
 
 class ClientQuotas:
@@ -223,8 +242,8 @@ class ClientQuotas:
         self.configs: dict[Entity, dict[str, float]] = {}
         # (kind, user, client) -> rate, least recently recorded first
         self._rates: OrderedDict[tuple[str, str, str], QuotaRate] = OrderedDict()
-        self.throttle_ms_total: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST)}  # metrics
-        self.throttled: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST)}
+        self.throttle_ms_total: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST, CONNECTION)}  # metrics
+        self.throttled: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST, CONNECTION)}
 
     def metrics(self) -> dict[str, float]:
         """Throttled requests and their throttle time, broker-wide, per quota type."""
@@ -291,6 +310,32 @@ class ClientQuotas:
         self.throttled[kind.name] += 1
         self.throttle_ms_total[kind.name] += throttle
         return throttle
+
+    def record_connection(self, ip: str) -> int:
+        """A new connection from `ip`: 0 when within its connection_creation_rate, else the
+        time (at most one window) after which to close it, unserved and not counted
+        (Kafka's ConnectionQuotas: the client backs off and reconnects)."""
+        if not self.configs:
+            return 0
+        limit = None
+        for entity in (((IP, ip),), ((IP, None),)):
+            values = self.configs.get(entity)
+            if values is not None and CONNECTION.key in values:
+                limit = values[CONNECTION.key]
+                break
+        if limit is None:
+            return 0
+        now = self.clock_ms()
+        rate = self._rate(CONNECTION, (ip, ""), now)
+        rate.record(1, now)
+        observed = rate.rate(now)
+        if observed <= limit:
+            return 0
+        rate.record(-1, now)
+        throttle = min(round((observed - limit) / limit * rate.window_size_ms(now)), self.window_ms)
+        self.throttled[CONNECTION.name] += 1
+        self.throttle_ms_total[CONNECTION.name] += throttle
+        return max(throttle, 1)
 
     def unrecord(self, kind: QuotaKind, user: str, client_id: str, value: float) -> None:
         """Takes back a recorded value (a throttled Fetch's bytes were never sent)."""

@@ -36,7 +36,7 @@ class ConfigChangeListener:
         on_user_change: Callable[[str], Awaitable[None]] | None = None,
         on_quota_change: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
-        self.on_quota_change = on_quota_change  # client quotas of users/... or clients/... changed
+        self.on_quota_change = on_quota_change  # quotas of users/..., clients/... or ips/... changed
         self.on_user_change = on_user_change  # SCRAM credentials of a user changed
         self.on_broker_configs = on_broker_configs  # dynamic broker configs changed
         self.change_expiration_ms = change_expiration_ms  # handled notifications are purged after it
@@ -66,8 +66,8 @@ class ConfigChangeListener:
             asyncio.ensure_future(self._apply(new))
 
     async def _entity_changed(self, entity: str) -> None:
-        """users/<u> holds SCRAM credentials and quotas; users/<u>/clients/<c> and
-        clients/<c> hold quotas only."""
+        """users/<u> holds SCRAM credentials and quotas; users/<u>/clients/<c>,
+        clients/<c> and ips/<ip> hold quotas only."""
         until_done = self.zk.until_done
         user = entity[len("users/"):] if entity.startswith("users/") else None
         if user is not None and "/" not in user and self.on_user_change is not None:
@@ -100,7 +100,7 @@ class ConfigChangeListener:
                     topics.add(entity[len("topics/"):])
                 elif entity and entity.startswith("brokers/"):
                     brokers_changed = True
-                elif entity and entity.startswith(("users/", "clients/")):
+                elif entity and entity.startswith(("users/", "clients/", "ips/")):
                     await self._entity_changed(entity)
             if brokers_changed and self.on_broker_configs is not None:
                 try:

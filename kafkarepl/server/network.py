@@ -571,6 +571,7 @@ class SocketServer:
         listener_name: str = "PLAINTEXT",
         principal_name: Callable[[str], str | None] | None = None,
         more_listeners: Sequence[Listener] = (),
+        connection_throttle: Callable[[str], int] | None = None,
     ) -> None:
         # The first listener from the arguments, more from more_listeners; connection
         # limits and the request memory pool are shared by all, as Kafka's.
@@ -587,6 +588,9 @@ class SocketServer:
         self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.connections: set[Connection] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
+        # IP address -> ms to hold a new connection before closing it unserved (0: serve it)
+        self.connection_throttle = connection_throttle
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # closing after their delay
         self._lsocks: list[socket.socket] = []
         self._accept_tasks: list[asyncio.Task] = []
         self._tasks: set[asyncio.Task] = set()
@@ -627,11 +631,17 @@ class SocketServer:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            if len(self.connections) >= self.max_connections:
+            if len(self.connections) + len(self._throttled) >= self.max_connections:
                 log.warning("max.connections=%d reached: refusing %s", self.max_connections, peer)
                 sock.close()
                 continue
             ip = peer[0] if isinstance(peer, tuple) else str(peer)
+            delay_ms = self.connection_throttle(ip) if self.connection_throttle is not None else 0
+            if delay_ms > 0:
+                # Over its connection_creation_rate (KIP-612): closed unserved after the
+                # throttle time, so the client backs off before it reconnects.
+                self._throttled[sock] = loop.call_later(delay_ms / 1000, self._close_throttled, sock)
+                continue
             if self._per_ip[ip] >= self.max_connections_per_ip:
                 # As Kafka: the connection is closed at once, before any request is read.
                 log.warning("max.connections.per.ip=%d reached for %s: refusing",
@@ -647,6 +657,10 @@ class SocketServer:
             self._tasks.add(task)
             task.add_done_callback(functools.partial(self._closed, conn=conn, ip=ip))
 
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self._throttled.pop(sock, None)
+        sock.close()
+
     def _closed(self, task: asyncio.Task, conn: Connection, ip: str) -> None:
         self._tasks.discard(task)
         self.connections.discard(conn)
@@ -660,6 +674,9 @@ class SocketServer:
         for lsock in self._lsocks:
             lsock.close()
         self._accept_tasks, self._lsocks = [], []
+        for sock, timer in list(self._throttled.items()):
+            timer.cancel()
+            self._close_throttled(sock)
         for t in list(self._tasks):
             t.cancel()
         if self._tasks:

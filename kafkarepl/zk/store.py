@@ -43,6 +43,7 @@ CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_USERS = "/config/users"
 CONFIG_CLIENTS = "/config/clients"
+CONFIG_IPS = "/config/ips"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 
@@ -724,7 +725,7 @@ class KafkaZkStore:
         await self._set_config(f"/config/{entity_path}", entity_path, config)
 
     async def quota_entity_paths(self) -> list[str]:
-        """Every users/<u>, users/<u>/clients/<c> and clients/<c> entity with a znode."""
+        """Every users/<u>, users/<u>/clients/<c>, clients/<c> and ips/<ip> entity with a znode."""
         out: list[str] = []
         for user in await self.get_user_names():
             out.append(f"users/{user}")
@@ -733,10 +734,11 @@ class KafkaZkStore:
                     await self.zk.get_children(f"{CONFIG_USERS}/{user}/clients"))]
             except NoNodeError:
                 pass
-        try:
-            out += [f"clients/{c}" for c in sorted(await self.zk.get_children(CONFIG_CLIENTS))]
-        except NoNodeError:
-            pass
+        for root, prefix in ((CONFIG_CLIENTS, "clients"), (CONFIG_IPS, "ips")):
+            try:
+                out += [f"{prefix}/{c}" for c in sorted(await self.zk.get_children(root))]
+            except NoNodeError:
+                pass
         return out
 
     # --- partition state -----------------------------------------------------------

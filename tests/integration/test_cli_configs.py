@@ -89,6 +89,9 @@ def test_client_quotas(cluster_factory) -> None:
     ok(b, "--user", "alice", "--client", "app", "--alter", "--delete-config", "consumer_byte_rate")
     assert ok(b, "--user", "alice", "--client", "app", "--describe") == [
         "Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1048576.0"]
+    assert ok(b, "--entity-type", "ips", "--entity-name", "10.1.2.3", "--alter", "--add-config",
+              "connection_creation_rate=10") == ["Completed updating config for ip 10.1.2.3."]
+    assert ok(b, "--ip", "10.1.2.3", "--describe") == ["Quota configs for ip '10.1.2.3' are connection_creation_rate=10.0"]
     r = configs(b, "--user", "alice", "--alter", "--add-config", "producer_byte_rate=1.5")
     assert r.returncode == 1 and "LONG" in r.stderr, r.stderr
     r = configs(b, "--user", "alice", "--alter", "--add-config", "retention.ms=5")

@@ -214,3 +214,43 @@ def test_java_producer_waits_out_the_throttle(cluster_factory) -> None:
     free = java_tools.run("quota-produce", f"127.0.0.1:{port}", "jq", "java-free", "500", timeout=120)
     assert free.endswith("throttle_max=0"), free
 
+
+
+def _api_versions_from(source_ip: str, port: int) -> tuple[bool, float]:
+    """(answered, seconds): one ApiVersions on a new connection from `source_ip`."""
+    import socket
+
+    from kafkarepl.protocol import encode_request
+
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source_ip, 0)) as s:
+        s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "conn-test", {}))
+        try:
+            answered = len(s.recv(4)) == 4
+        except ConnectionResetError:
+            answered = False
+    return answered, time.monotonic() - t0
+
+
+def test_connection_creation_rate_per_ip_address(cluster_factory) -> None:
+    """KIP-612: connections from an address over its connection_creation_rate are closed
+    unserved after a delay; another address (127.0.0.2 here) is not limited."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = cluster_factory(1, **{"quota.window.num": "2"})
+    port = c.brokers[1].port
+    resp = alter(port, {"ip": "127.0.0.1"}, {"connection_creation_rate": 5.0})
+    assert resp["entries"][0]["error_code"] == 0, resp
+    assert describe(port) == {(("ip", "127.0.0.1"),): {"connection_creation_rate": 5.0}}
+    time.sleep(2.1)  # the windows that counted the admin connections have aged out
+    with ThreadPoolExecutor(20) as pool:
+        limited = list(pool.map(lambda _i: _api_versions_from("127.0.0.1", port), range(20)))
+        other = list(pool.map(lambda _i: _api_versions_from("127.0.0.2", port), range(20)))
+    served = [secs for ok_, secs in limited if ok_]
+    refused = [secs for ok_, secs in limited if not ok_]
+    assert 1 <= len(served) <= 10 and refused, limited
+    assert max(refused) >= 0.05, refused  # held for the throttle time, not closed at once
+    assert all(ok_ for ok_, _ in other), other
+    # bad IP entities are refused
+    resp = alter(port, {"ip": "not-an-ip"}, {"connection_creation_rate": 5.0})
+    assert resp["entries"][0]["error_code"] == 42, resp

@@ -39,6 +39,8 @@ def test_entity_paths_are_kafkas_and_round_trip() -> None:
         "users/<default>/clients/<default>": entity_of([(USER, None), (CLIENT_ID, None)]),
         "clients/app": entity_of([(CLIENT_ID, "app")]),
         "clients/<default>": entity_of([(CLIENT_ID, None)]),
+        "ips/10.0.0.1": entity_of([("ip", "10.0.0.1")]),
+        "ips/<default>": entity_of([("ip", None)]),
         # Kafka's Sanitizer: URL-encoded, '*' and ' ' as %2A / %20
         "users/CN%3Dbob%2COU%3Dx%2A%20y": entity_of([(USER, "CN=bob,OU=x* y")]),
     }
@@ -51,21 +53,25 @@ def test_entity_paths_are_kafkas_and_round_trip() -> None:
 
 
 @pytest.mark.parametrize("components", [
-    [], [("ip", "1.2.3.4")], [("group", "g")], [(USER, "a"), (USER, "b")], [(USER, "")], [(USER, "x" * 1025)]])
+    [], [("ip", "1.2.3.400")], [("ip", "host.example")], [("ip", "1.2.3.4"), (USER, "a")], [("group", "g")],
+    [(USER, "a"), (USER, "b")], [(USER, "")], [(USER, "x" * 1025)]])
 def test_bad_entities_are_refused(components: list[tuple[str, str | None]]) -> None:
     with pytest.raises(QuotaError):
         entity_of(components)
 
 
 def test_op_values_follow_the_key_types() -> None:
-    assert check_op("producer_byte_rate", 1024.0) == "1024"
-    assert check_op("request_percentage", 12.5) == "12.5"
-    for key, value in [("producer_byte_rate", 10.5), ("producer_byte_rate", 0.0),
-                       ("consumer_byte_rate", -5.0), ("consumer_byte_rate", float("nan")),
-                       ("consumer_byte_rate", float("inf")), ("consumer_byte_rate", 1e40),
-                       ("retention.ms", 5.0)]:
+    user, ip = entity_of([(USER, "a")]), entity_of([("ip", "10.0.0.1")])
+    assert check_op(user, "producer_byte_rate", 1024.0) == "1024"
+    assert check_op(user, "request_percentage", 12.5) == "12.5"
+    assert check_op(ip, "connection_creation_rate", 10.0) == "10"
+    for entity, key, value in [(user, "producer_byte_rate", 10.5), (user, "producer_byte_rate", 0.0),
+                               (user, "consumer_byte_rate", -5.0), (user, "consumer_byte_rate", float("nan")),
+                               (user, "consumer_byte_rate", float("inf")), (user, "consumer_byte_rate", 1e40),
+                               (user, "retention.ms", 5.0), (user, "connection_creation_rate", 5.0),
+                               (ip, "producer_byte_rate", 5.0), (ip, "connection_creation_rate", 2.0**31)]:
         with pytest.raises(QuotaError):
-            check_op(key, value)
+            check_op(entity, key, value)
     # SCRAM credentials share a user's znode; values that do not parse are left out
     assert quota_values({"SCRAM-SHA-256": "salt=..", "producer_byte_rate": "100",
                          "consumer_byte_rate": "x"}) == {"producer_byte_rate": 100.0}
@@ -282,3 +288,19 @@ def test_request_time_quota_counts_handler_steps_not_waits() -> None:
     assert r[4]["throttle_time_ms"] == 0 and r[5]["throttle_time_ms"] == 0  # between brokers: exempt
     assert r[6]["throttle_time_ms"] == 0  # acks=0: no answer to carry a throttle (Kafka exempts it)
     assert q.throttled["Request"] >= 1
+
+
+def test_connection_creation_rate_per_ip() -> None:
+    clock = Clock()
+    q = ClientQuotas(clock, samples=2)
+    q.set_config(entity_of([("ip", "10.0.0.1")]), {"connection_creation_rate": 5.0})
+    assert [q.record_connection("10.0.0.1") for _ in range(5)] == [0] * 5  # 5 in the padded 1 s
+    delay = q.record_connection("10.0.0.1")
+    assert 0 < delay <= 1000  # bounded by one window, as Kafka's ConnectionQuotas
+    assert q.record_connection("10.0.0.2") == 0  # no default: other addresses are free
+    q.set_config(entity_of([("ip", None)]), {"connection_creation_rate": 1.0})
+    assert q.record_connection("10.0.0.2") == 0 and q.record_connection("10.0.0.2") > 0
+    clock.ms += 2000  # the windows aged out: refused connections were not counted
+    assert q.record_connection("10.0.0.1") == 0
+    assert q.throttled["Connection"] == 2
+
