@@ -1,8 +1,10 @@
-"""Client quotas (KIP-13, KIP-55): byte rates per user and client id, sans-I/O.
+"""Client quotas (KIP-13, KIP-55, KIP-124, KIP-612): byte rates and request time per user
+and client id, connection rates per IP address; sans-I/O.
 
 The quota configs live in ZooKeeper as Kafka keeps them (/config/users/<user>,
-/config/users/<user>/clients/<client-id>, /config/clients/<client-id>, /config/ips/<ip>; `<default>` for
-the default entity; names URL-encoded), written by AlterClientQuotas or kafka-configs.sh.
+/config/users/<user>/clients/<client-id>, /config/clients/<client-id>, /config/ips/<ip>;
+`<default>` for the default entity; names URL-encoded), written by AlterClientQuotas or
+kafka-configs.sh.
 This module holds what every broker caches of them and decides, per request, how long a
 client must wait:
 
