@@ -97,7 +97,7 @@ class Broker:
         self.scram = ScramCredentials(store, guarded)  # SCRAM logins and Alter/DescribeUserScramCredentials
         # client byte-rate quotas (quota.window.num windows of quota.window.size.seconds)
         self.client_quotas = ClientQuotas(clock.monotonic_ms, config.quota_window_num,
-                                          config.quota_window_size_seconds)
+                                          config.quota_window_size_seconds, config.max_connection_creation_rate)
         self.client_quota_apis = ClientQuotaApis(store, guarded, self.client_quotas)
         # ACLs (authorizer.class.name): cached on every broker from ZooKeeper (acl_store.py)
         self.authorizer = (Authorizer([u.strip() for u in config.super_users.split(";") if u.strip()],
@@ -189,6 +189,8 @@ class Broker:
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
             connection_throttle=self.client_quotas.record_connection,
+            accept_throttle=self.client_quotas.record_broker_connection,
+            protected_listener=config.inter_broker_listener().name,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics,

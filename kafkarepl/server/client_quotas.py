@@ -26,7 +26,8 @@ client must wait:
   throttled the same way; requests between brokers and the SASL/ApiVersions handshake
   are exempt, as in Kafka.
 - `connection_creation_rate` of an IP entity (KIP-612): a connection from an address over
-  its rate is closed unserved after the throttle time (at most one window).
+  its rate is closed unserved after the throttle time (at most one window); and the
+  broker-wide max.connection.creation.rate: accepting waits the throttle time.
 - `controller_mutation_rate` is stored and described but not enforced.
 """
 
@@ -237,10 +238,14 @@ CONNECTION = QuotaKind(CONNECTION_CREATION_RATE, "Connection")  # per IP address
 class ClientQuotas:
     """The quota configs this broker knows and the rates of the clients they apply to."""
 
-    def __init__(self, clock_ms: Callable[[], int], samples: int = 11, window_s: int = 1) -> None:
+    def __init__(self, clock_ms: Callable[[], int], samples: int = 11, window_s: int = 1,
+                 max_connection_creation_rate: float = _INT_MAX) -> None:
         self.clock_ms = clock_ms
         self.samples = samples
         self.window_ms = window_s * 1000
+        # KIP-612's broker-wide limit (max.connection.creation.rate), all client listeners
+        self.max_connection_creation_rate = max_connection_creation_rate
+        self._broker_connections = QuotaRate(samples, self.window_ms)
         self.configs: dict[Entity, dict[str, float]] = {}
         # (kind, user, client) -> rate, least recently recorded first
         self._rates: OrderedDict[tuple[str, str, str], QuotaRate] = OrderedDict()
@@ -338,6 +343,22 @@ class ClientQuotas:
         self.throttled[CONNECTION.name] += 1
         self.throttle_ms_total[CONNECTION.name] += throttle
         return max(throttle, 1)
+
+    def record_broker_connection(self) -> int:
+        """A new connection on a client listener: 0 within max.connection.creation.rate,
+        else the ms to wait before accepting more (at most one window); it is counted
+        either way, as Kafka's acceptor, which blocks that long."""
+        if self.max_connection_creation_rate >= _INT_MAX:
+            return 0
+        now, limit = self.clock_ms(), self.max_connection_creation_rate
+        rate = self._broker_connections
+        rate.record(1, now)
+        observed = rate.rate(now)
+        if observed <= limit:
+            return 0
+        if limit <= 0:  # 0: each connection waits the longest throttle (Kafka: bound / 0, capped)
+            return self.window_ms
+        return max(1, min(round((observed - limit) / limit * rate.window_size_ms(now)), self.window_ms))
 
     def unrecord(self, kind: QuotaKind, user: str, client_id: str, value: float) -> None:
         """Takes back a recorded value (a throttled Fetch's bytes were never sent)."""

@@ -89,6 +89,8 @@ class BrokerConfig:
     # client quotas' rate windows (Kafka's quota.window.num / quota.window.size.seconds)
     quota_window_num: int = prop("quota.window.num", 11)
     quota_window_size_seconds: int = prop("quota.window.size.seconds", 1)
+    # KIP-612: new connections per second on the client listeners (Kafka's default: no limit)
+    max_connection_creation_rate: int = prop("max.connection.creation.rate", 2147483647)
     # Bytes of requests read and not yet answered, over all connections; Kafka's default
     # is -1 (unbounded): bounded here, a full pool makes connections wait (backpressure).
     queued_max_request_bytes: int = prop("queued.max.request.bytes", 268435456)
@@ -234,6 +236,8 @@ class BrokerConfig:
             raise ConfigError("min.insync.replicas must be >= 1")
         if self.message_max_bytes <= 0 or self.socket_request_max_bytes <= 0:
             raise ConfigError("message.max.bytes and socket.request.max.bytes must be > 0")
+        if self.max_connection_creation_rate < 0:
+            raise ConfigError("max.connection.creation.rate must be >= 0")
         if self.quota_window_num < 1 or self.quota_window_size_seconds < 1:
             raise ConfigError("quota.window.num and quota.window.size.seconds must be >= 1")
         if self.max_connections_per_ip < 1:

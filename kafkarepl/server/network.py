@@ -572,6 +572,8 @@ class SocketServer:
         principal_name: Callable[[str], str | None] | None = None,
         more_listeners: Sequence[Listener] = (),
         connection_throttle: Callable[[str], int] | None = None,
+        accept_throttle: Callable[[], int] | None = None,
+        protected_listener: str | None = None,
     ) -> None:
         # The first listener from the arguments, more from more_listeners; connection
         # limits and the request memory pool are shared by all, as Kafka's.
@@ -591,6 +593,10 @@ class SocketServer:
         # IP address -> ms to hold a new connection before closing it unserved (0: serve it)
         self.connection_throttle = connection_throttle
         self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # closing after their delay
+        # ms to wait before accepting more (max.connection.creation.rate), on every listener
+        # but the inter-broker one (`protected_listener`), as Kafka
+        self.accept_throttle = accept_throttle
+        self.protected_listener = protected_listener
         self._lsocks: list[socket.socket] = []
         self._accept_tasks: list[asyncio.Task] = []
         self._tasks: set[asyncio.Task] = set()
@@ -631,6 +637,10 @@ class SocketServer:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
+            if self.accept_throttle is not None and listener.name != self.protected_listener:
+                wait_ms = self.accept_throttle()
+                if wait_ms > 0:  # this one is served after the wait; later ones queue in the backlog
+                    await asyncio.sleep(wait_ms / 1000)
             if len(self.connections) + len(self._throttled) >= self.max_connections:
                 log.warning("max.connections=%d reached: refusing %s", self.max_connections, peer)
                 sock.close()

@@ -254,3 +254,43 @@ def test_connection_creation_rate_per_ip_address(cluster_factory) -> None:
     # bad IP entities are refused
     resp = alter(port, {"ip": "not-an-ip"}, {"connection_creation_rate": 5.0})
     assert resp["entries"][0]["error_code"] == 42, resp
+
+
+def test_broker_wide_connection_creation_rate_spares_the_inter_broker_listener(cluster_factory) -> None:
+    """max.connection.creation.rate (KIP-612): past it, the broker waits before accepting
+    more connections on its client listeners (all are served, later); the inter-broker
+    listener is not limited."""
+    import socket
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.fixtures.cluster import free_port
+
+    c = cluster_factory(1, start=False, **{"quota.window.num": "2", "max.connection.creation.rate": "5"})
+    b = c.brokers[1]
+    replication = free_port()
+    text = b.config.read_text().replace(f"listeners=PLAINTEXT://127.0.0.1:{b.port}",
+                                        f"listeners=PLAINTEXT://127.0.0.1:{b.port},"
+                                        f"REPLICATION://127.0.0.1:{replication}")
+    b.config.write_text(text + "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT\n"
+                               "inter.broker.listener.name=REPLICATION\n")
+    c.start()
+    time.sleep(2.1)  # the start-up's connections have aged out of the windows
+
+    def one(port: int) -> float:
+        from kafkarepl.protocol import encode_request
+
+        t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+            s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "conn-test", {}))
+            assert len(s.recv(4)) == 4
+        return time.monotonic() - t0
+
+    with ThreadPoolExecutor(20) as pool:
+        t0 = time.monotonic()
+        list(pool.map(lambda _i: one(replication), range(20)))
+        inter_broker = time.monotonic() - t0
+        t0 = time.monotonic()
+        list(pool.map(lambda _i: one(b.port), range(20)))  # every one answered, ...
+        client = time.monotonic() - t0
+    # ... but 20 at 5/s (after a burst the padded window allows) take more than a second
+    assert client >= 1.0 and inter_broker < 1.0, (client, inter_broker)

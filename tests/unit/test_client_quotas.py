@@ -304,3 +304,13 @@ def test_connection_creation_rate_per_ip() -> None:
     assert q.record_connection("10.0.0.1") == 0
     assert q.throttled["Connection"] == 2
 
+
+
+def test_broker_wide_connection_creation_rate() -> None:
+    clock = Clock()
+    assert ClientQuotas(clock).record_broker_connection() == 0  # no limit by default
+    q = ClientQuotas(clock, samples=2, max_connection_creation_rate=3)
+    assert [q.record_broker_connection() for _ in range(3)] == [0, 0, 0]
+    waits = [q.record_broker_connection() for _ in range(3)]
+    assert all(0 < w <= 1000 for w in waits) and waits == sorted(waits)  # counted: each waits longer
+    assert ClientQuotas(clock, max_connection_creation_rate=0).record_broker_connection() == 1000
