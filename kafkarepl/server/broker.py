@@ -175,7 +175,7 @@ class Broker:
             self.txn,
             self.scram,
             self.client_quota_apis,
-            ClientQuotaGate(self.client_quotas),
+            ClientQuotaGate(self.client_quotas, self._topic_partitions, config.num_partitions),
             RequestAuthorizer(self.authorizer),
         )
         first, *more = self._listeners(config)
@@ -238,6 +238,11 @@ class Broker:
     async def _registered_endpoint(self, broker_id: int) -> tuple[str, int, int] | None:
         info = await self.store.get_broker(broker_id)
         return None if info is None else (info.host, info.port, info.epoch)
+
+    def _topic_partitions(self, name: str | None, topic_id: Any) -> int:
+        """A topic's partitions in this broker's metadata, by name or id (0: unknown)."""
+        t = self.metadata.topics.get(name) if name else self.metadata.topic_by_id(topic_id)
+        return len(t.partitions) if t is not None else 0
 
     def _partition_high_watermark(self, topic: str, partition: int) -> int | None:
         p = self.replicas.get(TopicPartition(topic, partition))

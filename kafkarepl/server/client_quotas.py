@@ -28,7 +28,10 @@ client must wait:
 - `connection_creation_rate` of an IP entity (KIP-612): a connection from an address over
   its rate is closed unserved after the throttle time (at most one window); and the
   broker-wide max.connection.creation.rate: accepting waits the throttle time.
-- `controller_mutation_rate` is stored and described but not enforced.
+- `controller_mutation_rate` (KIP-599): partitions created or deleted per second, a token
+  bucket with a burst of the quota's windows; from CreateTopics v6, CreatePartitions v3
+  and DeleteTopics v5 on, a topic asked for while the bucket is empty is refused with
+  THROTTLING_QUOTA_EXCEEDED; older versions are served and throttled afterwards.
 """
 
 from __future__ import annotations
@@ -233,6 +236,37 @@ FETCH = QuotaKind(CONSUMER_BYTE_RATE, "Fetch")
 # per second is the percentage (Kafka's ClientRequestQuotaManager.nanosToPercentage).
 REQUEST = QuotaKind(REQUEST_PERCENTAGE, "Request")
 CONNECTION = QuotaKind(CONNECTION_CREATION_RATE, "Connection")  # per IP address
+MUTATION = QuotaKind(CONTROLLER_MUTATION_RATE, "ControllerMutation")  # partitions created/deleted
+
+
+class TokenBucket:
+    """Kafka's TokenBucket (KIP-599): `rate` tokens a second, at most `burst`; a mutation
+    takes its partitions' worth (the balance may go negative); exceeded below 0."""
+
+    def __init__(self, rate: float, burst: float, now_ms: int) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens = burst
+        self.last_ms = now_ms
+
+    def _refill(self, now_ms: int) -> None:
+        self.tokens = min(self.burst, self.tokens + self.rate * max(0, now_ms - self.last_ms) / 1000)
+        self.last_ms = now_ms
+
+    def exceeded(self, now_ms: int) -> bool:
+        self._refill(now_ms)
+        return self.tokens < 0
+
+    def take(self, n: float, now_ms: int) -> None:
+        self._refill(now_ms)
+        self.tokens -= n
+
+    def throttle_ms(self, now_ms: int) -> int:
+        """The time until the balance is back to 0 (Kafka: -tokens / quota)."""
+        self._refill(now_ms)
+        return 0 if self.tokens >= 0 else min(round(-self.tokens / self.rate * 1000), 2**31 - 1)
+
+    def full(self, now_ms: int) -> bool:
+        return self.tokens + self.rate * (now_ms - self.last_ms) / 1000 >= self.burst
 
 
 class ClientQuotas:
@@ -246,11 +280,13 @@ class ClientQuotas:
         # KIP-612's broker-wide limit (max.connection.creation.rate), all client listeners
         self.max_connection_creation_rate = max_connection_creation_rate
         self._broker_connections = QuotaRate(samples, self.window_ms)
+        # (user, client) -> controller mutation bucket, least recently used first
+        self._buckets: OrderedDict[tuple[str, str], TokenBucket] = OrderedDict()
         self.configs: dict[Entity, dict[str, float]] = {}
         # (kind, user, client) -> rate, least recently recorded first
         self._rates: OrderedDict[tuple[str, str, str], QuotaRate] = OrderedDict()
-        self.throttle_ms_total: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST, CONNECTION)}  # metrics
-        self.throttled: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST, CONNECTION)}
+        self.throttle_ms_total: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST, CONNECTION, MUTATION)}  # metrics
+        self.throttled: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST, CONNECTION, MUTATION)}
 
     def metrics(self) -> dict[str, float]:
         """Throttled requests and their throttle time, broker-wide, per quota type."""
@@ -343,6 +379,30 @@ class ClientQuotas:
         self.throttled[CONNECTION.name] += 1
         self.throttle_ms_total[CONNECTION.name] += throttle
         return max(throttle, 1)
+
+    def mutation_bucket(self, user: str, client_id: str) -> TokenBucket | None:
+        """The controller_mutation_rate bucket of (user, client_id), None without a quota.
+        Buckets that have refilled are dropped (a fresh one is the same), so memory stays
+        with the clients mutating lately."""
+        q = self.quota(MUTATION, user, client_id)
+        now = self.clock_ms()
+        while self._buckets:
+            first = next(iter(self._buckets.values()))
+            if not first.full(now):
+                break
+            self._buckets.popitem(last=False)
+        if q is None:
+            return None
+        limit, key = q
+        bucket = self._buckets.get(key)
+        if bucket is None or bucket.rate != limit:
+            bucket = self._buckets[key] = TokenBucket(limit, limit * self.samples * self.window_ms / 1000, now)
+        self._buckets.move_to_end(key)
+        return bucket
+
+    def note_mutation_throttle(self, ms: int) -> None:
+        self.throttled[MUTATION.name] += 1
+        self.throttle_ms_total[MUTATION.name] += ms
 
     def record_broker_connection(self) -> int:
         """A new connection on a client listener: 0 within max.connection.creation.rate,

@@ -10,6 +10,8 @@ server/client_quotas.py), as Kafka's KafkaApis does:
   client's request handlers counts, for every API but the handshake and the requests
   between brokers; over the quota the answer carries the throttle time (the larger one
   when a byte quota throttles it too).
+- Partition mutations (controller_mutation_rate, KIP-599): CreateTopics, CreatePartitions
+  and DeleteTopics take their partitions from a token bucket (see mutations()).
 - The connection then reads no request for the throttle time (KIP-219), and its quota'd
   requests already read wait it out in order. Clients of versions before KIP-219
   (Produce < 6, Fetch < 8) do not wait on their own, so their answer itself is held back
@@ -23,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Protocol
 
+from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey, Request
 from kafkarepl.server.client_quotas import FETCH, PRODUCE, REQUEST, ClientQuotas
 
@@ -35,6 +38,16 @@ _PARTITION_OVERHEAD = 48  # bytes of a fetched partition's fields besides its re
 EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.LEADER_AND_ISR,
                     ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
                     ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS})
+
+
+# The partition mutations of controller_mutation_rate (KIP-599): API -> (the request's
+# topic list, the response's, the first version whose quota is strict).
+MUTATIONS = {ApiKey.CREATE_TOPICS: ("topics", "topics", 6), ApiKey.CREATE_PARTITIONS: ("topics", "results", 3),
+             ApiKey.DELETE_TOPICS: ("topics", "responses", 5)}
+_QUOTA_EXCEEDED = "The throttling quota has been exceeded."
+
+# (topic name or None, topic id or None) -> its partitions in this broker's metadata (0: unknown)
+TopicPartitions = Callable[[str | None, Any], int]
 
 
 class Throttleable(Protocol):
@@ -121,8 +134,11 @@ def _exempt(req: Request) -> bool:
 
 
 class ClientQuotaGate:
-    def __init__(self, quotas: ClientQuotas) -> None:
+    def __init__(self, quotas: ClientQuotas, topic_partitions: TopicPartitions | None = None,
+                 default_partitions: int = 1) -> None:
         self.quotas = quotas
+        self.topic_partitions: TopicPartitions = topic_partitions or (lambda _name, _tid: 0)
+        self.default_partitions = default_partitions  # num.partitions: a CreateTopics with -1
 
     @property
     def active(self) -> bool:
@@ -137,6 +153,8 @@ class ClientQuotaGate:
             work = self.produce(req, conn, serve)
         elif req.api_key == ApiKey.FETCH:
             work = self.fetch(req, conn, serve)
+        elif req.api_key in MUTATIONS:
+            work = self.mutations(req, conn, serve)
         else:
             work = _awaited(serve(req))
         user, client_id = quota_user(conn.principal), req.client_id or ""
@@ -190,6 +208,65 @@ class ClientQuotaGate:
         self.quotas.unrecord(FETCH, user, client_id, size)
         await _throttle(conn, throttle, req.api_version < CLIENT_THROTTLES_FETCH)
         return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": []}
+
+
+    def _mutated(self, key: ApiKey, t: dict[str, Any]) -> int:
+        """Partitions a topic entry of CreateTopics / CreatePartitions / DeleteTopics
+        creates or deletes."""
+        if key == ApiKey.CREATE_TOPICS:
+            n = len(t.get("assignments") or []) or t.get("num_partitions", -1)
+            return n if n > 0 else self.default_partitions
+        if key == ApiKey.CREATE_PARTITIONS:
+            return max(0, t.get("count", 0) - self.topic_partitions(t.get("name"), None))
+        return self.topic_partitions(t.get("name"), t.get("topic_id"))
+
+    async def mutations(self, req: Request, conn: Throttleable,
+                        serve: Callable[[Request], Awaitable[Any]]) -> Any:
+        """controller_mutation_rate (KIP-599): each topic takes its partitions from the
+        client's bucket; with the strict versions a topic asked for while the bucket is
+        empty is answered THROTTLING_QUOTA_EXCEEDED, not served. The answer carries the
+        time until the bucket is back to 0, and the connection is muted that long."""
+        b = req.body
+        bucket = self.quotas.mutation_bucket(quota_user(conn.principal), req.client_id or "")
+        if bucket is None:
+            return await serve(req)
+        topics_key, results_key, strict_from = MUTATIONS[req.api_key]
+        if req.api_key == ApiKey.DELETE_TOPICS and req.api_version < 6:  # topic names only
+            entries: list[dict[str, Any]] = [{"name": n} for n in b.get("topic_names") or []]
+        else:
+            entries = list(b.get(topics_key) or [])
+        strict = req.api_version >= strict_from
+        now = self.quotas.clock_ms()
+        kept, refused = [], []
+        for t in entries:
+            if strict and bucket.exceeded(now):
+                refused.append(t)
+                continue
+            kept.append(t)
+            if not b.get("validate_only", False):
+                bucket.take(self._mutated(req.api_key, t), now)
+        if refused:
+            if req.api_key == ApiKey.DELETE_TOPICS and req.api_version < 6:
+                b["topic_names"] = [t["name"] for t in kept]
+            else:
+                b[topics_key] = kept
+        result = await serve(req)
+        throttle = bucket.throttle_ms(self.quotas.clock_ms())
+        if result is None:
+            return None
+        code = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+        for t in refused:
+            row: dict[str, Any] = {"name": t.get("name"), "error_code": code, "error_message": _QUOTA_EXCEEDED}
+            if req.api_key == ApiKey.CREATE_TOPICS:
+                row.update(num_partitions=-1, replication_factor=-1, configs=None)
+            elif req.api_key == ApiKey.DELETE_TOPICS and t.get("topic_id") is not None:
+                row["topic_id"] = t["topic_id"]
+            result[results_key].append(row)
+        if throttle:
+            self.quotas.note_mutation_throttle(throttle)
+            conn.throttle(throttle)
+            result["throttle_time_ms"] = max(result.get("throttle_time_ms", 0), throttle)
+        return result
 
 
 async def _throttle(conn: Throttleable, ms: int, hold_answer: bool) -> None:

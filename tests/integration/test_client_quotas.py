@@ -294,3 +294,22 @@ def test_broker_wide_connection_creation_rate_spares_the_inter_broker_listener(c
         client = time.monotonic() - t0
     # ... but 20 at 5/s (after a burst the padded window allows) take more than a second
     assert client >= 1.0 and inter_broker < 1.0, (client, inter_broker)
+
+
+def test_java_admin_topic_creation_under_controller_mutation_rate(cluster_factory) -> None:
+    """controller_mutation_rate (KIP-599) with Kafka's Java AdminClient: with a burst of 4
+    partitions (2/s, 2 windows) the third topic of 3 partitions is refused with
+    ThrottlingQuotaExceededException when the client does not retry; by default it waits
+    out the throttle and the creation goes through."""
+    import re
+
+    c = cluster_factory(1, **{"quota.window.num": "2"})
+    port = c.brokers[1].port
+    assert alter(port, {"client-id": "mutator"}, {"controller_mutation_rate": 2.0})["entries"][0]["error_code"] == 0
+    out = java_tools.run("mutation-quota", f"127.0.0.1:{port}", "mq", timeout=120)
+    m = re.fullmatch(r"a=ok b=ok c=ThrottlingQuotaExceededException\(throttle>0=true\) retried=ok\(([\d.]+)s\)", out)
+    assert m, out
+    assert float(m[1]) >= 0.5, out  # it waited for the bucket (2 tokens short at 2/s: 1 s)
+    topics = {t["name"] for t in c.metadata(None)["topics"]}
+    assert {"mq-a", "mq-b", "mq-d"} <= topics and "mq-c" not in topics
+

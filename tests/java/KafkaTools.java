@@ -264,6 +264,35 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "mutation-quota": {  // kafka-topics.sh --create under controller_mutation_rate: PREFIX
+                Properties p = new Properties();
+                p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                p.put(AdminClientConfig.CLIENT_ID_CONFIG, "mutator");
+                p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "60000");
+                try (Admin a = Admin.create(p)) {
+                    List<String> out = new ArrayList<>();
+                    var noRetry = new CreateTopicsOptions().retryOnQuotaViolation(false);
+                    var r = a.createTopics(List.of(new NewTopic(args[2] + "-a", 3, (short) 1),
+                                                   new NewTopic(args[2] + "-b", 3, (short) 1),
+                                                   new NewTopic(args[2] + "-c", 3, (short) 1)), noRetry);
+                    for (String t : List.of("a", "b", "c")) {
+                        try {
+                            r.values().get(args[2] + "-" + t).get();
+                            out.add(t + "=ok");
+                        } catch (ExecutionException e) {
+                            String extra = e.getCause() instanceof org.apache.kafka.common.errors.ThrottlingQuotaExceededException q
+                                ? "(throttle>0=" + (q.throttleTimeMs() > 0) + ")" : "";
+                            out.add(t + "=" + e.getCause().getClass().getSimpleName() + extra);
+                        }
+                    }
+                    // the default: the admin client waits out the throttle and retries
+                    long t0 = System.nanoTime();
+                    a.createTopics(List.of(new NewTopic(args[2] + "-d", 3, (short) 1))).all().get();
+                    out.add(String.format(Locale.ROOT, "retried=ok(%.1fs)", (System.nanoTime() - t0) / 1e9));
+                    System.out.println(String.join(" ", out));
+                }
+                break;
+            }
             case "quota-produce": {  // the Java producer under a quota: TOPIC CLIENT_ID RECORDS (10 KB each)
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);

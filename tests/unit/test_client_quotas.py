@@ -314,3 +314,49 @@ def test_broker_wide_connection_creation_rate() -> None:
     waits = [q.record_broker_connection() for _ in range(3)]
     assert all(0 < w <= 1000 for w in waits) and waits == sorted(waits)  # counted: each waits longer
     assert ClientQuotas(clock, max_connection_creation_rate=0).record_broker_connection() == 1000
+
+
+def test_controller_mutation_quota_refuses_topics_once_the_bucket_is_empty() -> None:
+    import asyncio
+
+    from kafkarepl.protocol import ApiKey, Request
+    from kafkarepl.server.quota_gate import ClientQuotaGate
+
+    clock = Clock()
+    q = ClientQuotas(clock, samples=2)  # burst: 2 windows of the quota
+    q.set_config(entity_of([(CLIENT_ID, "admin")]), {"controller_mutation_rate": 2.0})
+    gate = ClientQuotaGate(q, lambda name, _tid: {"old": 6}.get(name or "", 0), default_partitions=3)
+    served: list[list[str]] = []
+
+    async def serve(req: Request) -> dict:
+        names = [t["name"] for t in req.body.get("topics") or []] or list(req.body.get("topic_names") or [])
+        served.append(names)
+        key = "responses" if req.api_key == ApiKey.DELETE_TOPICS else "topics"
+        return {"throttle_time_ms": 0, key: [{"name": n, "error_code": 0} for n in names]}
+
+    def create(version: int, *topics: tuple[str, int]) -> dict:
+        body = {"topics": [{"name": n, "num_partitions": p, "assignments": []} for n, p in topics],
+                "validate_only": False}
+        return asyncio.run(gate.serve(Request(ApiKey.CREATE_TOPICS, version, 1, "admin", body, 0, 10), _Conn(), serve))
+
+    # 4 tokens: a (3) leaves 1, b (-1: num.partitions, 3) leaves -2, c is refused
+    r = create(7, ("a", 3), ("b", -1), ("c", 1))
+    assert served[-1] == ["a", "b"]
+    assert [(t["name"], t["error_code"]) for t in r["topics"]] == [("a", 0), ("b", 0), ("c", 89)]
+    assert r["throttle_time_ms"] == 1000  # 2 tokens short at 2 a second
+    clock.ms += 1000  # back to 0: not exceeded, so the next topic is taken
+    r = create(7, ("d", 1))
+    assert [t["error_code"] for t in r["topics"]] == [0] and r["throttle_time_ms"] == 500
+    # before v6 the quota is permissive: everything served, then throttled
+    r = create(5, ("e", 4), ("f", 4))
+    assert served[-1] == ["e", "f"] and r["throttle_time_ms"] == 4500
+    # DeleteTopics counts the topic's partitions from the metadata
+    clock.ms += 10_000
+    body = {"topic_names": ["old"], "timeout_ms": 1000}
+    r = asyncio.run(gate.serve(Request(ApiKey.DELETE_TOPICS, 4, 2, "admin", body, 0, 10), _Conn(), serve))
+    assert r["throttle_time_ms"] == 1000  # 6 partitions of a 4-token burst
+    # another client id: no quota
+    r = asyncio.run(gate.serve(Request(ApiKey.CREATE_TOPICS, 7, 3, "other", {
+        "topics": [{"name": "x", "num_partitions": 100, "assignments": []}], "validate_only": False}, 0, 10),
+        _Conn(), serve))
+    assert r["throttle_time_ms"] == 0 and q.throttled["ControllerMutation"] == 4
