@@ -283,6 +283,9 @@ class ClientQuotas:
         # (user, client) -> controller mutation bucket, least recently used first
         self._buckets: OrderedDict[tuple[str, str], TokenBucket] = OrderedDict()
         self.configs: dict[Entity, dict[str, float]] = {}
+        # (kind key, user, client id) -> quota(): resolved once per client until the configs
+        # change (every request of every client asks once any quota exists)
+        self._resolved: dict[tuple[str, str, str], tuple[float, tuple[str, str]] | None] = {}
         # (kind, user, client) -> rate, least recently recorded first
         self._rates: OrderedDict[tuple[str, str, str], QuotaRate] = OrderedDict()
         self.throttle_ms_total: dict[str, int] = {k.name: 0 for k in (PRODUCE, FETCH, REQUEST, CONNECTION, MUTATION)}  # metrics
@@ -301,9 +304,11 @@ class ClientQuotas:
             self.configs[entity] = dict(values)
         else:
             self.configs.pop(entity, None)
+        self._resolved.clear()
 
     def replace_all(self, configs: Mapping[Entity, Mapping[str, float]]) -> None:
         self.configs = {e: dict(v) for e, v in configs.items() if v}
+        self._resolved.clear()
 
     @property
     def active(self) -> bool:
@@ -313,11 +318,21 @@ class ClientQuotas:
         """The limit (per second) and its rate key, or None when no quota applies."""
         if not self.configs:
             return None
+        k = (kind.key, user, client_id)
+        try:
+            return self._resolved[k]
+        except KeyError:
+            pass
+        found = None
         for entity, key in quota_levels(user, client_id):
             values = self.configs.get(entity)
             if values is not None and kind.key in values:
-                return values[kind.key], key
-        return None
+                found = values[kind.key], key
+                break
+        if len(self._resolved) >= 65536:  # made-up client ids: start over, bounded
+            self._resolved.clear()
+        self._resolved[k] = found
+        return found
 
     def _rate(self, kind: QuotaKind, key: tuple[str, str], now: int) -> QuotaRate:
         # A rate unrecorded for all its windows is 0: dropping it loses nothing, and keeps

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey, Request
-from kafkarepl.server.client_quotas import FETCH, PRODUCE, REQUEST, ClientQuotas
+from kafkarepl.server.client_quotas import FETCH, MUTATION, PRODUCE, REQUEST, ClientQuotas
 
 # First versions whose clients wait out throttle_time_ms themselves (KIP-219).
 CLIENT_THROTTLES_PRODUCE = 6
@@ -147,19 +147,24 @@ class ClientQuotaGate:
 
     async def serve(self, req: Request, conn: Throttleable, serve: Callable[[Request], Awaitable[Any]]) -> Any:
         """Every request: the byte quotas of Produce and Fetch, the request-time quota of all."""
-        if not self.quotas.active:
+        q = self.quotas
+        if not q.active:
             return await serve(req)
-        if req.api_key == ApiKey.PRODUCE:
-            work = self.produce(req, conn, serve)
-        elif req.api_key == ApiKey.FETCH:
-            work = self.fetch(req, conn, serve)
-        elif req.api_key in MUTATIONS:
-            work = self.mutations(req, conn, serve)
-        else:
+        user, client_id, k = quota_user(conn.principal), req.client_id or "", req.api_key
+        work: Coroutine[Any, Any, Any] | None = None
+        if k == ApiKey.PRODUCE:
+            if conn.quota_tail is not None or q.quota(PRODUCE, user, client_id) is not None:
+                work = self.produce(req, conn, serve)
+        elif k == ApiKey.FETCH:
+            if q.quota(FETCH, user, client_id) is not None:
+                work = self.fetch(req, conn, serve)
+        elif k in MUTATIONS:
+            if q.quota(MUTATION, user, client_id) is not None:
+                work = self.mutations(req, conn, serve)
+        if _exempt(req) or q.quota(REQUEST, user, client_id) is None:
+            return await (serve(req) if work is None else work)
+        if work is None:
             work = _awaited(serve(req))
-        user, client_id = quota_user(conn.principal), req.client_id or ""
-        if _exempt(req) or self.quotas.quota(REQUEST, user, client_id) is None:
-            return await work
         timed = _Timed(work)
         try:
             result = await timed
