@@ -217,6 +217,16 @@ class QuotaRate:
             elapsed += (self.samples - 1 - full) * self.window_ms
         return max(elapsed, 1)
 
+    def throttle_ms(self, limit: float, now_ms: int) -> int:
+        """0 within `limit` (per second), else the time for the rate to come back to it,
+        as Kafka's QuotaUtils.throttleTime: (rate - limit) / limit * the window."""
+        observed = self.rate(now_ms)
+        if observed <= limit:
+            return 0
+        if limit <= 0:
+            return 2**31 - 1
+        return max(1, min(round((observed - limit) / limit * self.window_size_ms(now_ms)), 2**31 - 1))
+
     def rate(self, now_ms: int) -> float:
         """Per second."""
         w = now_ms // self.window_ms
@@ -361,13 +371,15 @@ class ClientQuotas:
         now = self.clock_ms()
         rate = self._rate(kind, key, now)
         rate.record(value, now)
-        observed = rate.rate(now)
-        if observed <= limit:
-            return 0
-        throttle = min(round((observed - limit) / limit * rate.window_size_ms(now)), 2**31 - 1)
-        self.throttled[kind.name] += 1
-        self.throttle_ms_total[kind.name] += throttle
+        throttle = rate.throttle_ms(limit, now)
+        if throttle:
+            self.note_throttle(kind, throttle)
         return throttle
+
+    def note_throttle(self, kind: QuotaKind, ms: int) -> None:
+        """Counts a throttled request in the metrics."""
+        self.throttled[kind.name] += 1
+        self.throttle_ms_total[kind.name] += ms
 
     def record_connection(self, ip: str) -> int:
         """A new connection from `ip`: 0 when within its connection_creation_rate, else the
@@ -386,14 +398,11 @@ class ClientQuotas:
         now = self.clock_ms()
         rate = self._rate(CONNECTION, (ip, ""), now)
         rate.record(1, now)
-        observed = rate.rate(now)
-        if observed <= limit:
-            return 0
-        rate.record(-1, now)
-        throttle = min(round((observed - limit) / limit * rate.window_size_ms(now)), self.window_ms)
-        self.throttled[CONNECTION.name] += 1
-        self.throttle_ms_total[CONNECTION.name] += throttle
-        return max(throttle, 1)
+        throttle = min(rate.throttle_ms(limit, now), self.window_ms)
+        if throttle:
+            rate.record(-1, now)
+            self.note_throttle(CONNECTION, throttle)
+        return throttle
 
     def mutation_bucket(self, user: str, client_id: str) -> TokenBucket | None:
         """The controller_mutation_rate bucket of (user, client_id), None without a quota.
@@ -415,25 +424,15 @@ class ClientQuotas:
         self._buckets.move_to_end(key)
         return bucket
 
-    def note_mutation_throttle(self, ms: int) -> None:
-        self.throttled[MUTATION.name] += 1
-        self.throttle_ms_total[MUTATION.name] += ms
-
     def record_broker_connection(self) -> int:
         """A new connection on a client listener: 0 within max.connection.creation.rate,
         else the ms to wait before accepting more (at most one window); it is counted
         either way, as Kafka's acceptor, which blocks that long."""
         if self.max_connection_creation_rate >= _INT_MAX:
             return 0
-        now, limit = self.clock_ms(), self.max_connection_creation_rate
-        rate = self._broker_connections
-        rate.record(1, now)
-        observed = rate.rate(now)
-        if observed <= limit:
-            return 0
-        if limit <= 0:  # 0: each connection waits the longest throttle (Kafka: bound / 0, capped)
-            return self.window_ms
-        return max(1, min(round((observed - limit) / limit * rate.window_size_ms(now)), self.window_ms))
+        now = self.clock_ms()
+        self._broker_connections.record(1, now)
+        return min(self._broker_connections.throttle_ms(self.max_connection_creation_rate, now), self.window_ms)
 
     def unrecord(self, kind: QuotaKind, user: str, client_id: str, value: float) -> None:
         """Takes back a recorded value (a throttled Fetch's bytes were never sent)."""

@@ -268,7 +268,7 @@ class ClientQuotaGate:
                 row["topic_id"] = t["topic_id"]
             result[results_key].append(row)
         if throttle:
-            self.quotas.note_mutation_throttle(throttle)
+            self.quotas.note_throttle(MUTATION, throttle)
             conn.throttle(throttle)
             result["throttle_time_ms"] = max(result.get("throttle_time_ms", 0), throttle)
         return result
