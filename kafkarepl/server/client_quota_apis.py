@@ -82,6 +82,11 @@ class ClientQuotaApis:
             except KafkaError as exc:  # e.g. ZooKeeper unavailable: this entry only
                 out.append({"error_code": int(exc.code), "error_message": str(exc), "entity": wire})
                 continue
+            except Exception as exc:  # noqa: BLE001 - this entry only: no top-level error code to fail with
+                log.exception("AlterClientQuotas of %s failed", wire)
+                out.append({"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": str(exc)[:1000],
+                            "entity": wire})
+                continue
             out.append({"error_code": 0, "error_message": None, "entity": wire})
         return {"throttle_time_ms": 0, "entries": out}
 

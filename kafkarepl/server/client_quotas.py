@@ -85,6 +85,8 @@ def entity_of(components: Iterable[tuple[str, str | None]]) -> Entity:
             raise QuotaError(f"Duplicate entity type {etype!r}")
         if name is not None and not name and etype == USER:
             raise QuotaError("An empty user name is not a valid quota entity")
+        if name in (".", ".."):  # URL-encoding leaves them as they are: no znode may be named so
+            raise QuotaError(f"{name!r} is not a valid entity name")
         if name is not None and len(name) > MAX_NAME_CHARS:
             raise QuotaError(f"An entity name may have at most {MAX_NAME_CHARS} characters")
         if etype == IP and name is not None:

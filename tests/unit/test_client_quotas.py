@@ -54,7 +54,7 @@ def test_entity_paths_are_kafkas_and_round_trip() -> None:
 
 @pytest.mark.parametrize("components", [
     [], [("ip", "1.2.3.400")], [("ip", "host.example")], [("ip", "1.2.3.4"), (USER, "a")], [("group", "g")],
-    [(USER, "a"), (USER, "b")], [(USER, "")], [(USER, "x" * 1025)]])
+    [(USER, "a"), (USER, "b")], [(USER, "")], [(USER, "x" * 1025)], [(USER, "..")], [(CLIENT_ID, ".")]])
 def test_bad_entities_are_refused(components: list[tuple[str, str | None]]) -> None:
     with pytest.raises(QuotaError):
         entity_of(components)
