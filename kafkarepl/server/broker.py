@@ -157,6 +157,7 @@ class Broker:
         self.txn_verifier = TransactionVerifier(bid, metadata, self.txn, security)
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
         replicas.add_listener(self.groups.on_partition_changed)
+        quota_gate = ClientQuotaGate(self.client_quotas, self._topic_partitions, config.num_partitions)
         handlers = RequestHandlers(
             ReplicaApis(replicas, metadata, self._topic_overrides, self._checkpoint_log_starts,
                         on_txn_marker=self.groups.on_txn_marker,
@@ -175,7 +176,7 @@ class Broker:
             self.txn,
             self.scram,
             self.client_quota_apis,
-            ClientQuotaGate(self.client_quotas, self._topic_partitions, config.num_partitions),
+            quota_gate,
             RequestAuthorizer(self.authorizer),
         )
         first, *more = self._listeners(config)
@@ -191,6 +192,7 @@ class Broker:
             connection_throttle=self.client_quotas.record_connection,
             accept_throttle=self.client_quotas.record_broker_connection,
             protected_listener=config.inter_broker_listener().name,
+            request_costs=quota_gate,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics,

@@ -22,9 +22,9 @@ client must wait:
   (KIP-219). A throttled Fetch is answered empty, its bytes not counted (Kafka's
   getThrottledResponse).
 - `request_percentage` (KIP-124): the time the broker's event loop spends on a client's
-  requests (their handlers' steps, not their waits), as a percentage of one thread, is
-  throttled the same way; requests between brokers and the SASL/ApiVersions handshake
-  are exempt, as in Kafka.
+  requests (decoding them, their handlers' steps but not their waits, encoding the
+  answers), as a percentage of one thread, is throttled the same way; requests between
+  brokers and the SASL/ApiVersions handshake are exempt, as in Kafka.
 - `connection_creation_rate` of an IP entity (KIP-612): a connection from an address over
   its rate is closed unserved after the throttle time (at most one window); and the
   broker-wide max.connection.creation.rate: accepting waits the throttle time.
@@ -377,6 +377,14 @@ class ClientQuotas:
         if throttle:
             self.note_throttle(kind, throttle)
         return throttle
+
+    def record_only(self, kind: QuotaKind, user: str, client_id: str, value: float) -> None:
+        """Counts `value` without deciding a throttle now (Kafka's recordNoThrottle): the
+        client's next request sees it."""
+        q = self.quota(kind, user, client_id)
+        if q is not None:
+            now = self.clock_ms()
+            self._rate(kind, q[1], now).record(value, now)
 
     def note_throttle(self, kind: QuotaKind, ms: int) -> None:
         """Counts a throttled request in the metrics."""

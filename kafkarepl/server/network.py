@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ from kafkarepl.protocol import (
 )
 from kafkarepl.protocol.audit import missing_fields
 from kafkarepl.server.listeners import Listener, set_current_listener
+from kafkarepl.server.request_cost import CostSink, RequestCost, set_request_cost
 from kafkarepl.server.ssl_principal import distinguished_name
 from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
@@ -189,9 +191,9 @@ class Connection:
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
-        # (api_key, api_version, correlation_id, future-of-body, pool bytes held) in
-        # request order
-        self._pending: collections.deque[tuple[int, int, int, asyncio.Future, int]] = (
+        # (api_key, api_version, correlation_id, future-of-body, pool bytes held, the
+        # request's cost when request-time quotas are on) in request order
+        self._pending: collections.deque[tuple[int, int, int, asyncio.Future, int, RequestCost | None]] = (
             collections.deque())
         self._pending_changed = asyncio.Event()
         self._room = asyncio.Event()
@@ -268,6 +270,7 @@ class Connection:
                 await self._room.wait()
 
     def _accept_frame(self, frame: bytearray, held: int) -> None:
+        started = time.perf_counter()
         try:
             req = decode_request(memoryview(frame))
         except UnsupportedVersionError as exc:
@@ -296,8 +299,13 @@ class Connection:
         ctx = contextvars.copy_context()
         ctx.run(request_budget, self.server.max_decompressed_request_bytes)
         ctx.run(set_current_listener, self.listener.name)
+        cost = None
+        costs = self.server.request_costs
+        if costs is not None and costs.active:  # request-time quotas: decoding counts too
+            cost = RequestCost(time.perf_counter() - started)
+            ctx.run(set_request_cost, cost)
         task: asyncio.Future = ctx.run(self.loop.create_task, self.server.handler(req, self))  # type: ignore[arg-type]
-        self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held)
+        self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held, cost)
 
     def throttle(self, ms: int) -> None:
         """KIP-219: serve no further request of this connection for `ms` (a client over
@@ -372,8 +380,9 @@ class Connection:
         fut.set_result(body)
         self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
 
-    def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int) -> None:
-        self._pending.append((key, version, cid, fut, held))
+    def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int,
+                 cost: RequestCost | None = None) -> None:
+        self._pending.append((key, version, cid, fut, held, cost))
         self._pending_changed.set()
 
     # -- writing --------------------------------------------------------------------
@@ -384,9 +393,17 @@ class Connection:
                     return
                 self._pending_changed.clear()
                 await self._pending_changed.wait()
-            key, version, cid, fut, held = self._pending[0]
+            key, version, cid, fut, held, cost = self._pending[0]
             try:
-                chunks = self._response(key, version, cid, await self._result(fut))
+                result = await self._result(fut)
+                if cost is None:
+                    chunks = self._response(key, version, cid, result)
+                else:  # request-time quotas: encoding the answer counts too
+                    encoding = time.perf_counter()
+                    chunks = self._response(key, version, cid, result)
+                    if cost.account is not None and self.server.request_costs is not None:
+                        self.server.request_costs.record_network(
+                            cost.account, cost.network_s + time.perf_counter() - encoding)
             finally:
                 self._pending.popleft()
                 self.server.pool.release(held)
@@ -539,7 +556,7 @@ class Connection:
             for f in running:
                 if f is not None:
                     f.cancel()
-            for *_x, fut, held in self._pending:
+            for *_x, fut, held, _cost in self._pending:
                 fut.cancel()
                 self.server.pool.release(held)
             self._pending.clear()
@@ -574,6 +591,7 @@ class SocketServer:
         connection_throttle: Callable[[str], int] | None = None,
         accept_throttle: Callable[[], int] | None = None,
         protected_listener: str | None = None,
+        request_costs: CostSink | None = None,
     ) -> None:
         # The first listener from the arguments, more from more_listeners; connection
         # limits and the request memory pool are shared by all, as Kafka's.
@@ -597,6 +615,7 @@ class SocketServer:
         # but the inter-broker one (`protected_listener`), as Kafka
         self.accept_throttle = accept_throttle
         self.protected_listener = protected_listener
+        self.request_costs = request_costs  # decode/encode time for request-time quotas
         self._lsocks: list[socket.socket] = []
         self._accept_tasks: list[asyncio.Task] = []
         self._tasks: set[asyncio.Task] = set()

@@ -7,7 +7,8 @@ server/client_quotas.py), as Kafka's KafkaApis does:
   most the quota's padded window; its bytes count; over the quota the answer is empty
   (its bytes not counted) and carries the throttle time.
 - Request time (request_percentage, KIP-124): the time the loop spends in the steps of a
-  client's request handlers counts, for every API but the handshake and the requests
+  client's request handlers, decoding its requests and encoding their answers
+  (server/request_cost.py) counts, for every API but the handshake and the requests
   between brokers; over the quota the answer carries the throttle time (the larger one
   when a byte quota throttles it too).
 - Partition mutations (controller_mutation_rate, KIP-599): CreateTopics, CreatePartitions
@@ -28,6 +29,7 @@ from typing import Any, Protocol
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey, Request
 from kafkarepl.server.client_quotas import FETCH, MUTATION, PRODUCE, REQUEST, ClientQuotas
+from kafkarepl.server.request_cost import current_cost
 
 # First versions whose clients wait out throttle_time_ms themselves (KIP-219).
 CLIENT_THROTTLES_PRODUCE = 6
@@ -145,6 +147,11 @@ class ClientQuotaGate:
         """Whether any quota is configured (otherwise requests skip the gate)."""
         return self.quotas.active
 
+    def record_network(self, account: tuple[str, str], seconds: float) -> None:
+        """Time the connection spent on a request outside its handler (encoding the
+        answer): counted against the request-time quota, throttling the next request."""
+        self.quotas.record_only(REQUEST, account[0], account[1], seconds * 100)
+
     async def serve(self, req: Request, conn: Throttleable, serve: Callable[[Request], Awaitable[Any]]) -> Any:
         """Every request: the byte quotas of Produce and Fetch, the request-time quota of all."""
         q = self.quotas
@@ -165,11 +172,15 @@ class ClientQuotaGate:
             return await (serve(req) if work is None else work)
         if work is None:
             work = _awaited(serve(req))
-        timed = _Timed(work)
+        timed, cost = _Timed(work), current_cost()
         try:
             result = await timed
         finally:
-            throttle = self.quotas.record(REQUEST, user, client_id, timed.elapsed * 100)
+            spent = timed.elapsed
+            if cost is not None:  # decoding it; encoding the answer is counted by the connection
+                spent += cost.network_s
+                cost.network_s, cost.account = 0.0, (user, client_id)
+            throttle = self.quotas.record(REQUEST, user, client_id, spent * 100)
             if throttle:
                 conn.throttle(throttle)
         if throttle and isinstance(result, dict) and "throttle_time_ms" in result:

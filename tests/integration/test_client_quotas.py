@@ -169,7 +169,7 @@ def test_request_percentage_throttles_a_client_flooding_cheap_requests(cluster_f
 
     c = cluster_factory(1, **{"quota.window.num": "2"})
     port = c.brokers[1].port
-    resp = alter(port, {"client-id": "flood"}, {"request_percentage": 2.0})  # 20 ms per second
+    resp = alter(port, {"client-id": "flood"}, {"request_percentage": 0.1})  # 1 ms per second
     assert resp["entries"][0]["error_code"] == 0, resp
 
     async def flood(client_id: str, limit: int) -> tuple[int, int, float]:

@@ -360,3 +360,33 @@ def test_controller_mutation_quota_refuses_topics_once_the_bucket_is_empty() -> 
         "topics": [{"name": "x", "num_partitions": 100, "assignments": []}], "validate_only": False}, 0, 10),
         _Conn(), serve))
     assert r["throttle_time_ms"] == 0 and q.throttled["ControllerMutation"] == 4
+
+
+def test_request_time_counts_decoding_and_encoding() -> None:
+    """The connection's time on a request (decoding it, encoding its answer) counts
+    against request_percentage too, as Kafka counts its network threads' time."""
+    import asyncio
+
+    from kafkarepl.protocol import ApiKey, Request
+    from kafkarepl.server.quota_gate import ClientQuotaGate
+    from kafkarepl.server.request_cost import RequestCost, set_request_cost
+
+    clock = Clock()
+    q = ClientQuotas(clock, samples=2)
+    q.set_config(entity_of([(CLIENT_ID, "app")]), {"request_percentage": 1.0})  # 10 ms per window
+    gate = ClientQuotaGate(q)
+
+    async def serve(req: Request) -> dict:
+        return {"throttle_time_ms": 0}
+
+    async def one(decode_s: float) -> tuple[dict, RequestCost]:
+        cost = RequestCost(decode_s)
+        set_request_cost(cost)  # this task's context, as the connection sets it
+        return await gate.serve(Request(ApiKey.METADATA, 9, 1, "app", {}, 0, 10), _Conn(), serve), cost
+
+    r, cost = asyncio.run(one(0.008))  # 8 ms decoding: within 10
+    assert r["throttle_time_ms"] == 0 and cost.account == ("ANONYMOUS", "app")
+    assert cost.network_s == 0.0  # counted once
+    gate.record_network(("ANONYMOUS", "app"), 0.004)  # encoding its answer: 12 ms now
+    r, _ = asyncio.run(one(0.0))
+    assert r["throttle_time_ms"] >= 100  # (12 - 10) / 10 * 1 s, and a bit of handler time
