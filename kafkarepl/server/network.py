@@ -201,6 +201,8 @@ class Connection:
         self.closed = False
         self._close_after_failure = False
         self._muted_until = 0.0  # loop time: no request is read before it (client quotas)
+        self._serial = False  # set by the first throttle (read_loop)
+        self._idle = asyncio.Event()  # set when no request is pending
         self.quota_tail: asyncio.Future | None = None  # server/quota_gate.py
 
     # -- reading --------------------------------------------------------------------
@@ -226,6 +228,16 @@ class Connection:
             raise FrameError(
                 f"request size {size} is outside [0, socket.request.max.bytes={max_size}]")
         self._start += 4
+        if self._serial:
+            # Throttled once by a quota: from then on one request at a time, as Kafka
+            # reads a connection, and none while muted; the frame stays in the kernel,
+            # so a throttle never holds request memory the pool lends to others.
+            while self._pending:
+                self._idle.clear()
+                await self._idle.wait()
+            muted = self._muted_until - self.loop.time()
+            if muted > 0:
+                await asyncio.sleep(muted)
         await self.server.pool.acquire(size)
         try:
             have = self._end - self._start
@@ -257,9 +269,6 @@ class Connection:
                 frame, held = await self._read_frame()
             except EOFError:
                 return
-            muted = self._muted_until - self.loop.time()
-            if muted > 0:  # throttled by a quota: the request waits, unread by the handlers
-                await asyncio.sleep(muted)
             try:
                 self._accept_frame(frame, held)
             except BaseException:
@@ -311,6 +320,7 @@ class Connection:
         """KIP-219: serve no further request of this connection for `ms` (a client over
         its quota; the answer saying so goes out at once)."""
         self._muted_until = max(self._muted_until, self.loop.time() + ms / 1000)
+        self._serial = True
 
     def muted_for(self) -> float:
         """Seconds left of the throttle."""
@@ -407,6 +417,8 @@ class Connection:
             finally:
                 self._pending.popleft()
                 self.server.pool.release(held)
+                if not self._pending:
+                    self._idle.set()
             if len(self._pending) < _MAX_PIPELINED:
                 self._room.set()
             if chunks is None:
