@@ -37,6 +37,7 @@ SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DE
 SCRAM = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
 SCRAM_NAMES = {v[0]: k for k, v in SCRAM.items()}
 DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's
+EVERY = "\x00every"  # an entity type given without a name: describe each (no real name has a NUL)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -77,7 +78,7 @@ def entities(args: argparse.Namespace) -> list[tuple[str, str | None]]:
                          " (only the last one may be left out, with --describe)")
     out: list[tuple[str, str | None]] = list(zip(args.entity_type, names, strict=False))
     if len(names) < len(args.entity_type):
-        out.append((args.entity_type[-1], "*"))  # describe every entity of the type
+        out.append((args.entity_type[-1], EVERY))  # describe every entity of the type
     out += list(args.shorthand or [])
     if not out:
         raise ValueError("name an entity: --entity-type with --entity-name/--entity-default, or --topic, --broker, "
@@ -184,7 +185,7 @@ async def _alter_resource(client: ClusterClient, etype: str, name: str | None, a
 
 
 async def _describe_resources(client: ClusterClient, etype: str, name: str | None, describe_all: bool) -> None:
-    if name == "*":  # every topic / every broker, then the brokers' default
+    if name == EVERY:  # every topic / every broker, then the brokers' default
         if etype == "topics":
             meta = await client.metadata(None)
             names: list[str | None] = sorted(t["name"] for t in meta["topics"] if not t["is_internal"])
@@ -273,19 +274,19 @@ def _describe_entity(entity: list[dict[str, Any]]) -> str:
 
 
 async def _describe_clients(client: ClusterClient, ents: list[tuple[str, str | None]]) -> None:
-    components = [{"entity_type": TYPES[t], "match_type": 2 if n == "*" else (1 if n is None else 0),
-                   "match": None if n in ("*", None) else n} for t, n in ents]
+    components = [{"entity_type": TYPES[t], "match_type": 2 if n == EVERY else (1 if n is None else 0),
+                   "match": None if n in (EVERY, None) else n} for t, n in ents]
     resp = await client.send(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": components, "strict": True})
     _check(resp["error_code"], resp["error_message"])
     entries = resp["entries"] or []
-    exact = all(n != "*" for _, n in ents)
+    exact = all(n != EVERY for _, n in ents)
     if exact and not entries:  # Kafka's tool names the entity even when it has no quotas
         entries = [{"entity": [{"entity_type": TYPES[t], "entity_name": n} for t, n in ents], "values": []}]
     for e in sorted(entries, key=lambda e: _describe_entity(e["entity"])):
         values = ", ".join(f"{v['key']}={java_double(v['value'])}" for v in e["values"])
         print(f"Quota configs for {_describe_entity(e['entity'])} are {values}".rstrip())
     if len(ents) == 1 and ents[0][0] == "users" and ents[0][1] is not None:
-        users = None if ents[0][1] == "*" else [{"name": ents[0][1]}]
+        users = None if ents[0][1] == EVERY else [{"name": ents[0][1]}]
         resp = await client.send(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": users})
         for r in resp["results"]:
             if r["error_code"] == 0 and r["credential_infos"]:
