@@ -185,6 +185,7 @@ class Broker:
             config.socket_request_max_bytes, config.max_connections,
             queued_max_request_bytes=config.queued_max_request_bytes,
             max_connections_per_ip=config.max_connections_per_ip,
+            max_connections_per_ip_overrides=config.connections_per_ip_overrides(),
             max_decompressed_request_bytes=config.max_decompressed_request_bytes,
             ssl_context=first.ssl_context, sasl_factory=first.sasl_factory,
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,

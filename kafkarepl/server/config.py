@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 import socket
 from collections.abc import Collection
@@ -86,6 +87,8 @@ class BrokerConfig:
     max_connections: int = prop("max.connections", 10000)
     # Kafka's default; a connection beyond it is closed at accept (docs/operations.md)
     max_connections_per_ip: int = prop("max.connections.per.ip", 2147483647)
+    # "host:count,..." (Kafka's): per-address exceptions to max.connections.per.ip
+    max_connections_per_ip_overrides: str = prop("max.connections.per.ip.overrides", "")
     # client quotas' rate windows (Kafka's quota.window.num / quota.window.size.seconds)
     quota_window_num: int = prop("quota.window.num", 11)
     quota_window_size_seconds: int = prop("quota.window.size.seconds", 1)
@@ -242,6 +245,7 @@ class BrokerConfig:
             raise ConfigError("quota.window.num and quota.window.size.seconds must be >= 1")
         if self.max_connections_per_ip < 1:
             raise ConfigError("max.connections.per.ip must be >= 1")
+        self.connections_per_ip_overrides()  # raises on a malformed one
         if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
             raise ConfigError("queued.max.request.bytes must be -1 (unbounded) or > 0")
         if self.max_decompressed_request_bytes <= 0:
@@ -255,6 +259,27 @@ class BrokerConfig:
         """(host, port) of the first listener."""
         first = self.listener_specs()[0]
         return first.host, first.port
+
+    def connections_per_ip_overrides(self) -> dict[str, int]:
+        """max.connections.per.ip.overrides as address -> limit; host names are resolved
+        once, as Kafka's InetAddress.getByName does."""
+        out: dict[str, int] = {}
+        for entry in self.max_connections_per_ip_overrides.split(","):
+            if not entry.strip():
+                continue
+            host, sep, count = entry.strip().rpartition(":")  # rpartition: IPv6 addresses
+            host = host.strip().strip("[]")
+            if not sep or not host or not count.strip().isdigit():
+                raise ConfigError(f"max.connections.per.ip.overrides: {entry!r} is not host:count")
+            try:
+                address = str(ipaddress.ip_address(host))
+            except ValueError:
+                try:
+                    address = socket.gethostbyname(host)
+                except OSError as exc:
+                    raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}") from None
+            out[address] = int(count)
+        return out
 
     def listener_specs(self) -> list[ListenerSpec]:
         """`listeners`, each with its security protocol (listener.security.protocol.map)."""

@@ -593,6 +593,7 @@ class SocketServer:
         *,
         queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES,
         max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP,
+        max_connections_per_ip_overrides: dict[str, int] | None = None,
         max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
         ssl_context: ssl.SSLContext | None = None,
         sasl_factory: Callable[[], Any] | None = None,
@@ -616,6 +617,7 @@ class SocketServer:
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = max_connections_per_ip_overrides or {}
         self.max_decompressed_request_bytes = max_decompressed_request_bytes
         self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.connections: set[Connection] = set()
@@ -683,10 +685,10 @@ class SocketServer:
                 # throttle time, so the client backs off before it reconnects.
                 self._throttled[sock] = loop.call_later(delay_ms / 1000, self._close_throttled, sock)
                 continue
-            if self._per_ip[ip] >= self.max_connections_per_ip:
+            limit = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+            if self._per_ip[ip] >= limit:
                 # As Kafka: the connection is closed at once, before any request is read.
-                log.warning("max.connections.per.ip=%d reached for %s: refusing",
-                            self.max_connections_per_ip, ip)
+                log.warning("max.connections.per.ip=%d reached for %s: refusing", limit, ip)
                 sock.close()
                 continue
             sock.setblocking(False)

@@ -188,3 +188,34 @@ def test_real_client_compressed_produce_and_consume(broker):
             got += 1
     c.close()
     assert got == 803
+
+
+def test_connections_per_ip_overrides(cluster_factory):
+    """max.connections.per.ip.overrides (Kafka's "host:count,..."): an address with an
+    override gets its own limit, every other address the default one."""
+    c = cluster_factory(1, **{"max.connections.per.ip": "5", "max.connections.per.ip.overrides": "127.0.0.2:20"})
+    port = c.brokers[1].port
+
+    def open_many(source: str, n: int) -> tuple[list[socket.socket], int]:
+        """n connections from `source` kept open; how many the broker served (ApiVersions)."""
+        from kafkarepl.protocol import encode_request
+
+        socks, served = [], 0
+        for _ in range(n):
+            s = socket.create_connection((HOST, port), timeout=5, source_address=(source, 0))
+            socks.append(s)
+            try:
+                s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "limit-test", {}))
+                served += len(s.recv(4)) == 4
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+        return socks, served
+
+    overridden, served_2 = open_many("127.0.0.2", 15)
+    default, served_1 = open_many("127.0.0.1", 15)
+    try:
+        assert served_2 == 15
+        assert served_1 <= 5
+    finally:
+        for s in overridden + default:
+            s.close()

@@ -184,3 +184,12 @@ def test_a_bad_coarse_time_setting_is_refused() -> None:
 def test_log_dir_is_kafkas_single_directory_form() -> None:
     assert BrokerConfig.from_props({"log.dir": "/data/kafka"}).log_dirs == "/data/kafka"
     assert BrokerConfig.from_props({"log.dirs": "/a,/b", "log.dir": "/c"}).log_dirs == "/a,/b"
+
+
+def test_connections_per_ip_overrides_as_kafka_writes_them():
+    cfg = BrokerConfig.from_props({"max.connections.per.ip.overrides": "127.0.0.2:20, 10.0.0.1 : 5,[::1]:7,localhost:3"})
+    assert cfg.connections_per_ip_overrides() == {"127.0.0.2": 20, "10.0.0.1": 5, "::1": 7, "127.0.0.1": 3}
+    assert BrokerConfig.from_props({}).connections_per_ip_overrides() == {}
+    for bad in ("127.0.0.2", "127.0.0.2:x", ":5"):
+        with pytest.raises(ConfigError, match="max.connections.per.ip.overrides"):
+            BrokerConfig.from_props({"max.connections.per.ip.overrides": bad}).validate()
