@@ -97,7 +97,8 @@ class Broker:
         self.scram = ScramCredentials(store, guarded)  # SCRAM logins and Alter/DescribeUserScramCredentials
         # client byte-rate quotas (quota.window.num windows of quota.window.size.seconds)
         self.client_quotas = ClientQuotas(clock.monotonic_ms, config.quota_window_num,
-                                          config.quota_window_size_seconds, config.max_connection_creation_rate)
+                                          config.quota_window_size_seconds, config.max_connection_creation_rate,
+                                          config.listener_connection_rates())
         self.client_quota_apis = ClientQuotaApis(store, guarded, self.client_quotas)
         # ACLs (authorizer.class.name): cached on every broker from ZooKeeper (acl_store.py)
         self.authorizer = (Authorizer([u.strip() for u in config.super_users.split(";") if u.strip()],

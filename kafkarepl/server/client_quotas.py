@@ -27,7 +27,8 @@ client must wait:
   brokers and the SASL/ApiVersions handshake are exempt, as in Kafka.
 - `connection_creation_rate` of an IP entity (KIP-612): a connection from an address over
   its rate is closed unserved after the throttle time (at most one window); and the
-  broker-wide max.connection.creation.rate: accepting waits the throttle time.
+  broker-wide and per-listener max.connection.creation.rate: accepting waits the
+  throttle time.
 - `controller_mutation_rate` (KIP-599): partitions created or deleted per second, a token
   bucket with a burst of the quota's windows; from CreateTopics v6, CreatePartitions v3
   and DeleteTopics v5 on, a topic asked for while the bucket is empty is refused with
@@ -285,13 +286,17 @@ class ClientQuotas:
     """The quota configs this broker knows and the rates of the clients they apply to."""
 
     def __init__(self, clock_ms: Callable[[], int], samples: int = 11, window_s: int = 1,
-                 max_connection_creation_rate: float = _INT_MAX) -> None:
+                 max_connection_creation_rate: float = _INT_MAX,
+                 listener_connection_rates: Mapping[str, float] | None = None) -> None:
         self.clock_ms = clock_ms
         self.samples = samples
         self.window_ms = window_s * 1000
         # KIP-612's broker-wide limit (max.connection.creation.rate), all client listeners
         self.max_connection_creation_rate = max_connection_creation_rate
         self._broker_connections = QuotaRate(samples, self.window_ms)
+        # listener.name.<l>.max.connection.creation.rate: listener -> (limit, rate)
+        self._listener_connections = {name: (limit, QuotaRate(samples, self.window_ms))
+                                      for name, limit in (listener_connection_rates or {}).items()}
         # (user, client) -> controller mutation bucket, least recently used first
         self._buckets: OrderedDict[tuple[str, str], TokenBucket] = OrderedDict()
         self.configs: dict[Entity, dict[str, float]] = {}
@@ -434,15 +439,19 @@ class ClientQuotas:
         self._buckets.move_to_end(key)
         return bucket
 
-    def record_broker_connection(self) -> int:
-        """A new connection on a client listener: 0 within max.connection.creation.rate,
+    def record_broker_connection(self, listener: str, protected: bool) -> int:
+        """A new connection on `listener`: 0 within its listener's and (but for the
+        inter-broker listener, `protected`) the broker's max.connection.creation.rate,
         else the ms to wait before accepting more (at most one window); it is counted
         either way, as Kafka's acceptor, which blocks that long."""
-        if self.max_connection_creation_rate >= _INT_MAX:
-            return 0
-        now = self.clock_ms()
-        self._broker_connections.record(1, now)
-        return min(self._broker_connections.throttle_ms(self.max_connection_creation_rate, now), self.window_ms)
+        now, wait = self.clock_ms(), 0
+        limits = [self._listener_connections[listener]] if listener in self._listener_connections else []
+        if not protected and self.max_connection_creation_rate < _INT_MAX:
+            limits.append((self.max_connection_creation_rate, self._broker_connections))
+        for limit, rate in limits:
+            rate.record(1, now)
+            wait = max(wait, min(rate.throttle_ms(limit, now), self.window_ms))
+        return wait
 
     def unrecord(self, kind: QuotaKind, user: str, client_id: str, value: float) -> None:
         """Takes back a recorded value (a throttled Fetch's bytes were never sent)."""

@@ -246,6 +246,7 @@ class BrokerConfig:
         if self.max_connections_per_ip < 1:
             raise ConfigError("max.connections.per.ip must be >= 1")
         self.connections_per_ip_overrides()  # raises on a malformed one
+        self.listener_connection_rates()
         if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
             raise ConfigError("queued.max.request.bytes must be -1 (unbounded) or > 0")
         if self.max_decompressed_request_bytes <= 0:
@@ -343,6 +344,17 @@ class BrokerConfig:
         name = (listener or self.listener_name()).lower()
         key = f"listener.name.{name}.{mechanism.lower()}.sasl.jaas.config"
         return self.extra.get(key) or self.sasl_jaas_config or self._jaas_file_section(name)
+
+    def listener_connection_rates(self) -> dict[str, int]:
+        """listener.name.<listener>.max.connection.creation.rate, by listener name."""
+        out: dict[str, int] = {}
+        for spec in self.listener_specs():
+            value = self.extra.get(f"listener.name.{spec.name.lower()}.max.connection.creation.rate")
+            if value is not None:
+                if not value.strip().isdigit():
+                    raise ConfigError(f"listener.name.{spec.name.lower()}.max.connection.creation.rate must be >= 0")
+                out[spec.name] = int(value)
+        return out
 
     def _jaas_file_section(self, listener: str) -> str:
         """The `<listener>.KafkaServer { ... };` or `KafkaServer { ... };` section of a JAAS

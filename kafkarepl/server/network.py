@@ -602,7 +602,7 @@ class SocketServer:
         principal_name: Callable[[str], str | None] | None = None,
         more_listeners: Sequence[Listener] = (),
         connection_throttle: Callable[[str], int] | None = None,
-        accept_throttle: Callable[[], int] | None = None,
+        accept_throttle: Callable[[str, bool], int] | None = None,
         protected_listener: str | None = None,
         request_costs: CostSink | None = None,
     ) -> None:
@@ -625,8 +625,9 @@ class SocketServer:
         # IP address -> ms to hold a new connection before closing it unserved (0: serve it)
         self.connection_throttle = connection_throttle
         self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # closing after their delay
-        # ms to wait before accepting more (max.connection.creation.rate), on every listener
-        # but the inter-broker one (`protected_listener`), as Kafka
+        # (listener, is the inter-broker one) -> ms to wait before accepting more
+        # (max.connection.creation.rate, per listener and broker-wide but for the
+        # inter-broker listener, `protected_listener`, as Kafka)
         self.accept_throttle = accept_throttle
         self.protected_listener = protected_listener
         self.request_costs = request_costs  # decode/encode time for request-time quotas
@@ -670,8 +671,8 @@ class SocketServer:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            if self.accept_throttle is not None and listener.name != self.protected_listener:
-                wait_ms = self.accept_throttle()
+            if self.accept_throttle is not None:
+                wait_ms = self.accept_throttle(listener.name, listener.name == self.protected_listener)
                 if wait_ms > 0:  # this one is served after the wait; later ones queue in the backlog
                     await asyncio.sleep(wait_ms / 1000)
             if len(self.connections) + len(self._throttled) >= self.max_connections:

@@ -308,12 +308,22 @@ def test_connection_creation_rate_per_ip() -> None:
 
 def test_broker_wide_connection_creation_rate() -> None:
     clock = Clock()
-    assert ClientQuotas(clock).record_broker_connection() == 0  # no limit by default
+    assert ClientQuotas(clock).record_broker_connection("PLAINTEXT", False) == 0  # no limit by default
     q = ClientQuotas(clock, samples=2, max_connection_creation_rate=3)
-    assert [q.record_broker_connection() for _ in range(3)] == [0, 0, 0]
-    waits = [q.record_broker_connection() for _ in range(3)]
+    assert [q.record_broker_connection("PLAINTEXT", False) for _ in range(3)] == [0, 0, 0]
+    waits = [q.record_broker_connection("PLAINTEXT", False) for _ in range(3)]
     assert all(0 < w <= 1000 for w in waits) and waits == sorted(waits)  # counted: each waits longer
-    assert ClientQuotas(clock, max_connection_creation_rate=0).record_broker_connection() == 1000
+    assert q.record_broker_connection("REPLICATION", True) == 0  # the inter-broker listener: exempt
+    assert ClientQuotas(clock, max_connection_creation_rate=0).record_broker_connection("P", False) == 1000
+
+
+def test_listener_connection_creation_rate_applies_to_the_inter_broker_listener_too() -> None:
+    clock = Clock()
+    q = ClientQuotas(clock, samples=2, listener_connection_rates={"REPLICATION": 2, "EXTERNAL": 100})
+    assert [q.record_broker_connection("REPLICATION", True) for _ in range(2)] == [0, 0]
+    assert q.record_broker_connection("REPLICATION", True) > 0
+    assert q.record_broker_connection("EXTERNAL", False) == 0  # its own, larger limit
+    assert q.record_broker_connection("PLAINTEXT", False) == 0  # no limit of its own, no broker-wide one
 
 
 def test_controller_mutation_quota_refuses_topics_once_the_bucket_is_empty() -> None:

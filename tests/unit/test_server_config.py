@@ -193,3 +193,12 @@ def test_connections_per_ip_overrides_as_kafka_writes_them():
     for bad in ("127.0.0.2", "127.0.0.2:x", ":5"):
         with pytest.raises(ConfigError, match="max.connections.per.ip.overrides"):
             BrokerConfig.from_props({"max.connections.per.ip.overrides": bad}).validate()
+
+
+def test_listener_connection_creation_rates():
+    cfg = BrokerConfig.from_props({"listeners": "PLAINTEXT://127.0.0.1:9092,REPLICATION://127.0.0.1:9093",
+                                   "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
+                                   "listener.name.replication.max.connection.creation.rate": "7"})
+    assert cfg.listener_connection_rates() == {"REPLICATION": 7}
+    with pytest.raises(ConfigError, match="max.connection.creation.rate"):
+        BrokerConfig.from_props({"listener.name.plaintext.max.connection.creation.rate": "-1"}).validate()
