@@ -10,7 +10,7 @@ from typing import Any
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager
-from kafkarepl.server.config import BrokerConfig, config_is_sensitive
+from kafkarepl.server.config import BrokerConfig, ConfigError, config_is_sensitive
 from kafkarepl.server.config_types import broker_config_type, topic_config_type
 from kafkarepl.server.replica_storage import LogStorage, log_config
 from kafkarepl.server.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
@@ -37,6 +37,11 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
+    # connection limits, as Kafka's DynamicConnectionQuota (applied by the broker at once)
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
 })
 OP_SET, OP_DELETE = 0, 1
 Synonym = tuple[str, str, int]  # name, value, source
@@ -173,11 +178,12 @@ class ConfigService:
             if k not in DYNAMIC_BROKER_CONFIGS:
                 continue
             try:
-                if int(v) < 0:
+                if k == "max.connections.per.ip.overrides":
+                    BrokerConfig.from_props({k: v}).connections_per_ip_overrides()
+                elif int(v) < (1 if k in ("max.connections", "max.connections.per.ip") else 0) or int(v) > 2**63 - 1:
                     raise ValueError
-            except (TypeError, ValueError):
-                raise KafkaError(f"{k}: {v!r} is not a non-negative number of bytes per second",
-                                 ErrorCode.INVALID_CONFIG) from None
+            except (TypeError, ValueError, ConfigError):
+                raise KafkaError(f"{k}: {v!r} is not a valid value", ErrorCode.INVALID_CONFIG) from None
         if not validate_only:
             await self.store.set_broker_config(entity, new)
 

@@ -20,6 +20,7 @@ from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey
 from tests.batches import build_batch
 from tests.fixtures.cluster import TestCluster
+from tests.integration.chaos import wait_until
 from tests.integration.test_recovery import fetch_records, log_end_offset, produce
 from tests.unit.test_batch_validation import compress, raw_batch, record, xerial
 
@@ -190,32 +191,61 @@ def test_real_client_compressed_produce_and_consume(broker):
     assert got == 803
 
 
+def open_many(port: int, source: str, n: int) -> tuple[list[socket.socket], int]:
+    """n connections from `source` kept open; how many the broker served (ApiVersions)."""
+    from kafkarepl.protocol import encode_request
+
+    socks, served = [], 0
+    for _ in range(n):
+        s = socket.create_connection((HOST, port), timeout=5, source_address=(source, 0))
+        socks.append(s)
+        try:
+            s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "limit-test", {}))
+            served += len(s.recv(4)) == 4
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+    return socks, served
+
+
 def test_connections_per_ip_overrides(cluster_factory):
     """max.connections.per.ip.overrides (Kafka's "host:count,..."): an address with an
     override gets its own limit, every other address the default one."""
     c = cluster_factory(1, **{"max.connections.per.ip": "5", "max.connections.per.ip.overrides": "127.0.0.2:20"})
     port = c.brokers[1].port
-
-    def open_many(source: str, n: int) -> tuple[list[socket.socket], int]:
-        """n connections from `source` kept open; how many the broker served (ApiVersions)."""
-        from kafkarepl.protocol import encode_request
-
-        socks, served = [], 0
-        for _ in range(n):
-            s = socket.create_connection((HOST, port), timeout=5, source_address=(source, 0))
-            socks.append(s)
-            try:
-                s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "limit-test", {}))
-                served += len(s.recv(4)) == 4
-            except (ConnectionResetError, BrokenPipeError):
-                pass
-        return socks, served
-
-    overridden, served_2 = open_many("127.0.0.2", 15)
-    default, served_1 = open_many("127.0.0.1", 15)
+    overridden, served_2 = open_many(port, "127.0.0.2", 15)
+    default, served_1 = open_many(port, "127.0.0.1", 15)
     try:
         assert served_2 == 15
         assert served_1 <= 5
     finally:
         for s in overridden + default:
             s.close()
+
+
+def test_connection_limits_changed_dynamically(cluster_factory):
+    """The connection limits are dynamic broker configs, as Kafka's (kafka-configs.sh
+    --entity-type brokers --entity-default): set, they apply at once; deleted, the
+    server.properties values are back."""
+    c = cluster_factory(1)
+    port = c.brokers[1].port
+
+    def alter(op: int, configs: dict[str, str]) -> int:
+        body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
+            {"name": k, "config_operation": op, "value": v} for k, v in configs.items()]}], "validate_only": False}
+        return wire.call(HOST, port, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"][0]["error_code"]
+
+    assert alter(0, {"max.connections.per.ip": "0"}) == ErrorCode.INVALID_CONFIG
+    assert alter(0, {"max.connections.per.ip.overrides": "127.0.0.2"}) == ErrorCode.INVALID_CONFIG
+    def served(source: str) -> int:
+        socks, n = open_many(port, source, 10)
+        for s in socks:
+            s.close()
+        time.sleep(0.2)  # the broker sees them closed
+        return n
+
+    assert alter(0, {"max.connections.per.ip": "4", "max.connections.per.ip.overrides": "127.0.0.2:30"}) == 0
+    # applied through the config change notification, as on every broker
+    wait_until(lambda: served("127.0.0.1") <= 4, 20, "max.connections.per.ip applied")
+    assert served("127.0.0.2") == 10
+    assert alter(1, {"max.connections.per.ip": "", "max.connections.per.ip.overrides": ""}) == 0
+    wait_until(lambda: served("127.0.0.1") == 10, 20, "the static limit back")
