@@ -40,7 +40,7 @@ from kafkarepl.server.authorizer import Authorizer
 from kafkarepl.server.client_quota_apis import ClientQuotaApis
 from kafkarepl.server.client_quotas import ClientQuotas
 from kafkarepl.server.clock import SystemClock
-from kafkarepl.server.config import BrokerConfig, ConfigError
+from kafkarepl.server.config import BrokerConfig, ConfigError, parse_connections_per_ip_overrides
 from kafkarepl.server.config_changes import ConfigChangeListener
 from kafkarepl.server.configs import ConfigApis, ConfigService, dynamic_topic_defaults
 from kafkarepl.server.controller_apis import ControllerApis, request_controlled_shutdown
@@ -293,10 +293,8 @@ class Broker:
             server.max_connections_per_ip = int(merged.get("max.connections.per.ip", cfg.max_connections_per_ip))
             self.client_quotas.max_connection_creation_rate = int(
                 merged.get("max.connection.creation.rate", cfg.max_connection_creation_rate))
-            overrides = merged.get("max.connections.per.ip.overrides")
-            server.max_connections_per_ip_overrides = (
-                cfg.connections_per_ip_overrides() if overrides is None
-                else BrokerConfig.from_props({"max.connections.per.ip.overrides": overrides}).connections_per_ip_overrides())
+            server.max_connections_per_ip_overrides = parse_connections_per_ip_overrides(
+                merged.get("max.connections.per.ip.overrides", cfg.max_connections_per_ip_overrides))
         except (ValueError, ConfigError) as exc:  # written by hand: Alter refuses it
             log.warning("broker %d: dynamic connection limits not applied: %s", self.broker_id, exc)
 

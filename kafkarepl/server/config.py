@@ -262,25 +262,7 @@ class BrokerConfig:
         return first.host, first.port
 
     def connections_per_ip_overrides(self) -> dict[str, int]:
-        """max.connections.per.ip.overrides as address -> limit; host names are resolved
-        once, as Kafka's InetAddress.getByName does."""
-        out: dict[str, int] = {}
-        for entry in self.max_connections_per_ip_overrides.split(","):
-            if not entry.strip():
-                continue
-            host, sep, count = entry.strip().rpartition(":")  # rpartition: IPv6 addresses
-            host = host.strip().strip("[]")
-            if not sep or not host or not count.strip().isdigit():
-                raise ConfigError(f"max.connections.per.ip.overrides: {entry!r} is not host:count")
-            try:
-                address = str(ipaddress.ip_address(host))
-            except ValueError:
-                try:
-                    address = socket.gethostbyname(host)
-                except OSError as exc:
-                    raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}") from None
-            out[address] = int(count)
-        return out
+        return parse_connections_per_ip_overrides(self.max_connections_per_ip_overrides)
 
     def listener_specs(self) -> list[ListenerSpec]:
         """`listeners`, each with its security protocol (listener.security.protocol.map)."""
@@ -513,3 +495,25 @@ def config_is_sensitive(name: str, dynamic: Collection[str] = ()) -> bool:
         if c in PASSWORD_CONFIGS:
             return True
     return not any(c in known or c in dynamic for c in candidates)
+
+
+def parse_connections_per_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides ("host:count,...") as address -> limit; host
+    names are resolved once, as Kafka's InetAddress.getByName does."""
+    out: dict[str, int] = {}
+    for entry in text.split(","):
+        if not entry.strip():
+            continue
+        host, sep, count = entry.strip().rpartition(":")  # rpartition: IPv6 addresses
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(f"max.connections.per.ip.overrides: {entry!r} is not host:count")
+        try:
+            address = str(ipaddress.ip_address(host))
+        except ValueError:
+            try:
+                address = socket.gethostbyname(host)
+            except OSError as exc:
+                raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}") from None
+        out[address] = int(count)
+    return out

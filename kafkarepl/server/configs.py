@@ -10,7 +10,12 @@ from typing import Any
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager
-from kafkarepl.server.config import BrokerConfig, ConfigError, config_is_sensitive
+from kafkarepl.server.config import (
+    BrokerConfig,
+    ConfigError,
+    config_is_sensitive,
+    parse_connections_per_ip_overrides,
+)
 from kafkarepl.server.config_types import broker_config_type, topic_config_type
 from kafkarepl.server.replica_storage import LogStorage, log_config
 from kafkarepl.server.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
@@ -179,7 +184,7 @@ class ConfigService:
                 continue
             try:
                 if k == "max.connections.per.ip.overrides":
-                    BrokerConfig.from_props({k: v}).connections_per_ip_overrides()
+                    parse_connections_per_ip_overrides(v)
                 elif int(v) < (1 if k in ("max.connections", "max.connections.per.ip") else 0) or int(v) > 2**63 - 1:
                     raise ValueError
             except (TypeError, ValueError, ConfigError):

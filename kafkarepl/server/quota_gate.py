@@ -189,11 +189,8 @@ class ClientQuotaGate:
 
     async def produce(self, req: Request, conn: Throttleable,
                       serve: Callable[[Request], Awaitable[Any]]) -> Any:
-        if not self.quotas.active:
-            return await serve(req)
+        """For a client with a produce quota, or on a connection already taking turns."""
         user, client_id = quota_user(conn.principal), req.client_id or ""
-        if conn.quota_tail is None and self.quotas.quota(PRODUCE, user, client_id) is None:
-            return await serve(req)  # never throttled on this connection: no turns needed
         turn = await _take_turn(conn)
         throttle = self.quotas.record(PRODUCE, user, client_id, req.size)
         if throttle:  # before the turn passes: the next request waits it out
@@ -209,7 +206,7 @@ class ClientQuotaGate:
     async def fetch(self, req: Request, conn: Throttleable,
                     serve: Callable[[Request], Awaitable[Any]]) -> Any:
         b = req.body
-        if not self.quotas.active or b.get("replica_id", -1) >= 0:
+        if b.get("replica_id", -1) >= 0:  # replication has its own throttles
             return await serve(req)
         user, client_id = quota_user(conn.principal), req.client_id or ""
         window = self.quotas.max_bytes_in_window(FETCH, user, client_id)
