@@ -148,6 +148,7 @@ static inline void prefetch_slot(const kr_offset_map *m, uint64_t h)
 typedef struct {
     const uint8_t *start; /* the record's first byte (its length varint) */
     const uint8_t *end;
+    int64_t timestamp_delta;
     int64_t offset_delta;
     const uint8_t *key; /* NULL: null key */
     int64_t key_len;
@@ -183,6 +184,7 @@ static int next_record(const uint8_t **pp, const uint8_t *lim, rec_view *r, char
     r->null_value = vlen < 0;
     r->value = vlen < 0 ? NULL : p;
     r->value_len = vlen < 0 ? 0 : vlen;
+    r->timestamp_delta = ts;
     r->offset_delta = off;
     r->end = end;
     *pp = end;
@@ -317,6 +319,30 @@ int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int
         if (r.key == NULL) {
             *index = i;
             return KR_RECORDS_OK;
+        }
+    }
+    return KR_RECORDS_OK;
+}
+
+int kr_records_outside(const uint8_t *recs, size_t len, int32_t count, int64_t base_timestamp,
+                       int64_t low, int64_t high, int32_t *indexes, int64_t *timestamps,
+                       int32_t *found, char *reason)
+{
+    const uint8_t *p = recs, *lim = recs + len;
+    *found = 0;
+    for (int32_t i = 0; i < count; i++) {
+        rec_view r;
+        int64_t ts;
+        if (next_record(&p, lim, &r, reason, i))
+            return KR_RECORDS_CORRUPT;
+        if (__builtin_add_overflow(base_timestamp, r.timestamp_delta, &ts)) {
+            snprintf(reason, KR_REASON_MAX, "record %" PRId32 ": timestamp overflows", i);
+            return KR_RECORDS_CORRUPT;
+        }
+        if (ts < low || ts > high) {
+            indexes[*found] = i;
+            timestamps[*found] = ts;
+            (*found)++;
         }
     }
     return KR_RECORDS_OK;

@@ -99,6 +99,7 @@ typedef struct {
     int32_t seen;           /* records completed so far */
     int64_t base_timestamp; /* baseTimestamp of the batch header */
     int64_t max_timestamp;  /* greatest record timestamp so far (INT64_MIN: none) */
+    int64_t min_timestamp;  /* least record timestamp so far (INT64_MAX: none) */
     uint64_t consumed;      /* bytes fed so far */
     int32_t field;
     int32_t vshift;
@@ -121,10 +122,11 @@ typedef struct {
  * 0..expected-1 in order, varints of at most 5 (10 for timestamps) bytes, every length
  * inside its record and every record length fully used, header counts/keys sound,
  * timestamps without overflow, nothing after the last record. Returns KR_RECORDS_OK
- * with *max_timestamp (greatest base + delta; INT64_MIN when expected is 0), or
+ * with *max_timestamp (greatest base + delta; INT64_MIN when expected is 0) and, unless
+ * min_timestamp is NULL, *min_timestamp (least; INT64_MAX when expected is 0), or
  * KR_RECORDS_CORRUPT / KR_RECORDS_INVALID with the reason. */
 int kr_records_check(const uint8_t *buf, size_t len, int32_t expected, int64_t base_timestamp,
-                     int64_t *max_timestamp, char *reason);
+                     int64_t *min_timestamp, int64_t *max_timestamp, char *reason);
 /* The same checks on a stream (a decompressor's output): init, feed pieces of any size,
  * finish. O(1) memory. feed/finish return KR_RECORDS_* (sticky after an error). */
 void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timestamp);
@@ -272,6 +274,14 @@ void kr_bulk_yield(int now); /* now: at once, else only once the interval has pa
 /* *index = the position within the records section of the first record with a null key,
  * or -1 (KIP-467: a compacted topic refuses them). KR_RECORDS_OK or KR_RECORDS_CORRUPT. */
 int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index, char *reason);
+
+/* The records of the section whose timestamp (base_timestamp + delta) lies outside
+ * [low, high] (KIP-937's bounds): their positions in indexes[0..*found) and timestamps in
+ * timestamps[0..*found); both arrays hold `count` entries. KR_RECORDS_OK or
+ * KR_RECORDS_CORRUPT. */
+int kr_records_outside(const uint8_t *recs, size_t len, int32_t count, int64_t base_timestamp,
+                       int64_t low, int64_t high, int32_t *indexes, int64_t *timestamps,
+                       int32_t *found, char *reason);
 
 /* One record's offset delta, and its key and value as spans of the records section
  * (position from the section's start; length -1: null). */

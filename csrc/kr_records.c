@@ -102,6 +102,8 @@ static int on_value(kr_records_state *s, int64_t v, char *reason)
                         " + delta %" PRId64, s->base_timestamp, v);
         if (ts > s->max_timestamp)
             s->max_timestamp = ts;
+        if (ts < s->min_timestamp)
+            s->min_timestamp = ts;
         s->cur_timestamp = ts;
         s->field = F_OFF;
         return 0;
@@ -202,7 +204,8 @@ static int settle(kr_records_state *s, char *reason)
 }
 
 static const uint8_t *fast_walk(const uint8_t *p, const uint8_t *end, int32_t *seen,
-                                int32_t expected, int64_t base_timestamp, int64_t *max_ts);
+                                int32_t expected, int64_t base_timestamp, int64_t *min_ts,
+                                int64_t *max_ts);
 
 void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timestamp)
 {
@@ -210,6 +213,7 @@ void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timesta
     s->expected = expected;
     s->base_timestamp = base_timestamp;
     s->max_timestamp = INT64_MIN;
+    s->min_timestamp = INT64_MAX;
     s->field = F_LEN;
 }
 
@@ -222,7 +226,8 @@ int kr_records_feed(kr_records_state *s, const uint8_t *p, size_t n, char *reaso
         /* At a record boundary, whole records in this piece take the fast walk (not when
          * searching: the search needs each record's timestamp and delta). */
         if (s->field == F_LEN && s->vshift == 0 && !s->has_target) {
-            p = fast_walk(p, end, &s->seen, s->expected, s->base_timestamp, &s->max_timestamp);
+            p = fast_walk(p, end, &s->seen, s->expected, s->base_timestamp, &s->min_timestamp,
+                          &s->max_timestamp);
             if (p == end)
                 break;
         }
@@ -322,9 +327,10 @@ static inline int fast_varint(const uint8_t **pp, const uint8_t *lim, int wide, 
  * walked). Whatever stops it (a record cut by the end of the buffer, or any anomaly) is
  * left to the exact byte-level walker, which gives the verdict and the reason. */
 static const uint8_t *fast_walk(const uint8_t *p, const uint8_t *end, int32_t *seen,
-                                int32_t expected, int64_t base_timestamp, int64_t *max_ts)
+                                int32_t expected, int64_t base_timestamp, int64_t *min_ts,
+                                int64_t *max_ts)
 {
-    int64_t v = 0, ts = 0, mx = *max_ts;
+    int64_t v = 0, ts = 0, mn = *min_ts, mx = *max_ts;
     int32_t i = *seen;
     while (p < end && i < expected) {
         const uint8_t *q = p;
@@ -363,10 +369,13 @@ static const uint8_t *fast_walk(const uint8_t *p, const uint8_t *end, int32_t *s
             break;
         if (rec_ts > mx)
             mx = rec_ts;
+        if (rec_ts < mn)
+            mn = rec_ts;
         i++;
         p = rend;
     }
     *seen = i;
+    *min_ts = mn;
     *max_ts = mx;
     return p;
 }
@@ -374,12 +383,15 @@ static const uint8_t *fast_walk(const uint8_t *p, const uint8_t *end, int32_t *s
 /* The contiguous walker: the fast walk, then (only for a bad buffer) the exact walker
  * from the start for the verdict, so both walkers always agree. */
 int kr_records_check(const uint8_t *buf, size_t len, int32_t expected, int64_t base_timestamp,
-                     int64_t *max_timestamp, char *reason)
+                     int64_t *min_timestamp, int64_t *max_timestamp, char *reason)
 {
     int32_t seen = 0;
-    int64_t max_ts = INT64_MIN;
-    if (fast_walk(buf, buf + len, &seen, expected, base_timestamp, &max_ts) == buf + len &&
+    int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
+    if (fast_walk(buf, buf + len, &seen, expected, base_timestamp, &min_ts, &max_ts) ==
+            buf + len &&
         seen == expected) {
+        if (min_timestamp != NULL)
+            *min_timestamp = min_ts;
         *max_timestamp = max_ts;
         return KR_RECORDS_OK;
     }

@@ -91,6 +91,7 @@ cdef extern from "kr_core.h" nogil:
         int32_t expected
         int32_t seen
         int64_t max_timestamp
+        int64_t min_timestamp
         uint64_t consumed
         int32_t has_target
         int32_t found
@@ -98,7 +99,8 @@ cdef extern from "kr_core.h" nogil:
         int64_t found_timestamp
         int32_t found_offset_delta
     int kr_records_check(const uint8_t *buf, size_t len, int32_t expected,
-                         int64_t base_timestamp, int64_t *max_timestamp, char *reason)
+                         int64_t base_timestamp, int64_t *min_timestamp, int64_t *max_timestamp,
+                         char *reason)
     void kr_records_init(kr_records_state *s, int32_t expected, int64_t base_timestamp)
     int kr_records_feed(kr_records_state *s, const uint8_t *p, size_t n, char *reason)
     int kr_records_finish(kr_records_state *s, char *reason)
@@ -124,6 +126,9 @@ cdef extern from "kr_core.h" nogil:
                           int64_t *max_timestamp, char *reason)
     int kr_records_first_keyless(const uint8_t *recs, size_t len, int32_t count, int32_t *index,
                                  char *reason)
+    int kr_records_outside(const uint8_t *recs, size_t len, int32_t count, int64_t base_timestamp,
+                           int64_t low, int64_t high, int32_t *indexes, int64_t *timestamps,
+                           int32_t *found, char *reason)
     ctypedef struct kr_record_fields:
         int64_t offset_delta
         int64_t key_pos
@@ -420,13 +425,19 @@ def validate_batches(buf, bint check_crc=True):
     return batches
 
 
-def validate_leader_batches(buf, bint walk_uncompressed=False, list fixups=None):
+def validate_leader_batches(buf, bint walk_uncompressed=False, list fixups=None,
+                            ts_bounds=None, list stray=None):
     """The leader's check of a producer's batches, in one pass over the C scan: what
     validate_batches checks, plus no empty batch (InvalidBatchError), plus - when
     walk_uncompressed - the records of every uncompressed batch (kr_records_check:
     count, offset deltas, varints, lengths, timestamps; CorruptBatchError or
     InvalidBatchError), appending (index, greatest record timestamp) to `fixups` for
     CreateTime batches whose header maxTimestamp differs.
+
+    ts_bounds (low, high): appends to `stray` the index of each uncompressed CreateTime
+    batch with a record timestamp outside [low, high] (KIP-937; from the walk, or from
+    the header's base and max timestamps when the records are not walked); the caller
+    finds which records (records_outside).
 
     Returns (batches, compressed): the BatchInfo list and the indexes of compressed
     batches, which the caller streams through their decompressor (storage.validation)."""
@@ -435,8 +446,11 @@ def validate_leader_batches(buf, bint walk_uncompressed=False, list fixups=None)
     cdef size_t valid = 0, errpos = 0, i
     cdef char reason[KR_REASON_MAX]
     cdef int rc
-    cdef int64_t max_ts = 0
+    cdef int64_t max_ts = 0, min_ts = 0, low = 0, high = 0
+    cdef bint bounded = ts_bounds is not None
     cdef const kr_batch_info *b
+    if bounded:
+        low, high = ts_bounds
     memset(&vec, 0, sizeof(vec))
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
@@ -465,11 +479,16 @@ def validate_leader_batches(buf, bint walk_uncompressed=False, list fixups=None)
             elif walk_uncompressed:
                 rc = kr_records_check(<const uint8_t *>view.buf + b.position + KR_BATCH_HEADER_SIZE,
                                       <size_t>(b.size - KR_BATCH_HEADER_SIZE), b.records_count,
-                                      b.first_timestamp, &max_ts, reason)
+                                      b.first_timestamp, &min_ts, &max_ts, reason)
                 if rc != KR_RECORDS_OK:
                     _raise_records(b.position, rc, reason)
                 if fixups is not None and not b.attributes & 8 and max_ts != b.max_timestamp:
                     fixups.append((i, max_ts))
+                if bounded and not b.attributes & 8 and (min_ts < low or max_ts > high):
+                    stray.append(i)
+            elif bounded and not b.attributes & 8 and (
+                    b.first_timestamp < low or b.max_timestamp > high):
+                stray.append(i)
             batches.append(_batch_info(b))
     finally:
         kr_batch_vec_free(&vec)
@@ -536,6 +555,11 @@ cdef class RecordsValidator:
         return self.state.max_timestamp
 
     @property
+    def min_timestamp(self):
+        """The least record timestamp walked (INT64_MAX for none)."""
+        return self.state.min_timestamp
+
+    @property
     def records_seen(self):
         return self.state.seen
 
@@ -554,7 +578,7 @@ def check_records(data, int32_t expected, int64_t base_timestamp):
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         rc = kr_records_check(<const uint8_t *>view.buf, <size_t>view.len, expected,
-                              base_timestamp, &max_ts, reason)
+                              base_timestamp, NULL, &max_ts, reason)
     finally:
         PyBuffer_Release(&view)
     if rc != KR_RECORDS_OK:
@@ -601,6 +625,37 @@ def record_fields(recs, int32_t count):
 
 
 # ---- log cleaner ---------------------------------------------------------------
+
+def records_outside(recs, int32_t count, int64_t base_timestamp, int64_t low, int64_t high):
+    """[(index, timestamp)] of the records of an uncompressed records section whose
+    timestamp lies outside [low, high] (KIP-937). Raises CorruptBatchError on malformed
+    records."""
+    cdef Py_buffer v
+    cdef char reason[KR_REASON_MAX]
+    cdef int32_t found = 0, i
+    cdef int rc
+    cdef int32_t *indexes = NULL
+    cdef int64_t *stamps = NULL
+    if count < 0:
+        raise CorruptBatchError(0, "negative record count")
+    PyObject_GetBuffer(recs, &v, PyBUF_SIMPLE)
+    try:
+        if count > v.len:  # a record takes a byte at least: the count is bounded by the buffer
+            raise CorruptBatchError(0, f"{count} records cannot fit in {v.len} bytes")
+        indexes = <int32_t *>PyMem_Malloc(max(count, 1) * sizeof(int32_t))
+        stamps = <int64_t *>PyMem_Malloc(max(count, 1) * sizeof(int64_t))
+        if indexes == NULL or stamps == NULL:
+            raise MemoryError()
+        rc = kr_records_outside(<const uint8_t *>v.buf, <size_t>v.len, count, base_timestamp,
+                                low, high, indexes, stamps, &found, reason)
+        if rc != KR_RECORDS_OK:
+            raise CorruptBatchError(0, reason.decode("utf-8", "replace"))
+        return [(indexes[i], stamps[i]) for i in range(found)]
+    finally:
+        PyMem_Free(indexes)
+        PyMem_Free(stamps)
+        PyBuffer_Release(&v)
+
 
 def first_keyless_record(recs, int32_t count):
     """Index of the first record with a null key in an uncompressed records section, or

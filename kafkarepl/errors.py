@@ -204,9 +204,14 @@ class RecordValidationError(InvalidRecordError):
 
 
 class InvalidTimestampError(KafkaError):
-    """Kafka error INVALID_TIMESTAMP."""
+    """Kafka error INVALID_TIMESTAMP, naming the records at fault as RecordValidationError
+    (KIP-937's bounds)."""
 
     code = ErrorCode.INVALID_TIMESTAMP
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str | None]] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors or []
 
 
 class OutOfOrderSequenceError(KafkaError):

@@ -149,6 +149,8 @@ class BrokerConfig:
     log_flush_interval_ms: int = prop("log.flush.interval.ms", 2**63 - 1)
     log_flush_offset_checkpoint_interval_ms: int = prop("log.flush.offset.checkpoint.interval.ms", 60000)
     log_message_timestamp_type: str = prop("log.message.timestamp.type", "CreateTime")
+    log_message_timestamp_before_max_ms: int = prop("log.message.timestamp.before.max.ms", 2**63 - 1)
+    log_message_timestamp_after_max_ms: int = prop("log.message.timestamp.after.max.ms", 3600000)
     auto_leader_rebalance_enable: bool = prop("auto.leader.rebalance.enable", True)
     leader_imbalance_check_interval_seconds: int = prop("leader.imbalance.check.interval.seconds", 300)
     leader_imbalance_per_broker_percentage: int = prop("leader.imbalance.per.broker.percentage", 10)
@@ -377,6 +379,8 @@ class BrokerConfig:
             "segment.index.bytes": str(self.log_index_size_max_bytes),
             "max.message.bytes": str(self.message_max_bytes),
             "message.timestamp.type": self.log_message_timestamp_type,
+            "message.timestamp.before.max.ms": str(self.log_message_timestamp_before_max_ms),
+            "message.timestamp.after.max.ms": str(self.log_message_timestamp_after_max_ms),
             "min.insync.replicas": str(self.min_insync_replicas),
             "unclean.leader.election.enable": str(self.unclean_leader_election_enable).lower(),
             "flush.messages": str(self.log_flush_interval_messages),

@@ -50,7 +50,8 @@ _BROKER_LONG = frozenset({
     "log.flush.scheduler.interval.ms", "log.segment.delete.delay.ms", "leader.imbalance.check.interval.seconds",
     "controlled.shutdown.retry.backoff.ms", "offsets.retention.check.interval.ms",
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
-    "replica.alter.log.dirs.io.max.bytes.per.second",
+    "replica.alter.log.dirs.io.max.bytes.per.second", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms",
 })
 _BROKER_SHORT = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
 _BROKER_LIST = frozenset({

@@ -10,6 +10,7 @@ from typing import Any
 from kafkarepl.errors import ErrorCode, KafkaError
 
 DAY_MS = 24 * 3600 * 1000
+LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, Kafka's "unbounded"
 
 # Kafka property name -> (field, converter). Topic names first, then broker (log.*) names.
 def _bounded_int(bits: int, kind: str) -> Any:
@@ -77,6 +78,13 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "message.max.bytes": ("max_message_bytes", _INT, 1),
     "message.timestamp.type": ("message_timestamp_type", _ts_type, 1),
     "log.message.timestamp.type": ("message_timestamp_type", _ts_type, 1),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _LONG, 1),
+    "log.message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _LONG, 1),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _LONG, 1),
+    "log.message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _LONG, 1),
+    # Removed by Kafka 4.0 (deprecated by KIP-937 in 3.6); a topic that has it keeps its
+    # symmetric bound, as Kafka 3.x applied it.
+    "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _LONG, 1),
     "cleanup.policy": ("cleanup_policy", str, 1),
     "log.cleanup.policy": ("cleanup_policy", str, 1),
     "flush.messages": ("flush_messages", _opt_int, 1),
@@ -119,6 +127,11 @@ class LogConfig:
     retention_bytes: int = -1  # -1 = no size limit
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    # KIP-937: how far a CreateTime record's timestamp may lie before / after the broker's
+    # clock (Kafka 4.0's defaults: unbounded / one hour, KIP-1030); INVALID_TIMESTAMP.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
+    message_timestamp_difference_max_ms: int = LONG_MAX
     cleanup_policy: str = "delete"
     delete_retention_ms: int = DAY_MS  # tombstones of a compacted topic live this long
     min_cleanable_dirty_ratio: float = 0.5
@@ -143,6 +156,9 @@ class LogConfig:
             problems.append(f"segment.index.bytes {self.segment_index_bytes} < 12")
         if self.index_interval_bytes < 0:
             problems.append(f"index.interval.bytes {self.index_interval_bytes} < 0")
+        if min(self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms,
+               self.message_timestamp_difference_max_ms) < 0:
+            problems.append("message.timestamp.before.max.ms / after.max.ms / difference.max.ms must be >= 0")
         if self.max_message_bytes < 0:
             problems.append(f"max.message.bytes {self.max_message_bytes} < 0")
         if self.min_insync_replicas < 1:
@@ -163,6 +179,15 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    def timestamp_bounds(self, now_ms: int) -> tuple[int, int] | None:
+        """[low, high] a CreateTime record's timestamp must lie in at `now_ms` (KIP-937),
+        as int64 values; None when the topic stamps LogAppendTime itself."""
+        if self.log_append_time:
+            return None
+        before = min(self.message_timestamp_before_max_ms, self.message_timestamp_difference_max_ms)
+        after = min(self.message_timestamp_after_max_ms, self.message_timestamp_difference_max_ms)
+        return max(now_ms - before, -LONG_MAX - 1), min(now_ms + after, LONG_MAX)
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from kafkarepl import _core
 from kafkarepl.errors import (
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -47,7 +48,12 @@ from kafkarepl.storage.records import (
 from kafkarepl.storage.segment import LogSegment, segment_file
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
 from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
-from kafkarepl.storage.validation import check_compressed, current_budget, inflate
+from kafkarepl.storage.validation import (
+    DecompressionBudget,
+    check_compressed,
+    current_budget,
+    inflate,
+)
 
 log = logging.getLogger("kafkarepl.storage")
 
@@ -466,8 +472,10 @@ class Log:
         if buf.readonly:
             buf = memoryview(bytearray(buf))
         fixups: list[tuple[int, int]] = []
+        ts_bounds = self.config.timestamp_bounds(now_ms)
+        stray: list[int] = []  # batches with a timestamp outside ts_bounds
         batches, compressed = _core.validate_leader_batches(
-            buf, self.config.validate_uncompressed_records, fixups)
+            buf, self.config.validate_uncompressed_records, fixups, ts_bounds, stray)
         if not batches:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: no record batches")
         has_pid = self._check_sizes(batches, len(buf))
@@ -476,7 +484,9 @@ class Log:
         if has_pid and not control_allowed and any(b.attributes & CONTROL_MASK for b in batches):
             raise InvalidRecordError(f"{self.topic}-{self.partition}: clients may not write control batches")
         if compressed:
-            check_compressed(buf, batches, fixups, indexes=compressed)
+            check_compressed(buf, batches, fixups, indexes=compressed, ts_bounds=ts_bounds, stray=stray)
+        if stray and ts_bounds is not None:
+            self._check_timestamps(buf, batches, sorted(stray), ts_bounds, now_ms)
         if fixups and not self.config.log_append_time:
             fix_max_timestamps(buf, batches, fixups)
         first = self.log_end_offset
@@ -525,6 +535,30 @@ class Log:
                 errors.append((index, msg))
         if errors:
             raise RecordValidationError(msg, errors)
+
+    def _check_timestamps(self, buf: memoryview, batches: list, stray: list[int],
+                          bounds: tuple[int, int], now_ms: int) -> None:
+        """KIP-937: INVALID_TIMESTAMP naming each record of the first batch whose timestamp
+        lies outside `bounds` (records without one, -1, are exempt), with Kafka's
+        LogValidator messages. Only batches the walk flagged come here; a compressed one
+        is inflated again, within one fresh request budget for all of them."""
+        budget = DecompressionBudget(current_budget().limit)
+        low, high = bounds
+        for i in stray:
+            b = batches[i]
+            batch = buf[b.position : b.position + b.size]
+            if b.attributes & 0x07 == 0:
+                recs: bytes | memoryview = batch[61:]
+            else:
+                recs = b"".join(bytes(p) for p in inflate(b.attributes & 0x07, batch[61:], budget, b.position))
+            errors: list[tuple[int, str | None]] = [
+                (index, f"Timestamp {ts} of message with offset {b.base_offset + index} is out of range. "
+                        f"The timestamp should be within [{low}, {high}]")
+                for index, ts in _core.records_outside(recs, b.records_count, b.first_timestamp, low, high)
+                if ts != NO_TIMESTAMP]
+            if errors:
+                raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
+                                            errors)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Append batches that carry the leader's offsets and epochs; they must start at

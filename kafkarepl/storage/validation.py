@@ -78,11 +78,15 @@ def current_budget() -> DecompressionBudget:
 
 def check_compressed(buf: memoryview, batches: list, fixups: list,
                      budget: DecompressionBudget | None = None,
-                     indexes: list[int] | None = None) -> None:
+                     indexes: list[int] | None = None,
+                     ts_bounds: tuple[int, int] | None = None,
+                     stray: list[int] | None = None) -> None:
     """Decompress and walk the records of every compressed batch of `buf` (BatchInfo
     list from ``_core.validate_leader_batches``; `indexes`: those to check, default every
     compressed one). Appends (index, greatest record timestamp) to `fixups` for
-    CreateTime batches whose header maxTimestamp differs."""
+    CreateTime batches whose header maxTimestamp differs, and with `ts_bounds` (low,
+    high) the index of each CreateTime batch with a record timestamp outside them to
+    `stray` (KIP-937)."""
     budget = budget or current_budget()
     if indexes is None:
         indexes = [i for i, b in enumerate(batches) if b.attributes & 7]
@@ -102,6 +106,9 @@ def check_compressed(buf: memoryview, batches: list, fixups: list,
         max_ts = walker.finish()
         if not b.attributes & 8 and max_ts != b.max_timestamp:
             fixups.append((i, max_ts))
+        if (ts_bounds is not None and stray is not None and not b.attributes & 8
+                and (walker.min_timestamp < ts_bounds[0] or max_ts > ts_bounds[1])):
+            stray.append(i)
 
 
 def _spend(budget: DecompressionBudget, n: int, position: int) -> None:

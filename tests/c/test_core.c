@@ -256,7 +256,9 @@ static size_t make_record(uint8_t *out, int32_t i, size_t vlen, int headers)
     return m + n;
 }
 
-/* Verdict of the streaming walker, fed in pieces cut at random. */
+/* Verdict of the streaming walker, fed in pieces cut at random (its least timestamp in
+ * stream_min_ts). */
+static int64_t stream_min_ts;
 static int stream_verdict(const uint8_t *p, size_t len, int32_t count, int64_t *max_ts)
 {
     kr_records_state s;
@@ -276,6 +278,7 @@ static int stream_verdict(const uint8_t *p, size_t len, int32_t count, int64_t *
     }
     int rc = kr_records_finish(&s, reason);
     *max_ts = s.max_timestamp;
+    stream_min_ts = s.min_timestamp;
     return rc;
 }
 
@@ -287,20 +290,33 @@ static void test_records(long iterations)
     for (int32_t i = 0; i < count; i++)
         len += make_record(buf + len, i, (size_t)(rnd() % 200), (int)(i % 4));
     char reason[KR_REASON_MAX];
-    int64_t max_ts = 0, smax = 0;
+    int64_t max_ts = 0, smax = 0, min_ts = 0;
     uint8_t *p = exact(buf, len);
-    CHECK(kr_records_check(p, len, count, 1000, &max_ts, reason) == KR_RECORDS_OK);
-    CHECK(max_ts == 1000 + 3 * (count - 1));
-    CHECK(stream_verdict(p, len, count, &smax) == KR_RECORDS_OK && smax == max_ts);
-    CHECK(kr_records_check(p, len, count + 1, 1000, &max_ts, reason) == KR_RECORDS_INVALID);
-    CHECK(kr_records_check(p, len, count - 1, 1000, &max_ts, reason) == KR_RECORDS_INVALID);
-    CHECK(kr_records_check(p, len, 0x7FFFFFFF, 1000, &max_ts, reason) == KR_RECORDS_INVALID);
+    CHECK(kr_records_check(p, len, count, 1000, &min_ts, &max_ts, reason) == KR_RECORDS_OK);
+    CHECK(max_ts == 1000 + 3 * (count - 1) && min_ts == 1000);
+    CHECK(stream_verdict(p, len, count, &smax) == KR_RECORDS_OK && smax == max_ts &&
+          stream_min_ts == min_ts);
+    CHECK(kr_records_check(p, len, count + 1, 1000, NULL, &max_ts, reason) == KR_RECORDS_INVALID);
+    CHECK(kr_records_check(p, len, count - 1, 1000, NULL, &max_ts, reason) == KR_RECORDS_INVALID);
+    CHECK(kr_records_check(p, len, 0x7FFFFFFF, 1000, NULL, &max_ts, reason) == KR_RECORDS_INVALID);
+    /* KIP-937's slow path: the records outside [1015, 1090] are 0..4 and 31..39 */
+    int32_t idx[40], found = -1;
+    int64_t stamps[40];
+    CHECK(kr_records_outside(p, len, count, 1000, 1015, 1090, idx, stamps, &found, reason) ==
+          KR_RECORDS_OK);
+    CHECK(found == 14 && idx[0] == 0 && idx[4] == 4 && idx[5] == 31 && idx[13] == 39);
+    CHECK(stamps[5] == 1093 && stamps[0] == 1000);
+    CHECK(kr_records_outside(p, len, count, 1000, INT64_MIN, INT64_MAX, idx, stamps, &found,
+                             reason) == KR_RECORDS_OK && found == 0);
+    /* a base timestamp whose deltas overflow: corrupt, not wrapped */
+    CHECK(kr_records_outside(p, len, count, INT64_MAX - 5, 0, 0, idx, stamps, &found, reason) ==
+          KR_RECORDS_CORRUPT);
     free(p);
     /* every truncation: corrupt (mid-record) or invalid (too few records), never OK;
      * both walkers agree */
     for (size_t cut = 0; cut < len; cut++) {
         p = exact(buf, cut);
-        int a = kr_records_check(p, cut, count, 1000, &max_ts, reason);
+        int a = kr_records_check(p, cut, count, 1000, NULL, &max_ts, reason);
         CHECK(a != KR_RECORDS_OK);
         CHECK(stream_verdict(p, cut, count, &smax) == a);
         free(p);
@@ -321,8 +337,17 @@ static void test_records(long iterations)
         }
         int32_t c = (int32_t)(rnd() % 50);
         p = exact(tmp, n);
-        int a = kr_records_check(p, n, c, (int64_t)rnd(), &max_ts, reason);
+        int a = kr_records_check(p, n, c, (int64_t)rnd(), &min_ts, &max_ts, reason);
         CHECK(a == KR_RECORDS_OK || a == KR_RECORDS_CORRUPT || a == KR_RECORDS_INVALID);
+        if (a == KR_RECORDS_OK)
+            CHECK(c == 0 ? min_ts == INT64_MAX : min_ts <= max_ts);
+        /* the slow path on any bytes: never out of bounds, never more than c records */
+        int32_t oidx[50];
+        int64_t ostamps[50];
+        int32_t ofound = 0;
+        int o = kr_records_outside(p, n, c, (int64_t)rnd(), 0, 1 << 20, oidx, ostamps, &ofound,
+                                   reason);
+        CHECK((o == KR_RECORDS_OK || o == KR_RECORDS_CORRUPT) && ofound >= 0 && ofound <= c);
         kr_records_state s;
         kr_records_init(&s, c, (int64_t)rnd());
         (void)kr_records_feed(&s, p, n, reason);
@@ -331,8 +356,10 @@ static void test_records(long iterations)
         if (!(it & 1)) /* same base timestamp for the differential check */
             continue;
         p = exact(tmp, n);
-        int b = kr_records_check(p, n, c, 1000, &max_ts, reason);
+        int b = kr_records_check(p, n, c, 1000, &min_ts, &max_ts, reason);
         CHECK(stream_verdict(p, n, c, &smax) == b);
+        if (b == KR_RECORDS_OK)
+            CHECK(smax == max_ts && stream_min_ts == min_ts);
         free(p);
     }
     free(buf);
@@ -622,8 +649,8 @@ static void test_clean_horizon(long iterations)
     CHECK(record_timestamps(out + KR_BATCH_HEADER_SIZE, out_len - KR_BATCH_HEADER_SIZE, 10, 5100, got) == 0);
     CHECK(memcmp(got, want, sizeof(want)) == 0);
     int64_t max_ts = 0;
-    CHECK(kr_records_check(out + KR_BATCH_HEADER_SIZE, out_len - KR_BATCH_HEADER_SIZE, 10, 5100, &max_ts,
-                           reason) == KR_RECORDS_OK && max_ts == 1027); /* the produce path's walker agrees */
+    CHECK(kr_records_check(out + KR_BATCH_HEADER_SIZE, out_len - KR_BATCH_HEADER_SIZE, 10, 5100, NULL,
+                           &max_ts, reason) == KR_RECORDS_OK && max_ts == 1027); /* the produce path's walker agrees */
     opts.now_ms = 5099; /* before the horizon: unchanged */
     horizon = INT64_MAX;
     CHECK(kr_clean_batch(&m, out, out_len, &opts, 0, &scratch, again, sizeof(again), &out2, &kept, &horizon,

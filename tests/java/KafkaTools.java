@@ -356,6 +356,31 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "produce-timestamps": {  // the Java producer, one batch of records with these timestamps: TOPIC TS...
+                // each record's outcome, " | " between: "ok OFFSET" or "ExceptionClass: message"
+                Properties p = new Properties();
+                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                p.put(ProducerConfig.LINGER_MS_CONFIG, "200");
+                p.put(ProducerConfig.RETRIES_CONFIG, "0");
+                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
+                    List<Future<RecordMetadata>> sent = new ArrayList<>();
+                    for (int i = 3; i < args.length; i++) {
+                        sent.add(prod.send(new ProducerRecord<>(args[2], 0, Long.parseLong(args[i]), "k" + i, "v")));
+                    }
+                    List<String> out = new ArrayList<>();
+                    for (Future<RecordMetadata> f : sent) {
+                        try {
+                            out.add("ok " + f.get().offset());
+                        } catch (ExecutionException e) {
+                            out.add(e.getCause().getClass().getSimpleName() + ": " + e.getCause().getMessage());
+                        }
+                    }
+                    System.out.println(String.join(" | ", out));
+                }
+                break;
+            }
             case "read-all": {  // kafka-console-consumer.sh --from-beginning, partition 0: TOPIC
                 // one line "offset:key:value|null:timestamp" per record up to the end offset
                 Properties p = new Properties();

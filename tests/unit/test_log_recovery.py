@@ -300,7 +300,7 @@ def test_kill_9_mid_append_recovers_a_valid_prefix(tmp_path):
         "print('ready', flush=True)\n"
         "i = 0\n"
         "while True:\n"
-        "    log.append_as_leader(bytearray(bufs[i % 50]), i // 200, 1)\n"
+        "    log.append_as_leader(bytearray(bufs[i % 50]), i // 200, 1_700_000_000_000)\n"
         "    i += 1\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE,

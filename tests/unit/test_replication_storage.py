@@ -20,6 +20,8 @@ from kafkarepl.replication import (
 from kafkarepl.storage import Log, LogConfig
 from tests.batches import build_batch, decode
 
+T0 = 1_700_000_000_000  # the timestamp tests.batches gives records
+
 
 def log_bytes(log: Log) -> bytes:
     out = b""
@@ -63,8 +65,8 @@ def test_kip101_scenario2_on_real_logs(tmp_path: Path) -> None:
     assert a.become_leader(0, [0, 1], [0, 1], 0, 0)
     fetcher = b.become_follower(0, 0, [0, 1], [0, 1], 0, 0)
     assert fetcher is not None
-    a_log.append_as_leader(memoryview(build_batch([b"m1"])), 0, 0)
-    a_log.append_as_leader(memoryview(build_batch([b"m2"])), 0, 0)
+    a_log.append_as_leader(memoryview(build_batch([b"m1"])), 0, T0)  # the batches' own clock
+    a_log.append_as_leader(memoryview(build_batch([b"m2"])), 0, T0)
     a.on_leader_append(0)
     replicate(a, b, fetcher, 1)
     assert log_bytes(a_log) == log_bytes(b_log) and b.high_watermark == 2
@@ -73,7 +75,7 @@ def test_kip101_scenario2_on_real_logs(tmp_path: Path) -> None:
     b_log.truncate_to(1)
     assert b.become_leader(1, [1], [0, 1], 1, 10)
     assert b_log.epoch_entries() == [(0, 0), (1, 1)]
-    b_log.append_as_leader(memoryview(build_batch([b"m3"])), 1, 10)
+    b_log.append_as_leader(memoryview(build_batch([b"m3"])), 1, T0 + 10)
     b.on_leader_append(10)
 
     # A returns as follower with HW 2 covering offset 1: epochs, not the HW, decide.

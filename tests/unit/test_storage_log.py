@@ -375,7 +375,7 @@ def test_log_start_offset_moves_forward_only_and_trims_epochs(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=200))
     for epoch in (1, 2):
         for _ in range(3):
-            log.append_as_leader(bytearray(build_batch([b"v" * 50])), epoch, 0)
+            log.append_as_leader(bytearray(build_batch([b"v" * 50])), epoch, 1_700_000_000_000)
     assert log.log_end_offset == 6
     assert log.maybe_increment_log_start_offset(4) is True
     assert log.log_start_offset == 4
