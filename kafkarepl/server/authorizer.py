@@ -137,6 +137,40 @@ class Authorizer:
             return False
         return any(b.permission == Permission.ALLOW and covers(b) for b in mine)
 
+    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """Whether `principal` may do `operation` on some resource of the type (KIP-679,
+        Kafka's Authorizer.authorizeByResourceType): super users and what
+        allow.everyone.if.no.acl.found lets through; otherwise some ALLOW of it, literal or
+        prefixed, not dominated by a DENY (a literal DENY of the same name, a prefixed one
+        of a prefix of it; a wildcard DENY refuses all)."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True
+        deny_literal: set[str] = set()
+        deny_prefixed: set[str] = set()
+        allows: list[tuple[int, str]] = []
+        for b in self.bindings:
+            if (b.resource_type != resource_type or b.host not in (host, WILDCARD)
+                    or b.principal not in (principal, "User:*") or b.operation not in (OP_ALL, int(operation))):
+                continue
+            if b.permission == Permission.DENY:
+                if b.pattern_type == PatternType.LITERAL:
+                    if b.resource_name == WILDCARD:
+                        return False
+                    deny_literal.add(b.resource_name)
+                else:
+                    deny_prefixed.add(b.resource_name)
+            elif b.permission == Permission.ALLOW:
+                if b.pattern_type == PatternType.LITERAL and b.resource_name == WILDCARD:
+                    return True
+                allows.append((b.pattern_type, b.resource_name))
+        for pattern, name in allows:
+            if pattern == PatternType.LITERAL and name in deny_literal:
+                continue
+            if not any(name[:i] in deny_prefixed for i in range(1, len(name) + 1)):
+                return True
+        return False
+
     def matching(self, f: AclFilter) -> list[AclBinding]:
         return sorted((b for b in self.bindings if f.matches(b)),
                       key=lambda b: (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,

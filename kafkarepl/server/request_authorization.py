@@ -79,6 +79,13 @@ class RequestAuthorizer:
         principal, host = _session.get()
         return self.authorizer.authorize(principal, host, op, rtype, name)
 
+    def _allowed_some(self, op: Op, rtype: R) -> bool:
+        """`op` allowed on some resource of the type (Kafka's authorizeByResourceType)."""
+        if self.authorizer is None:
+            return True
+        principal, host = _session.get()
+        return self.authorizer.authorize_by_resource_type(principal, host, op, rtype)
+
     def _require(self, op: Op, rtype: R, name: str, code: ErrorCode) -> None:
         if not self.allowed(op, rtype, name):
             raise KafkaError(f"{_session.get()[0]} may not {op.name} {rtype.name} {name}", code)
@@ -151,8 +158,11 @@ class RequestAuthorizer:
             tid = b.get("transactional_id")
             if tid is not None:
                 self._require(Op.WRITE, R.TRANSACTIONAL_ID, tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            else:
-                self._require(Op.IDEMPOTENT_WRITE, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            elif not self.allowed(Op.IDEMPOTENT_WRITE, R.CLUSTER, CLUSTER) and not self._allowed_some(Op.WRITE, R.TOPIC):
+                # KIP-679 (Kafka 3.0+): an idempotent producer needs IDEMPOTENT_WRITE on the
+                # cluster or WRITE on some topic; Java producers are idempotent by default.
+                raise KafkaError(f"{_session.get()[0]} may not produce idempotently",
+                                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         elif k == ApiKey.FIND_COORDINATOR:
             rtype = R.TRANSACTIONAL_ID if b.get("key_type", 0) == 1 else R.GROUP
             code = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if rtype is R.TRANSACTIONAL_ID

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafkarepl.server.authorized_ops import AclOperation as Op
 from kafkarepl.server.authorized_ops import ResourceType as R
-from kafkarepl.server.authorizer import AclBinding, AclFilter, Authorizer
+from kafkarepl.server.authorizer import OP_ALL, AclBinding, AclFilter, Authorizer
 
 ALLOW, DENY, LITERAL, PREFIXED = 3, 2, 3, 4
 
@@ -61,3 +61,28 @@ def test_filters_and_validation() -> None:
     assert acl("t", "alice", Op.READ).problem()  # principal without type
     assert acl("t", "User:a", Op.CLUSTER_ACTION).problem()  # not a topic operation
     assert acl("t", "User:a", Op.READ).problem() is None
+
+
+def test_authorize_by_resource_type_as_kip_679() -> None:
+    """Kafka's authorizeByResourceType: what an idempotent producer's InitProducerId needs
+    (WRITE on some topic) when it has no IDEMPOTENT_WRITE on the cluster."""
+    def some(a: Authorizer, principal: str = "User:a", host: str = "h") -> bool:
+        return a.authorize_by_resource_type(principal, host, Op.WRITE, R.TOPIC)
+
+    assert not some(authz())
+    assert some(authz(allow_if_none=True))
+    assert some(authz(acl("*", "User:a", Op.WRITE, DENY), super_users=["User:a"]))  # super users pass
+    assert some(authz(acl("orders", "User:a", Op.WRITE)))
+    assert some(authz(acl("orders", "User:*", OP_ALL)))
+    assert not some(authz(acl("orders", "User:a", Op.READ)))  # another operation
+    assert not some(authz(acl("orders", "User:b", Op.WRITE)))  # another principal
+    assert not some(authz(acl("orders", "User:a", Op.WRITE, host="10.0.0.9")))  # another host
+    assert not some(authz(acl("orders", "User:a", Op.WRITE), acl("orders", "User:a", Op.WRITE, DENY)))
+    assert not some(authz(acl("orders", "User:a", Op.WRITE), acl("ord", "User:a", Op.WRITE, DENY, PREFIXED)))
+    assert not some(authz(acl("or", "User:a", Op.WRITE, pattern=PREFIXED),
+                          acl("o", "User:*", Op.WRITE, DENY, PREFIXED)))
+    assert not some(authz(acl("orders", "User:a", Op.WRITE), acl("*", "User:a", Op.WRITE, DENY)))
+    # a DENY of another name does not dominate; a wildcard ALLOW wins over literal DENYs
+    assert some(authz(acl("orders", "User:a", Op.WRITE), acl("payments", "User:a", Op.WRITE, DENY)))
+    assert some(authz(acl("*", "User:a", Op.WRITE), acl("payments", "User:a", Op.WRITE, DENY)))
+    assert some(authz(acl("orders", "User:a", Op.WRITE), acl("orders-x", "User:a", Op.WRITE, DENY, PREFIXED)))
