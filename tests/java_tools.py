@@ -15,7 +15,7 @@ import pytest
 JAVA_DIR = Path(__file__).parent / "java"
 CACHE = Path(os.environ.get("KAFKAREPL_JAVA_CACHE", "/tmp/kafkarepl-java-classes"))
 JARS = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "connect-runtime-",
-        "connect-api-", "connect-json-", "connect-transforms-", "jackson-")
+        "connect-api-", "connect-json-", "connect-transforms-", "jackson-", "jose4j-")
 # A Connect worker's runtime: the FileStream connectors, plugin scanning (classgraph,
 # maven-artifact), the REST entities' jakarta classes and the RestClient's Jetty 12 client.
 CONNECT_JARS = JARS + ("connect-file-", "log4j-", "jakarta.", "maven-artifact-", "classgraph-", "jetty-client-12",

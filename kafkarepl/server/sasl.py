@@ -1,5 +1,6 @@
 """SASL authentication of a connection (SaslHandshake v1 + SaslAuthenticate), with the
-PLAIN and SCRAM-SHA-256/512 mechanisms, as Kafka's SaslServerAuthenticator.
+PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER (server/oauthbearer.py) mechanisms, as Kafka's
+SaslServerAuthenticator.
 
 Until a connection has authenticated, it may only send ApiVersions, SaslHandshake and
 SaslAuthenticate; anything else closes it (network.py). A failed login is answered with
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkarepl.errors import ErrorCode
+from kafkarepl.server.oauthbearer import OAuthBearerExchange
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # AlterUserScramCredentials' int8
@@ -76,11 +78,12 @@ class SaslAuthenticator:
     """The SASL state of one connection."""
 
     def __init__(self, enabled: list[str], plain_users: dict[str, str], scram: CredentialLookup,
-                 session_lifetime_ms: int = 0) -> None:
+                 session_lifetime_ms: int = 0, oauthbearer: OAuthBearerExchange | None = None) -> None:
         self.enabled = enabled
         self.session_lifetime_ms = session_lifetime_ms  # connections.max.reauth.ms (KIP-368); 0: none
         self.plain_users = plain_users
         self.scram = scram
+        self.oauthbearer = oauthbearer  # the listener's OAUTHBEARER validation, when enabled
         self.mechanism: str | None = None
         self.principal: str | None = None  # "User:<name>" once authenticated
         self.failed = False
@@ -105,6 +108,8 @@ class SaslAuthenticator:
         try:
             if self.mechanism == "PLAIN":
                 return self._plain(token)
+            if self.mechanism == "OAUTHBEARER":
+                return self._oauthbearer(token)
             return self._scram(token)
         except (ValueError, KeyError, UnicodeDecodeError, IndexError):
             return self._fail("Authentication failed: malformed SASL message")
@@ -123,6 +128,20 @@ class SaslAuthenticator:
         if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
             return self._fail("Authentication failed: Invalid username or password")
         self.principal = f"User:{user}"
+        return self._ok()
+
+    def _oauthbearer(self, data: bytes) -> dict:
+        if self.oauthbearer is None:
+            return self._fail("Authentication failed: OAUTHBEARER is not configured")
+        challenge, token, error = self.oauthbearer.step(data)
+        if error is not None:
+            return self._fail(error)
+        if token is None:  # RFC 7628: the error status first; the client answers \x01
+            return self._ok(challenge)
+        self.principal = f"User:{token.principal}"
+        if self.session_lifetime_ms > 0:  # KIP-368: the session ends with the token, at the latest
+            left = token.expires_ms - int(self.oauthbearer.clock() * 1000)
+            self.session_lifetime_ms = max(1, min(self.session_lifetime_ms, left))
         return self._ok()
 
     def _scram(self, token: bytes) -> dict:

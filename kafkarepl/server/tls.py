@@ -5,6 +5,7 @@ transaction markers) when the listener is SSL."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import ssl
@@ -13,8 +14,19 @@ from collections.abc import Callable
 
 from kafkarepl.client.security import ClientSecurity
 from kafkarepl.server.config import BrokerConfig, ConfigError
+from kafkarepl.server.oauthbearer import (
+    SECURED_HANDLERS,
+    UNSECURED_HANDLER,
+    Jwks,
+    JwksValidator,
+    OAuthBearerExchange,
+    UnsecuredValidator,
+    Validator,
+)
 from kafkarepl.server.sasl import MECHANISMS, SaslAuthenticator, parse_jaas_users
 from kafkarepl.server.scram_credentials import ScramCredentials
+
+log = logging.getLogger(__name__)
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -95,6 +107,9 @@ def client_security(config: BrokerConfig) -> ClientSecurity:
     if not protocol.startswith("SASL"):
         return ClientSecurity(ctx)
     mech = config.sasl_mechanism_inter_broker_protocol
+    if mech.upper() == "OAUTHBEARER":
+        raise ConfigError("sasl.mechanism.inter.broker.protocol=OAUTHBEARER is not supported: the brokers' own "
+                          "connections log in with PLAIN or SCRAM (clients may use OAUTHBEARER)")
     jaas = config.jaas_config(mech)
     user = re.search(r'\busername\s*=\s*"([^"]*)"', jaas)
     password = re.search(r'\bpassword\s*=\s*"([^"]*)"', jaas)
@@ -109,9 +124,50 @@ def sasl_factory(config: BrokerConfig, scram: ScramCredentials, listener: str | 
     """A new SaslAuthenticator per connection of a SASL listener (PLAIN users from the
     listener's JAAS config)."""
     enabled = [m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
-    unknown = [m for m in enabled if m != "PLAIN" and m not in MECHANISMS]
+    unknown = [m for m in enabled if m not in ("PLAIN", "OAUTHBEARER") and m not in MECHANISMS]
     if unknown:
         raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not supported")
     plain_users = parse_jaas_users(config.jaas_config("PLAIN", listener)) if "PLAIN" in enabled else {}
     lifetime = config.connections_max_reauth_ms
-    return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup, lifetime)
+    validator = oauthbearer_validator(config, listener) if "OAUTHBEARER" in enabled else None
+    return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup, lifetime,
+                                     None if validator is None else OAuthBearerExchange(validator))
+
+
+def oauthbearer_validator(config: BrokerConfig, listener: str | None = None) -> Validator:
+    """The listener's OAUTHBEARER validator, as Kafka picks it: its
+    sasl.server.callback.handler.class (unset: the unsecured one, options from its JAAS
+    config), the sasl.oauthbearer.* settings looked up listener-and-mechanism-prefixed,
+    listener-prefixed, then plain."""
+    name = (listener or config.listener_name()).lower()
+
+    def setting(key: str, default: str | None = None) -> str | None:
+        for k in (f"listener.name.{name}.oauthbearer.{key}", f"listener.name.{name}.{key}", key):
+            if k in config.extra:
+                return config.extra[k]
+        return default
+
+    handler = setting("sasl.server.callback.handler.class")
+    try:
+        if handler in (None, "", UNSECURED_HANDLER):
+            return UnsecuredValidator.from_jaas(config.jaas_config("OAUTHBEARER", listener))
+        if handler not in SECURED_HANDLERS:
+            raise ConfigError(f"sasl.server.callback.handler.class {handler} is not supported for OAUTHBEARER")
+        url = setting("sasl.oauthbearer.jwks.endpoint.url")
+        if not url:
+            raise ConfigError("OAUTHBEARER with OAuthBearerValidatorCallbackHandler needs "
+                              "sasl.oauthbearer.jwks.endpoint.url")
+        jwks = Jwks(url, int(setting("sasl.oauthbearer.jwks.endpoint.refresh.ms", "3600000") or 3600000))
+        try:
+            jwks.load()  # at start-up, as Kafka; later reloads run on their own thread
+        except Exception as exc:  # noqa: BLE001 - the refresh retries; tokens fail meanwhile
+            log.warning("OAUTHBEARER: the JWKS at %s could not be loaded yet: %s", url, exc)
+        audience = setting("sasl.oauthbearer.expected.audience") or ""
+        return JwksValidator(
+            jwks, setting("sasl.oauthbearer.sub.claim.name", "sub") or "sub",
+            setting("sasl.oauthbearer.scope.claim.name", "scope") or "scope",
+            int(setting("sasl.oauthbearer.clock.skew.seconds", "30") or 30) * 1000,
+            setting("sasl.oauthbearer.expected.issuer") or None,
+            frozenset(a.strip() for a in audience.split(",") if a.strip()))
+    except ValueError as exc:
+        raise ConfigError(f"OAUTHBEARER settings of listener {name}: {exc}") from None

@@ -356,6 +356,32 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "produce-with": {  // the Java producer with client settings from a file: TOPIC PROPERTIES_FILE
+                // (SASL/OAUTHBEARER logins and such); "ok OFFSET" or "ExceptionClass: message"
+                Properties p = new Properties();
+                try (java.io.FileReader r = new java.io.FileReader(args[3])) {
+                    p.load(r);
+                }
+                for (String k : p.stringPropertyNames()) {  // JVM settings some logins read (sys.<name>=...)
+                    if (k.startsWith("sys.")) System.setProperty(k.substring(4), p.getProperty(k));
+                }
+                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+                p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000");
+                p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+                try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
+                    System.out.println("ok " + prod.send(new ProducerRecord<>(args[2], "k", "v")).get().offset());
+                } catch (ExecutionException e) {
+                    System.out.println(e.getCause().getClass().getSimpleName() + ": " + e.getCause().getMessage());
+                } catch (org.apache.kafka.common.KafkaException e) {
+                    Throwable root = e;
+                    while (root.getCause() != null) root = root.getCause();
+                    System.out.println(e.getClass().getSimpleName() + ": " + e.getMessage() + " (" + root + ")");
+                }
+                break;
+            }
             case "produce-timestamps": {  // the Java producer, one batch of records with these timestamps: TOPIC TS...
                 // each record's outcome, " | " between: "ok OFFSET" or "ExceptionClass: message"
                 Properties p = new Properties();
