@@ -21,6 +21,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 import threading
 import time
 import urllib.request
@@ -90,7 +91,7 @@ def _b64url(part: str) -> bytes:
 def _json(part: str) -> dict[str, Any]:
     try:
         value = json.loads(_b64url(part))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting bombs
         raise TokenError("token part is not JSON") from None
     if not isinstance(value, dict):
         raise TokenError("token part is not a JSON object")
@@ -114,8 +115,8 @@ def _number(claims: Mapping[str, Any], name: str, required: bool) -> float | Non
         if required:
             raise TokenError(f"required claim {name!r} is missing")
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TokenError(f"claim {name!r} is not a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e15 < value < 1e15:
+        raise TokenError(f"claim {name!r} is not a number of seconds")  # NaN and infinities too
     return float(value)
 
 
@@ -176,8 +177,6 @@ class UnsecuredValidator:
 
 def jaas_options(jaas: str) -> dict[str, str]:
     """key="value" (or key=value) options of a JAAS login module entry."""
-    import re
-
     return {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
             for m in re.finditer(r'([A-Za-z0-9_.]+)\s*=\s*(?:"([^"]*)"|([^\s;"]+))', jaas or "")}
 
@@ -201,8 +200,6 @@ class Jwks:
 
     def load(self) -> None:
         """Fetch and parse the set now (start-up; the refresh thread)."""
-        from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: F401 - only when OIDC is on
-
         raw = self._fetch(self.url)
         keys: dict[str | None, list[Any]] = {}
         for jwk in json.loads(raw).get("keys", []):

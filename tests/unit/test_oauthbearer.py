@@ -177,3 +177,32 @@ def test_sasl_exchange_ok_then_error_status_then_failure() -> None:
     huge = SaslAuthenticator(["OAUTHBEARER"], {}, lambda m, u: None, 0, OAuthBearerExchange(v, clock))
     huge.handshake("OAUTHBEARER")
     assert huge.authenticate(message("x" * 100_000))["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+def test_hostile_tokens_are_refused_not_raised() -> None:
+    """Whatever a client sends is an answer: nesting bombs, huge or non-finite numbers,
+    wrong types, bad base64."""
+    v = UnsecuredValidator()
+    ok = {"sub": "alice", "exp": NOW + 60}
+    head = b64(json.dumps({"alg": "none"}).encode())
+    tokens = [
+        f"{head}.{b64(b'[' * 40_000)}.",
+        f"{b64(b'{' * 20_000)}.{b64(json.dumps(ok).encode())}.",
+        unsecured({**ok, "exp": 1e400}),
+        head + "." + b64(b'{"sub": "a", "exp": NaN}') + ".",
+        unsecured({**ok, "exp": 10**30}),
+        unsecured({**ok, "sub": 7}),
+        unsecured({**ok, "scope": {"a": 1}}),
+        unsecured({**ok, "iat": "yesterday"}),
+        f"{head}.@@@.",
+        f"{head}.{b64(b'[1, 2]')}.",
+    ]
+    for token in tokens:
+        auth = SaslAuthenticator(["OAUTHBEARER"], {}, lambda m, u: None, 0,
+                                 OAuthBearerExchange(v, lambda: NOW))
+        auth.handshake("OAUTHBEARER")
+        first = auth.authenticate(message(token))
+        assert not auth.complete, token[:80]
+        if first["error_code"] == 0:  # the RFC 7628 error status, then the failure
+            assert json.loads(first["auth_bytes"])["status"] == "invalid_token"
+            assert auth.authenticate(b"\x01")["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
