@@ -149,6 +149,10 @@ class BrokerConfig:
     log_flush_interval_ms: int = prop("log.flush.interval.ms", 2**63 - 1)
     log_flush_offset_checkpoint_interval_ms: int = prop("log.flush.offset.checkpoint.interval.ms", 60000)
     log_message_timestamp_type: str = prop("log.message.timestamp.type", "CreateTime")
+    compression_type: str = prop("compression.type", "producer")
+    compression_gzip_level: int = prop("compression.gzip.level", -1)
+    compression_lz4_level: int = prop("compression.lz4.level", 9)
+    compression_zstd_level: int = prop("compression.zstd.level", 3)
     log_message_timestamp_before_max_ms: int = prop("log.message.timestamp.before.max.ms", 2**63 - 1)
     log_message_timestamp_after_max_ms: int = prop("log.message.timestamp.after.max.ms", 3600000)
     auto_leader_rebalance_enable: bool = prop("auto.leader.rebalance.enable", True)
@@ -390,7 +394,10 @@ class BrokerConfig:
             "min.cleanable.dirty.ratio": str(self.log_cleaner_min_cleanable_ratio),
             "min.compaction.lag.ms": str(self.log_cleaner_min_compaction_lag_ms),
             "max.compaction.lag.ms": str(self.log_cleaner_max_compaction_lag_ms),
-            "compression.type": "producer",
+            "compression.type": self.compression_type,
+            "compression.gzip.level": str(self.compression_gzip_level),
+            "compression.lz4.level": str(self.compression_lz4_level),
+            "compression.zstd.level": str(self.compression_zstd_level),
         }
 
 

@@ -71,6 +71,9 @@ def broker_synonyms(topic_config: str) -> list[str]:
         "min.insync.replicas": ["min.insync.replicas"],
         "unclean.leader.election.enable": ["unclean.leader.election.enable"],
         "compression.type": ["compression.type"],
+        "compression.gzip.level": ["compression.gzip.level"],
+        "compression.lz4.level": ["compression.lz4.level"],
+        "compression.zstd.level": ["compression.zstd.level"],
     }
     return special.get(topic_config, [f"log.{topic_config}"])
 

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafkarepl import _core
+from kafkarepl.storage.codecs import compress
 from kafkarepl.storage.validation import DecompressionBudget, inflate
 
 HEADER_SIZE = _core.BATCH_HEADER_SIZE
@@ -45,27 +46,6 @@ def headers_column(arr: Any) -> tuple:
     key, value = arr.values.flatten()  # the struct's fields, its offset and nulls applied
     return (validity if arr.null_count else None, offsets, arr.offset, len(arr),
             bin_column(key), bin_column(value))
-
-
-def compress(codec: int, records: bytes | bytearray | memoryview) -> bytes:
-    if codec == 1:
-        import zlib
-
-        c = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip framing
-        return c.compress(records) + c.flush()
-    if codec == 2:
-        import cramjam
-
-        return bytes(cramjam.snappy.compress_raw(bytes(records)))  # one raw block, as librdkafka
-    if codec == 3:
-        import lz4.frame
-
-        return lz4.frame.compress(bytes(records))
-    if codec == 4:
-        import zstandard
-
-        return zstandard.ZstdCompressor().compress(bytes(records))
-    raise ValueError(f"unknown compression codec {codec}")
 
 
 def encode_batches(encoder: _core.RecordEncoder, row: int, row_end: int, max_bytes: int,

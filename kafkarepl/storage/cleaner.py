@@ -50,7 +50,6 @@ cleanable range is cleaned: it ends at the LSO, so every transaction in it is de
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import struct
@@ -63,6 +62,7 @@ import numpy as np
 
 from kafkarepl import _core
 from kafkarepl.errors import CorruptBatchError
+from kafkarepl.storage import codecs
 from kafkarepl.storage.records import (
     CONTROL_ABORT,
     CONTROL_MASK,
@@ -337,27 +337,9 @@ def _compress(codec: int, data: bytes) -> bytes | None:
     """The batch's codec applied again to its surviving records; None when this process
     cannot (the batch is then kept as it was)."""
     try:
-        if codec == 1:
-            return gzip.compress(data)
-        if codec == 2:  # xerial framing, as Kafka's Java client writes it
-            import cramjam
-
-            out = bytearray(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1))
-            for i in range(0, len(data), 32 * 1024):
-                block = bytes(cramjam.snappy.compress_raw(data[i : i + 32 * 1024]))
-                out += struct.pack(">i", len(block)) + block
-            return bytes(out)
-        if codec == 3:
-            import lz4.frame
-
-            return bytes(lz4.frame.compress(data))
-        if codec == 4:
-            import zstandard
-
-            return bytes(zstandard.ZstdCompressor().compress(data))
-    except ImportError:
+        return codecs.compress(codec, data)
+    except (ImportError, ValueError):
         return None
-    return None
 
 
 def _rebuild_batch(batch: memoryview, records: bytes, kept: int, attrs: int, base_ts: int, max_ts: int) -> bytes:

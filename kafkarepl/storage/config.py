@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkarepl.errors import ErrorCode, KafkaError
+from kafkarepl.storage.codecs import LEVEL_RANGES, NAMES
 
 DAY_MS = 24 * 3600 * 1000
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, Kafka's "unbounded"
@@ -49,6 +50,13 @@ def _ts_type(v: Any) -> str:
     return s
 
 
+def _compression(v: Any) -> str:
+    s = str(v).strip().lower()
+    if s != "producer" and s not in NAMES:  # Kafka's BrokerCompressionType
+        raise ValueError("compression.type must be one of producer, uncompressed, gzip, snappy, lz4, zstd")
+    return s
+
+
 def _opt_int(v: Any) -> int | None:
     if v is None:
         return None
@@ -82,6 +90,10 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "log.message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _LONG, 1),
     "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _LONG, 1),
     "log.message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _LONG, 1),
+    "compression.type": ("compression_type", _compression, 1),
+    "compression.gzip.level": ("compression_gzip_level", _INT, 1),
+    "compression.lz4.level": ("compression_lz4_level", _INT, 1),
+    "compression.zstd.level": ("compression_zstd_level", _INT, 1),
     # Removed by Kafka 4.0 (deprecated by KIP-937 in 3.6); a topic that has it keeps its
     # symmetric bound, as Kafka 3.x applied it.
     "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _LONG, 1),
@@ -133,6 +145,12 @@ class LogConfig:
     message_timestamp_after_max_ms: int = 3_600_000
     message_timestamp_difference_max_ms: int = LONG_MAX
     cleanup_policy: str = "delete"
+    # The codec the leader stores batches with (recompressing those sent in another one),
+    # or "producer": as sent. Levels: KIP-390's, -1 / 9 / 3 being Kafka's defaults.
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     delete_retention_ms: int = DAY_MS  # tombstones of a compacted topic live this long
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
@@ -159,6 +177,12 @@ class LogConfig:
         if min(self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms,
                self.message_timestamp_difference_max_ms) < 0:
             problems.append("message.timestamp.before.max.ms / after.max.ms / difference.max.ms must be >= 0")
+        if not (self.compression_gzip_level == -1 or 1 <= self.compression_gzip_level <= 9):
+            problems.append(f"compression.gzip.level {self.compression_gzip_level} not -1 or in [1, 9]")
+        for codec, name, value in ((3, "lz4", self.compression_lz4_level), (4, "zstd", self.compression_zstd_level)):
+            low, high = LEVEL_RANGES[codec]
+            if not low <= value <= high:
+                problems.append(f"compression.{name}.level {value} not in [{low}, {high}]")
         if self.max_message_bytes < 0:
             problems.append(f"max.message.bytes {self.max_message_bytes} < 0")
         if self.min_insync_replicas < 1:
@@ -179,6 +203,14 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    def target_codec(self) -> tuple[int, int | None] | None:
+        """(codec, level) the leader stores batches with; None: as the producer sent them."""
+        if self.compression_type == "producer":
+            return None
+        codec = NAMES[self.compression_type]
+        level = {1: self.compression_gzip_level, 3: self.compression_lz4_level, 4: self.compression_zstd_level}
+        return codec, level.get(codec)
 
     def timestamp_bounds(self, now_ms: int) -> tuple[int, int] | None:
         """[low, high] a CreateTime record's timestamp must lie in at `now_ms` (KIP-937),

@@ -34,6 +34,7 @@ from kafkarepl.storage.cleaner import (
     CleaningResult,
     SourceSegment,
 )
+from kafkarepl.storage.codecs import recompress_batches
 from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from kafkarepl.storage.janitor import JANITOR
@@ -489,6 +490,14 @@ class Log:
             self._check_timestamps(buf, batches, sorted(stray), ts_bounds, now_ms)
         if fixups and not self.config.log_append_time:
             fix_max_timestamps(buf, batches, fixups)
+        target = self.config.target_codec()
+        if target is not None and any(b.attributes & 0x07 != target[0] and not b.attributes & CONTROL_MASK
+                                      for b in batches):
+            # compression.type: stored in the topic's codec, as Kafka's leader recompresses
+            buf = memoryview(recompress_batches(buf, batches, target[0], target[1],
+                                                DecompressionBudget(current_budget().limit)))
+            batches = _core.validate_batches(buf)
+            self._check_sizes(batches, len(buf))
         first = self.log_end_offset
         append_time = now_ms if self.config.log_append_time else None
         prepared = None
