@@ -635,6 +635,8 @@ class KafkaZkStore:
             data, _ = await self.zk.get(path)
         except NoNodeError:
             return {}
+        if not data:  # a bare parent (users/<u> of a users/<u>/clients/<c> quota): no config, as Kafka reads it
+            return {}
         return {k: str(v) for k, v in (_loads(data).get("config") or {}).items()}
 
     async def _set_config(self, path: str, entity_path: str, config: Mapping[str, str]) -> None:

@@ -15,6 +15,16 @@ public class KafkaTools {
         return Admin.create(p);
     }
 
+    // A string producer's settings: the bootstrap, String serializers, then KEY, VALUE pairs.
+    static Properties producerProps(String bootstrap, String... settings) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        for (int i = 0; i + 1 < settings.length; i += 2) p.put(settings[i], settings[i + 1]);
+        return p;
+    }
+
     public static void main(String[] args) throws Exception {
         String cmd = args[0], bootstrap = args[1];
         switch (cmd) {
@@ -322,12 +332,8 @@ public class KafkaTools {
                 break;
             }
             case "transactions": {  // the Java transactional producer: TOPIC; commits 3, aborts 2, commits 1
-                Properties p = new Properties();
-                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-                p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java-tx");
-                p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
-                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                Properties p = producerProps(bootstrap, ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java-tx",
+                                             ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
                 try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
                     prod.initTransactions();
                     int[][] plan = {{3, 1}, {2, 0}, {1, 1}};
@@ -358,19 +364,15 @@ public class KafkaTools {
             }
             case "produce-with": {  // the Java producer with client settings from a file: TOPIC PROPERTIES_FILE
                 // (SASL/OAUTHBEARER logins and such); "ok OFFSET" or "ExceptionClass: message"
-                Properties p = new Properties();
+                Properties p = producerProps(bootstrap, ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000",
+                                             ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000",
+                                             ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
                 try (java.io.FileReader r = new java.io.FileReader(args[3])) {
                     p.load(r);
                 }
                 for (String k : p.stringPropertyNames()) {  // JVM settings some logins read (sys.<name>=...)
                     if (k.startsWith("sys.")) System.setProperty(k.substring(4), p.getProperty(k));
                 }
-                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
-                p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000");
-                p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
                 try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
                     System.out.println("ok " + prod.send(new ProducerRecord<>(args[2], "k", "v")).get().offset());
                 } catch (ExecutionException e) {
@@ -384,12 +386,8 @@ public class KafkaTools {
             }
             case "produce-timestamps": {  // the Java producer, one batch of records with these timestamps: TOPIC TS...
                 // each record's outcome, " | " between: "ok OFFSET" or "ExceptionClass: message"
-                Properties p = new Properties();
-                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-                p.put(ProducerConfig.LINGER_MS_CONFIG, "200");
-                p.put(ProducerConfig.RETRIES_CONFIG, "0");
-                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                Properties p = producerProps(bootstrap, ProducerConfig.LINGER_MS_CONFIG, "200",
+                                             ProducerConfig.RETRIES_CONFIG, "0");
                 try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
                     List<Future<RecordMetadata>> sent = new ArrayList<>();
                     for (int i = 3; i < args.length; i++) {
