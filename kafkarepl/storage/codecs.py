@@ -11,7 +11,7 @@ import zlib
 
 from kafkarepl import _core
 from kafkarepl.storage.records import CONTROL_MASK, HEADER_SIZE
-from kafkarepl.storage.validation import DecompressionBudget, inflate
+from kafkarepl.storage.validation import DecompressionBudget, records_of
 
 NAMES = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 DEFAULT_LEVELS = {1: 6, 3: 9, 4: 3}  # Kafka's: Deflater's default, lz4 level 9, zstd level 3
@@ -63,9 +63,7 @@ def recompress_batches(buf: memoryview, batches: list, codec: int, level: int | 
         if source == codec or b.attributes & CONTROL_MASK:
             out += batch
             continue
-        section = batch[HEADER_SIZE:]
-        records: bytes | memoryview = (section if source == 0 else
-                                       b"".join(bytes(p) for p in inflate(source, section, budget, b.position)))
+        records = records_of(batch, b.attributes, budget, b.position)
         payload = records if codec == 0 else compress(codec, records, level)
         start = len(out)
         out += batch[:HEADER_SIZE]

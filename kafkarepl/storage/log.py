@@ -53,7 +53,7 @@ from kafkarepl.storage.validation import (
     DecompressionBudget,
     check_compressed,
     current_budget,
-    inflate,
+    records_of,
 )
 
 log = logging.getLogger("kafkarepl.storage")
@@ -487,17 +487,13 @@ class Log:
         if compressed:
             check_compressed(buf, batches, fixups, indexes=compressed, ts_bounds=ts_bounds, stray=stray)
         if stray and ts_bounds is not None:
-            self._check_timestamps(buf, batches, sorted(stray), ts_bounds, now_ms)
+            self._check_timestamps(buf, batches, sorted(stray), ts_bounds)
         if fixups and not self.config.log_append_time:
             fix_max_timestamps(buf, batches, fixups)
         target = self.config.target_codec()
         if target is not None and any(b.attributes & 0x07 != target[0] and not b.attributes & CONTROL_MASK
                                       for b in batches):
-            # compression.type: stored in the topic's codec, as Kafka's leader recompresses
-            buf = memoryview(recompress_batches(buf, batches, target[0], target[1],
-                                                DecompressionBudget(current_budget().limit)))
-            batches = _core.validate_batches(buf)
-            self._check_sizes(batches, len(buf))
+            buf, batches = self._recompress(buf, batches, *target)
         first = self.log_end_offset
         append_time = now_ms if self.config.log_append_time else None
         prepared = None
@@ -533,20 +529,24 @@ class Log:
         for b in batches:
             if b.attributes & CONTROL_MASK:
                 continue
-            batch = buf[b.position : b.position + b.size]
-            if b.attributes & 0x07 == 0:
-                recs: bytes | memoryview = batch[61:]
-            else:  # charged to the request's decompression budget, like the validation
-                recs = b"".join(bytes(p) for p in inflate(b.attributes & 0x07, batch[61:],
-                                                          current_budget(), b.position))
+            # a compressed one charged to the request's decompression budget, as the validation
+            recs = records_of(buf[b.position : b.position + b.size], b.attributes, current_budget(), b.position)
             index = _core.first_keyless_record(recs, b.records_count)
             if index >= 0:
                 errors.append((index, msg))
         if errors:
             raise RecordValidationError(msg, errors)
 
+    def _recompress(self, buf: memoryview, batches: list, codec: int, level: int | None) -> tuple[memoryview, list]:
+        """compression.type: the batches re-encoded in the topic's codec, as Kafka's leader
+        recompresses them (inflated again within a fresh request budget)."""
+        out = memoryview(recompress_batches(buf, batches, codec, level, DecompressionBudget(current_budget().limit)))
+        batches = _core.validate_batches(out)
+        self._check_sizes(batches, len(out))
+        return out, batches
+
     def _check_timestamps(self, buf: memoryview, batches: list, stray: list[int],
-                          bounds: tuple[int, int], now_ms: int) -> None:
+                          bounds: tuple[int, int]) -> None:
         """KIP-937: INVALID_TIMESTAMP naming each record of the first batch whose timestamp
         lies outside `bounds` (records without one, -1, are exempt), with Kafka's
         LogValidator messages. Only batches the walk flagged come here; a compressed one
@@ -555,11 +555,7 @@ class Log:
         low, high = bounds
         for i in stray:
             b = batches[i]
-            batch = buf[b.position : b.position + b.size]
-            if b.attributes & 0x07 == 0:
-                recs: bytes | memoryview = batch[61:]
-            else:
-                recs = b"".join(bytes(p) for p in inflate(b.attributes & 0x07, batch[61:], budget, b.position))
+            recs = records_of(buf[b.position : b.position + b.size], b.attributes, budget, b.position)
             errors: list[tuple[int, str | None]] = [
                 (index, f"Timestamp {ts} of message with offset {b.base_offset + index} is out of range. "
                         f"The timestamp should be within [{low}, {high}]")

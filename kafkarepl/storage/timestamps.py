@@ -16,6 +16,7 @@ from kafkarepl.storage.validation import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     DecompressionBudget,
     inflate,
+    records_of,
 )
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # record batch v2 header, 61 bytes
@@ -46,9 +47,8 @@ def records_section(batch: bytes | memoryview) -> bytes:
     codec = attrs & 0x7
     if codec == 0:
         return bytes(payload)
-    budget = DecompressionBudget(DEFAULT_MAX_DECOMPRESSED_BYTES)
     try:
-        return b"".join(bytes(p) for p in inflate(codec, payload, budget, 0))
+        return bytes(records_of(memoryview(batch), attrs, DecompressionBudget(DEFAULT_MAX_DECOMPRESSED_BYTES)))
     except ImportError as exc:
         raise UnsupportedCompressionTypeError(f"codec {codec} needs {exc.name}") from None
 

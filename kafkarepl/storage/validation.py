@@ -111,6 +111,17 @@ def check_compressed(buf: memoryview, batches: list, fixups: list,
             stray.append(i)
 
 
+def records_of(batch: memoryview, attributes: int, budget: DecompressionBudget,
+               position: int = 0) -> bytes | memoryview:
+    """One batch's records section: a view of it when uncompressed, else inflated whole
+    within `budget` (MessageTooLargeError past it)."""
+    codec = attributes & 0x07
+    section = batch[HEADER_SIZE:]
+    if codec == 0:
+        return section
+    return b"".join(bytes(p) for p in inflate(codec, section, budget, position))
+
+
 def _spend(budget: DecompressionBudget, n: int, position: int) -> None:
     budget.used += n
     if budget.used > budget.limit:
