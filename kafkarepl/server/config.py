@@ -333,6 +333,16 @@ class BrokerConfig:
         key = f"listener.name.{name}.{mechanism.lower()}.sasl.jaas.config"
         return self.extra.get(key) or self.sasl_jaas_config or self._jaas_file_section(name)
 
+    def listener_setting(self, key: str, listener: str | None = None, mechanism: str | None = None,
+                         default: str | None = None) -> str | None:
+        """A setting as Kafka looks it up for a listener: listener-and-mechanism-prefixed
+        (`listener.name.<l>.<mechanism>.<key>`), listener-prefixed, then plain."""
+        name = (listener or self.listener_name()).lower()
+        keys = [f"listener.name.{name}.{key}", key]
+        if mechanism:
+            keys.insert(0, f"listener.name.{name}.{mechanism.lower()}.{key}")
+        return next((self.extra[k] for k in keys if k in self.extra), default)
+
     def listener_connection_rates(self) -> dict[str, int]:
         """listener.name.<listener>.max.connection.creation.rate, by listener name."""
         out: dict[str, int] = {}
@@ -475,6 +485,12 @@ def property_types() -> dict[str, type]:
     """Kafka property name -> the Python type of its value (bool, int, float, str)."""
     out = {f.metadata["prop"]: type(f.default) for f in fields(BrokerConfig) if "prop" in f.metadata}
     return {**out, **ALIAS_PROPERTIES}
+
+
+def jaas_options(jaas: str) -> dict[str, str]:
+    """The key="value" (or key=value) options of a JAAS login module entry."""
+    return {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
+            for m in re.finditer(r'([^\s=";]+)\s*=\s*(?:"([^"]*)"|([^\s;"]+))', jaas or "")}
 
 
 def config_candidates(name: str) -> list[str]:

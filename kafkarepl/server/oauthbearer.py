@@ -21,7 +21,6 @@ import base64
 import binascii
 import json
 import logging
-import re
 import threading
 import time
 import urllib.request
@@ -158,8 +157,8 @@ class UnsecuredValidator:
     skew_ms: int = 0
 
     @classmethod
-    def from_jaas(cls, jaas: str) -> UnsecuredValidator:
-        opts = jaas_options(jaas)
+    def from_options(cls, opts: Mapping[str, str]) -> UnsecuredValidator:
+        """From the unsecuredValidator* options of the listener's OAUTHBEARER JAAS entry."""
         return cls(opts.get("unsecuredValidatorPrincipalClaimName", "sub"),
                    opts.get("unsecuredValidatorScopeClaimName", "scope"),
                    frozenset(s for s in opts.get("unsecuredValidatorRequiredScope", "").replace(",", " ").split()),
@@ -173,12 +172,6 @@ class UnsecuredValidator:
             raise TokenError("an unsecured token's alg must be none")
         return check_claims(_json(parts[1]), now_ms, sub_claim=self.sub_claim, scope_claim=self.scope_claim,
                             skew_ms=self.skew_ms, required_scope=self.required_scope)
-
-
-def jaas_options(jaas: str) -> dict[str, str]:
-    """key="value" (or key=value) options of a JAAS login module entry."""
-    return {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
-            for m in re.finditer(r'([A-Za-z0-9_.]+)\s*=\s*(?:"([^"]*)"|([^\s;"]+))', jaas or "")}
 
 
 class Jwks:

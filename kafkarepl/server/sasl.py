@@ -19,11 +19,11 @@ import base64
 import hashlib
 import hmac
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkarepl.errors import ErrorCode
+from kafkarepl.server.config import jaas_options
 from kafkarepl.server.oauthbearer import OAuthBearerExchange
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -68,7 +68,7 @@ class ScramCredential:
 
 def parse_jaas_users(jaas: str) -> dict[str, str]:
     """user_<name>="<password>" options of a PlainLoginModule JAAS entry."""
-    return dict(re.findall(r'user_([^\s=]+)\s*=\s*"([^"]*)"', jaas or ""))
+    return {k[len("user_"):]: v for k, v in jaas_options(jaas).items() if k.startswith("user_")}
 
 
 CredentialLookup = Callable[[str, str], "ScramCredential | None"]  # (mechanism, user)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import ssl
 import tempfile
 from collections.abc import Callable
 
 from kafkarepl.client.security import ClientSecurity
-from kafkarepl.server.config import BrokerConfig, ConfigError
+from kafkarepl.server.config import BrokerConfig, ConfigError, jaas_options
 from kafkarepl.server.oauthbearer import (
     SECURED_HANDLERS,
     UNSECURED_HANDLER,
@@ -110,13 +109,12 @@ def client_security(config: BrokerConfig) -> ClientSecurity:
     if mech.upper() == "OAUTHBEARER":
         raise ConfigError("sasl.mechanism.inter.broker.protocol=OAUTHBEARER is not supported: the brokers' own "
                           "connections log in with PLAIN or SCRAM (clients may use OAUTHBEARER)")
-    jaas = config.jaas_config(mech)
-    user = re.search(r'\busername\s*=\s*"([^"]*)"', jaas)
-    password = re.search(r'\bpassword\s*=\s*"([^"]*)"', jaas)
+    opts = jaas_options(config.jaas_config(mech))
+    user, password = opts.get("username"), opts.get("password")
     if user is None or password is None:
         raise ConfigError(f"a {protocol} listener needs username and password in its {mech} JAAS config "
                           "for the broker's own connections")
-    return ClientSecurity(ctx, mech, user.group(1), password.group(1))
+    return ClientSecurity(ctx, mech, user, password)
 
 
 def sasl_factory(config: BrokerConfig, scram: ScramCredentials, listener: str | None = None
@@ -142,15 +140,12 @@ def oauthbearer_validator(config: BrokerConfig, listener: str | None = None) -> 
     name = (listener or config.listener_name()).lower()
 
     def setting(key: str, default: str | None = None) -> str | None:
-        for k in (f"listener.name.{name}.oauthbearer.{key}", f"listener.name.{name}.{key}", key):
-            if k in config.extra:
-                return config.extra[k]
-        return default
+        return config.listener_setting(key, listener, "OAUTHBEARER", default)
 
     handler = setting("sasl.server.callback.handler.class")
     try:
         if handler in (None, "", UNSECURED_HANDLER):
-            return UnsecuredValidator.from_jaas(config.jaas_config("OAUTHBEARER", listener))
+            return UnsecuredValidator.from_options(jaas_options(config.jaas_config("OAUTHBEARER", listener)))
         if handler not in SECURED_HANDLERS:
             raise ConfigError(f"sasl.server.callback.handler.class {handler} is not supported for OAUTHBEARER")
         url = setting("sasl.oauthbearer.jwks.endpoint.url")

@@ -43,14 +43,10 @@ def records_section(batch: bytes | memoryview) -> bytes:
     if len(batch) < _HEADER.size:
         raise CorruptRecordError("batch shorter than its header")
     attrs = _HEADER.unpack_from(batch, 0)[5]
-    payload = memoryview(batch)[_HEADER.size :]
-    codec = attrs & 0x7
-    if codec == 0:
-        return bytes(payload)
     try:
         return bytes(records_of(memoryview(batch), attrs, DecompressionBudget(DEFAULT_MAX_DECOMPRESSED_BYTES)))
     except ImportError as exc:
-        raise UnsupportedCompressionTypeError(f"codec {codec} needs {exc.name}") from None
+        raise UnsupportedCompressionTypeError(f"codec {attrs & 0x7} needs {exc.name}") from None
 
 
 def first_record_at_or_after(batch: bytes | memoryview, target_ms: int) -> tuple[int, int] | None:

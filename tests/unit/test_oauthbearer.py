@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 
 from kafkarepl.errors import ErrorCode
+from kafkarepl.server.config import jaas_options
 from kafkarepl.server.oauthbearer import (
     Jwks,
     JwksValidator,
@@ -81,9 +82,9 @@ def test_client_response_parsing() -> None:
 
 
 def test_unsecured_validator_claims() -> None:
-    v = UnsecuredValidator.from_jaas('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+    v = UnsecuredValidator.from_options(jaas_options('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
                                      'unsecuredValidatorRequiredScope="write read" '
-                                     'unsecuredValidatorAllowableClockSkewMs="1000";')
+                                     'unsecuredValidatorAllowableClockSkewMs="1000";'))
     assert v.required_scope == {"write", "read"} and v.skew_ms == 1000
     ok = {"sub": "alice", "exp": NOW + 60, "iat": NOW, "scope": "read write admin"}
     assert v.validate(unsecured(ok), NOW * 1000).principal == "alice"
