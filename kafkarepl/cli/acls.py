@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--group", action="append", default=[])
     p.add_argument("--transactional-id", action="append", default=[])
     p.add_argument("--cluster", action="store_true")
+    p.add_argument("--delegation-token", action="append", default=[], help="a token id (DESCRIBE)")
+    p.add_argument("--user-principal", action="append", default=[],
+                   help="a user as the resource (CreateTokens, DescribeTokens): User:<name>")
     p.add_argument("--resource-pattern-type", default=None, choices=sorted(PATTERNS, key=str.lower) +
                    [k.lower() for k in PATTERNS])
     p.add_argument("--force", action="store_true", help="accepted (no prompt is ever shown)")
@@ -46,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _resources(args: argparse.Namespace) -> list[tuple[int, str]]:
     out = [(2, t) for t in args.topic] + [(3, g) for g in args.group] + [(5, t) for t in args.transactional_id]
+    out += [(6, t) for t in args.delegation_token] + [(7, u) for u in args.user_principal]
     if args.cluster:
         out.append((4, "kafka-cluster"))
     return out

@@ -947,6 +947,82 @@ ALTER_CLIENT_QUOTAS = api(
     ],
 )
 
+_PRINCIPALS = A(S(
+    F('PrincipalType', STRING, '0+'),
+    F('PrincipalName', STRING, '0+'),
+))
+
+# Delegation tokens (KIP-48; KIP-373's owner fields at v3). Kafka 4.0 serves from v1 (KIP-896).
+CREATE_DELEGATION_TOKEN = api(
+    ApiKey.CREATE_DELEGATION_TOKEN, 'CreateDelegationToken', '1-3', '2+',
+    request=[
+        F('OwnerPrincipalType', STRING, '3+', nullable='3+'),
+        F('OwnerPrincipalName', STRING, '3+', nullable='3+'),
+        F('Renewers', _PRINCIPALS, '0+'),
+        F('MaxLifetimeMs', INT64, '0+'),
+    ],
+    response=[
+        F('ErrorCode', INT16, '0+'),
+        F('PrincipalType', STRING, '0+'),
+        F('PrincipalName', STRING, '0+'),
+        F('TokenRequesterPrincipalType', STRING, '3+'),
+        F('TokenRequesterPrincipalName', STRING, '3+'),
+        F('IssueTimestampMs', INT64, '0+'),
+        F('ExpiryTimestampMs', INT64, '0+'),
+        F('MaxTimestampMs', INT64, '0+'),
+        F('TokenId', STRING, '0+'),
+        F('Hmac', BYTES, '0+'),
+        F('ThrottleTimeMs', INT32, '0+'),
+    ],
+)
+
+_TOKEN_TIME_RESPONSE = [
+    F('ErrorCode', INT16, '0+'),
+    F('ExpiryTimestampMs', INT64, '0+'),
+    F('ThrottleTimeMs', INT32, '0+'),
+]
+
+RENEW_DELEGATION_TOKEN = api(
+    ApiKey.RENEW_DELEGATION_TOKEN, 'RenewDelegationToken', '1-2', '2+',
+    request=[
+        F('Hmac', BYTES, '0+'),
+        F('RenewPeriodMs', INT64, '0+'),
+    ],
+    response=_TOKEN_TIME_RESPONSE,
+)
+
+EXPIRE_DELEGATION_TOKEN = api(
+    ApiKey.EXPIRE_DELEGATION_TOKEN, 'ExpireDelegationToken', '1-2', '2+',
+    request=[
+        F('Hmac', BYTES, '0+'),
+        F('ExpiryTimePeriodMs', INT64, '0+'),
+    ],
+    response=_TOKEN_TIME_RESPONSE,
+)
+
+DESCRIBE_DELEGATION_TOKEN = api(
+    ApiKey.DESCRIBE_DELEGATION_TOKEN, 'DescribeDelegationToken', '1-3', '2+',
+    request=[
+        F('Owners', _PRINCIPALS, '0+', nullable='0+'),
+    ],
+    response=[
+        F('ErrorCode', INT16, '0+'),
+        F('Tokens', A(S(
+            F('PrincipalType', STRING, '0+'),
+            F('PrincipalName', STRING, '0+'),
+            F('TokenRequesterPrincipalType', STRING, '3+'),
+            F('TokenRequesterPrincipalName', STRING, '3+'),
+            F('IssueTimestamp', INT64, '0+'),
+            F('ExpiryTimestamp', INT64, '0+'),
+            F('MaxTimestamp', INT64, '0+'),
+            F('TokenId', STRING, '0+'),
+            F('Hmac', BYTES, '0+'),
+            F('Renewers', _PRINCIPALS, '0+'),
+          )), '0+'),
+        F('ThrottleTimeMs', INT32, '0+'),
+    ],
+)
+
 OFFSET_DELETE = api(
     ApiKey.OFFSET_DELETE, 'OffsetDelete', '0', 'none',
     request=[
@@ -1468,6 +1544,10 @@ APIS: tuple[ApiSpec, ...] = (
     ALTER_USER_SCRAM_CREDENTIALS,
     DESCRIBE_CLIENT_QUOTAS,
     ALTER_CLIENT_QUOTAS,
+    CREATE_DELEGATION_TOKEN,
+    RENEW_DELEGATION_TOKEN,
+    EXPIRE_DELEGATION_TOKEN,
+    DESCRIBE_DELEGATION_TOKEN,
     FETCH,
     LIST_OFFSETS,
     METADATA,

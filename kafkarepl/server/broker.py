@@ -45,6 +45,13 @@ from kafkarepl.server.config_changes import ConfigChangeListener
 from kafkarepl.server.configs import ConfigApis, ConfigService, dynamic_topic_defaults
 from kafkarepl.server.controller_apis import ControllerApis, request_controlled_shutdown
 from kafkarepl.server.controller_channel import ControllerChannel
+from kafkarepl.server.delegation_tokens import (
+    DelegationTokenApis,
+    DelegationTokenCache,
+    TokenChangeListener,
+    TokenLogin,
+    TokenPolicy,
+)
 from kafkarepl.server.fetch_session import FetchSessionCache
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
@@ -95,6 +102,7 @@ class Broker:
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
         storage = LogStorage(self.log_manager, config)
         self.scram = ScramCredentials(store, guarded)  # SCRAM logins and Alter/DescribeUserScramCredentials
+        self.token_cache = DelegationTokenCache()  # delegation tokens' SCRAM logins
         # client byte-rate quotas (quota.window.num windows of quota.window.size.seconds)
         self.client_quotas = ClientQuotas(clock.monotonic_ms, config.quota_window_num,
                                           config.quota_window_size_seconds, config.max_connection_creation_rate,
@@ -159,6 +167,12 @@ class Broker:
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
         replicas.add_listener(self.groups.on_partition_changed)
         quota_gate = ClientQuotaGate(self.client_quotas, self._topic_partitions, config.num_partitions)
+        request_authorizer = RequestAuthorizer(self.authorizer)
+        self.tokens = DelegationTokenApis(
+            store, guarded, self.token_cache, config.delegation_token_secret,
+            TokenPolicy(config.delegation_token_max_lifetime_ms, config.delegation_token_expiry_time_ms),
+            request_authorizer.allowed, clock.wall_ms)
+        self.token_changes = TokenChangeListener(zk, store, self.tokens)
         handlers = RequestHandlers(
             ReplicaApis(replicas, metadata, self._topic_overrides, self._checkpoint_log_starts,
                         on_txn_marker=self.groups.on_txn_marker,
@@ -177,8 +191,9 @@ class Broker:
             self.txn,
             self.scram,
             self.client_quota_apis,
+            self.tokens,
             quota_gate,
-            RequestAuthorizer(self.authorizer),
+            request_authorizer,
         )
         first, *more = self._listeners(config)
         self.server = SocketServer(
@@ -227,9 +242,13 @@ class Broker:
             out.append(Listener(
                 spec.name, spec.host, spec.port,
                 server_context(config) if spec.protocol in ("SSL", "SASL_SSL") else None,
-                sasl_factory(config, self.scram, spec.name) if spec.protocol.startswith("SASL") else None,
+                sasl_factory(config, self.scram, spec.name, self._token_login if config.delegation_token_secret
+                             else None) if spec.protocol.startswith("SASL") else None,
                 mapper.name))
         return out
+
+    def _token_login(self, mechanism: str, token_id: str) -> TokenLogin | None:
+        return self.token_cache.login(mechanism, token_id, self.clock.wall_ms())
 
     def _advertised(self) -> dict[str, tuple[str, int]]:
         """Each listener's advertised endpoint, with the bound port for port 0."""
@@ -334,6 +353,7 @@ class Broker:
         until_done = self.zk.until_done
         await until_done(self.scram.load, "SCRAM credentials")
         await until_done(self.client_quota_apis.load, "client quotas")
+        await until_done(self.tokens.load, "delegation tokens")
         if self.acl_store is not None:
             await until_done(self.acl_store.start, "ACLs")
         await self.server.start()
@@ -343,6 +363,7 @@ class Broker:
         await self.controller.start()
         await until_done(self._load_broker_configs, "dynamic broker configs")
         await self.config_changes.start()
+        await self.token_changes.start()
         cfg = self.config
         self._tasks = [
             self._every(cfg.replica_lag_time_max_ms / 2000, self.replicas.maybe_shrink_isrs),
@@ -356,6 +377,9 @@ class Broker:
             self._every(cfg.transaction_remove_expired_transaction_cleanup_interval_ms / 1000,
                         self.txn.expire_transactional_ids),
         ]
+        if self.tokens.enabled:
+            self._tasks.append(self._every(cfg.delegation_token_expiry_check_interval_ms / 1000,
+                                           self.tokens.expire_tokens))
         if cfg.metrics_port >= 0:
             await self.metrics.serve(self.server.host, cfg.metrics_port)
         log.info("broker %d serving on %s", self.broker_id,
@@ -424,6 +448,7 @@ class Broker:
             except Exception as exc:  # noqa: BLE001 - shutdown goes on regardless
                 log.warning("controlled shutdown did not complete: %s", exc)
         self.config_changes.stop()
+        self.token_changes.stop()
         for t in self._tasks:
             t.cancel()
         if self._purgatory_timer is not None:

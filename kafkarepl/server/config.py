@@ -66,6 +66,13 @@ class BrokerConfig:
     sasl_jaas_config: str = prop("sasl.jaas.config", "")
     connection_failed_authentication_delay_ms: int = prop("connection.failed.authentication.delay.ms", 100)
     connections_max_reauth_ms: int = prop("connections.max.reauth.ms", 0)  # KIP-368; 0: never
+    # Delegation tokens (server/delegation_tokens.py, KIP-48): on when a secret is set (the
+    # same on every broker: each derives tokens' HMACs from it); master.key is its old name
+    delegation_token_secret_key: str = prop("delegation.token.secret.key", "")
+    delegation_token_master_key: str = prop("delegation.token.master.key", "")
+    delegation_token_max_lifetime_ms: int = prop("delegation.token.max.lifetime.ms", 7 * 24 * 3600 * 1000)
+    delegation_token_expiry_time_ms: int = prop("delegation.token.expiry.time.ms", 24 * 3600 * 1000)
+    delegation_token_expiry_check_interval_ms: int = prop("delegation.token.expiry.check.interval.ms", 3600 * 1000)
     # ACLs (server/authorizer.py): any authorizer.class.name turns Kafka's ACL semantics on
     authorizer_class_name: str = prop("authorizer.class.name", "")
     super_users: str = prop("super.users", "")
@@ -259,8 +266,17 @@ class BrokerConfig:
             raise ConfigError("kafkarepl.max.decompressed.request.bytes must be > 0")
         if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
             raise ConfigError("offsets.topic.num.partitions and offsets.topic.replication.factor must be >= 1")
+        if min(self.delegation_token_max_lifetime_ms, self.delegation_token_expiry_time_ms,
+               self.delegation_token_expiry_check_interval_ms) < 1:
+            raise ConfigError("delegation.token.max.lifetime.ms, delegation.token.expiry.time.ms and "
+                              "delegation.token.expiry.check.interval.ms must be >= 1")
         self.inter_broker_listener()  # raises on malformed listeners
         self.advertised_specs()
+
+    @property
+    def delegation_token_secret(self) -> str:
+        """The secret tokens are signed with; empty: delegation tokens are off."""
+        return self.delegation_token_secret_key or self.delegation_token_master_key
 
     def listener(self) -> tuple[str, int]:
         """(host, port) of the first listener."""

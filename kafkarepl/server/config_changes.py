@@ -27,6 +27,12 @@ PREFIX = "config_change_"
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
 
 
+def new_sequences(children: list[str], prefix: str, last_seq: int) -> list[int]:
+    """The sequence numbers of `prefix`<seq> notifications after `last_seq`, in order."""
+    seqs = (c[len(prefix):] for c in children if c.startswith(prefix))
+    return sorted(n for n in (int(q) for q in seqs if q.isdigit()) if n > last_seq)
+
+
 class ConfigChangeListener:
     def __init__(
         self, zk: AsyncZk, store: KafkaZkStore, replicas: ReplicaManager,
@@ -56,11 +62,10 @@ class ConfigChangeListener:
             self._watch.cancel()
 
     def _on_children(self, children: list[str]) -> None:
-        seqs = sorted(int(c[len(PREFIX):]) for c in children if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
         # The first call handles every notification still there (the last 15 minutes'),
         # as Kafka's listener does at start: one written after this broker's first
         # LeaderAndIsr read the configs but before this watch began is not lost.
-        new = [s for s in seqs if s > self._last_seq]
+        new = new_sequences(children, PREFIX, self._last_seq)
         if new:
             self._last_seq = new[-1]
             asyncio.ensure_future(self._apply(new))

@@ -51,7 +51,8 @@ _BROKER_LONG = frozenset({
     "controlled.shutdown.retry.backoff.ms", "offsets.retention.check.interval.ms",
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second", "log.message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms",
+    "log.message.timestamp.after.max.ms", "delegation.token.max.lifetime.ms", "delegation.token.expiry.time.ms",
+    "delegation.token.expiry.check.interval.ms",
 })
 _BROKER_SHORT = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
 _BROKER_LIST = frozenset({

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kafkarepl.errors import ErrorCode, UnsupportedVersionError
 from kafkarepl.protocol import API, ApiKey, Request
+from kafkarepl.server.delegation_tokens import Requester
 from kafkarepl.server.quota_gate import ClientQuotaGate
 from kafkarepl.server.request_authorization import RequestAuthorizer, set_session
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from kafkarepl.server.client_quota_apis import ClientQuotaApis
     from kafkarepl.server.configs import ConfigApis
     from kafkarepl.server.controller_apis import ControllerApis
+    from kafkarepl.server.delegation_tokens import DelegationTokenApis
     from kafkarepl.server.group_coordinator import GroupCoordinatorService
     from kafkarepl.server.log_dir_apis import LogDirApis
     from kafkarepl.server.metadata_apis import MetadataApis
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 
 log = logging.getLogger(__name__)
+ANONYMOUS = "User:ANONYMOUS"
 
 # APIs this broker answers; ApiVersions advertises exactly these (ranges from the
 # protocol declarations, capped where the broker implements less).
@@ -88,7 +92,20 @@ SERVED = (
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.DESCRIBE_CLIENT_QUOTAS,
     ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.CREATE_DELEGATION_TOKEN,
+    ApiKey.RENEW_DELEGATION_TOKEN,
+    ApiKey.EXPIRE_DELEGATION_TOKEN,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN,
 )
+
+
+def token_requester(conn: Connection) -> Requester:
+    """Kafka's allowTokenRequests: a SASL login that did not use a delegation token, or a
+    TLS client certificate; never a plaintext or anonymous TLS connection."""
+    principal = conn.principal
+    if conn.sasl is not None:
+        return Requester(principal, conn.sasl.complete and not conn.sasl.token_authenticated)
+    return Requester(principal, conn.listener.ssl_context is not None and principal != ANONYMOUS)
 
 
 def api_versions_list() -> list[dict[str, int]]:
@@ -119,6 +136,7 @@ class RequestHandlers:
         txn: TransactionCoordinatorService,
         scram: ScramCredentials,
         client_quotas: ClientQuotaApis,
+        tokens: DelegationTokenApis,
         quota_gate: ClientQuotaGate,
         authz: RequestAuthorizer | None = None,
     ) -> None:
@@ -180,6 +198,13 @@ class RequestHandlers:
             ApiKey.CREATE_ACLS: acls.create_acls,
             ApiKey.DELETE_ACLS: acls.delete_acls,
         }
+        # Served knowing who asks, and how it logged in (a token may not ask for tokens).
+        self._token_apis: dict[ApiKey, Callable[..., Awaitable[Any]]] = {  # (request, who=Requester)
+            ApiKey.CREATE_DELEGATION_TOKEN: tokens.create,
+            ApiKey.RENEW_DELEGATION_TOKEN: tokens.renew,
+            ApiKey.EXPIRE_DELEGATION_TOKEN: tokens.expire,
+            ApiKey.DESCRIBE_DELEGATION_TOKEN: tokens.describe,
+        }
 
     async def handle(self, req: Request, conn: Connection) -> dict[str, Any] | None:
         removed = None
@@ -189,6 +214,9 @@ class RequestHandlers:
         if req.api_key == ApiKey.JOIN_GROUP:  # the member's host is shown by DescribeGroups
             return await self.groups.join_group(req, f"/{conn.peer[0]}" if conn.peer else "")
         fn = self._table.get(req.api_key)
+        token_api = self._token_apis.get(req.api_key)
+        if token_api is not None:
+            fn = partial(token_api, who=token_requester(conn))
         if fn is None:
             # Declared by the codec but not served: the client ignored ApiVersions.
             raise UnsupportedVersionError(f"API {req.api_key} is not served by this broker")

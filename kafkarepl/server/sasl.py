@@ -19,8 +19,10 @@ import base64
 import hashlib
 import hmac
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from kafkarepl.errors import ErrorCode
 from kafkarepl.server.config import jaas_options
@@ -74,12 +76,33 @@ def parse_jaas_users(jaas: str) -> dict[str, str]:
 CredentialLookup = Callable[[str, str], "ScramCredential | None"]  # (mechanism, user)
 
 
+class TokenCredential(Protocol):
+    """A delegation token's SCRAM login (server/delegation_tokens.py)."""
+
+    @property
+    def credential(self) -> ScramCredential: ...
+
+    @property
+    def owner(self) -> str: ...  # the principal the login is
+
+    @property
+    def expiry_ms(self) -> int: ...  # wall clock
+
+
+TokenLookup = Callable[[str, str], "TokenCredential | None"]  # (mechanism, token id); None: unknown or expired
+
+
 class SaslAuthenticator:
     """The SASL state of one connection."""
 
     def __init__(self, enabled: list[str], plain_users: dict[str, str], scram: CredentialLookup,
-                 session_lifetime_ms: int = 0, oauthbearer: OAuthBearerExchange | None = None) -> None:
+                 session_lifetime_ms: int = 0, oauthbearer: OAuthBearerExchange | None = None,
+                 tokens: TokenLookup | None = None, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+                 ) -> None:
         self.enabled = enabled
+        self.tokens = tokens  # delegation tokens' SCRAM logins (tokenauth=true), when tokens are on
+        self.clock_ms = clock_ms
+        self.token_authenticated = False  # logged in with a delegation token: may not ask for tokens
         self.session_lifetime_ms = session_lifetime_ms  # connections.max.reauth.ms (KIP-368); 0: none
         self.plain_users = plain_users
         self.scram = scram
@@ -88,7 +111,8 @@ class SaslAuthenticator:
         self.principal: str | None = None  # "User:<name>" once authenticated
         self.failed = False
         self._scram_state: tuple[str, str, str, str, ScramCredential] | None = None
-        # (user, client nonce, nonce, client-first-bare + server-first, credential)
+        # (principal, client nonce, nonce, client-first-bare + server-first, credential)
+        self._token_expiry_ms: int | None = None  # a delegation token's login
 
     @property
     def complete(self) -> bool:
@@ -139,9 +163,7 @@ class SaslAuthenticator:
         if token is None:  # RFC 7628: the error status first; the client answers \x01
             return self._ok(challenge)
         self.principal = f"User:{token.principal}"
-        if self.session_lifetime_ms > 0:  # KIP-368: the session ends with the token, at the latest
-            left = token.expires_ms - int(self.oauthbearer.clock() * 1000)
-            self.session_lifetime_ms = max(1, min(self.session_lifetime_ms, left))
+        self._end_session_by(token.expires_ms, int(self.oauthbearer.clock() * 1000))
         return self._ok()
 
     def _scram(self, token: bytes) -> dict:
@@ -152,17 +174,22 @@ class SaslAuthenticator:
             gs2, bare = parts[0], parts[2]
             if gs2 not in ("n", "y"):
                 return self._fail("Authentication failed: channel binding is not supported")
-            attrs = dict(a.split("=", 1) for a in bare.split(","))
+            attrs = dict(a.split("=", 1) for a in bare.split(","))  # n=, r=, then extensions
             user = attrs["n"].replace("=2C", ",").replace("=3D", "=")
-            cred = self.scram(self.mechanism or "", user)
+            if attrs.get("tokenauth", "").lower() == "true":  # a delegation token: user is its id
+                login = self.tokens(self.mechanism or "", user) if self.tokens is not None else None
+                cred, principal = (login.credential, login.owner) if login is not None else (None, "")
+                self._token_expiry_ms = login.expiry_ms if login is not None else None
+            else:
+                cred, principal = self.scram(self.mechanism or "", user), f"User:{user}"
             if cred is None:
                 return self._fail("Authentication failed during authentication due to invalid credentials with "
                                   f"SASL mechanism {self.mechanism}")
             nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode()
             server_first = f"r={nonce},s={base64.b64encode(cred.salt).decode()},i={cred.iterations}"
-            self._scram_state = (user, attrs["r"], nonce, bare + "," + server_first, cred)
+            self._scram_state = (principal, attrs["r"], nonce, bare + "," + server_first, cred)
             return self._ok(server_first.encode())
-        user, client_nonce, nonce, head, cred = self._scram_state
+        principal, client_nonce, nonce, head, cred = self._scram_state
         without_proof, _, proof_attr = text.rpartition(",p=")
         attrs = dict(a.split("=", 1) for a in without_proof.split(","))
         # librdkafka before 2.6.1 sends its own nonce again in front of the server's
@@ -178,5 +205,14 @@ class SaslAuthenticator:
             return self._fail("Authentication failed during authentication due to invalid credentials with "
                               f"SASL mechanism {self.mechanism}")
         server_signature = hmac.new(cred.server_key, auth_message, h).digest()
-        self.principal = f"User:{user}"
+        self.principal = principal
+        if self._token_expiry_ms is not None:
+            self.token_authenticated = True
+            self._end_session_by(self._token_expiry_ms, self.clock_ms())
         return self._ok(b"v=" + base64.b64encode(server_signature))
+
+    def _end_session_by(self, expiry_ms: int, now_ms: int) -> None:
+        """KIP-368: under connections.max.reauth.ms a session ends when its credential
+        (an OAUTHBEARER token, a delegation token) expires, at the latest."""
+        if self.session_lifetime_ms > 0:
+            self.session_lifetime_ms = max(1, min(self.session_lifetime_ms, expiry_ms - now_ms))

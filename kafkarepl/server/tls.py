@@ -22,7 +22,7 @@ from kafkarepl.server.oauthbearer import (
     UnsecuredValidator,
     Validator,
 )
-from kafkarepl.server.sasl import MECHANISMS, SaslAuthenticator, parse_jaas_users
+from kafkarepl.server.sasl import MECHANISMS, SaslAuthenticator, TokenLookup, parse_jaas_users
 from kafkarepl.server.scram_credentials import ScramCredentials
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,10 @@ def client_security(config: BrokerConfig) -> ClientSecurity:
     return ClientSecurity(ctx, mech, user, password)
 
 
-def sasl_factory(config: BrokerConfig, scram: ScramCredentials, listener: str | None = None
-                 ) -> Callable[[], SaslAuthenticator]:
+def sasl_factory(config: BrokerConfig, scram: ScramCredentials, listener: str | None = None,
+                 tokens: TokenLookup | None = None) -> Callable[[], SaslAuthenticator]:
     """A new SaslAuthenticator per connection of a SASL listener (PLAIN users from the
-    listener's JAAS config)."""
+    listener's JAAS config; delegation tokens' SCRAM logins from `tokens`)."""
     enabled = [m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
     unknown = [m for m in enabled if m not in ("PLAIN", "OAUTHBEARER") and m not in MECHANISMS]
     if unknown:
@@ -129,7 +129,7 @@ def sasl_factory(config: BrokerConfig, scram: ScramCredentials, listener: str | 
     lifetime = config.connections_max_reauth_ms
     validator = oauthbearer_validator(config, listener) if "OAUTHBEARER" in enabled else None
     return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup, lifetime,
-                                     None if validator is None else OAuthBearerExchange(validator))
+                                     None if validator is None else OAuthBearerExchange(validator), tokens)
 
 
 def oauthbearer_validator(config: BrokerConfig, listener: str | None = None) -> Validator:

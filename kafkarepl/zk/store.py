@@ -4,7 +4,8 @@ Layout (as Kafka's ZkData): /cluster/id, /controller (ephemeral), /controller_ep
 /brokers/ids/<id> (ephemeral), /brokers/topics/<t>, /brokers/topics/<t>/partitions/<p>/state,
 /admin/delete_topics/<t>, /admin/reassign_partitions, /admin/preferred_replica_election,
 /config/topics/<t>, /config/brokers/<id|<default>>, /config/changes/config_change_<seq>,
-/latest_producer_id_block.
+/latest_producer_id_block, /delegation_token/tokens/<id>,
+/delegation_token/token_changes/token_change_<seq>.
 
 Brokers use the plain methods (register, read, create topics, mark for deletion, ...).
 Controller writes take a `ControllerEpochFence`: they run as
@@ -46,6 +47,8 @@ CONFIG_CLIENTS = "/config/clients"
 CONFIG_IPS = "/config/ips"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+DELEGATION_TOKENS = "/delegation_token/tokens"
+TOKEN_CHANGES = "/delegation_token/token_changes"
 
 PERSISTENT_PATHS = (
     BROKER_IDS,
@@ -58,6 +61,8 @@ PERSISTENT_PATHS = (
     CONFIG_CLIENTS,
     CONFIG_USERS,
     ISR_CHANGE_NOTIFICATION,
+    DELEGATION_TOKENS,
+    TOKEN_CHANGES,
     "/cluster",
 )
 
@@ -655,16 +660,17 @@ class KafkaZkStore:
             makepath=True,
         )
 
-    async def purge_config_changes(self, older_than_ms: int) -> int:
-        """Delete change notifications created before `older_than_ms` (wall clock), oldest
-        first, stopping at the first newer one (Kafka purges them after 15 minutes)."""
+    async def purge_config_changes(self, older_than_ms: int, root: str = CONFIG_CHANGES) -> int:
+        """Delete change notifications (of /config/changes, or of `root`) created before
+        `older_than_ms` (wall clock), oldest first, stopping at the first newer one (Kafka
+        purges them after 15 minutes)."""
         try:
-            children = await self.zk.get_children(CONFIG_CHANGES)
+            children = await self.zk.get_children(root)
         except NoNodeError:
             return 0
         purged = 0
         for node in sorted(children):
-            path = f"{CONFIG_CHANGES}/{node}"
+            path = f"{root}/{node}"
             stat = await self.zk.exists(path)
             if stat is None:
                 continue
@@ -742,6 +748,49 @@ class KafkaZkStore:
             except NoNodeError:
                 pass
         return out
+
+    # --- delegation tokens (KIP-48, Kafka's ZooKeeper layout) -------------------------
+
+    async def get_delegation_token_ids(self) -> list[str]:
+        try:
+            return sorted(await self.zk.get_children(DELEGATION_TOKENS))
+        except NoNodeError:
+            return []
+
+    async def get_delegation_token(self, token_id: str) -> dict | None:
+        """A token's information (no HMAC: every broker derives it from the secret)."""
+        try:
+            data, _ = await self.zk.get(f"{DELEGATION_TOKENS}/{token_id}")
+        except NoNodeError:
+            return None
+        return _loads(data)
+
+    async def set_delegation_token(self, token_id: str, info: Mapping[str, Any]) -> None:
+        """Create or replace a token's znode and tell every broker (a token change)."""
+        path, body = f"{DELEGATION_TOKENS}/{token_id}", _dumps(dict(info))
+        try:
+            await self.zk.set(path, body)
+        except NoNodeError:
+            await self.zk.create(path, body, makepath=True)
+        await self._token_changed(token_id)
+
+    async def delete_delegation_token(self, token_id: str) -> None:
+        try:
+            await self.zk.delete(f"{DELEGATION_TOKENS}/{token_id}")
+        except NoNodeError:
+            return  # another broker removed it (expired tokens are removed by every broker)
+        await self._token_changed(token_id)
+
+    async def _token_changed(self, token_id: str) -> None:
+        await self.zk.create(f"{TOKEN_CHANGES}/token_change_", token_id.encode(), sequence=True, makepath=True)
+
+    async def token_change_id(self, node: str) -> str | None:
+        """The token id a /delegation_token/token_changes/<node> notification names."""
+        try:
+            data, _ = await self.zk.get(f"{TOKEN_CHANGES}/{node}")
+        except NoNodeError:
+            return None
+        return data.decode("utf-8", "replace")
 
     # --- partition state -----------------------------------------------------------
 

@@ -15,6 +15,22 @@ public class KafkaTools {
         return Admin.create(p);
     }
 
+    // An admin client with client settings from a properties file (SASL logins and such).
+    static Admin adminWith(String bootstrap, String propertiesFile) throws java.io.IOException {
+        Properties p = new Properties();
+        try (java.io.FileReader r = new java.io.FileReader(propertiesFile)) {
+            p.load(r);
+        }
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
+        return Admin.create(p);
+    }
+
+    static String failure(ExecutionException e) {
+        return e.getCause().getClass().getSimpleName() + ": " + e.getCause().getMessage();
+    }
+
     // A string producer's settings: the bootstrap, String serializers, then KEY, VALUE pairs.
     static Properties producerProps(String bootstrap, String... settings) {
         Properties p = new Properties();
@@ -402,6 +418,55 @@ public class KafkaTools {
                         }
                     }
                     System.out.println(String.join(" | ", out));
+                }
+                break;
+            }
+            case "token": {  // kafka-delegation-tokens.sh: PROPERTIES_FILE OP ARGS (one line, or "Exception: message")
+                // create MAX_LIFETIME_MS [OWNER|-] [RENEWER...] -> "TOKEN_ID HMAC_BASE64 OWNER REQUESTER ISSUE EXPIRY MAX"
+                // renew|expire HMAC_BASE64 PERIOD_MS -> "expiry=MS"; describe [OWNER...] -> "tokens ID:OWNER:RENEWERS:HMAC ..."
+                try (Admin a = adminWith(bootstrap, args[2])) {
+                    String op = args[3];
+                    if (op.equals("create")) {
+                        var o = new CreateDelegationTokenOptions().maxlifeTimeMs(Long.parseLong(args[4]));
+                        if (args.length > 5 && !args[5].equals("-"))
+                            o.owner(org.apache.kafka.common.utils.SecurityUtils.parseKafkaPrincipal(args[5]));
+                        List<org.apache.kafka.common.security.auth.KafkaPrincipal> renewers = new ArrayList<>();
+                        for (int i = 6; i < args.length; i++)
+                            renewers.add(org.apache.kafka.common.utils.SecurityUtils.parseKafkaPrincipal(args[i]));
+                        o.renewers(renewers);
+                        var t = a.createDelegationToken(o).delegationToken().get();
+                        var i = t.tokenInfo();
+                        System.out.println(i.tokenId() + " " + t.hmacAsBase64String() + " " + i.owner() + " "
+                            + i.tokenRequester() + " " + i.issueTimestamp() + " " + i.expiryTimestamp() + " " + i.maxTimestamp());
+                    } else if (op.equals("renew") || op.equals("expire")) {
+                        byte[] hmac = Base64.getDecoder().decode(args[4]);
+                        long period = Long.parseLong(args[5]);
+                        long expiry = op.equals("renew")
+                            ? a.renewDelegationToken(hmac, new RenewDelegationTokenOptions().renewTimePeriodMs(period)).expiryTimestamp().get()
+                            : a.expireDelegationToken(hmac, new ExpireDelegationTokenOptions().expiryTimePeriodMs(period)).expiryTimestamp().get();
+                        System.out.println("expiry=" + expiry);
+                    } else if (op.equals("describe")) {
+                        var o = new DescribeDelegationTokenOptions();
+                        if (args.length > 4) {
+                            List<org.apache.kafka.common.security.auth.KafkaPrincipal> owners = new ArrayList<>();
+                            for (int i = 4; i < args.length; i++)
+                                owners.add(org.apache.kafka.common.utils.SecurityUtils.parseKafkaPrincipal(args[i]));
+                            o.owners(owners);
+                        }
+                        List<String> rows = new ArrayList<>();
+                        for (var t : a.describeDelegationToken(o).delegationTokens().get()) {
+                            List<String> rs = new ArrayList<>();
+                            t.tokenInfo().renewers().forEach(r -> rs.add(r.toString()));
+                            rows.add(t.tokenInfo().tokenId() + ":" + t.tokenInfo().owner() + ":" + String.join(",", rs)
+                                     + ":" + t.hmacAsBase64String());
+                        }
+                        Collections.sort(rows);
+                        System.out.println("tokens " + String.join(" ", rows));
+                    } else {
+                        throw new IllegalArgumentException(op);
+                    }
+                } catch (ExecutionException e) {
+                    System.out.println(failure(e));
                 }
                 break;
             }

@@ -87,6 +87,8 @@ def test_every_requested_range_is_declared() -> None:
         ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1), ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+        ApiKey.CREATE_DELEGATION_TOKEN: (1, 3), ApiKey.RENEW_DELEGATION_TOKEN: (1, 2),
+        ApiKey.EXPIRE_DELEGATION_TOKEN: (1, 2), ApiKey.DESCRIBE_DELEGATION_TOKEN: (1, 3),
     }
     assert {k: (API[k].min_version, API[k].max_version) for k in API} == wanted
 
