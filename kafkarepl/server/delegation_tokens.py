@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hmac
+import json
 import logging
 import time
 import uuid
@@ -39,6 +40,9 @@ from kafkarepl.zk.store import TOKEN_CHANGES, KafkaZkStore
 log = logging.getLogger(__name__)
 
 USER_TYPE = "User"
+# Largest token znode written: a ZooKeeper request over jute.maxbuffer (1 MB) would cost the
+# broker its session's connection, and a client chooses how many renewers a token has.
+MAX_ZNODE_BYTES = 512 * 1024
 CHANGE_PREFIX = "token_change_"
 ZNODE_VERSION = 3  # Kafka's: with the token requester (KIP-373)
 
@@ -264,6 +268,9 @@ class DelegationTokenApis:
             out["error_code"] = int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
         else:
             info = self.policy.new_token(owner, who.principal, renewers, b["max_lifetime_ms"], self.clock_ms())
+            if len(json.dumps(info.to_znode())) > MAX_ZNODE_BYTES:
+                out["error_code"] = int(ErrorCode.INVALID_REQUEST)  # (no error message in this response)
+                return out
             try:
                 await self.guarded.set_delegation_token(info.token_id, info.to_znode())
             except KafkaError as exc:
@@ -318,11 +325,11 @@ class DelegationTokenApis:
         if not self.enabled:
             return answer(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, [])
         wanted = req.body.get("owners")
-        owners = None if wanted is None else [_principal(o["principal_type"], o["principal_name"]) for o in wanted]
+        owners = None if wanted is None else {_principal(o["principal_type"], o["principal_name"]) for o in wanted}
         out: list[dict[str, Any]] = []
         for token in self.cache.tokens():
             info = token.info
-            if owners is not None and not any(info.owner_or_renewer(o) for o in owners):
+            if owners is not None and not owners.intersection((info.owner, info.requester, *info.renewers)):
                 continue
             if not (info.owner_or_renewer(who.principal) or self.authorize(Op.DESCRIBE, R.DELEGATION_TOKEN,
                                                                            info.token_id)

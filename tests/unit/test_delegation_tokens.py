@@ -155,3 +155,20 @@ def test_refusals_in_kafkas_order(secret: str) -> None:
     if not secret:
         assert _ask(apis, ApiKey.CREATE_DELEGATION_TOKEN, CREATE, alice)["error_code"] == \
             ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+
+
+def test_hostile_sizes_are_answered_without_touching_the_store() -> None:
+    """A token whose znode would pass ZooKeeper's request limit (jute.maxbuffer) is refused
+    (INVALID_REQUEST) before it is written; a describe of a million owners is one set."""
+    apis = DelegationTokenApis(None, None, DelegationTokenCache(), "s", POLICY,  # type: ignore[arg-type]
+                               lambda op, rtype, name: True)
+    alice = Requester("User:alice", True)
+    many = {**CREATE, "renewers": [{"principal_type": "User", "principal_name": f"u{i:07d}"} for i in range(40_000)]}
+    assert _ask(apis, ApiKey.CREATE_DELEGATION_TOKEN, many, alice)["error_code"] == ErrorCode.INVALID_REQUEST
+    apis.cache.put(CachedToken(TokenInfo("t", "User:bob", "User:bob", ("User:alice",), 0, 9, 9), b"h", {}))
+    owners = [{"principal_type": "User", "principal_name": f"x{i}"} for i in range(1_000_000)]
+    r = _ask(apis, ApiKey.DESCRIBE_DELEGATION_TOKEN, {"owners": owners}, alice)
+    assert (r["error_code"], r["tokens"]) == (0, [])
+    owners.append({"principal_type": "User", "principal_name": "alice"})  # a renewer's filter
+    assert [t["token_id"] for t in _ask(apis, ApiKey.DESCRIBE_DELEGATION_TOKEN, {"owners": owners}, alice)["tokens"]] \
+        == ["t"]
