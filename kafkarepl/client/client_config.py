@@ -1,6 +1,7 @@
 """Client properties of the admin commands (`--command-config FILE`, as Kafka's tools):
 security.protocol, ssl.truststore.location / ssl.ca.location, ssl.keystore.location,
-sasl.mechanism and sasl.jaas.config (or sasl.username / sasl.password)."""
+sasl.mechanism and sasl.jaas.config (or sasl.username / sasl.password; a delegation
+token's login with tokenauth="true")."""
 
 from __future__ import annotations
 
@@ -29,12 +30,20 @@ def load_client_security(path: str | None) -> ClientSecurity | None:
             ctx.load_cert_chain(props["ssl.keystore.location"], password=props.get("ssl.key.password") or None)
     if not protocol.startswith("SASL"):
         return ClientSecurity(ctx)
-    jaas = props.get("sasl.jaas.config", "")
-    user = props.get("sasl.username") or _jaas(jaas, "username")
-    password = props.get("sasl.password") or _jaas(jaas, "password")
-    return ClientSecurity(ctx, props.get("sasl.mechanism", "PLAIN").upper(), user, password)
+    return sasl_security(ctx, props.get("sasl.mechanism", "PLAIN"), props.get("sasl.jaas.config", ""),
+                         props.get("sasl.username"), props.get("sasl.password"))
 
 
-def _jaas(jaas: str, key: str) -> str:
-    m = re.search(rf'\b{key}\s*=\s*"([^"]*)"', jaas)
-    return m.group(1) if m else ""
+def sasl_security(ctx: ssl.SSLContext | None, mechanism: str, jaas: str, username: str | None = None,
+                  password: str | None = None) -> ClientSecurity:
+    """A SASL login from a Java client's settings: the login module's username, password
+    and tokenauth (a delegation token) options, unless sasl.username/password are given."""
+    return ClientSecurity(ctx, mechanism.upper(), username or jaas_option(jaas, "username"),
+                          password or jaas_option(jaas, "password"),
+                          jaas_option(jaas, "tokenauth").lower() == "true")
+
+
+def jaas_option(jaas: str, key: str) -> str:
+    """A login module option's value, quoted ("...") or a bare word."""
+    m = re.search(rf'\b{key}\s*=\s*(?:"([^"]*)"|([^\s;"]+))', jaas)
+    return "" if m is None else m.group(1) if m.group(1) is not None else m.group(2)

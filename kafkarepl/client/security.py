@@ -23,6 +23,9 @@ class ClientSecurity:
     sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
     sasl_username: str = ""
     sasl_password: str = ""
+    # SCRAM with a delegation token (KIP-48): the username is the token id, the password
+    # its HMAC in base64, and the client-first message carries the extension tokenauth=true
+    token_auth: bool = False
 
 
 async def sasl_login(send: Any, sec: ClientSecurity) -> int:
@@ -51,7 +54,7 @@ async def sasl_login(send: Any, sec: ClientSecurity) -> int:
     h = _HASH[mech]
     cnonce = base64.b64encode(os.urandom(18)).decode()
     user = sec.sasl_username.replace("=", "=3D").replace(",", "=2C")
-    first_bare = f"n={user},r={cnonce}"
+    first_bare = f"n={user},r={cnonce}" + (",tokenauth=true" if sec.token_auth else "")
     server_first = (await step(f"n,,{first_bare}".encode())).decode()
     attrs = dict(a.split("=", 1) for a in server_first.split(","))
     if not attrs["r"].startswith(cnonce):

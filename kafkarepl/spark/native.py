@@ -23,7 +23,7 @@ _COMMON = {
     "bootstrap.servers", "client.id", "security.protocol", "ssl.ca.location",
     "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
     "ssl.endpoint.identification.algorithm", "sasl.mechanism", "sasl.mechanisms",
-    "sasl.username", "sasl.password", "socket.timeout.ms", "request.timeout.ms",
+    "sasl.username", "sasl.password", "sasl.jaas.config", "socket.timeout.ms", "request.timeout.ms",
     "socket.connection.setup.timeout.ms",
 }
 # librdkafka consumer tuning that has no meaning for the native reader is accepted as is.
@@ -98,6 +98,7 @@ class NativeConfig:
         """ClientSecurity for the client from librdkafka's names (None: plaintext)."""
         import ssl
 
+        from kafkarepl.client.client_config import sasl_security
         from kafkarepl.client.security import ClientSecurity
 
         protocol = self.get("security.protocol", "plaintext").lower()
@@ -112,8 +113,10 @@ class NativeConfig:
                                     password=self.settings.get("ssl.key.password") or None)
         if not protocol.startswith("sasl"):
             return ClientSecurity(ctx)
-        mech = (self.settings.get("sasl.mechanism") or self.settings.get("sasl.mechanisms") or "PLAIN").upper()
-        return ClientSecurity(ctx, mech, self.get("sasl.username", ""), self.get("sasl.password", ""))
+        mech = self.settings.get("sasl.mechanism") or self.settings.get("sasl.mechanisms") or "PLAIN"
+        # sasl.jaas.config: Spark's Kafka connector's form (a delegation token: tokenauth="true")
+        return sasl_security(ctx, mech, self.get("sasl.jaas.config", ""), self.get("sasl.username", ""),
+                             self.get("sasl.password", ""))
 
     def client(self) -> Any:
         from kafkarepl.client import ClusterClient

@@ -137,6 +137,19 @@ def test_tokens_with_kafkas_admin_client_and_producer(cluster_factory, tmp_path)
     assert token(c, alice, "renew", mac, "60000").startswith("DelegationTokenNotFoundException")
 
 
+def produce_native_with(c, client: Path) -> dict[str, int]:
+    import pyarrow as pa
+
+    from kafkarepl.spark.native import choose
+    from kafkarepl.spark.sink import produce_native
+
+    kafka = {"bootstrap.servers": c.bootstrap, **dict(
+        line.split("=", 1) for line in client.read_text().splitlines() if line)}
+    assert choose("auto", kafka, sink=True) == "native"  # sasl.jaas.config: librdkafka has no tokenauth
+    values = pa.array([f"v{i}".encode() for i in range(100)], pa.binary())
+    return produce_native(kafka, "t", [pa.record_batch({"value": values})], 30_000)
+
+
 def cli(c, client: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kafkarepl", "delegation-tokens", "--bootstrap-server", c.bootstrap,
                            "--command-config", client, *args], capture_output=True, text=True, timeout=60)
@@ -153,7 +166,14 @@ def test_the_cli_and_an_expired_token(cluster_factory, tmp_path) -> None:
     row = r.stdout.strip().splitlines()[-1].split()
     assert row[0] == token_id and row[2:5] == ["User:alice", "User:alice", "[User:bob]"], r.stdout
     mac = row[1]
-    assert produce_on(c, 2, token_login(tmp_path, token_id, mac)).startswith("ok ")
+    with_token = token_login(tmp_path, token_id, mac)
+    assert produce_on(c, 2, with_token).startswith("ok ")
+    # kafkarepl's own client logs in with it too: the admin commands' --command-config ...
+    r = subprocess.run([sys.executable, "-m", "kafkarepl", "topics", "--bootstrap-server", c.bootstrap,
+                        "--command-config", with_token, "--list"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["t"], r.stdout + r.stderr
+    # ... and the Spark sink's native plane, given the token as Spark's Kafka connector takes it
+    assert produce_native_with(c, Path(with_token)) == {"t": 100}
     r = cli(c, admin, "--describe", "--owner-principal", "User:alice")
     assert "Total number of tokens : 1" in r.stdout and token_id in r.stdout, r.stdout + r.stderr
     r = cli(c, bob, "--renew", "--hmac", mac, "--renew-time-period", "60000")

@@ -172,3 +172,40 @@ def test_hostile_sizes_are_answered_without_touching_the_store() -> None:
     owners.append({"principal_type": "User", "principal_name": "alice"})  # a renewer's filter
     assert [t["token_id"] for t in _ask(apis, ApiKey.DESCRIBE_DELEGATION_TOKEN, {"owners": owners}, alice)["tokens"]] \
         == ["t"]
+
+
+def test_kafkarepls_client_logs_in_with_a_token() -> None:
+    """The client side (admin commands, the Spark sink's native plane) against the server's
+    authenticator: tokenauth="true" in a Java-style JAAS config sends the extension."""
+    from kafkarepl.client.client_config import sasl_security
+    from kafkarepl.client.security import sasl_login
+    from kafkarepl.spark.native import NativeConfig
+
+    mac = token_hmac("secret", "tok1")
+    password = base64.b64encode(mac).decode()
+    cache = DelegationTokenCache()
+    cache.put(CachedToken(TokenInfo("tok1", "User:alice", "User:alice", (), 0, 2**62, 2**62), mac,
+                          scram_credentials(password)))
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="tok1" password="{password}" tokenauth="true";')
+    from_props = sasl_security(None, "scram-sha-512", jaas)
+    from_spark = NativeConfig.of({"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT",
+                                  "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": jaas}, "c").security()
+    assert from_props == from_spark and from_props.token_auth and from_props.sasl_username == "tok1"
+
+    for sec, principal in ((from_props, "User:alice"), (None, None)):
+        server = SaslAuthenticator(["SCRAM-SHA-512"], {}, lambda m, u: None,
+                                   tokens=lambda m, t: cache.login(m, t, 0))
+
+        async def send(key: ApiKey, version: int, body: dict, server: SaslAuthenticator = server) -> dict:
+            if key == ApiKey.SASL_HANDSHAKE:
+                return server.handshake(body["mechanism"])
+            return server.authenticate(body["auth_bytes"])
+
+        login = sec or sasl_security(None, "SCRAM-SHA-512", jaas.replace(' tokenauth="true"', ""))
+        if principal is None:  # without the extension the token id is no user
+            with pytest.raises(Exception, match="invalid credentials"):
+                asyncio.run(sasl_login(send, login))
+        else:
+            asyncio.run(sasl_login(send, login))
+            assert (server.principal, server.token_authenticated) == (principal, True)
