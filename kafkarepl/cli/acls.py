@@ -4,11 +4,15 @@
         --add --allow-principal User:alice --operation Read --topic orders [--group g]
     kafkarepl acls ... --list [--topic orders]
     kafkarepl acls ... --remove --allow-principal User:alice --operation Read --topic orders
+    kafkarepl acls ... --add --allow-principal User:alice --producer --topic orders [--idempotent]
+    kafkarepl acls ... --add --allow-principal User:bob --consumer --topic orders --group g
+    kafkarepl acls ... --list --principal User:alice
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 
 from kafkarepl.cli.admin_command import admin_command
 from kafkarepl.client.client_config import load_client_security
@@ -44,6 +48,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resource-pattern-type", default=None, choices=sorted(PATTERNS, key=str.lower) +
                    [k.lower() for k in PATTERNS])
     p.add_argument("--force", action="store_true", help="accepted (no prompt is ever shown)")
+    p.add_argument("--producer", action="store_true",
+                   help="the producer role: WRITE, DESCRIBE, CREATE on --topic (WRITE, DESCRIBE on "
+                        "--transactional-id)")
+    p.add_argument("--consumer", action="store_true", help="the consumer role: READ, DESCRIBE on --topic, READ "
+                                                           "on --group")
+    p.add_argument("--idempotent", action="store_true", help="with --producer: IDEMPOTENT_WRITE on the cluster")
+    p.add_argument("--principal", action="append", default=[], help="with --list: only this principal's ACLs")
     p.set_defaults(func=run)
 
 
@@ -64,11 +75,37 @@ def _operation(name: str) -> int:
 
 
 
+def _role_acls(args: argparse.Namespace) -> list[tuple[int, str, int]]:
+    """kafka-acls.sh's --producer / --consumer: (resource type, name, operation) each."""
+    ops = OPERATION_IDS
+    out: list[tuple[int, str, int]] = []
+    if args.idempotent and not args.producer:
+        raise ValueError("--idempotent goes with --producer")
+    if args.producer:
+        if not args.topic:
+            raise ValueError("With --producer you must specify a --topic")
+        out += [(2, t, ops[o]) for t in args.topic for o in ("Write", "Describe", "Create")]
+        out += [(5, x, ops[o]) for x in args.transactional_id for o in ("Write", "Describe")]
+        if args.idempotent:
+            out.append((4, "kafka-cluster", ops["IdempotentWrite"]))
+    if args.consumer:
+        if not args.topic or not args.group:
+            raise ValueError("With --consumer you must specify a --topic and a --group")
+        out += [(2, t, ops[o]) for t in args.topic for o in ("Read", "Describe")]
+        out += [(3, g, ops["Read"]) for g in args.group]
+    return out
+
+
+def _enum(name: str) -> str:
+    """Java's enum name, as Kafka's tool prints it: TransactionalId -> TRANSACTIONAL_ID."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name).upper()
+
+
 def _print_resource(rtype: int, name: str, pattern: int, acls: list[dict]) -> None:
-    print(f"Current ACLs for resource `ResourcePattern(resourceType={RESOURCE_NAMES[rtype].upper()}, name={name}, "
+    print(f"Current ACLs for resource `ResourcePattern(resourceType={_enum(RESOURCE_NAMES[rtype])}, name={name}, "
           f"patternType={PATTERN_NAMES.get(pattern, pattern)})`: ")
     for a in acls:
-        print(f" \t(principal={a['principal']}, host={a['host']}, operation={OPERATION_NAMES[a['operation']].upper()}, "
+        print(f" \t(principal={a['principal']}, host={a['host']}, operation={_enum(OPERATION_NAMES[a['operation']])}, "
               f"permissionType={'ALLOW' if a['permission_type'] == 3 else 'DENY'})")
     print()
 
@@ -82,14 +119,16 @@ async def _run(args: argparse.Namespace) -> int:
         if args.list:
             filters = resources or [(1, None)]
             for rtype, name in filters:
-                resp = await client.send(ApiKey.DESCRIBE_ACLS, {
-                    "resource_type_filter": rtype, "resource_name_filter": name, "pattern_type_filter": pattern,
-                    "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}, None, 2)
-                if resp["error_code"]:
-                    raise KafkaError(resp.get("error_message") or ErrorCode(resp["error_code"]).name,
-                                     ErrorCode(resp["error_code"]))
-                for r in resp["resources"]:
-                    _print_resource(r["resource_type"], r["resource_name"], r["pattern_type"], r["acls"])
+                for principal in args.principal or [None]:
+                    resp = await client.send(ApiKey.DESCRIBE_ACLS, {
+                        "resource_type_filter": rtype, "resource_name_filter": name, "pattern_type_filter": pattern,
+                        "principal_filter": principal, "host_filter": None, "operation": 1, "permission_type": 1},
+                        None, 2)
+                    if resp["error_code"]:
+                        raise KafkaError(resp.get("error_message") or ErrorCode(resp["error_code"]).name,
+                                         ErrorCode(resp["error_code"]))
+                    for r in resp["resources"]:
+                        _print_resource(r["resource_type"], r["resource_name"], r["pattern_type"], r["acls"])
             return 0
         if not resources:
             raise ValueError("name a resource: --topic, --group, --transactional-id or --cluster")
@@ -97,11 +136,19 @@ async def _run(args: argparse.Namespace) -> int:
                    + [(p, h, 2) for p in args.deny_principal for h in (args.deny_host or ["*"])])
         if not entries:
             raise ValueError("--allow-principal or --deny-principal is required")
-        ops = [_operation(o) for o in (args.operation or ["All"])]
-        acls = [(rt, rn, pr, h, op, perm) for rt, rn in resources for pr, h, perm in entries for op in ops]
+        if (args.producer or args.consumer) and args.operation:
+            raise ValueError("--operation cannot be used with --producer or --consumer")
+        role = _role_acls(args)
+        if role:
+            targets = [(rt, rn, op) for rt, rn, op in role]
+            resources = list(dict.fromkeys((rt, rn) for rt, rn, _ in role))
+        else:
+            ops = [_operation(o) for o in (args.operation or ["All"])]
+            targets = [(rt, rn, op) for rt, rn in resources for op in ops]
+        acls = [(rt, rn, pr, h, op, perm) for rt, rn, op in targets for pr, h, perm in entries]
         if args.add:
             for rt, rn in resources:
-                print(f"Adding ACLs for resource `ResourcePattern(resourceType={RESOURCE_NAMES[rt].upper()}, "
+                print(f"Adding ACLs for resource `ResourcePattern(resourceType={_enum(RESOURCE_NAMES[rt])}, "
                       f"name={rn}, patternType={PATTERN_NAMES[pattern]})`: ")
             resp = await client.send(ApiKey.CREATE_ACLS, {"creations": [
                 {"resource_type": rt, "resource_name": rn, "resource_pattern_type": pattern, "principal": pr,

@@ -303,7 +303,7 @@ class RequestAuthorizer:
                 else:
                     rows = [{"partition_index": p, "error_code": code} for p in parts]
                 resp["topics"].append({"name": name, "partitions": rows})
-        elif k == ApiKey.ADD_PARTITIONS_TO_TXN:
+        elif k == ApiKey.ADD_PARTITIONS_TO_TXN and removed.not_attempted:  # else: the handler's answer
             not_attempted = int(ErrorCode.OPERATION_NOT_ATTEMPTED)
             results = []
             for name, parts in removed.not_attempted.items():

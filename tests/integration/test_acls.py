@@ -289,3 +289,64 @@ def test_a_revoke_read_cut_off_by_a_zookeeper_blip_still_applies(cluster_factory
         assert "ACL change interrupted" in log_text and "new ZooKeeper session" not in log_text, c.tail(2)
     finally:
         proxy.close()
+
+
+def test_producer_and_consumer_roles_as_kafka_acls(cluster_factory, tmp_path) -> None:
+    """kafka-acls.sh's --producer (with --transactional-id and --idempotent) and --consumer
+    expand to the ACLs each role needs: alice then runs a transactional producer and a
+    group consumer; --list --principal shows hers only; removing the producer role takes
+    them away again."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    c = start(cluster_factory, 1, offsets_topic_num_partitions=1, transaction_state_log_num_partitions=1)
+    admin = AdminClient(conf(c, "admin", "admin-secret"))
+    deadline = time.monotonic() + 60
+    while "orders" not in admin.list_topics(timeout=5).topics:  # the broker may still be starting
+        try:
+            admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(10)
+        except (KafkaException, TimeoutError):
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+    producer_role = ("--allow-principal", "User:alice", "--producer", "--topic", "orders", "--transactional-id",
+                     "tx-alice", "--idempotent")
+    for role in (producer_role, ("--allow-principal", "User:alice", "--consumer", "--topic", "orders", "--group",
+                                 "g-alice")):
+        r = acls(c, tmp_path, "--add", *role)
+        assert r.returncode == 0, r.stderr
+    listed = acls(c, tmp_path, "--list", "--principal", "User:alice").stdout
+    granted = {(block.split("resourceType=")[1].split(",")[0], line.split("operation=")[1].split(",")[0])
+               for block in listed.split("Current ACLs for resource `")[1:]
+               for line in block.splitlines() if "operation=" in line}
+    assert granted == {("TOPIC", "WRITE"), ("TOPIC", "DESCRIBE"), ("TOPIC", "CREATE"), ("TOPIC", "READ"),
+                       ("TRANSACTIONAL_ID", "WRITE"), ("TRANSACTIONAL_ID", "DESCRIBE"),
+                       ("CLUSTER", "IDEMPOTENT_WRITE"), ("GROUP", "READ")}, listed
+    assert acls(c, tmp_path, "--list", "--principal", "User:bob").stdout == ""
+
+    p = Producer({**conf(c, "alice", "alice-secret"), "transactional.id": "tx-alice"})
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.produce("orders", b"committed")
+    p.commit_transaction(30)
+    cons = Consumer({**conf(c, "alice", "alice-secret"), "group.id": "g-alice", "auto.offset.reset": "earliest",
+                     "isolation.level": "read_committed"})
+    cons.subscribe(["orders"])
+    got = None
+    deadline = time.monotonic() + 30
+    while got is None and time.monotonic() < deadline:
+        m = cons.poll(0.5)
+        if m is not None and m.error() is None:
+            got = m.value()
+    cons.close()
+    assert got == b"committed"
+
+    r = acls(c, tmp_path, "--remove", *producer_role)
+    assert r.returncode == 0, r.stderr
+    time.sleep(1.0)
+    with pytest.raises(KafkaException) as e:
+        Producer({**conf(c, "alice", "alice-secret"), "transactional.id": "tx-alice"}).init_transactions(20)
+    assert e.value.args[0].code() == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    still = acls(c, tmp_path, "--list", "--principal", "User:alice").stdout
+    assert "operation=READ" in still and "operation=WRITE" not in still, still
+    r = acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--consumer", "--topic", "orders")
+    assert r.returncode == 1 and "--group" in r.stderr
