@@ -61,8 +61,10 @@ class MemoryLog:
 
     # -- appends -------------------------------------------------------------------------
 
-    def append_as_leader(self, values: Sequence[object], epoch: int, now_ms: int = -1) -> MemoryAppend:
-        """Append values at LEO with `epoch` (the leader's append; records are values)."""
+    def append_as_leader(self, values: Sequence[object], epoch: int, now_ms: int = -1, *,
+                         client: bool = False) -> MemoryAppend:
+        """Append values at LEO with `epoch` (the leader's append; records are values, so
+        `client` - the storage log's client-only batch rules - changes nothing here)."""
         first = self.log_end_offset
         self.assign_epoch(epoch, first)
         self.records.extend((epoch, v) for v in values)

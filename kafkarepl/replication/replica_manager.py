@@ -82,7 +82,8 @@ class ReadSlice(Protocol):
 class LeaderLog(ReplicaLog, Protocol):
     """ReplicaLog plus what a leader needs: append client batches, read for fetches."""
 
-    def append_as_leader(self, records: Any, leader_epoch: int, now_ms: int) -> AppendedRange: ...
+    def append_as_leader(self, records: Any, leader_epoch: int, now_ms: int, *,
+                         client: bool = False) -> AppendedRange: ...
 
     def read(
         self, from_offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = False
@@ -470,9 +471,12 @@ class ReplicaManager:
         *,
         internal_topics_allowed: bool = False,
         markers: bool = False,
+        client: bool = True,
     ) -> None:
         """Append to the leaders of `entries` (`markers`: the broker's own transaction
-        markers, control batches); `callback` gets every partition's answer,
+        markers, control batches; `client`: the records come from a producer, as Kafka's
+        AppendOrigin.CLIENT, so the log applies the client-only rules - one batch at base
+        offset 0; the broker's coordinators pass False); `callback` gets every partition's answer,
         at once for acks 0/1 and errors, or once acks=all is committed (the HW passed
         the batch), refused or timed out (the produce purgatory: the commit queue)."""
         now, wall = self.clock.monotonic_ms(), self.clock.wall_ms()
@@ -496,7 +500,7 @@ class ReplicaManager:
             try:
                 lg: Any = p.log
                 info = (lg.append_as_leader(records, epoch, wall, control_allowed=True) if markers
-                        else lg.append_as_leader(records, epoch, wall))
+                        else lg.append_as_leader(records, epoch, wall, client=client))
             except KafkaError as exc:
                 res.error = exc.code
                 errors = getattr(exc, "record_errors", None)

@@ -503,7 +503,8 @@ class GroupCoordinatorService:
             batch = memoryview(build_batch(records, self.clock.wall_ms(), producer_id=producer[0],
                                            producer_epoch=producer[1], attributes=TRANSACTIONAL_BIT))
         self.replicas.append_records(
-            self.config.offsets_commit_timeout_ms, -1, {tp: batch}, done, internal_topics_allowed=True
+            self.config.offsets_commit_timeout_ms, -1, {tp: batch}, done, internal_topics_allowed=True,
+            client=False,
         )
         code: ErrorCode = await fut
         return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR) if code else ErrorCode.NONE

@@ -37,6 +37,7 @@ from kafkarepl.server.fetch_session import (
     next_epoch,
 )
 from kafkarepl.server.metadata_cache import MetadataCache
+from kafkarepl.storage.records import produce_records_error
 from kafkarepl.storage.timestamps import first_record_at_or_after
 
 log = logging.getLogger(__name__)
@@ -112,9 +113,20 @@ class ReplicaApis:
         body = req.body
         acks = body["acks"]
         entries: dict[TopicPartition, Any] = {}
+        # As Kafka's KafkaApis: a known partition whose records are not exactly one v2
+        # batch (ProduceRequest.validateRecords, headers only) is answered INVALID_RECORD
+        # without a message and never reaches the log.
+        invalid: dict[TopicPartition, PartitionResponse] = {}
         for topic in body["topic_data"]:
             for pd in topic["partition_data"]:
-                entries[TopicPartition(topic["name"], pd["index"])] = pd["records"]
+                tp = TopicPartition(topic["name"], pd["index"])
+                err = (produce_records_error(pd["records"], req.api_version)
+                       if self.metadata.partition(tp.topic, tp.partition) is not None else None)
+                if err is None:
+                    entries[tp] = pd["records"]
+                else:
+                    invalid[tp] = PartitionResponse(err.code)
+                    log.debug("%s-%d: produce refused: %s", tp.topic, tp.partition, err)
         refused: dict[TopicPartition, PartitionResponse] = {}
         tid = body.get("transactional_id")
         if acks not in (0, 1, -1):
@@ -139,7 +151,7 @@ class ReplicaApis:
             results = await fut
         else:
             results = await self._append(entries, body["timeout_ms"], acks)
-        results = {**results, **refused}
+        results = {**results, **refused, **invalid}
         if acks == 0:
             return None
         by_topic: dict[str, list[Body]] = {}
@@ -354,7 +366,7 @@ class ReplicaApis:
             entries = {TopicPartition(t["name"], pi): batch for t in m["topics"] for pi in t["partition_indexes"]}
             fut, done = _callback_future()
             self.replicas.append_records(self.marker_timeout_ms, -1, {tp: bytearray(b) for tp, b in entries.items()},
-                                         done, internal_topics_allowed=True, markers=True)
+                                         done, internal_topics_allowed=True, markers=True, client=False)
             for tp in entries:
                 jobs.append((i, tp.topic, tp.partition, fut))
         results: dict[tuple[int, str, int], int] = {}

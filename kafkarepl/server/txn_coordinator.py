@@ -190,7 +190,7 @@ class TransactionCoordinatorService:
         record = encode_value(m) if value == b"" else value
         batch = memoryview(build_batch([(encode_key(m.transactional_id), record)], self.clock.wall_ms()))
         self.replicas.append_records(self.config.request_timeout_ms, -1, {tp: batch}, done,
-                                     internal_topics_allowed=True)
+                                     internal_topics_allowed=True, client=False)
         code: ErrorCode = await fut
         if code is ErrorCode.NONE:
             return code

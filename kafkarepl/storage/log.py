@@ -43,6 +43,8 @@ from kafkarepl.storage.producer_state import SNAPSHOT_NAME, ProducerStateTable
 from kafkarepl.storage.records import (
     CONTROL_MASK,
     NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    clear_log_append_time,
     fix_max_timestamps,
     set_log_append_time,
 )
@@ -455,7 +457,7 @@ class Log:
         return has_pid
 
     def append_as_leader(self, records, leader_epoch: int, now_ms: int,
-                         control_allowed: bool = False) -> AppendInfo:
+                         control_allowed: bool = False, *, client: bool = False) -> AppendInfo:
         """Validate, deduplicate, assign offsets and `leader_epoch` in place (a read-only
         buffer is copied once) and write the batches with one write.
 
@@ -466,12 +468,23 @@ class Log:
         kafkarepl.validate.uncompressed.records off (bench/RESULTS.md has the cost).
         Nothing is written unless every batch passes. Control batches (transaction
         markers) only come from the broker's own WriteTxnMarkers (control_allowed);
-        a client's are refused, as Kafka refuses them."""
+        a client's are refused, as Kafka refuses them.
+
+        `client` (Kafka's AppendOrigin.CLIENT: a producer's records) adds Kafka's
+        client-only rules: every batch at base offset 0 (UnifiedLog.analyzeAndValidateRecords)
+        and one batch only (LogValidator's getFirstBatchAndMaybeValidateNoMoreBatches;
+        Kafka holds its coordinators to it too, kafkarepl's write one batch anyway and
+        tools and tests append many). A batch flagged LogAppendTime is refused or
+        restamped as LogValidator.validateTimestamp does (_check_producer_log_append_time)."""
         buf = records if isinstance(records, memoryview) else memoryview(records)
         if buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")
         if buf.readonly:
             buf = memoryview(bytearray(buf))
+        if client and len(buf) >= 8:  # Kafka checks it before the batch's CRC
+            base = int.from_bytes(buf[:8], "big", signed=True)
+            if base != 0:
+                raise self._base_offset_error(base)
         fixups: list[tuple[int, int]] = []
         ts_bounds = self.config.timestamp_bounds(now_ms)
         stray: list[int] = []  # batches with a timestamp outside ts_bounds
@@ -479,6 +492,11 @@ class Log:
             buf, self.config.validate_uncompressed_records, fixups, ts_bounds, stray)
         if not batches:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: no record batches")
+        if client and len(batches) > 1:
+            for b in batches:
+                if b.base_offset != 0:
+                    raise self._base_offset_error(b.base_offset)
+            raise InvalidRecordError("Compressed outer record has more than one batch")
         has_pid = self._check_sizes(batches, len(buf))
         if "compact" in self.config.cleanup_policy:
             self._check_keys(buf, batches)
@@ -486,6 +504,8 @@ class Log:
             raise InvalidRecordError(f"{self.topic}-{self.partition}: clients may not write control batches")
         if compressed:
             check_compressed(buf, batches, fixups, indexes=compressed, ts_bounds=ts_bounds, stray=stray)
+        if any(b.attributes & TIMESTAMP_TYPE_MASK for b in batches):
+            self._check_producer_log_append_time(buf, batches, ts_bounds)
         if stray and ts_bounds is not None:
             self._check_timestamps(buf, batches, sorted(stray), ts_bounds)
         if fixups and not self.config.log_append_time:
@@ -519,6 +539,54 @@ class Log:
         self._appended(next_offset, count)
         return AppendInfo(first, next_offset - 1, max_ts,
                           -1 if append_time is None else append_time, count, len(buf), False)
+
+    def _base_offset_error(self, base: int) -> InvalidRecordError:
+        return InvalidRecordError(f"The baseOffset of the record batch in the append to "
+                                  f"{self.topic}-{self.partition} should be 0, but it is {base}")
+
+    def _check_producer_log_append_time(self, buf: memoryview, batches: list,
+                                        ts_bounds: tuple[int, int] | None) -> None:
+        """Batches that arrive flagged LogAppendTime, as Kafka's LogValidator.validateTimestamp
+        treats them (a reader gives each record of such a batch its maxTimestamp):
+        - in a LogAppendTime topic, or when maxTimestamp is -1: INVALID_TIMESTAMP naming
+          every record ("Producer should not set timestamp type to LogAppendTime");
+        - in a CreateTime topic, maxTimestamp is every record's timestamp: outside the
+          KIP-937 bounds, INVALID_TIMESTAMP naming every record; within them the batch is
+          accepted and stored as CreateTime (the flag cleared, maxTimestamp kept, CRC
+          redone), as Kafka's in-place setMaxTimestamp(CREATE_TIME, ...) stores it.
+        Only flagged batches come here; producers do not flag them, so this is the rare path."""
+        restamp: list[int] = []
+        for i, b in enumerate(batches):
+            if not b.attributes & TIMESTAMP_TYPE_MASK:
+                continue
+            ts = b.max_timestamp
+            if self.config.log_append_time or ts == NO_TIMESTAMP:
+                errors: list[tuple[int, str | None]] = [
+                    (index, f"Invalid timestamp type in message {desc}. Producer should not set timestamp "
+                            f"type to LogAppendTime.")
+                    for index, desc in self._describe_records(buf, b, ts)]
+                raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
+                                            errors)
+            if ts_bounds is not None and not ts_bounds[0] <= ts <= ts_bounds[1]:
+                low, high = ts_bounds
+                raise InvalidTimestampError(
+                    "One or more records have been rejected due to invalid timestamp",
+                    [(index, f"Timestamp {ts} of message with offset {b.base_offset + index} is out of range. "
+                             f"The timestamp should be within [{low}, {high}]")
+                     for index in range(b.records_count)])
+            restamp.append(i)
+        for i in restamp:
+            batches[i] = clear_log_append_time(buf, batches[i])
+
+    def _describe_records(self, buf: memoryview, b, ts: int) -> list[tuple[int, str]]:
+        """(index, Kafka's DefaultRecord.toString) of each record of batch `b`, every one
+        read with timestamp `ts` (a LogAppendTime batch's). Refusal path only."""
+        recs = records_of(buf[b.position : b.position + b.size], b.attributes,
+                          DecompressionBudget(current_budget().limit), b.position)
+        return [(index, f"DefaultRecord(offset={b.base_offset + delta}, timestamp={ts}, "
+                        f"key={0 if key is None else len(key)} bytes, "
+                        f"value={0 if value is None else len(value)} bytes)")
+                for index, (delta, key, value) in enumerate(_core.record_fields(recs, b.records_count))]
 
     def _check_keys(self, buf: memoryview, batches: list) -> None:
         """KIP-467: a compacted topic refuses records without a key (Kafka's

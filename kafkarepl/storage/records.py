@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from kafkarepl import _core
-from kafkarepl.errors import CorruptBatchError
+from kafkarepl.errors import CorruptBatchError, CorruptRecordError, InvalidRecordError, KafkaError
 
 # baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I, attributes h,
 # lastOffsetDelta i, firstTimestamp q, maxTimestamp q, producerId q, producerEpoch h,
@@ -82,6 +82,54 @@ def walk_headers(fd: int, start: int, end: int, chunk: int = 4096) -> Iterator[B
         pos += size
 
 
+# Kafka's ByteBufferLogInputStream: a batch length below a v0 record's overhead is corrupt;
+# the magic byte sits at this offset and must be 0..2 to be read at all.
+_RECORD_OVERHEAD_V0 = 14
+_MAGIC_OFFSET = 16
+
+
+def _whole_batch_size(buf: memoryview, pos: int) -> int | None:
+    """Size of the batch starting at `pos` when the buffer holds all of it, else None;
+    CorruptRecordError for a length or magic no batch can have (Kafka's nextBatchSize)."""
+    remaining = len(buf) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
+    if length < _RECORD_OVERHEAD_V0:
+        raise CorruptRecordError(
+            f"Record size {length} is less than the minimum record overhead ({_RECORD_OVERHEAD_V0})")
+    if remaining < _MAGIC_OFFSET + 1:
+        return None
+    magic = buf[pos + _MAGIC_OFFSET]
+    if magic > 2:  # a byte read unsigned: Kafka's "< 0 or > 2"
+        raise CorruptRecordError(f"Invalid magic found in record: {magic if magic < 128 else magic - 256}")
+    size = length + LOG_OVERHEAD
+    return size if remaining >= size else None
+
+
+def produce_records_error(records, version: int) -> KafkaError | None:
+    """Kafka's ProduceRequest.validateRecords for Produce v3+ (all kafkarepl serves),
+    which KafkaApis applies to each partition before any append, reading batch headers
+    only: the records must hold a whole batch, of magic 2, and exactly one. The error
+    (INVALID_RECORD, or CORRUPT_MESSAGE for a length or magic no batch can have) or None.
+    Trailing bytes short of a second whole batch are left to the leader's validation."""
+    buf = memoryview(records).cast("B") if records is not None else memoryview(b"")
+    try:
+        first = _whole_batch_size(buf, 0)
+        if first is None:
+            return InvalidRecordError(f"Produce requests with version {version} must have at least one "
+                                      "record batch per partition")
+        if buf[_MAGIC_OFFSET] != 2:
+            return InvalidRecordError(f"Produce requests with version {version} are only allowed to contain "
+                                      "record batches with magic version 2")
+        if _whole_batch_size(buf, first) is not None:
+            return InvalidRecordError(f"Produce requests with version {version} are only allowed to contain "
+                                      "exactly one record batch per partition")
+    except CorruptRecordError as exc:
+        return exc
+    return None
+
+
 def set_log_append_time(buf: memoryview, batches: list, now_ms: int) -> None:
     """Stamp every batch as LogAppendTime in place and re-CRC it.
 
@@ -95,6 +143,17 @@ def set_log_append_time(buf: memoryview, batches: list, now_ms: int) -> None:
         _ATTR.pack_into(buf, p + ATTRIBUTES_OFFSET, b.attributes | TIMESTAMP_TYPE_MASK)
         crc = _core.crc32c(buf[p + ATTRIBUTES_OFFSET : p + b.size])
         _CRC.pack_into(buf, p + CRC_OFFSET, crc)
+
+
+def clear_log_append_time(buf: memoryview, batch):
+    """Store a producer's batch flagged LogAppendTime as CreateTime in place (attributes
+    rewritten, maxTimestamp kept, CRC redone); its BatchInfo, replaced."""
+    p = batch.position
+    attributes = batch.attributes & ~TIMESTAMP_TYPE_MASK
+    _ATTR.pack_into(buf, p + ATTRIBUTES_OFFSET, attributes)
+    crc = _core.crc32c(buf[p + ATTRIBUTES_OFFSET : p + batch.size])
+    _CRC.pack_into(buf, p + CRC_OFFSET, crc)
+    return batch._replace(attributes=attributes, crc=crc)
 
 
 def fix_max_timestamps(buf: memoryview, batches: list, fixups: list[tuple[int, int]]) -> None:

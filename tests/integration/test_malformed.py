@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 
 import pytest
 
+from kafkarepl import _core
+from kafkarepl.cli import wire
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey, decode_response, encode_request
 from tests.batches import build_batch
@@ -223,6 +226,59 @@ def test_length_field_past_the_frame(broker: TestCluster) -> None:
     r = produce(port, TOPIC, bytes(bad))
     assert r["error_code"] in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD), r
     assert_unharmed(broker)
+
+
+def produce_v9(port: int, topic: str, records: bytes) -> dict:
+    """One partition's answer to a Produce v9 (record_errors and error_message exist)."""
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+    [t] = wire.call(HOST, port, ApiKey.PRODUCE, 9, body, timeout=15)["responses"]
+    [p] = t["partition_responses"]
+    return p
+
+
+def flag_log_append_time(batch: bytearray) -> bytes:
+    """A producer's batch claiming LogAppendTime (attributes bit 3), CRC redone."""
+    out = bytearray(batch)
+    struct.pack_into(">h", out, 21, struct.unpack_from(">h", out, 21)[0] | 0x08)
+    struct.pack_into(">I", out, 17, _core.crc32c(out[21:]))
+    return bytes(out)
+
+
+def test_produce_batches_refused_as_kafka_refuses_them(broker: TestCluster) -> None:
+    """Kafka answers INVALID_RECORD (no message) to a partition whose records hold more
+    than one batch (KafkaApis' ProduceRequest.validateRecords; LogValidator's "Compressed
+    outer record has more than one batch") or a batch whose baseOffset is not 0
+    (analyzeAndValidateRecords); kafkarepl wrote them with error 0 before. A batch
+    flagged LogAppendTime is refused with INVALID_TIMESTAMP in a LogAppendTime topic and
+    stored as CreateTime in a CreateTime one (LogValidator.validateTimestamp)."""
+    port = broker.brokers[1].port
+    for codec in ("none", "gzip"):
+        two = bytes(build_batch([b"x1", b"x2"], compression=codec) + build_batch([b"x3"], compression=codec))
+        r = produce_v9(port, TOPIC, two)
+        assert (r["error_code"], r["error_message"], r["base_offset"]) == (ErrorCode.INVALID_RECORD, None, -1), r
+    moved = bytearray(build_batch([b"moved"]))
+    struct.pack_into(">q", moved, 0, 5)
+    r = produce_v9(port, TOPIC, bytes(moved))
+    assert r["error_code"] == ErrorCode.INVALID_RECORD, r
+    assert_unharmed(broker)
+
+    broker.create_topic("lat", 1, 1, configs={"message.timestamp.type": "LogAppendTime"})
+    now = int(time.time() * 1000)
+    flagged = flag_log_append_time(build_batch([b"a", b"b"], timestamp=[now - 5, now]))
+    r = produce_v9(port, "lat", flagged)
+    assert r["error_code"] == ErrorCode.INVALID_TIMESTAMP, r
+    assert r["error_message"] == "One or more records have been rejected due to invalid timestamp"
+    assert [e["batch_index"] for e in r["record_errors"]] == [0, 1]
+    assert r["record_errors"][0]["batch_index_error_message"].endswith(
+        "Producer should not set timestamp type to LogAppendTime.")
+    assert log_end_offset(port, "lat") == 0
+
+    broker.create_topic("ct", 1, 1)
+    r = produce_v9(port, "ct", flagged)
+    assert (r["error_code"], r["log_append_time_ms"]) == (0, -1), r
+    # stored as CreateTime: the records read with their own timestamps, not the batch's max
+    assert [(o, t, v) for o, t, _k, v in fetch_records(port, "ct")] == [(0, now - 5, b"a"), (1, now, b"b")]
 
 
 # ---------------------------------------------------------------- pipelining ----

@@ -20,9 +20,12 @@ from kafkarepl.errors import (
     CorruptBatchError,
     ErrorCode,
     InvalidBatchError,
+    InvalidRecordError,
+    InvalidTimestampError,
     MessageTooLargeError,
 )
 from kafkarepl.storage import Log, LogConfig
+from kafkarepl.storage.records import produce_records_error
 from kafkarepl.storage.timestamps import first_record_at_or_after, records_section
 from kafkarepl.storage.validation import DecompressionBudget, check_compressed, request_budget
 from tests.batches import CODECS, build_batch, decode
@@ -392,3 +395,160 @@ def test_zlib_raw_deflate_is_not_gzip(log):
     # Kafka's gzip codec is the gzip format; a bare deflate stream is corrupt
     with pytest.raises(CorruptBatchError):
         log.append_as_leader(raw_batch(zlib.compress(good_records(2)), 2, 1), 0, T0)
+
+
+# ---- client-only rules: one batch at base offset 0 (Kafka's AppendOrigin.CLIENT) ---------
+
+def with_base_offset(batch: bytes | bytearray, base: int) -> bytearray:
+    """The batch with another baseOffset (outside the CRC, which stays valid)."""
+    out = bytearray(batch)
+    struct.pack_into(">q", out, 0, base)
+    return out
+
+
+@pytest.mark.parametrize("codecs", [("none", "none"), ("gzip", "gzip"), ("none", "zstd"), ("lz4", "none")])
+def test_client_records_holding_two_batches_are_refused(log, codecs):
+    """Accepted with error 0 before: Kafka's LogValidator takes one batch per append
+    (getFirstBatchAndMaybeValidateNoMoreBatches), compressed or not."""
+    two = build_batch([b"a", b"b"], compression=codecs[0]) + build_batch([b"c"], compression=codecs[1])
+    with pytest.raises(InvalidRecordError) as e:
+        log.append_as_leader(two, 0, T0, client=True)
+    assert e.value.code == ErrorCode.INVALID_RECORD
+    assert str(e.value) == "Compressed outer record has more than one batch"
+    assert log.log_end_offset == 0
+
+
+def test_the_brokers_own_appends_may_hold_several_batches(log):
+    """Without `client` (coordinators, tools) the log still takes several batches, as its
+    follower-side and recovery logic do."""
+    two = build_batch([b"a", b"b"]) + build_batch([b"c"], compression="gzip")
+    info = log.append_as_leader(two, 0, T0)
+    assert (info.first_offset, info.last_offset) == (0, 2)
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy"])
+def test_client_batch_base_offset_must_be_0(log, codec):
+    bad = with_base_offset(build_batch([b"a"], compression=codec), 42)
+    with pytest.raises(InvalidRecordError) as e:
+        log.append_as_leader(bad, 0, T0, client=True)
+    assert e.value.code == ErrorCode.INVALID_RECORD
+    assert str(e.value) == "The baseOffset of the record batch in the append to t-0 should be 0, but it is 42"
+    # checked before the CRC, as Kafka's analyzeAndValidateRecords does
+    bad[-1] ^= 0xFF
+    with pytest.raises(InvalidRecordError, match="should be 0, but it is 42"):
+        log.append_as_leader(bad, 0, T0, client=True)
+    # a second batch's base offset is named before the batch count
+    two = build_batch([b"a"]) + with_base_offset(build_batch([b"b"]), 7)
+    with pytest.raises(InvalidRecordError, match="should be 0, but it is 7"):
+        log.append_as_leader(two, 0, T0, client=True)
+    assert log.log_end_offset == 0
+    # the broker's own appends keep any base offset: the log assigns it
+    log.append_as_leader(with_base_offset(build_batch([b"a"]), 42), 0, T0)
+    assert log.log_end_offset == 1
+
+
+def test_coordinator_records_meet_the_client_rules(log):
+    """The group and transaction coordinators and WriteTxnMarkers append with
+    client=False; what they build is one batch at base offset 0 all the same."""
+    from kafkarepl.coordinator.records import build_batch as coordinator_batch
+    from kafkarepl.coordinator.records import build_marker
+
+    log.append_as_leader(coordinator_batch([(b"k", b"v"), (b"k2", None)], T0), 0, T0, client=True)
+    log.append_as_leader(build_marker(7, 0, True, 3, T0), 0, T0, control_allowed=True)
+    assert len(_core.validate_batches(build_marker(7, 0, True, 3, T0))) == 1
+    assert log.log_end_offset == 3
+
+
+@pytest.mark.parametrize(("records", "code", "message"), [
+    (b"", ErrorCode.INVALID_RECORD, "must have at least one record batch per partition"),
+    (None, ErrorCode.INVALID_RECORD, "must have at least one record batch per partition"),
+    (bytes(build_batch([b"a"]))[:-1], ErrorCode.INVALID_RECORD, "at least one record batch"),
+    (bytes(build_batch([b"a"]) + build_batch([b"b"])), ErrorCode.INVALID_RECORD,
+     "only allowed to contain exactly one record batch per partition"),
+    (bytes(build_batch([b"a"], compression="gzip") * 3), ErrorCode.INVALID_RECORD, "exactly one record batch"),
+    (bytes(build_batch([b"a"])[:16]) + b"\x01" + bytes(build_batch([b"a"])[17:]), ErrorCode.INVALID_RECORD,
+     "only allowed to contain record batches with magic version 2"),
+    (bytes(build_batch([b"a"])[:16]) + b"\x07" + bytes(build_batch([b"a"])[17:]), ErrorCode.CORRUPT_MESSAGE,
+     "Invalid magic found in record: 7"),
+    (struct.pack(">qi", 0, 3) + b"\x00" * 60, ErrorCode.CORRUPT_MESSAGE, "minimum record overhead"),
+])
+def test_produce_request_records_checked_as_kafkas_validate_records(records, code, message):
+    err = produce_records_error(records, 9)
+    assert err is not None and err.code == code
+    assert message in str(err)
+    if code == ErrorCode.INVALID_RECORD and "exactly one" in message:
+        assert str(err).startswith("Produce requests with version 9 are only allowed")
+
+
+def test_produce_request_with_one_batch_passes_the_header_check():
+    one = build_batch([b"a", b"b"], compression="zstd")
+    assert produce_records_error(one, 3) is None
+    assert produce_records_error(memoryview(bytes(one)), 9) is None
+    # trailing bytes short of a second batch's length field: left to the leader's validation
+    assert produce_records_error(bytes(one) + b"\x00" * 11, 9) is None
+    # a second length field no batch can have: Kafka's batch iterator throws, CORRUPT_MESSAGE
+    assert produce_records_error(bytes(one) + b"\x00" * 20, 9).code == ErrorCode.CORRUPT_MESSAGE
+
+
+# ---- a producer's batch flagged LogAppendTime (Kafka's LogValidator.validateTimestamp) -----
+
+def log_append_time_batch(codec: int = 0, max_ts: int = T0 + 7, count: int = 3) -> bytearray:
+    recs = b"".join(record(i, b"value-%d" % i, ts_delta=i, key=b"k" if i == 0 else None) for i in range(count))
+    return raw_batch(compress(codec, recs), count, codec | 0x08, max_ts=max_ts)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 4])
+def test_log_append_time_flag_refused_in_a_log_append_time_topic(tmp_path, codec):
+    """Accepted before (and restamped): Kafka refuses every record with INVALID_TIMESTAMP."""
+    lg = Log.open(tmp_path / "lat-0", LogConfig(message_timestamp_type="LogAppendTime"))
+    try:
+        with pytest.raises(InvalidTimestampError) as e:
+            lg.append_as_leader(log_append_time_batch(codec), 0, T0, client=True)
+        assert e.value.code == ErrorCode.INVALID_TIMESTAMP
+        assert str(e.value) == "One or more records have been rejected due to invalid timestamp"
+        assert [i for i, _m in e.value.record_errors] == [0, 1, 2]
+        assert e.value.record_errors[0][1] == (
+            f"Invalid timestamp type in message DefaultRecord(offset=0, timestamp={T0 + 7}, key=1 bytes, "
+            f"value=7 bytes). Producer should not set timestamp type to LogAppendTime.")
+        assert lg.log_end_offset == 0
+    finally:
+        lg.close()
+
+
+@pytest.mark.parametrize("codec", [0, 3])
+def test_log_append_time_flag_in_a_create_time_topic_is_stored_as_create_time(log, codec):
+    """Kafka (3.6+) checks each record's timestamp - the batch's maxTimestamp - against the
+    bounds and stores the batch as CreateTime (setMaxTimestamp(CREATE_TIME, max)): before,
+    kafkarepl stored the flag, so readers saw LogAppendTime stamps the broker never gave."""
+    info = log.append_as_leader(log_append_time_batch(codec, max_ts=T0 + 7), 0, T0, client=True)
+    assert info.log_append_time == -1
+    stored = log.read(0, 1 << 20)
+    data = _core.file_pread(stored.fd, stored.size, stored.position)
+    [b] = _core.validate_batches(data)  # CRC redone
+    assert not b.attributes & 0x08 and b.attributes & 7 == codec
+    assert b.max_timestamp == T0 + 7  # kept, as Kafka keeps it
+    assert [r[1] for r in decode(data)] == [T0, T0 + 1, T0 + 2]  # the records' own, now CreateTime
+
+
+def test_log_append_time_flag_without_a_timestamp_refused(log):
+    with pytest.raises(InvalidTimestampError) as e:
+        log.append_as_leader(log_append_time_batch(max_ts=-1), 0, T0, client=True)
+    assert len(e.value.record_errors) == 3
+    assert "timestamp=-1" in e.value.record_errors[2][1]
+    assert "Producer should not set timestamp type to LogAppendTime." in e.value.record_errors[2][1]
+    assert log.log_end_offset == 0
+
+
+def test_log_append_time_flag_outside_the_bounds_refused(tmp_path):
+    lg = Log.open(tmp_path / "b-0", LogConfig(message_timestamp_after_max_ms=1000))
+    try:
+        with pytest.raises(InvalidTimestampError) as e:
+            lg.append_as_leader(log_append_time_batch(max_ts=T0 + 5000), 0, T0, client=True)
+        low, high = lg.config.timestamp_bounds(T0)
+        assert high == T0 + 1000
+        assert e.value.record_errors == [
+            (i, f"Timestamp {T0 + 5000} of message with offset {i} is out of range. "
+                f"The timestamp should be within [{low}, {high}]") for i in range(3)]
+        assert lg.log_end_offset == 0
+    finally:
+        lg.close()

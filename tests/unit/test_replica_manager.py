@@ -121,6 +121,26 @@ def test_clients_cannot_produce_to_internal_topics() -> None:
     assert got[-1][internal].error is ErrorCode.NONE and got[-1][internal].base_offset == 0
 
 
+def test_appends_are_client_appends_unless_the_caller_says_otherwise() -> None:
+    """Produce gets the log's client-only rules (Kafka's AppendOrigin.CLIENT); the
+    coordinators pass client=False, markers go as control batches."""
+    rm, storage, _o, _c = manager()
+    lead(rm, isr=(1,))
+    seen: list[dict] = []
+    log = storage.logs[TP]
+    plain = log.append_as_leader
+
+    def spy(values, epoch, now_ms=-1, **kw):
+        seen.append(kw)
+        return plain(values, epoch, now_ms, **{k: v for k, v in kw.items() if k == "client"})
+
+    log.append_as_leader = spy  # type: ignore[method-assign]
+    rm.append_records(1000, 1, {TP: ["a"]}, lambda _r: None)
+    rm.append_records(1000, 1, {TP: ["b"]}, lambda _r: None, internal_topics_allowed=True, client=False)
+    rm.append_records(1000, 1, {TP: ["c"]}, lambda _r: None, markers=True, client=False)
+    assert seen == [{"client": True}, {"client": False}, {"control_allowed": True}]
+
+
 def test_acks_all_waits_for_the_isr_then_answers_once() -> None:
     rm, _s, _o, clock = manager()
     lead(rm)
