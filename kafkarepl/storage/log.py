@@ -500,7 +500,7 @@ class Log:
         has_pid = self._check_sizes(batches, len(buf))
         if "compact" in self.config.cleanup_policy:
             self._check_keys(buf, batches)
-        if has_pid and not control_allowed and any(b.attributes & CONTROL_MASK for b in batches):
+        if not control_allowed and any(b.attributes & CONTROL_MASK for b in batches):  # with a producer id or not
             raise InvalidRecordError(f"{self.topic}-{self.partition}: clients may not write control batches")
         if compressed:
             check_compressed(buf, batches, fixups, indexes=compressed, ts_bounds=ts_bounds, stray=stray)

@@ -447,6 +447,18 @@ def test_client_batch_base_offset_must_be_0(log, codec):
     assert log.log_end_offset == 1
 
 
+@pytest.mark.parametrize("producer_id", [7, -1])
+def test_clients_may_not_write_control_batches(log, producer_id):
+    """Transaction markers come from the broker's WriteTxnMarkers only: a producer's control
+    batch is refused, with a producer id or without one (Kafka refuses both)."""
+    from kafkarepl.coordinator.records import build_marker
+
+    for client in (True, False):
+        with pytest.raises(InvalidRecordError, match="may not write control batches"):
+            log.append_as_leader(build_marker(producer_id, 0, True, 3, T0), 0, T0, client=client)
+    assert log.log_end_offset == 0
+
+
 def test_coordinator_records_meet_the_client_rules(log):
     """The group and transaction coordinators and WriteTxnMarkers append with
     client=False; what they build is one batch at base offset 0 all the same."""
