@@ -33,7 +33,52 @@ def new_sequences(children: list[str], prefix: str, last_seq: int) -> list[int]:
     return sorted(n for n in (int(q) for q in seqs if q.isdigit()) if n > last_seq)
 
 
-class ConfigChangeListener:
+class NotificationListener:
+    """A directory of sequential change notifications, watched as Kafka's
+    ZkNodeChangeNotificationListener: each new batch of them is handled once, in order
+    (`_apply`, one batch at a time), then the ones older than change_expiration_ms are
+    purged."""
+
+    path = CONFIG_CHANGES
+    prefix = PREFIX
+
+    def __init__(self, zk: AsyncZk, store: KafkaZkStore, change_expiration_ms: int = CHANGE_EXPIRATION_MS) -> None:
+        self.zk = zk
+        self.store = store
+        self.change_expiration_ms = change_expiration_ms  # handled notifications are purged after it
+        self._last_seq = -1  # notifications up to here are handled
+        self._lock = asyncio.Lock()
+        self._watch: WatchHandle | None = None
+
+    async def start(self) -> None:
+        self._watch = await self.zk.children_watch(self.path, self._on_children)
+
+    def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+
+    def _on_children(self, children: list[str]) -> None:
+        # The first call handles every notification still there (the last 15 minutes'),
+        # as Kafka's listener does at start: one written after this broker's first
+        # LeaderAndIsr read the configs but before this watch began is not lost.
+        new = new_sequences(children, self.prefix, self._last_seq)
+        if new:
+            self._last_seq = new[-1]
+            asyncio.ensure_future(self._handle(new))
+
+    async def _handle(self, seqs: list[int]) -> None:
+        async with self._lock:
+            await self._apply(seqs)
+            try:
+                await self.store.purge_config_changes(int(time.time() * 1000) - self.change_expiration_ms, self.path)
+            except Exception as exc:  # noqa: BLE001 - the next change purges them
+                log.info("purging %s failed: %r", self.path, exc)
+
+    async def _apply(self, seqs: list[int]) -> None:
+        raise NotImplementedError
+
+
+class ConfigChangeListener(NotificationListener):
     def __init__(
         self, zk: AsyncZk, store: KafkaZkStore, replicas: ReplicaManager,
         topic_overrides: Callable[[str], Awaitable[dict[str, str]]],
@@ -45,30 +90,9 @@ class ConfigChangeListener:
         self.on_quota_change = on_quota_change  # quotas of users/..., clients/... or ips/... changed
         self.on_user_change = on_user_change  # SCRAM credentials of a user changed
         self.on_broker_configs = on_broker_configs  # dynamic broker configs changed
-        self.change_expiration_ms = change_expiration_ms  # handled notifications are purged after it
-        self.zk = zk
-        self.store = store
+        super().__init__(zk, store, change_expiration_ms)
         self.replicas = replicas
         self.topic_overrides = topic_overrides
-        self._last_seq = -1  # notifications up to here are handled
-        self._lock = asyncio.Lock()
-        self._watch: WatchHandle | None = None
-
-    async def start(self) -> None:
-        self._watch = await self.zk.children_watch(CONFIG_CHANGES, self._on_children)
-
-    def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-
-    def _on_children(self, children: list[str]) -> None:
-        # The first call handles every notification still there (the last 15 minutes'),
-        # as Kafka's listener does at start: one written after this broker's first
-        # LeaderAndIsr read the configs but before this watch began is not lost.
-        new = new_sequences(children, PREFIX, self._last_seq)
-        if new:
-            self._last_seq = new[-1]
-            asyncio.ensure_future(self._apply(new))
 
     async def _entity_changed(self, entity: str) -> None:
         """users/<u> holds SCRAM credentials and quotas; users/<u>/clients/<c>,
@@ -91,36 +115,31 @@ class ConfigChangeListener:
         # retryRequestsUntilConnected): a lost notification would leave this broker on an
         # old topic config, old SCRAM credentials or old throttle rates.
         until_done = self.zk.until_done
-        async with self._lock:
-            topics: set[str] = set()
-            brokers_changed = False
-            for seq in seqs:
-                try:
-                    entity = await until_done(
-                        partial(self.store.config_change_entity, f"{PREFIX}{seq:010d}"), "config change")
-                except Exception as exc:  # noqa: BLE001 - e.g. a notification written badly by hand
-                    log.warning("config change %d unreadable: %r", seq, exc)
-                    continue
-                if entity and entity.startswith("topics/"):
-                    topics.add(entity[len("topics/"):])
-                elif entity and entity.startswith("brokers/"):
-                    brokers_changed = True
-                elif entity and entity.startswith(("users/", "clients/", "ips/")):
-                    await self._entity_changed(entity)
-            if brokers_changed and self.on_broker_configs is not None:
-                try:
-                    await until_done(self.on_broker_configs, "dynamic broker configs")
-                except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand
-                    log.warning("broker config change not applied: %r", exc)
-            local = {tp.topic for tp in self.replicas.partitions}
-            for topic in sorted(topics & local):
-                try:
-                    overrides = await until_done(partial(self.topic_overrides, topic), "topic configs")
-                    self.replicas.reconfigure_topic(topic, overrides)
-                    log.info("topic %s: configs changed to %s", topic, overrides)
-                except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand
-                    log.warning("topic %s: config change not applied: %r", topic, exc)
+        topics: set[str] = set()
+        brokers_changed = False
+        for seq in seqs:
             try:
-                await self.store.purge_config_changes(int(time.time() * 1000) - self.change_expiration_ms)
-            except Exception as exc:  # noqa: BLE001 - the next change purges them
-                log.info("purging config changes failed: %r", exc)
+                entity = await until_done(
+                    partial(self.store.config_change_entity, f"{PREFIX}{seq:010d}"), "config change")
+            except Exception as exc:  # noqa: BLE001 - e.g. a notification written badly by hand
+                log.warning("config change %d unreadable: %r", seq, exc)
+                continue
+            if entity and entity.startswith("topics/"):
+                topics.add(entity[len("topics/"):])
+            elif entity and entity.startswith("brokers/"):
+                brokers_changed = True
+            elif entity and entity.startswith(("users/", "clients/", "ips/")):
+                await self._entity_changed(entity)
+        if brokers_changed and self.on_broker_configs is not None:
+            try:
+                await until_done(self.on_broker_configs, "dynamic broker configs")
+            except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand
+                log.warning("broker config change not applied: %r", exc)
+        local = {tp.topic for tp in self.replicas.partitions}
+        for topic in sorted(topics & local):
+            try:
+                overrides = await until_done(partial(self.topic_overrides, topic), "topic configs")
+                self.replicas.reconfigure_topic(topic, overrides)
+                log.info("topic %s: configs changed to %s", topic, overrides)
+            except Exception as exc:  # noqa: BLE001 - e.g. an invalid value written by hand
+                log.warning("topic %s: config change not applied: %r", topic, exc)

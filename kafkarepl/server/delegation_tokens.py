@@ -32,9 +32,9 @@ from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.server.authorized_ops import AclOperation as Op
 from kafkarepl.server.authorized_ops import ResourceType as R
-from kafkarepl.server.config_changes import CHANGE_EXPIRATION_MS, new_sequences
+from kafkarepl.server.config_changes import NotificationListener
 from kafkarepl.server.sasl import MECHANISMS, MIN_ITERATIONS, ScramCredential
-from kafkarepl.zk.client import AsyncZk, WatchHandle
+from kafkarepl.zk.client import AsyncZk
 from kafkarepl.zk.store import TOKEN_CHANGES, KafkaZkStore
 
 log = logging.getLogger(__name__)
@@ -344,46 +344,28 @@ class DelegationTokenApis:
         return answer(ErrorCode.NONE, out)
 
 
-class TokenChangeListener:
+class TokenChangeListener(NotificationListener):
     """Every broker re-reads a token named by a /delegation_token/token_changes
-    notification (created, renewed, expired); notifications older than 15 minutes are
-    purged, as Kafka's ZkNodeChangeNotificationListener does."""
+    notification (created, renewed, expired)."""
 
-    def __init__(self, zk: AsyncZk, store: KafkaZkStore, tokens: DelegationTokenApis,
-                 change_expiration_ms: int = CHANGE_EXPIRATION_MS) -> None:
-        self.zk, self.store, self.tokens = zk, store, tokens
-        self.change_expiration_ms = change_expiration_ms
-        self._last_seq = -1
-        self._lock = asyncio.Lock()
-        self._watch: WatchHandle | None = None
+    path = TOKEN_CHANGES
+    prefix = CHANGE_PREFIX
+
+    def __init__(self, zk: AsyncZk, store: KafkaZkStore, tokens: DelegationTokenApis) -> None:
+        super().__init__(zk, store)
+        self.tokens = tokens
 
     async def start(self) -> None:
         if self.tokens.enabled:
-            self._watch = await self.zk.children_watch(TOKEN_CHANGES, self._on_children)
-
-    def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-
-    def _on_children(self, children: list[str]) -> None:
-        new = new_sequences(children, CHANGE_PREFIX, self._last_seq)
-        if new:
-            self._last_seq = new[-1]
-            asyncio.ensure_future(self._apply(new))
+            await super().start()
 
     async def _apply(self, seqs: list[int]) -> None:
         until_done = self.zk.until_done
-        async with self._lock:
-            for seq in seqs:
-                try:
-                    token_id = await until_done(partial(self.store.token_change_id, f"{CHANGE_PREFIX}{seq:010d}"),
-                                                "token change")
-                    if token_id:
-                        await until_done(partial(self.tokens.reload, token_id), "delegation token")
-                except Exception as exc:  # noqa: BLE001 - e.g. a znode written badly by hand
-                    log.warning("token change %d not applied: %r", seq, exc)
+        for seq in seqs:
             try:
-                await self.store.purge_config_changes(int(time.time() * 1000) - self.change_expiration_ms,
-                                                      TOKEN_CHANGES)
-            except Exception as exc:  # noqa: BLE001 - the next change purges them
-                log.info("purging token changes failed: %r", exc)
+                token_id = await until_done(partial(self.store.token_change_id, f"{CHANGE_PREFIX}{seq:010d}"),
+                                            "token change")
+                if token_id:
+                    await until_done(partial(self.tokens.reload, token_id), "delegation token")
+            except Exception as exc:  # noqa: BLE001 - e.g. a znode written badly by hand
+                log.warning("token change %d not applied: %r", seq, exc)
