@@ -3,7 +3,7 @@ documented secure set-up. A CA and a certificate per broker (kafkarepl.tls_certs
 listener SASL_SSL with SCRAM-SHA-512 (SCRAM-SHA-256 too), brokers logging in to each other
 as the `admin` super user whose salted credentials are written to ZooKeeper before any
 broker starts (as `kafka-configs.sh --zookeeper ... --entity-type users` does), and ACLs on
-with only `admin` allowed everything. Clients get two property files:
+with only `admin` allowed everything, and delegation tokens on. Clients get two property files:
 `client.properties` (Kafka's Java tools, `kafkarepl ... --command-config`) and
 `librdkafka.properties` (`kcat -F`, confluent-kafka)."""
 
@@ -52,6 +52,7 @@ def prepare(directory: Path, zookeeper: str, broker_ids: list[int]) -> tuple[dic
         "ssl.keystore.type": "PEM",
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:{ADMIN}",
+        "delegation.token.secret.key": secrets.token_urlsafe(32),  # delegation tokens on (KIP-48)
     }
     per_broker = {b: {**shared, "ssl.keystore.location": str(make_cert(directory, f"broker-{b}", ca_key, ca_cert,
                                                                         days=365))}

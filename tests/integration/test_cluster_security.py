@@ -1,6 +1,7 @@
 """`kafkarepl cluster up --security`: a local cluster with TLS and SCRAM and ACLs on, as a
 new user runs it: the Kafka-style client files it writes work with kafkarepl's tools and
-kcat, a plaintext client gets nothing, and a new SCRAM user needs an ACL."""
+kcat, a plaintext client gets nothing, a new SCRAM user needs an ACL, and delegation
+tokens work."""
 
 from __future__ import annotations
 
@@ -90,6 +91,19 @@ def test_secured_local_cluster(zk_chroot, tmp_path) -> None:
         while (err := eve_produces()) is not None:
             assert time.monotonic() < deadline, err
             time.sleep(0.5)
+        # Delegation tokens are on: eve gets one and a client logs in with it, as eve.
+        eve_props = tmp_path / "eve.properties"
+        eve_props.write_text(client_props.read_text().replace('username="admin"', 'username="eve"').replace(
+            f'password="{props["sasl.password"]}"', 'password="eve-pw"'))
+        r = kr("delegation-tokens", "--bootstrap-server", bootstrap, "--command-config", str(eve_props), "--create",
+               "--max-life-time-period", "-1")
+        assert r.returncode == 0, r.stdout + r.stderr
+        token_id, mac = r.stdout.strip().splitlines()[-1].split()[:2]
+        token_props = tmp_path / "token.properties"
+        token_props.write_text(eve_props.read_text().replace('username="eve"', f'username="{token_id}"').replace(
+            'password="eve-pw"', f'password="{mac}" tokenauth="true"'))
+        r = kr("topics", "--bootstrap-server", bootstrap, "--command-config", str(token_props), "--list")
+        assert r.returncode == 0 and r.stdout.split() == ["secure"], r.stdout + r.stderr
         r = kr("cluster", "status", "--data-dir", str(data))
         assert r.returncode == 0 and "controller: broker -1" not in r.stdout, r.stdout + r.stderr
     finally:
