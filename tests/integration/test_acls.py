@@ -329,7 +329,7 @@ def test_producer_and_consumer_roles_as_kafka_acls(cluster_factory, tmp_path) ->
     p.produce("orders", b"committed")
     p.commit_transaction(30)
     cons = Consumer({**conf(c, "alice", "alice-secret"), "group.id": "g-alice", "auto.offset.reset": "earliest",
-                     "isolation.level": "read_committed"})
+                     "isolation.level": "read_committed", "enable.auto.commit": False})
     cons.subscribe(["orders"])
     got = None
     deadline = time.monotonic() + 30
@@ -337,8 +337,15 @@ def test_producer_and_consumer_roles_as_kafka_acls(cluster_factory, tmp_path) ->
         m = cons.poll(0.5)
         if m is not None and m.error() is None:
             got = m.value()
-    cons.close()
     assert got == b"committed"
+    # consume-transform-produce: the consumed offsets committed in alice's transaction
+    p.begin_transaction()
+    p.produce("orders", b"transformed")
+    p.send_offsets_to_transaction(cons.position(cons.assignment()), cons.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    committed = cons.committed(cons.assignment(), timeout=20)
+    cons.close()
+    assert [tp.offset for tp in committed] == [1], committed  # past the record read (no auto-commit)
 
     r = acls(c, tmp_path, "--remove", *producer_role)
     assert r.returncode == 0, r.stderr
