@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple, Protocol, cast
 
 from kafkarepl.errors import ErrorCode, KafkaError
@@ -88,6 +89,13 @@ class LeaderLog(ReplicaLog, Protocol):
     def read(
         self, from_offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = False
     ) -> ReadSlice: ...
+
+
+class EpochSync(NamedTuple):
+    """A LeaderAndIsr's new leader epochs, written but not yet durable, and its leaders."""
+
+    pending: Any  # has run(): blocking, off the event loop
+    partitions: frozenset[TopicPartition]
 
 
 class ReplicaStorage(Protocol):
@@ -290,6 +298,11 @@ class ReplicaManager:
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory(self._fetch_done)
         self.delete_records_purgatory: Purgatory[DelayedDeleteRecords] = Purgatory(self._delete_records_done)
         self._listeners: list[ChangeListener] = []
+        # Large LeaderAndIsr requests' new leader epochs not yet durable (pop_epoch_sync):
+        # how many pending syncs hold each partition, and the appends waiting for them.
+        self._epoch_syncs: list[EpochSync] = []
+        self._unsynced: dict[TopicPartition, int] = {}
+        self._held_appends: list[tuple[frozenset[TopicPartition], Callable[[], None]]] = []
 
     # ------------------------------------------------------------------ views -----
     def get(self, tp: TopicPartition) -> PartitionState | None:
@@ -347,12 +360,12 @@ class ReplicaManager:
         # is a large one (thousands of new partitions): then DEBUG and one summary line.
         level = logging.INFO if len(orders) <= VERBOSE_ORDERS else logging.DEBUG
         started = self.clock.monotonic_ms()
-        # A large request's new leader epochs made durable together at the end (nothing
-        # is appended before this returns) rather than with an fsync each, if storage
-        # offers it; a small one keeps the fsyncs (a file system sync would also write
-        # out unrelated data).
+        # A large request's new leader epochs made durable together afterwards rather than
+        # with an fsync each, if storage offers it: its caller runs the sync off the loop
+        # (pop_epoch_sync) and appends to those leaders wait for it; a small request keeps
+        # the fsyncs (a file system sync also writes out unrelated data).
         deferred = getattr(self.storage, "deferred_syncs", None)
-        with deferred() if deferred is not None and len(orders) > VERBOSE_ORDERS else nullcontext():
+        with deferred() if deferred is not None and len(orders) > VERBOSE_ORDERS else nullcontext() as pending:
             for order in orders:
                 try:
                     out[order.tp] = self._apply(order, topic_configs.get(order.tp.topic, {}), level)
@@ -362,6 +375,11 @@ class ReplicaManager:
                 except (OSError, ValueError) as exc:
                     log.error("%s-%d: LeaderAndIsr not applied: %r", order.tp.topic, order.tp.partition, exc)
                     out[order.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        if pending is not None and pending.dirs:
+            led = frozenset(o.tp for o in orders if o.leader == self.broker_id and o.tp in self.partitions)
+            for tp in led:
+                self._unsynced[tp] = self._unsynced.get(tp, 0) + 1
+            self._epoch_syncs.append(EpochSync(pending, led))
         if level != logging.INFO:
             leaders = sum(1 for o in orders if o.leader == self.broker_id and o.tp in self.partitions)
             log.info("LeaderAndIsr from controller epoch %d: %d partitions, %d led here, %d failed, "
@@ -443,6 +461,29 @@ class ReplicaManager:
             out[order.tp] = ErrorCode.NONE
         return ErrorCode.NONE, out
 
+    def pop_epoch_sync(self) -> EpochSync | None:
+        """The new leader epochs of the last LeaderAndIsr still to be made durable: the
+        caller runs `sync.pending.run()` off the event loop, then epoch_synced(sync).
+        Appends to those leaders wait until then (they are never refused for it)."""
+        return self._epoch_syncs.pop() if self._epoch_syncs else None
+
+    def epoch_synced(self, sync: EpochSync) -> None:
+        """The epochs of `sync` are durable: its leaders take the appends held for them."""
+        for tp in sync.partitions:
+            n = self._unsynced.get(tp, 0) - 1
+            if n > 0:
+                self._unsynced[tp] = n
+            else:
+                self._unsynced.pop(tp, None)
+        held, self._held_appends = self._held_appends, []
+        blocked = set(self._unsynced)
+        for tps, append in held:  # in arrival order
+            if blocked.isdisjoint(tps):
+                append()
+            else:
+                self._held_appends.append((tps, append))
+                blocked |= tps
+
     def resign_all(self) -> None:
         """This broker lost its ZooKeeper session: the controller elects others; stop
         acting as leader so no acks=all write is acknowledged alone meanwhile."""
@@ -479,6 +520,20 @@ class ReplicaManager:
         offset 0; the broker's coordinators pass False); `callback` gets every partition's answer,
         at once for acks 0/1 and errors, or once acks=all is committed (the HW passed
         the batch), refused or timed out (the produce purgatory: the commit queue)."""
+        if self._held_appends or self._unsynced:
+            blocked = set(self._unsynced).union(*(tps for tps, _ in self._held_appends))
+            if blocked.isdisjoint(entries):
+                blocked.clear()
+        else:
+            blocked = set()
+        if blocked:
+            # New leaders whose epoch is not durable yet (a large LeaderAndIsr's sync runs
+            # off the loop, see pop_epoch_sync): the whole call waits for it, and later
+            # calls to a partition of a waiting one too, so appends keep their order.
+            self._held_appends.append((frozenset(entries), partial(
+                self.append_records, timeout_ms, acks, entries, callback,
+                internal_topics_allowed=internal_topics_allowed, markers=markers, client=client)))
+            return
         now, wall = self.clock.monotonic_ms(), self.clock.wall_ms()
         results: dict[TopicPartition, PartitionResponse] = {}
         waits: dict[TopicPartition, ProduceWait] = {}

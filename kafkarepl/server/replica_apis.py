@@ -471,6 +471,15 @@ class ReplicaApis:
             err, results = self.replicas.become_leader_or_follower(
                 body["controller_epoch"], body.get("broker_epoch", -1), orders, configs
             )
+            sync = self.replicas.pop_epoch_sync()
+            if sync is not None:  # answered once the new epochs are durable, as before
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, sync.pending.run)
+                except OSError as exc:
+                    log.error("LeaderAndIsr: new leader epochs of %d partitions not made durable: %r",
+                              len(sync.partitions), exc)
+                finally:
+                    self.replicas.epoch_synced(sync)
         by_topic: dict[str, list[Body]] = {}
         for tp, code in results.items():
             by_topic.setdefault(tp.topic, []).append(

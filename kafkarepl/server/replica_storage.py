@@ -10,7 +10,7 @@ from kafkarepl.replication import PartitionConfig, TopicPartition
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.storage import Log
 from kafkarepl.storage.config import LogConfig
-from kafkarepl.storage.epoch_cache import deferred_syncs
+from kafkarepl.storage.epoch_cache import PendingEpochSync, deferred_syncs
 from kafkarepl.storage.manager import LogManager
 
 
@@ -71,8 +71,9 @@ class LogStorage:
             )
         return pc
 
-    def deferred_syncs(self) -> AbstractContextManager[None]:
-        """For a LeaderAndIsr: new leader epochs durable with one syncfs at the end."""
+    def deferred_syncs(self) -> AbstractContextManager[PendingEpochSync]:
+        """For a LeaderAndIsr: new leader epochs made durable together afterwards, by one
+        syncfs per file system (PendingEpochSync.run, off the loop)."""
         return deferred_syncs()
 
     def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> Log:

@@ -11,8 +11,8 @@ followed by the "xxh64 <hex>" trailer line kafkarepl._core.checkpoint_write adds
 
 A new epoch (assign) is written atomically and durably before anything is appended in
 it, as Kafka does: fsynced at once, or, inside deferred_syncs() (a LeaderAndIsr making
-thousands of leaders, where no append can happen before it ends), made durable by one
-syncfs per file system when the block ends. One exception makes creating thousands of
+thousands of leaders, which holds their appends until then), made durable by one
+syncfs per file system off the event loop afterwards (PendingEpochSync). One exception makes creating thousands of
 partitions cheap: while no checkpoint file exists, none is written until the log gets
 its first records (write_pending, from the log), and that first one is written in place
 without fsync. A missing file is never stale: loading rebuilds the cache from the
@@ -68,29 +68,36 @@ def parse_epoch_checkpoint(path: str, payload: bytes) -> list[tuple[int, int]]:
     return entries
 
 
-class _Deferred:
+class PendingEpochSync:
+    """New leader epochs written atomically without fsync inside deferred_syncs(): run()
+    makes them durable with one syncfs per file system. Blocking (a syncfs writes out every
+    dirty page of its file system: seconds with GBs of unflushed log data): off the loop."""
+
     def __init__(self) -> None:
         self.dirs: set[str] = set()
 
+    def run(self) -> None:
+        sync_file_systems(self.dirs)
 
-_deferred: _Deferred | None = None
+
+_deferred: PendingEpochSync | None = None
 
 
 @contextmanager
-def deferred_syncs() -> Iterator[None]:
-    """New epochs assigned inside are written atomically without fsync; leaving the block
-    makes them durable with one syncfs per file system (before anything is appended in
-    them: the caller appends nothing inside). Nests: the outermost block syncs."""
+def deferred_syncs() -> Iterator[PendingEpochSync]:
+    """New epochs assigned inside are written atomically without fsync, their directories
+    noted in the PendingEpochSync yielded: nothing may be appended in them until its run()
+    has returned (the caller holds their appends). Nests: an inner block yields the
+    outer's."""
     global _deferred
     if _deferred is not None:
-        yield
+        yield _deferred
         return
-    _deferred = d = _Deferred()
+    _deferred = d = PendingEpochSync()
     try:
-        yield
+        yield d
     finally:
         _deferred = None
-        sync_file_systems(d.dirs)
 
 
 def sync_file_systems(dirs: set[str]) -> None:
@@ -246,7 +253,7 @@ class LeaderEpochCache:
         if sync and _deferred is not None:
             tmp = path + ".tmp"
             _core.checkpoint_write(tmp, payload, sync=False)
-            os.replace(tmp, path)  # atomic; durable at the block's syncfs
+            os.replace(tmp, path)  # atomic; durable once the block's PendingEpochSync ran
             _deferred.dirs.add(os.path.dirname(path))
         else:
             _core.checkpoint_write(path, payload, sync=sync)

@@ -269,3 +269,53 @@ def test_leader_throttle_counts_in_sync_followers_bytes_and_never_holds_them_bac
     assert fetched[-1][0].size > 0  # in sync: served over the rate
     assert throttle.quota.rate() > 0 and throttle.quota.exceeded()  # and counted
     assert throttle.should_throttle("t", 0, in_sync=False)
+
+
+class PendingSync:
+    def __init__(self) -> None:
+        self.dirs = {"/d"}
+        self.ran = 0
+
+    def run(self) -> None:
+        self.ran += 1
+
+
+def test_a_large_leader_and_isr_holds_appends_until_its_epochs_are_durable() -> None:
+    """Over VERBOSE_ORDERS partitions, new leader epochs are made durable together by a
+    sync its caller runs off the event loop (a syncfs can take seconds); until then the
+    new leaders' appends wait, in order, while other partitions' go on."""
+    from contextlib import contextmanager
+
+    from kafkarepl.replication.replica_manager import VERBOSE_ORDERS
+
+    rm, storage, _o, _c = manager()
+    other = TopicPartition("other", 0)
+    lead(rm, isr=(1,), tp=other)  # a small request: synced inline, never held
+    pending = PendingSync()
+
+    @contextmanager
+    def deferred_syncs():
+        yield pending
+
+    storage.deferred_syncs = deferred_syncs  # type: ignore[attr-defined]
+    orders = [PartitionOrder(TopicPartition("big", p), 1, 1, (1,), (1, 2), 1) for p in range(VERBOSE_ORDERS + 1)]
+    err, _ = rm.become_leader_or_follower(1, 50, orders, {})
+    assert err is ErrorCode.NONE
+    sync = rm.pop_epoch_sync()
+    assert sync is not None and sync.pending is pending and len(sync.partitions) == VERBOSE_ORDERS + 1
+    assert rm.pop_epoch_sync() is None
+    big0, big1 = TopicPartition("big", 0), TopicPartition("big", 1)
+    got: list[dict[TopicPartition, PartitionResponse]] = []
+    rm.append_records(1000, 1, {big0: ["a"]}, got.append)
+    rm.append_records(1000, 1, {big1: ["x"], other: ["o1"]}, got.append)  # waits: it touches big-1
+    rm.append_records(1000, 1, {other: ["o2"]}, got.append)  # waits behind the one above (order)
+    rm.append_records(1000, 1, {TopicPartition("other2", 0): ["z"]}, got.append)  # unrelated: answered
+    assert [list(r) for r in got] == [[TopicPartition("other2", 0)]]
+    rm.append_records(1000, 1, {big0: ["b"]}, got.append)
+    assert len(got) == 1
+    rm.epoch_synced(sync)
+    assert [list(r) for r in got[1:]] == [[big0], [big1, other], [other], [big0]]
+    assert [got[i][tp].base_offset for i, tp in ((1, big0), (2, other), (3, other), (4, big0))] == [0, 0, 1, 1]
+    assert storage.logs[big0].records == [(1, "a"), (1, "b")]
+    rm.append_records(1000, 1, {big0: ["c"]}, got.append)  # durable now: at once
+    assert got[-1][big0].base_offset == 2

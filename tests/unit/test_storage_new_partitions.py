@@ -208,12 +208,15 @@ def test_deferred_syncs_write_new_epochs_atomically_and_sync_once(tmp_path, writ
         lg.append_as_leader(build_batch(1), 0, T0)
         logs.append(lg)
     writes.clear()
-    with epoch_cache.deferred_syncs():
-        with epoch_cache.deferred_syncs():  # nested: the outer block syncs
+    with epoch_cache.deferred_syncs() as pending:
+        with epoch_cache.deferred_syncs() as inner:  # nested: the outer block's
+            assert inner is pending
             for lg in logs:
                 lg.assign_epoch(3, 1)
         assert synced == []
         assert not any(sync for _, sync in writes)  # no fsync per file
+    assert synced == []  # the caller runs it, off the event loop
+    pending.run()
     assert len(synced) == 1  # one syncfs: all on one file system
     assert not any(n.endswith(".tmp") for p in range(5) for n in os.listdir(tmp_path / f"t-{p}"))
     for lg in logs:
