@@ -594,6 +594,29 @@ DELETE_RECORDS = api(
     ],
 )
 
+ALTER_REPLICA_LOG_DIRS = api(
+    ApiKey.ALTER_REPLICA_LOG_DIRS, 'AlterReplicaLogDirs', '1-2', '2+',
+    request=[
+        F('Dirs', A(S(
+            F('Path', STRING, '0+'),
+            F('Topics', A(S(
+                F('Name', STRING, '0+'),
+                F('Partitions', A(INT32), '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Results', A(S(
+            F('TopicName', STRING, '0+'),
+            F('Partitions', A(S(
+                F('PartitionIndex', INT32, '0+'),
+                F('ErrorCode', INT16, '0+'),
+              )), '0+'),
+          )), '0+'),
+    ],
+)
+
 DESCRIBE_LOG_DIRS = api(
     ApiKey.DESCRIBE_LOG_DIRS, 'DescribeLogDirs', '1-4', '2+',
     request=[
@@ -1529,6 +1552,7 @@ APIS: tuple[ApiSpec, ...] = (
     DELETE_GROUPS,
     OFFSET_DELETE,
     DELETE_RECORDS,
+    ALTER_REPLICA_LOG_DIRS,
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     WRITE_TXN_MARKERS,

@@ -59,6 +59,8 @@ from kafkarepl.server.listeners import Listener, endpoint_for
 from kafkarepl.server.liveness import DeadBrokerFencer
 from kafkarepl.server.log_cleaner import LogCleanerService
 from kafkarepl.server.log_dir_apis import LogDirApis
+from kafkarepl.server.log_dir_mover import RATE_CONFIG as LOG_DIR_RATE
+from kafkarepl.server.log_dir_mover import LogDirMover
 from kafkarepl.server.metadata_apis import MetadataApis
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.metrics import BrokerMetrics
@@ -151,6 +153,8 @@ class Broker:
         if self.fetch_sessions is not None:
             replicas.add_listener(self.fetch_sessions.on_partition_changed)
         self.cleaner = LogCleanerService(self.log_manager, config, self._partition_high_watermark, clock.wall_ms)
+        self.log_dir_mover = LogDirMover(self.log_manager, replicas, self.cleaner.pause, self.cleaner.resume,
+                                         on_swapped=self._checkpoints_after_move)
         topics = TopicService(guarded, config, storage, metadata)
         configs = ConfigService(bid, guarded, config, storage, replicas)
         self._configs = configs
@@ -187,7 +191,7 @@ class Broker:
             self.groups,
             producer_ids,
             AclApis(self.authorizer, self.acl_store),
-            LogDirApis(self.log_manager, replicas),
+            LogDirApis(self.log_manager, replicas, self.log_dir_mover),
             self.txn,
             self.scram,
             self.client_quota_apis,
@@ -298,6 +302,7 @@ class Broker:
         self._apply_connection_limits(merged)
         self.leader_throttle.set_rate(merged.get(LEADER_RATE))
         self.follower_throttle.set_rate(merged.get(FOLLOWER_RATE))
+        self.log_dir_mover.set_rate(merged.get(LOG_DIR_RATE))
         if LEADER_RATE in merged or FOLLOWER_RATE in merged or self._throttled_before:
             log.info("broker %d: replication throttle rates leader %s follower %s B/s", self.broker_id,
                      merged.get(LEADER_RATE, "unlimited"), merged.get(FOLLOWER_RATE, "unlimited"))
@@ -364,6 +369,7 @@ class Broker:
         await until_done(self._load_broker_configs, "dynamic broker configs")
         await self.config_changes.start()
         await self.token_changes.start()
+        self.log_dir_mover.resume_interrupted()
         cfg = self.config
         self._tasks = [
             self._every(cfg.replica_lag_time_max_ms / 2000, self.replicas.maybe_shrink_isrs),
@@ -456,6 +462,7 @@ class Broker:
         self.groups.shutdown()
         self.txn.shutdown()
         self.txn_verifier.close()
+        await self.log_dir_mover.shutdown()  # moves in flight: restarted at the next start
         self._io_executor.shutdown(wait=True)  # no checkpoint write in flight past here
         self.cleaner.shutdown()  # a cleaning in flight ends; its staged files are dropped at open
         await self.fetchers.shutdown()
@@ -478,6 +485,18 @@ class Broker:
             await asyncio.get_running_loop().run_in_executor(
                 self._io_executor, self.log_manager.checkpoint_high_watermarks, hws
             )
+
+    def _checkpoints_after_move(self) -> None:
+        """A replica changed log dirs: both dirs' checkpoints without delay (off the loop),
+        so that a restart finds its recovery point and HW in the new dir."""
+        async def write() -> None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._io_executor, self.log_manager.checkpoint_recovery_points)
+            await loop.run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)
+            await self._checkpoint_hw()
+
+        if not self._stopping:
+            asyncio.ensure_future(write())
 
     async def _checkpoint_log_starts(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)

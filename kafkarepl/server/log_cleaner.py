@@ -132,6 +132,15 @@ class LogCleanerService:
         self._max_compaction_delay_ms = 0
         self._last_run_ms: int | None = None
         self._uncleanable: dict[TopicPartition, Log] = {}  # until that log object goes
+        self._paused: set[TopicPartition] = set()  # moving between log dirs (log_dir_mover)
+
+    def pause(self, tp: TopicPartition) -> None:
+        """Not cleaned until resume(tp) (Kafka's abortAndPauseCleaning, minus the abort: a
+        cleaning in flight may still swap; the move copies by offset, unaffected)."""
+        self._paused.add(tp)
+
+    def resume(self, tp: TopicPartition) -> None:
+        self._paused.discard(tp)
 
     # ------------------------------------------------------------ checkpoints -----
     def first_dirty(self, tp: TopicPartition) -> int:
@@ -192,7 +201,8 @@ class LogCleanerService:
         max_ratio, max_delay = 0.0, 0
         for tp, lg in logs.items():
             cfg = lg.config
-            if "compact" not in cfg.cleanup_policy or tp in self._busy or tp in self._uncleanable:
+            if ("compact" not in cfg.cleanup_policy or tp in self._busy or tp in self._uncleanable
+                    or tp in self._paused):
                 continue
             hw = self.high_watermark(*tp)
             if hw is None:

@@ -1,6 +1,10 @@
 """DescribeLogDirs (kafka-log-dirs.sh): each log dir of this broker with the size and the
-offset lag of its partitions (LEO behind the HW, as Kafka reports for current logs), and
-the file system's total and usable bytes."""
+offset lag of its partitions (LEO behind the HW, as Kafka reports for current logs; for
+the future log of a replica moving there, is_future_key and the current log's LEO minus
+the future's), and the file system's total and usable bytes.
+
+AlterReplicaLogDirs (kafka-reassign-partitions.sh with log_dirs, Admin.alterReplicaLogDirs):
+moves replicas between this broker's log dirs (server.log_dir_mover)."""
 
 from __future__ import annotations
 
@@ -9,15 +13,28 @@ from typing import Any
 
 from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager, TopicPartition
+from kafkarepl.server.log_dir_mover import LogDirMover
 from kafkarepl.storage.manager import LogManager
 
 Body = dict[str, Any]
 
 
 class LogDirApis:
-    def __init__(self, log_manager: LogManager, replicas: ReplicaManager) -> None:
+    def __init__(self, log_manager: LogManager, replicas: ReplicaManager, mover: LogDirMover) -> None:
         self.log_manager = log_manager
         self.replicas = replicas
+        self.mover = mover
+
+    async def alter_replica_log_dirs(self, req: Request) -> Body:
+        by_topic: dict[str, list[Body]] = {}
+        for d in req.body["dirs"]:
+            for t in d["topics"]:
+                for partition in t["partitions"]:
+                    code = self.mover.alter(TopicPartition(t["name"], partition), d["path"])
+                    by_topic.setdefault(t["name"], []).append(
+                        {"partition_index": partition, "error_code": int(code)})
+        return {"throttle_time_ms": 0,
+                "results": [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
     async def describe_log_dirs(self, req: Request) -> Body:
         wanted = req.body.get("topics")
@@ -34,6 +51,13 @@ class LogDirApis:
             by_dir.setdefault(str(where), {}).setdefault(topic, []).append({
                 "partition_index": partition, "partition_size": lg.size_in_bytes,
                 "offset_lag": lag, "is_future_key": False,
+            })
+        for (topic, partition), fut in sorted(self.log_manager.future_logs().items(), key=lambda kv: kv[0]):
+            if want is not None and partition not in want.get(topic, ()):
+                continue
+            by_dir.setdefault(str(fut.dir.parent), {}).setdefault(topic, []).append({
+                "partition_index": partition, "partition_size": fut.size_in_bytes,
+                "offset_lag": self.mover.future_lag(TopicPartition(topic, partition)), "is_future_key": True,
             })
         results = []
         for log_dir, topics in by_dir.items():

@@ -31,7 +31,7 @@ _session: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
 CLUSTER_ACTIONS = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
                    ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS}
 CLUSTER_ALTER = {ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ELECT_LEADERS,
-                 ApiKey.ALTER_PARTITION_REASSIGNMENTS}
+                 ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_REPLICA_LOG_DIRS}
 CLUSTER_DESCRIBE = {ApiKey.DESCRIBE_ACLS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
                     ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS}
 GROUP_READ = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP}
@@ -94,12 +94,14 @@ class RequestAuthorizer:
         if self.authorizer is None:
             return None
         k, b = req.api_key, req.body
-        if k in (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_CLIENT_QUOTAS):
-            # Answered entry by entry (no top-level error code), as Kafka does.
-            op = Op.ALTER if k == ApiKey.ALTER_USER_SCRAM_CREDENTIALS else Op.ALTER_CONFIGS
+        if k in (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_REPLICA_LOG_DIRS):
+            # Answered entry by entry (no top-level error code), as Kafka does; for
+            # AlterReplicaLogDirs (CLUSTER_ALTER) each partition of each dir.
+            op = Op.ALTER_CONFIGS if k == ApiKey.ALTER_CLIENT_QUOTAS else Op.ALTER
             removed = Removed()
             if not self.allowed(op, R.CLUSTER, CLUSTER):
-                keys = ("deletions", "upsertions") if k == ApiKey.ALTER_USER_SCRAM_CREDENTIALS else ("entries",)
+                keys = {ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ("deletions", "upsertions"),
+                        ApiKey.ALTER_REPLICA_LOG_DIRS: ("dirs",)}.get(k, ("entries",))
                 for key in keys:
                     removed.denied += b.get(key) or []
                     b[key] = []
@@ -327,6 +329,12 @@ class RequestAuthorizer:
             denied = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             for e in removed.denied:
                 resp["entries"].append({"error_code": denied, "error_message": None, "entity": e["entity"]})
+        elif k == ApiKey.ALTER_REPLICA_LOG_DIRS:
+            denied = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            for d in removed.denied:
+                for t in d["topics"]:
+                    resp["results"].append({"topic_name": t["name"], "partitions": [
+                        {"partition_index": p, "error_code": denied} for p in t["partitions"]]})
         elif k == ApiKey.LIST_GROUPS:
             resp["groups"] = [g for g in resp["groups"] if self.allowed(Op.DESCRIBE, R.GROUP, g["group_id"])]
         elif k == ApiKey.DESCRIBE_TRANSACTIONS:

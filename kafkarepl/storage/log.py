@@ -65,7 +65,8 @@ FILE_DELETE_DELAY_S = 60.0  # keep fds of deleted segments open for in-flight se
 
 
 _closer = JANITOR  # descriptors of deleted segments are closed on its thread
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+# `<topic>-<partition>`, or a future log's `<topic>-<partition>.<uuid>-future` (storage.log_copy)
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)(?:\.[0-9a-f]{32}-future)?$")
 
 
 class AppendInfo(NamedTuple):
@@ -89,7 +90,8 @@ class FetchSlice(NamedTuple):
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); ValueError otherwise."""
+    """`<topic>-<partition>` (or a future log's name) -> (topic, partition); ValueError
+    otherwise."""
     m = _PARTITION_DIR.match(name)
     if not m:
         raise ValueError(f"not a partition directory name: {name!r}")
@@ -633,16 +635,18 @@ class Log:
                 raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
                                             errors)
 
-    def append_as_follower(self, records) -> AppendInfo:
+    def append_as_follower(self, records, *, gaps: bool = False) -> AppendInfo:
         """Append batches that carry the leader's offsets and epochs; they must start at
-        the log end offset and ascend."""
+        the log end offset and ascend. gaps: the first may start above the log end
+        offset (a copy of a compacted log, whose batches leave holes; Kafka's
+        appendAsFollower allows them)."""
         buf = memoryview(records).cast("B")
         batches = _core.validate_batches(buf)
         leo = self.log_end_offset
         if not batches:
             return AppendInfo(leo, leo - 1, NO_TIMESTAMP, -1, 0, 0, False)
         tp = f"{self.topic}-{self.partition}"
-        if batches[0].base_offset != leo:
+        if batches[0].base_offset < leo or (batches[0].base_offset != leo and not gaps):
             raise KafkaStorageError(
                 f"{tp}: follower append starts at offset {batches[0].base_offset} but the "
                 f"log end offset is {leo}")
@@ -953,6 +957,29 @@ class Log:
         self._closed = True
         for seg in self._segments:
             self._close_later(*seg.release())
+
+    def rename_dir(self, new_dir: Path) -> None:
+        """Rename the partition directory (a future log becoming the current one): the
+        descriptors and index mappings follow the rename, only the paths change. The
+        caller makes the rename durable (fsync of the parent directories)."""
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
+        for seg in self._segments:
+            seg.moved_to(new_dir)
+        self.leader_epoch_cache.path = new_dir / CHECKPOINT_NAME
+        for base, idx in self._txn_indexes.items():
+            idx.path = self._txn_index_path(base)
+
+    def bytes_from(self, offset: int) -> int:
+        """How many bytes of batches lie at or after `offset` (from the batch holding it):
+        what a copy positioned there still has to read. O(log index + segments)."""
+        if offset >= self.log_end_offset:
+            return 0
+        i = self._segment_index(max(offset, self._bases[0]))
+        seg = self._segments[i]
+        h, _slot = seg.find_batch_and_slot(offset)
+        position = h.position if h is not None else seg.size
+        return seg.size - position + sum(s.size for s in self._segments[i + 1:])
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""

@@ -4,6 +4,15 @@ Each log dir holds partition directories and three checkpoint files (HW, recover
 point, log start offset; see storage.checkpoints). A clean shutdown leaves the
 `.kafka_cleanshutdown` marker, which lets the next start skip recovery scans; the marker
 is removed once the logs are loaded, so a crash from then on is detected.
+
+JBOD moves (AlterReplicaLogDirs): a replica moving to another log dir has a future log
+there, `<topic>-<partition>.<uuid>-future`, filled from the current one (storage.log_copy,
+driven by server.log_dir_mover). The swap (replace_current_with_future) renames the current
+directory to a `-delete` name first, then the future one to `<topic>-<partition>`, each
+rename made durable by an fsync of its log dir. So after a crash at any point startup finds
+either the current log and a future one (the future is dropped and the move is restarted:
+`pending_moves`), or a lone future log whose current one is marked deleted (the swap had
+begun, and the future held every batch: it becomes the current log).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from kafkarepl.storage.checkpoints import (
 from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.janitor import JANITOR
 from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, Log, _fsync_dir, parse_partition_dir
+from kafkarepl.storage.log_copy import FUTURE_SUFFIX, future_dir_name, parse_future_dir
 
 log = logging.getLogger("kafkarepl.storage")
 
@@ -59,6 +69,11 @@ class LogManager:
         self.high_watermarks: dict[TopicPartition, int] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._lock_fds: list[int] = []
+        # JBOD moves: future logs being filled, the dir a replica not created yet is to be
+        # created in (Kafka's preferredLogDirs), moves found interrupted at startup.
+        self._futures: dict[TopicPartition, Log] = {}
+        self._preferred: dict[TopicPartition, Path] = {}
+        self.pending_moves: dict[TopicPartition, Path] = {}
 
     # ------------------------------------------------------------------ startup
     def startup(self) -> None:
@@ -70,6 +85,8 @@ class LogManager:
         except BaseException:
             self.release_locks()
             raise
+        futures: list[tuple[TopicPartition, Path]] = []
+        all_hws: dict[TopicPartition, int] = {}
         for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
@@ -80,6 +97,7 @@ class LogManager:
                                            "log start offsets fall back to the first segment")
             hws = self._read_checkpoint(d / HIGH_WATERMARK_CHECKPOINT,
                                         "high watermarks restart at 0 and are recomputed")
+            all_hws.update(hws)
             for entry in sorted(os.listdir(d)):
                 path = d / entry
                 if not path.is_dir():
@@ -87,6 +105,13 @@ class LogManager:
                 if entry.endswith(DELETE_SUFFIX):
                     log.info("finishing the deletion of %s", path)
                     shutil.rmtree(path, ignore_errors=True)
+                    continue
+                if entry.endswith(FUTURE_SUFFIX):
+                    future_tp = parse_future_dir(entry)
+                    if future_tp is None:
+                        log.warning("ignoring %s: not a future log directory", path)
+                    else:
+                        futures.append((future_tp, path))
                     continue
                 try:
                     tp = parse_partition_dir(entry)
@@ -105,6 +130,37 @@ class LogManager:
             if clean:
                 marker.unlink()
                 _fsync_dir(d)
+        for tp, path in futures:
+            self._load_future(tp, path, all_hws.get(tp, 0))
+
+    def _load_future(self, tp: TopicPartition, path: Path, hw: int) -> None:
+        """A future log found at startup: with its current log, a move a crash (or a stop)
+        interrupted: dropped, and remembered to be started again; alone, a swap that had
+        renamed the current log away: the future held every batch, it becomes current."""
+        d = path.parent
+        if tp in self._logs:
+            log.info("%s: a move of %s-%d to %s was interrupted; it starts again", path, *tp, d)
+            self._remove_dir(path)
+            if tp in self._logs and self._dir_of[tp] != d:
+                self.pending_moves[tp] = d
+            return
+        current = d / f"{tp[0]}-{tp[1]}"
+        log.warning("%s: the swap with the current log of %s-%d was interrupted; completing it",
+                    path, *tp)
+        os.rename(path, current)
+        _fsync_dir(d)
+        cfg = self.topic_configs.get(tp[0], self.default_config)
+        lg = Log.open(current, cfg, 0, None, clean_shutdown=False, lazy_empty=True)
+        self._logs[tp] = lg
+        self._dir_of[tp] = d
+        self.high_watermarks[tp] = min(hw, lg.log_end_offset)
+
+    @staticmethod
+    def _remove_dir(path: Path) -> None:
+        doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.rename(path, doomed)
+        _fsync_dir(path.parent)
+        JANITOR.remove_tree(doomed)
 
     def _lock(self, d: Path) -> None:
         """flock `<dir>/.lock` as Kafka does: two brokers on one log dir would corrupt it.
@@ -158,7 +214,12 @@ class LogManager:
             self.topic_configs[topic] = config
         cfg = self.topic_configs.get(topic, self.default_config)
         d = self.log_dirs[0]
-        if len(self.log_dirs) > 1:
+        preferred = self._preferred.pop(tp, None)
+        if preferred is not None:  # AlterReplicaLogDirs named it before the replica came
+            d = preferred
+            if self._dir_counts is not None:
+                self._dir_counts[d] += 1
+        elif len(self.log_dirs) > 1:
             counts = self._partitions_per_dir()
             d = min(self.log_dirs, key=lambda x: counts[x])  # first dir wins ties
             counts[d] += 1
@@ -182,8 +243,12 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> None:
         """Close the log and remove its directory: renamed to `<dir>.<uuid>-delete` first
         (atomic), so a crash mid-delete leaves a name startup finishes deleting; its files
-        are removed on a background thread."""
+        are removed on a background thread. A future log goes first: a lone future log
+        at startup means a swap in progress, never a deletion."""
         tp = (topic, partition)
+        self._preferred.pop(tp, None)
+        self.pending_moves.pop(tp, None)
+        self.abort_future(tp)
         lg = self._logs.pop(tp, None)
         if lg is None:
             return
@@ -195,6 +260,70 @@ class LogManager:
         os.rename(lg.dir, doomed)
         _fsync_dir(lg.dir.parent)
         JANITOR.remove_tree(doomed)
+
+    # ------------------------------------------------------------------ JBOD moves
+    def log_dir(self, path: str | Path) -> Path | None:
+        """The configured log dir `path` names (Kafka compares absolute paths), or None."""
+        want = os.path.abspath(path)
+        for d in self.log_dirs:
+            if os.path.abspath(d) == want:
+                return d
+        return None
+
+    def set_preferred_dir(self, topic: str, partition: int, d: Path) -> None:
+        """Kafka's maybeUpdatePreferredLogDir: a replica not created yet is created in `d`."""
+        self._preferred[(topic, partition)] = d
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        return self._futures.get((topic, partition))
+
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._futures)
+
+    def create_future_log(self, topic: str, partition: int, d: Path) -> Log:
+        """An empty future log of the partition in log dir `d` (not its current one). The
+        caller makes its directory entry durable (fsync of `d`) before relying on it."""
+        tp = (topic, partition)
+        current = self._logs.get(tp)
+        if current is None:
+            raise KafkaStorageError(f"{topic}-{partition} has no log here")
+        if tp in self._futures:
+            raise KafkaStorageError(f"{topic}-{partition} already has a future log")
+        if self._dir_of[tp] == d:
+            raise KafkaStorageError(f"{topic}-{partition} is already in {d}")
+        fut = Log.create(d / future_dir_name(topic, partition), current.config)
+        fut.dir_entry_durable = False
+        self._futures[tp] = fut
+        return fut
+
+    def abort_future(self, tp: TopicPartition) -> None:
+        """Drop the partition's future log (the move is cancelled), if any."""
+        fut = self._futures.pop(tp, None)
+        if fut is None:
+            return
+        fut.close_for_deletion()
+        self._remove_dir(fut.dir)
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """Make the (caught up) future log the partition's log; returns it. The current
+        directory is renamed to a `-delete` name and that made durable before the future
+        one takes the partition's name (see the module docstring); the old files go on the
+        janitor's thread. Blocking only for two directory fsyncs."""
+        tp = (topic, partition)
+        source, fut = self._logs[tp], self._futures.pop(tp)
+        old_dir, new_parent = self._dir_of[tp], fut.dir.parent
+        source.close_for_deletion()
+        doomed = source.dir.with_name(f"{source.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.rename(source.dir, doomed)
+        _fsync_dir(old_dir)
+        fut.rename_dir(new_parent / f"{topic}-{partition}")
+        _fsync_dir(new_parent)
+        fut.dir_entry_durable = True
+        self._logs[tp] = fut
+        self._dir_of[tp] = new_parent
+        self._dir_counts = None
+        JANITOR.remove_tree(doomed)
+        return fut
 
     def wait_for_deletions(self, timeout: float | None = None) -> bool:
         """Until the directories of deleted logs are removed (shutdown waits for them)."""
@@ -284,6 +413,9 @@ class LogManager:
         self.checkpoint_high_watermarks(hws or {})
         for lg in self._logs.values():
             lg.close(sync=False)
+        for fut in self._futures.values():  # unfinished moves: dropped and restarted at open
+            fut.close(sync=False)
+        self._futures.clear()
         for d in self.log_dirs:  # nothing reads deleted segments any more: no delay
             JANITOR.close_now(d)
         JANITOR.wait(30)  # their space is free when a stop returns

@@ -222,6 +222,10 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
             r = await conn.send(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"upsertions": [], "deletions": [
                 {"name": "admin", "mechanism": 1}]})
             assert [(x["user"], x["error_code"]) for x in r["results"]] == [("admin", cluster_denied)]
+            r = await conn.send(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [  # ALTER on the cluster
+                {"path": "/anywhere", "topics": [{"name": "orders", "partitions": [0, 1]}]}]})
+            assert [(t["topic_name"], p["partition_index"], p["error_code"]) for t in r["results"]
+                    for p in t["partitions"]] == [("orders", 0, cluster_denied), ("orders", 1, cluster_denied)]
         finally:
             conn.close()
 
