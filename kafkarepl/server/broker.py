@@ -154,7 +154,8 @@ class Broker:
             replicas.add_listener(self.fetch_sessions.on_partition_changed)
         self.cleaner = LogCleanerService(self.log_manager, config, self._partition_high_watermark, clock.wall_ms)
         self.log_dir_mover = LogDirMover(self.log_manager, replicas, self.cleaner.pause, self.cleaner.resume,
-                                         on_swapped=self._checkpoints_after_move)
+                                         on_swapped=self._checkpoints_after_move,
+                                         known=lambda tp: metadata.partition(*tp) is not None)
         topics = TopicService(guarded, config, storage, metadata)
         configs = ConfigService(bid, guarded, config, storage, replicas)
         self._configs = configs

@@ -31,7 +31,7 @@ from kafkarepl.replication import ReplicaManager, TopicPartition
 from kafkarepl.storage import Log
 from kafkarepl.storage.cleaner import Throttle
 from kafkarepl.storage.log import _fsync_dir
-from kafkarepl.storage.log_copy import LogCopy, RestartCopy
+from kafkarepl.storage.log_copy import LogCopy, RestartCopy, future_dir_name
 from kafkarepl.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,14 @@ class LogDirMover:
                  pause_cleaning: Callable[[TopicPartition], None],
                  resume_cleaning: Callable[[TopicPartition], None],
                  on_swapped: Callable[[], Any] | None = None, *,
+                 known: Callable[[TopicPartition], bool] = lambda tp: True,
                  chunk_bytes: int = CHUNK_BYTES, final_bytes: int = FINAL_BYTES) -> None:
         self.log_manager = log_manager
         self.replicas = replicas
         self.pause_cleaning = pause_cleaning
         self.resume_cleaning = resume_cleaning
         self.on_swapped = on_swapped  # e.g. write the checkpoints of the dirs involved
+        self.known = known  # the partition is in the cluster's metadata
         self.moves: dict[TopicPartition, Move] = {}
         self.chunk_bytes = chunk_bytes
         self.final_bytes = final_bytes
@@ -74,15 +76,23 @@ class LogDirMover:
     def alter(self, tp: TopicPartition, path: str) -> ErrorCode:
         """One partition of an AlterReplicaLogDirs request (Kafka's order of checks)."""
         lm = self.log_manager
+        if len(future_dir_name(tp.topic, tp.partition).encode()) > 255:  # a file name's limit (KAFKA-4893)
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
         d = lm.log_dir(path)
         if d is None:
             return ErrorCode.LOG_DIR_NOT_FOUND
         move = self.moves.get(tp)
         if move is not None and move.dest != d:
             move.dest = d  # the running move drops its future log and starts over there
-        lm.set_preferred_dir(tp.topic, tp.partition, d)
         if self.replicas.get(tp) is None or lm.get_log(tp.topic, tp.partition) is None:
+            # Remembered for when the replica comes, as Kafka's preferred log dir; only for
+            # partitions the metadata knows, so that a client naming made-up partitions
+            # cannot grow the map without bound (the reassign tool asks after creating the
+            # reassignment, and again every 100 ms while the answer is this one).
+            if self.known(tp):
+                lm.set_preferred_dir(tp.topic, tp.partition, d)
             return ErrorCode.REPLICA_NOT_AVAILABLE
+        lm.set_preferred_dir(tp.topic, tp.partition, d)
         if move is None and lm.log_dir_of(tp.topic, tp.partition) != d:
             self.start(tp, d)
         return ErrorCode.NONE
