@@ -24,6 +24,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kafkarepl.controller.channel import NetworkBrokerChannel
@@ -487,11 +488,12 @@ class Broker:
                 self._io_executor, self.log_manager.checkpoint_high_watermarks, hws
             )
 
-    def _checkpoints_after_move(self) -> None:
+    def _checkpoints_after_move(self, tp: TopicPartition, old_dir: Path, new_dir: Path) -> None:
         """A replica changed log dirs: both dirs' checkpoints without delay (off the loop),
-        so that a restart finds its recovery point and HW in the new dir."""
+        so that a restart finds its recovery point, HW and cleaner offset in the new dir."""
         async def write() -> None:
             loop = asyncio.get_running_loop()
+            await self.cleaner.alter_checkpoint_dir(tp, old_dir, new_dir)
             await loop.run_in_executor(self._io_executor, self.log_manager.checkpoint_recovery_points)
             await loop.run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)
             await self._checkpoint_hw()

@@ -118,6 +118,9 @@ class LogCleanerService:
             threads, thread_name_prefix="log-cleaner", initializer=_cleaner_thread_started,
             initargs=(config.log_cleaner_yield_interval_us, config.log_cleaner_thread_nice,
                       config.log_cleaner_thread_sched_idle))
+        # Checkpoint files are written by one thread, in the order the loop asks: with
+        # log.cleaner.threads > 1 two writes of one dir's file would share its `.tmp`.
+        self._checkpoint_writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cleaner-checkpoint")
         self._local = threading.local()  # each cleaner thread's MapBuffer
         self._map_bytes = config.log_cleaner_dedupe_buffer_size // threads
         self._threads = threads
@@ -147,13 +150,38 @@ class LogCleanerService:
         d = self.log_manager.log_dir_of(*tp)
         if d is None:
             return 0
+        return self.first_dirty_in(d).get(tp, 0)
+
+    def first_dirty_in(self, d: Path) -> dict[TopicPartition, int]:
         if d not in self._checkpoints:
             try:
                 self._checkpoints[d] = read_offsets(d / CLEANER_CHECKPOINT)
             except CheckpointCorruptError as exc:
                 log.error("%s; cleaning every compacted log from its start", exc)
                 self._checkpoints[d] = {}
-        return self._checkpoints[d].get(tp, 0)
+        return self._checkpoints[d]
+
+    async def alter_checkpoint_dir(self, tp: TopicPartition, src: Path, dest: Path) -> None:
+        """The log moved from log dir `src` to `dest` (JBOD): its cleaner offset and delete
+        horizon go with it (Kafka's alterCheckpointDir), else its next cleaning would start
+        from the log start and expired tombstones would wait for the dirty ratio. Both dirs'
+        files are written in order with the cleanings' own checkpoint writes."""
+        for d in (src, dest):
+            self.first_dirty_in(d)
+            self.delete_horizon_in(d)
+        offset = self._checkpoints[src].pop(tp, None)
+        horizon = self._horizons[src].pop(tp, None)
+        if offset is not None:
+            self._checkpoints[dest][tp] = offset
+        if horizon is not None:
+            self._horizons[dest][tp] = horizon
+        if offset is None and horizon is None:
+            return
+        loop = asyncio.get_running_loop()
+        for d in (src, dest):
+            await loop.run_in_executor(self._checkpoint_writer, write_offsets, d / CLEANER_CHECKPOINT, self._checkpoint_of(d))
+            await loop.run_in_executor(self._checkpoint_writer, write_offsets, d / HORIZON_CHECKPOINT,
+                                       self._checkpoint_of(d, self._horizons))
 
     def _set_first_dirty(self, tp: TopicPartition, offset: int) -> Path | None:
         d = self.log_manager.log_dir_of(*tp)
@@ -173,13 +201,16 @@ class LogCleanerService:
         d = self.log_manager.log_dir_of(*tp)
         if d is None:
             return None
+        return self.delete_horizon_in(d).get(tp)
+
+    def delete_horizon_in(self, d: Path) -> dict[TopicPartition, int]:
         if d not in self._horizons:
             try:
                 self._horizons[d] = read_offsets(d / HORIZON_CHECKPOINT)
             except CheckpointCorruptError as exc:
                 log.error("%s; delete horizons are learnt again from new cleanings", exc)
                 self._horizons[d] = {}
-        return self._horizons[d].get(tp)
+        return self._horizons[d]
 
     def _set_delete_horizon(self, tp: TopicPartition, horizon: int | None) -> Path | None:
         """Records the log's horizon; the log dir when it changed (to be written)."""
@@ -278,11 +309,11 @@ class LogCleanerService:
             self.records_removed += result.records_removed
             d = self._set_first_dirty(tp, result.cleaned_up_to)
             if d is not None:
-                await loop.run_in_executor(self._executor, write_offsets, d / CLEANER_CHECKPOINT,
+                await loop.run_in_executor(self._checkpoint_writer, write_offsets, d / CLEANER_CHECKPOINT,
                                            self._checkpoint_of(d))
             d = self._set_delete_horizon(tp, result.delete_horizon)
             if d is not None:
-                await loop.run_in_executor(self._executor, write_offsets, d / HORIZON_CHECKPOINT,
+                await loop.run_in_executor(self._checkpoint_writer, write_offsets, d / HORIZON_CHECKPOINT,
                                            self._checkpoint_of(d, self._horizons))
             log.info("%s-%d: cleaned up to offset %d: %d segments -> %d, %d records removed, "
                      "%d -> %d bytes in %.2f s (swap %.1f ms, %.1f ms of it on the loop)", tp[0], tp[1],
@@ -343,3 +374,4 @@ class LogCleanerService:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)  # staged files of one in flight go at open
+        self._checkpoint_writer.shutdown(wait=True)

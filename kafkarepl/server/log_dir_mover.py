@@ -55,14 +55,14 @@ class LogDirMover:
     def __init__(self, log_manager: LogManager, replicas: ReplicaManager,
                  pause_cleaning: Callable[[TopicPartition], None],
                  resume_cleaning: Callable[[TopicPartition], None],
-                 on_swapped: Callable[[], Any] | None = None, *,
+                 on_swapped: Callable[[TopicPartition, Path, Path], Any] | None = None, *,
                  known: Callable[[TopicPartition], bool] = lambda tp: True,
                  chunk_bytes: int = CHUNK_BYTES, final_bytes: int = FINAL_BYTES) -> None:
         self.log_manager = log_manager
         self.replicas = replicas
         self.pause_cleaning = pause_cleaning
         self.resume_cleaning = resume_cleaning
-        self.on_swapped = on_swapped  # e.g. write the checkpoints of the dirs involved
+        self.on_swapped = on_swapped  # (tp, old dir, new dir): the checkpoints of the dirs involved
         self.known = known  # the partition is in the cluster's metadata
         self.moves: dict[TopicPartition, Move] = {}
         self.chunk_bytes = chunk_bytes
@@ -219,6 +219,7 @@ class LogDirMover:
         if source.recovery_point > fut.recovery_point:  # flushed there (strict flush settings)
             fut.flush(source.recovery_point)
         t1 = time.monotonic()
+        old_dir = source.dir.parent
         new = self.log_manager.replace_current_with_future(tp.topic, tp.partition)
         p = self.replicas.get(tp)
         if p is not None and p.log is source:
@@ -229,7 +230,7 @@ class LogDirMover:
                  move.copied_bytes, move.restarts, copy.copied_bytes - before, (t1 - t0) * 1000,
                  (time.monotonic() - t1) * 1000)
         if self.on_swapped is not None:
-            self.on_swapped()
+            self.on_swapped(tp, old_dir, move.dest)
 
     async def _on_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)

@@ -206,3 +206,46 @@ def test_max_compaction_lag_counts_from_the_earliest_dirty_record(tmp_path) -> N
     finally:
         svc.shutdown()
         lm.shutdown()
+
+
+def test_the_cleaner_offset_and_delete_horizon_follow_a_move_between_log_dirs(tmp_path) -> None:
+    """JBOD: a compacted log moved to another log dir keeps its cleaner offset and delete
+    horizon (Kafka's alterCheckpointDir): not cleaned again from its start, the horizon
+    kept, and both read back from the new dir's files by a restarted service."""
+    from kafkarepl.storage.checkpoints import read_offsets
+    from kafkarepl.storage.log_copy import LogCopy
+
+    lcfg = LogConfig(cleanup_policy="compact", segment_bytes=400, delete_retention_ms=DAY,
+                     min_cleanable_dirty_ratio=0.01)
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    lm = LogManager([d1, d2], lcfg)
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    assert lm.log_dir_of("t", 0) == d1
+    lg.append_as_leader(build_batch([None], keys=[b"gone"], timestamp=T0), 0, T0)
+    for i in range(40):
+        lg.append_as_leader(build_batch([b"x%d" % i], keys=[b"k%d" % (i % 2)], timestamp=T0), 0, T0)
+    clock = [T0]
+    svc = service(lm, clock)
+    try:
+        assert asyncio.run(svc.run_once()) == 1
+        cleaned_to, horizon = svc.first_dirty(("t", 0)), svc.delete_horizon(("t", 0))
+        assert cleaned_to > 0 and horizon == T0 + DAY
+        copy = LogCopy(lg, lm.create_future_log("t", 0, d2))
+        while (chunk := copy.next_chunk(1 << 20)) is not None:
+            copy.copy(chunk)
+        assert copy.finish(1 << 20)
+        lm.replace_current_with_future("t", 0)
+        asyncio.run(svc.alter_checkpoint_dir(("t", 0), d1, d2))
+        assert svc.first_dirty(("t", 0)) == cleaned_to and svc.delete_horizon(("t", 0)) == horizon
+        assert asyncio.run(svc.run_once()) == 0  # nothing dirty: not cleaned again from offset 0
+    finally:
+        svc.shutdown()
+    assert ("t", 0) not in read_offsets(d1 / "cleaner-offset-checkpoint")
+    assert read_offsets(d2 / "cleaner-offset-checkpoint")[("t", 0)] == cleaned_to
+    svc = service(lm, clock)
+    try:
+        assert svc.first_dirty(("t", 0)) == cleaned_to and svc.delete_horizon(("t", 0)) == horizon
+    finally:
+        svc.shutdown()
+        lm.shutdown()
