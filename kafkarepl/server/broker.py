@@ -60,6 +60,7 @@ from kafkarepl.server.listeners import Listener, endpoint_for
 from kafkarepl.server.liveness import DeadBrokerFencer
 from kafkarepl.server.log_cleaner import LogCleanerService
 from kafkarepl.server.log_dir_apis import LogDirApis
+from kafkarepl.server.log_dir_failure import LogDirFailureHandler
 from kafkarepl.server.log_dir_mover import RATE_CONFIG as LOG_DIR_RATE
 from kafkarepl.server.log_dir_mover import LogDirMover
 from kafkarepl.server.metadata_apis import MetadataApis
@@ -102,7 +103,8 @@ class Broker:
         self.clock = clock = SystemClock()
         guarded = GuardedStore(store)
         self.metadata = metadata = MetadataCache(config.listener_name())
-        self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}))
+        self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}),
+                                      on_dir_failure=LogDirFailureHandler(bid, zk.client.stop))
         storage = LogStorage(self.log_manager, config)
         self.scram = ScramCredentials(store, guarded)  # SCRAM logins and Alter/DescribeUserScramCredentials
         self.token_cache = DelegationTokenCache()  # delegation tokens' SCRAM logins

@@ -8,13 +8,15 @@ the recovery point and cuts the log at the first torn or invalid one.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from kafkarepl import _core
 from kafkarepl.errors import (
@@ -98,8 +100,37 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return m.group(1), int(m.group(2))
 
 
+_R = TypeVar("_R")
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _io_error(exc: BaseException) -> bool:
+    """An error of the disk or file system (not a refused request that KafkaStorageError
+    also reports, such as a follower append at the wrong offset)."""
+    return isinstance(exc, OSError) or isinstance(exc.__cause__, OSError)
+
+
+def _writes(method: Callable[..., _R]) -> Callable[..., _R]:
+    """A Log method that writes: an I/O error in it is reported to `on_io_error` (the
+    LogManager's log dir failure handling, as Kafka's LogDirFailureChannel) before the
+    caller gets KafkaStorageError (KAFKA_STORAGE_ERROR)."""
+    @functools.wraps(method)
+    def guarded(self: Log, *args: Any, **kwargs: Any) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except (OSError, KafkaStorageError) as exc:
+            if not _io_error(exc):
+                raise
+            if self.on_io_error is not None:
+                self.on_io_error(exc if isinstance(exc, OSError) else exc.__cause__)  # type: ignore[arg-type]
+            if isinstance(exc, KafkaStorageError):
+                raise
+            raise KafkaStorageError(f"{self.dir}: {method.__name__} failed: {exc}") from exc
+
+    return guarded
 
 
 class Log:
@@ -125,6 +156,8 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._closed = False
+        # Told of every I/O error of a write (the owner takes the log dir down); None: only raised.
+        self.on_io_error: Callable[[BaseException], None] | None = None
 
     def reconfigure(self, config: LogConfig) -> None:
         """A topic config change (AlterConfigs): segment, retention and flush settings are
@@ -458,6 +491,7 @@ class Log:
                 f"segment.bytes {self.config.segment_bytes}")
         return has_pid
 
+    @_writes
     def append_as_leader(self, records, leader_epoch: int, now_ms: int,
                          control_allowed: bool = False, *, client: bool = False) -> AppendInfo:
         """Validate, deduplicate, assign offsets and `leader_epoch` in place (a read-only
@@ -635,6 +669,7 @@ class Log:
                 raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
                                             errors)
 
+    @_writes
     def append_as_follower(self, records, *, gaps: bool = False) -> AppendInfo:
         """Append batches that carry the leader's offsets and epochs; they must start at
         the log end offset and ascend. gaps: the first may start above the log end
@@ -706,6 +741,7 @@ class Log:
             return self.roll()
         return seg
 
+    @_writes
     def roll(self) -> LogSegment:
         """Start a new active segment at the LEO (no-op while the active one is empty)."""
         seg = self._segments[-1]
@@ -786,6 +822,7 @@ class Log:
         return None
 
     # ================================================================ truncation
+    @_writes
     def truncate_to(self, offset: int) -> None:
         """Remove every offset >= `offset` (a follower diverged from its leader).
 
@@ -818,6 +855,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 
+    @_writes
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log empty at `offset`."""
         if offset < 0:
@@ -835,6 +873,7 @@ class Log:
         self.producer_state.clear()
 
     # ================================================================ retention
+    @_writes
     def delete_old_segments(self, now_ms: int) -> int:
         """Delete whole leading segments (never the active one) past retention.ms or
         retention.bytes, or wholly below the log start offset. Returns how many.
@@ -892,10 +931,12 @@ class Log:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
 
+    @_writes
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         self.leader_epoch_cache.assign(epoch, start_offset)
 
     # ================================================================ flush / close
+    @_writes
     def flush(self, offset: int | None = None) -> None:
         """fdatasync segments holding offsets [recovery_point, offset) (default: LEO) and
         move the recovery point there. Blocking; see begin_flush to fsync elsewhere."""
@@ -917,7 +958,7 @@ class Log:
             fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
             if not self.dir_entry_durable:
                 fds.append(os.open(self.dir.parent, os.O_RDONLY | os.O_DIRECTORY))
-        return PendingFlush(self.dir, target, fds)
+        return PendingFlush(self.dir, target, fds, self.on_io_error)
 
     def complete_flush(self, pending: PendingFlush) -> None:
         target = min(pending.target, self.log_end_offset)
@@ -1012,10 +1053,12 @@ class Log:
 class PendingFlush:
     """Descriptors (duplicates, so closing the log meanwhile is safe) to fdatasync."""
 
-    def __init__(self, dir: Path, target: int, fds: list[int]) -> None:
+    def __init__(self, dir: Path, target: int, fds: list[int],
+                 on_io_error: Callable[[BaseException], None] | None = None) -> None:
         self.dir = dir
         self.target = target
         self.fds = fds
+        self.on_io_error = on_io_error  # the log's (run() may be on another thread)
 
     def release(self) -> None:
         """Close the descriptors without syncing (the caller syncs the file system)."""
@@ -1035,6 +1078,10 @@ class PendingFlush:
             finally:
                 os.close(fd)
         if error is not None:
+            # A failed fsync leaves the page cache's state unknown ("fsyncgate"): the log
+            # dir is not to be trusted again, as Kafka takes it offline.
+            if self.on_io_error is not None:
+                self.on_io_error(error)
             raise KafkaStorageError(f"{self.dir}: flush failed: {error}") from error
 
 

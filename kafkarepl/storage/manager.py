@@ -18,14 +18,16 @@ begun, and the future held every batch: it becomes the current log).
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kafkarepl import _core
@@ -57,10 +59,16 @@ LOCK_FILE = ".lock"
 
 class LogManager:
     def __init__(self, log_dirs: list[str] | list[Path], default_config: LogConfig,
-                 topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+                 topic_configs: Mapping[str, LogConfig] | None = None, *,
+                 on_dir_failure: Callable[[Path, BaseException], None] | None = None) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
         self.log_dirs = [Path(d) for d in log_dirs]
+        # An I/O error writing to a log dir (Kafka's LogDirFailureChannel): called once per
+        # dir, from whatever thread saw it; the broker takes itself down.
+        self.on_dir_failure = on_dir_failure
+        self.failed_dirs: set[Path] = set()
+        self._failure_lock = threading.Lock()
         self.default_config = default_config
         self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
@@ -124,6 +132,7 @@ class LogManager:
                 cfg = self.topic_configs.get(tp[0], self.default_config)
                 lg = Log.open(path, cfg, recovery.get(tp, 0), starts.get(tp),
                               clean_shutdown=clean, lazy_empty=True)
+                self._watch(lg, d)
                 self._logs[tp] = lg
                 self._dir_of[tp] = d
                 self.high_watermarks[tp] = min(hws.get(tp, 0), lg.log_end_offset)
@@ -151,6 +160,7 @@ class LogManager:
         _fsync_dir(d)
         cfg = self.topic_configs.get(tp[0], self.default_config)
         lg = Log.open(current, cfg, 0, None, clean_shutdown=False, lazy_empty=True)
+        self._watch(lg, d)
         self._logs[tp] = lg
         self._dir_of[tp] = d
         self.high_watermarks[tp] = min(hw, lg.log_end_offset)
@@ -228,6 +238,7 @@ class LogManager:
         except FileExistsError:  # left behind (e.g. not yet loaded): open what is there
             lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False, lazy_empty=True)
         lg.dir_entry_durable = False  # the first flush fsyncs d (see Log)
+        self._watch(lg, d)
         self._logs[tp] = lg
         self._dir_of[tp] = d
         self.high_watermarks.setdefault(tp, 0)
@@ -292,6 +303,7 @@ class LogManager:
         if self._dir_of[tp] == d:
             raise KafkaStorageError(f"{topic}-{partition} is already in {d}")
         fut = Log.create(d / future_dir_name(topic, partition), current.config)
+        self._watch(fut, d)
         fut.dir_entry_durable = False
         self._futures[tp] = fut
         return fut
@@ -329,6 +341,28 @@ class LogManager:
         """Until the directories of deleted logs are removed (shutdown waits for them)."""
         return JANITOR.wait(timeout)
 
+    # ------------------------------------------------------------------ log dir failure
+    def _watch(self, lg: Log, d: Path) -> None:
+        lg.on_io_error = functools.partial(self.dir_failed, d)
+
+    def dir_failed(self, d: Path, exc: BaseException) -> None:
+        """An I/O error writing to log dir `d` (a log's write or flush, a checkpoint):
+        reported once per dir to on_dir_failure. Thread-safe."""
+        with self._failure_lock:
+            if d in self.failed_dirs:
+                return
+            self.failed_dirs.add(d)
+        log.error("log dir %s failed: %s", d, exc)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(d, exc)
+
+    def _write_checkpoint(self, d: Path, name: str, offsets: Mapping[TopicPartition, int]) -> None:
+        try:
+            write_offsets(d / name, offsets)
+        except OSError as exc:
+            self.dir_failed(d, exc)
+            raise KafkaStorageError(f"{d / name}: checkpoint write failed: {exc}") from exc
+
     # ------------------------------------------------------------------ checkpoints
     def _by_dir(self, values: Mapping[TopicPartition, int]) -> dict[Path, dict]:
         out: dict[Path, dict] = {d: {} for d in self.log_dirs}
@@ -341,17 +375,17 @@ class LogManager:
         self.high_watermarks.update({tp: hw for tp, hw in hws.items() if tp in self._logs})
         # A snapshot: the broker calls this from an I/O thread while the loop may add logs.
         for d, offsets in self._by_dir(dict(self.high_watermarks)).items():
-            write_offsets(d / HIGH_WATERMARK_CHECKPOINT, offsets)
+            self._write_checkpoint(d, HIGH_WATERMARK_CHECKPOINT, offsets)
 
     def checkpoint_recovery_points(self) -> None:
         points = {tp: lg.recovery_point for tp, lg in self._logs.items()}
         for d, offsets in self._by_dir(points).items():
-            write_offsets(d / RECOVERY_POINT_CHECKPOINT, offsets)
+            self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT, offsets)
 
     def checkpoint_log_start_offsets(self) -> None:
         starts = {tp: lg.log_start_offset for tp, lg in self._logs.items()}
         for d, offsets in self._by_dir(starts).items():
-            write_offsets(d / LOG_START_OFFSET_CHECKPOINT, offsets)
+            self._write_checkpoint(d, LOG_START_OFFSET_CHECKPOINT, offsets)
 
     # ------------------------------------------------------------------ periodic work
     def flush_dirty(self, now_ms: int | None = None) -> int:

@@ -206,7 +206,17 @@ class LogSegment:
             if self.fd < 0:
                 self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             self._ensure_index_files()  # before the data: a non-empty .log has its indexes
-        _core.file_append(self.fd, data)
+        try:
+            _core.file_append(self.fd, data)
+        except OSError:
+            # A short write (ENOSPC, EIO) leaves part of a batch after `position`: cut it,
+            # or the next append would land behind it and reads at our positions would
+            # serve it. Best effort: the log dir is being taken down anyway.
+            try:
+                os.ftruncate(self.fd, position)
+            except OSError:
+                pass
+            raise
         self.size += len(data)
         if self.first_batch_timestamp is None and batches:
             self.first_batch_timestamp = (log_append_time if log_append_time is not None

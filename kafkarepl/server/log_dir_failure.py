@@ -1,0 +1,56 @@
+"""What a broker does when one of its log dirs fails: an I/O error writing to it (a
+log's append, roll, truncation or fsync, a checkpoint; ENOSPC, EIO, a read-only
+remount), reported by the LogManager once per dir.
+
+The broker halts, as Kafka's does once all its log dirs have failed (ReplicaManager's
+handleLogDirFailure: "Shutdown broker because all log dirs in ... have failed", then
+Exit.halt). Nothing more is written or served from a disk whose state is unknown (after
+a failed fsync the page cache may hold data the disk never got), and the controller
+moves leadership to the in-sync replicas, where every acknowledged write already is.
+Kafka since 1.0 (KIP-112) takes only the failed dir offline on a broker with several and
+goes on serving the others; kafkarepl halts for any of them.
+
+Before halting, the ZooKeeper session is closed (bounded wait): the controller sees the
+broker go at once instead of after zookeeper.session.timeout.ms.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class LogDirFailureHandler:
+    def __init__(self, broker_id: int, close_zk_session: Callable[[], None], *,
+                 halt: Callable[[int], None] = os._exit, grace_s: float = 3.0) -> None:
+        self.broker_id = broker_id
+        self.close_zk_session = close_zk_session
+        self.halt = halt
+        self.grace_s = grace_s
+        self._once = threading.Lock()
+
+    def __call__(self, log_dir: Path, exc: BaseException) -> None:
+        if not self._once.acquire(blocking=False):
+            return  # another dir (or thread) is already halting the broker
+        log.critical("broker %d: Shutdown broker because all log dirs in %s have failed (%s: %s)",
+                     self.broker_id, log_dir, type(exc).__name__, exc)
+        closer = threading.Thread(target=self._close_session, name="zk-close-on-halt", daemon=True)
+        closer.start()
+        closer.join(self.grace_s)
+        for handler in logging.getLogger().handlers:
+            try:
+                handler.flush()
+            except Exception:  # noqa: BLE001 - halting regardless
+                pass
+        self.halt(1)
+
+    def _close_session(self) -> None:
+        try:
+            self.close_zk_session()
+        except Exception:  # noqa: BLE001 - halting regardless
+            log.exception("closing the ZooKeeper session before halting failed")

@@ -1,0 +1,109 @@
+"""Log dir failure (Kafka's LogDirFailureChannel): an I/O error writing to a log dir is
+reported once per dir to the broker's handler (which halts), a refused request that
+also raises KafkaStorageError is not, and a short write leaves no partial batch behind."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from kafkarepl.errors import ErrorCode, KafkaStorageError
+from kafkarepl.server.log_dir_failure import LogDirFailureHandler
+from kafkarepl.storage import LogConfig, LogManager
+from tests.batches import build_batch, decode
+
+T = 1_700_000_000_000  # the batches' timestamp, passed as "now"
+
+
+def batch(n: int = 3, size: int = 10) -> bytes:
+    return build_batch([b"v" * size] * n, timestamp=T)
+
+
+def at_offset(data: bytes, base_offset: int) -> bytes:
+    """The batch with another base offset (outside its CRC)."""
+    return base_offset.to_bytes(8, "big") + data[8:]
+
+
+@pytest.fixture
+def failures(tmp_path):
+    seen: list[tuple[Path, BaseException]] = []
+    lm = LogManager([tmp_path / "d1", tmp_path / "d2"], LogConfig(),
+                    on_dir_failure=lambda d, exc: seen.append((d, exc)))
+    lm.startup()
+    yield lm, seen
+    lm.release_locks()
+
+
+def test_a_write_error_takes_the_dir_down_once(failures, tmp_path) -> None:
+    lm, seen = failures
+    lg = lm.get_or_create_log("t", 0)
+    other = lm.get_or_create_log("t", 1)
+    assert lm.log_dir_of("t", 0) != lm.log_dir_of("t", 1)
+    lg.append_as_leader(batch(), 0, T)
+    os.close(lg.active_segment.fd)  # the disk under it is gone: every write fails (EBADF)
+    with pytest.raises(KafkaStorageError) as info:
+        lg.append_as_leader(batch(), 0, T)
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert [(d, type(e)) for d, e in seen] == [(lm.log_dir_of("t", 0), OSError)]
+    with pytest.raises(KafkaStorageError):
+        lg.append_as_leader(batch(), 0, T)
+    assert len(seen) == 1 and lm.failed_dirs == {lm.log_dir_of("t", 0)}  # reported once per dir
+    other.append_as_leader(batch(), 0, T)  # the other dir is untouched
+    lg.active_segment.fd = -1  # already closed above
+    # A checkpoint that cannot be written fails its dir too.
+    d2 = lm.log_dir_of("t", 1)
+    (d2 / "replication-offset-checkpoint.tmp").mkdir()  # the tmp file cannot be created
+    with pytest.raises(KafkaStorageError):
+        lm.checkpoint_high_watermarks({})
+    assert [d for d, _ in seen] == [lm.log_dir_of("t", 0), d2]
+
+
+def test_a_refused_follower_append_is_not_a_dir_failure(failures) -> None:
+    lm, seen = failures
+    lg = lm.get_or_create_log("t", 0)
+    with pytest.raises(KafkaStorageError):  # starts above the log end offset: refused, no I/O
+        lg.append_as_follower(at_offset(build_batch([b"x"], timestamp=T), 5))
+    assert seen == [] and not lm.failed_dirs
+
+
+def test_a_short_write_leaves_no_partial_batch(failures) -> None:
+    """ENOSPC/EFBIG in the middle of a batch: the bytes that made it are cut, so the next
+    append after space comes back is not behind garbage (RLIMIT_FSIZE makes the write
+    short exactly as a full disk does)."""
+    lm, seen = failures
+    lg = lm.get_or_create_log("t", 0)
+    lg.append_as_leader(batch(), 0, T)
+    seg = lg.active_segment
+    good = seg.size
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (good + 500, hard))  # for microseconds
+    try:
+        with pytest.raises(KafkaStorageError):
+            lg.append_as_leader(batch(5, 400), 0, T)  # ~2 KB: 500 bytes fit
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert os.fstat(seg.fd).st_size == good == seg.size
+    assert len(seen) == 1
+    # space is back: the next append follows the last whole batch
+    lg.append_as_leader(batch(2), 0, T)
+    data = os.pread(seg.fd, seg.size, 0)
+    assert [o for o, *_ in decode(data)] == [0, 1, 2, 3, 4]
+
+
+def test_the_handler_closes_the_session_then_halts_once() -> None:
+    calls: list[str] = []
+    handler = LogDirFailureHandler(1, lambda: calls.append("close"), halt=lambda rc: calls.append(f"halt {rc}"))
+    handler(Path("/d"), OSError(28, "No space left on device"))
+    handler(Path("/e"), OSError(5, "Input/output error"))
+    assert calls == ["close", "halt 1"]
+    slow = LogDirFailureHandler(1, lambda: threading.Event().wait(10), halt=lambda rc: calls.append("halted"),
+                                grace_s=0.2)
+    slow(Path("/d"), OSError(5, "EIO"))  # a hung ZooKeeper close does not hold the halt
+    assert calls[-1] == "halted"
