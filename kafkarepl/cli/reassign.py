@@ -6,6 +6,12 @@ The plan file is Kafka's reassignment JSON:
 --generate proposes one that spreads the given topics evenly over --broker-list while
 moving as few replicas as possible (kafkarepl.controller.reassign_plan); the controller
 then copies to the new replicas first and drops the old ones once they are in sync.
+
+A "log_dirs" entry other than "any" (an absolute path) places that replica in that log
+dir of its broker: after the partition reassignment is started, --execute sends
+AlterReplicaLogDirs to the broker, retrying while it answers REPLICA_NOT_AVAILABLE (a
+replica the reassignment has not created there yet) until --timeout; --verify reports
+each such replica's move from the broker's DescribeLogDirs.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import argparse
 import asyncio
 import functools
 import json
+import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,6 +37,10 @@ from kafkarepl.errors import ErrorCode, KafkaError
 
 TopicPartition = tuple[str, int]
 Assignment = dict[TopicPartition, list[int]]
+Replica = tuple[str, int, int]  # topic, partition, broker (Kafka's TopicPartitionReplica)
+LogDirs = dict[Replica, str]  # the replicas the plan puts in a named log dir
+ANY_LOG_DIR = "any"
+MOVE_RETRY_S = 0.1  # AlterReplicaLogDirs again while the replica is not on its broker yet
 Action = Callable[[ClusterClient, argparse.Namespace], Awaitable[int]]
 # Metadata can trail a just-finished reassignment on the broker that answers it.
 VERIFY_SETTLE_TRIES = 6
@@ -67,9 +79,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
                    help="with --execute: limit the moving replicas' replication to this rate "
                         "(cleared by --verify once the reassignment is complete)")
+    p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="with --execute: limit the moves between log dirs of a broker to this rate "
+                        "(replica.alter.log.dirs.io.max.bytes.per.second of the brokers with a "
+                        "log_dirs entry; cleared by --verify once everything is complete)")
     p.add_argument("--preserve-throttles", action="store_true",
                    help="--verify and --cancel leave the replication throttles in place")
-    p.add_argument("--timeout-ms", type=int, default=30000)
+    p.add_argument("--timeout", type=int, default=10000, metavar="MS",
+                   help="--execute and --cancel: how long to wait for the log dir moves of the plan's "
+                        "log_dirs to start (a replica new to a broker must be created there first)")
+    p.add_argument("--timeout-ms", type=int, default=30000,
+                   help="the timeout of each request (and of the reassignment request's controller work)")
     p.set_defaults(func=cmd_reassign)
 
 
@@ -85,9 +105,9 @@ def cmd_reassign(args: argparse.Namespace) -> int:
             action = _list
         else:
             path = args.reassignment_json_file
-            plan = parse_reassignment(read_json(path, "--reassignment-json-file"), path)
+            plan, log_dirs = parse_reassignment_and_log_dirs(read_json(path, "--reassignment-json-file"), path)
             mode = _execute if args.execute else _verify if args.verify else _cancel
-            action = functools.partial(mode, plan=plan)
+            action = functools.partial(mode, plan=plan, log_dirs=log_dirs)
     except CliError as exc:
         return fail("reassign-partitions", str(exc))
     return run_admin("reassign-partitions", args, action)
@@ -156,12 +176,20 @@ def _check_version(data: dict, path: str) -> None:
 
 def parse_reassignment(data: Any, path: str) -> Assignment:
     """Kafka's reassignment JSON -> {(topic, partition): replicas}, checked strictly."""
+    return parse_reassignment_and_log_dirs(data, path)[0]
+
+
+def parse_reassignment_and_log_dirs(data: Any, path: str) -> tuple[Assignment, LogDirs]:
+    """Kafka's reassignment JSON -> ({(topic, partition): replicas}, {(topic, partition,
+    broker): log dir} of the replicas whose "log_dirs" entry is not "any"), checked
+    strictly."""
     if not isinstance(data, dict) or not isinstance(data.get("partitions"), list):
         raise CliError(f'{path}: expected {{"version":1,"partitions":[...]}}')
     _check_version(data, path)
     if not data["partitions"]:
         raise CliError(f"{path}: the partition list is empty")
     out: Assignment = {}
+    dirs: LogDirs = {}
     for i, entry in enumerate(data["partitions"]):
         where = f"{path}: partitions[{i}]"
         if not isinstance(entry, dict):
@@ -182,14 +210,22 @@ def parse_reassignment(data: Any, path: str) -> Assignment:
             raise CliError(f"{where}: duplicate broker(s) {_ids(dups)} in replicas {replicas}")
         log_dirs = entry.get("log_dirs")
         if log_dirs is not None:
-            if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
-                raise CliError(f'{where}: "log_dirs" must have one entry per replica')
-            if any(d != "any" for d in log_dirs):
-                raise CliError(f'{where}: only "any" log dirs are supported')
+            if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
+                raise CliError(f'{where}: "log_dirs" must be a list of "{ANY_LOG_DIR}" or absolute paths')
+            if len(log_dirs) != len(replicas):  # Kafka's words
+                raise CliError(f"Size of replicas list {_java_list(replicas)} is different from size of log "
+                               f"dirs list {_java_list(log_dirs)} for partition {tp_str(tp)}")
+            for b, d in zip(replicas, log_dirs, strict=True):
+                if d == ANY_LOG_DIR:
+                    continue
+                if not os.path.isabs(d):
+                    raise CliError(f'{where}: log dir "{d}" of replica {b} is neither "{ANY_LOG_DIR}" nor an '
+                                   "absolute path (the path of a log directory on the broker)")
+                dirs[(topic, partition, b)] = d
         if tp in out:
             raise CliError(f"{path}: partition {tp_str(tp)} is listed twice")
         out[tp] = list(replicas)
-    return out
+    return out, dirs
 
 
 def parse_topics_to_move(data: Any, path: str) -> list[str]:
@@ -228,6 +264,21 @@ def format_reassignment(assignment: Assignment) -> str:
     return json.dumps({"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
         for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
+
+
+def _java_list(items: list) -> str:
+    """A list as Java prints one: [1, 2], [any, /data/a]."""
+    return "[" + ", ".join(map(str, items)) + "]"
+
+
+def replica_str(r: Replica) -> str:
+    """Kafka's TopicPartitionReplica: topic-partition-broker."""
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+def replica_order(r: Replica) -> tuple[int, str, int]:
+    """Kafka's order of replicas in its output: by broker, then topic and partition."""
+    return r[2], r[0], r[1]
 
 
 def _is_int(v: Any) -> bool:
@@ -312,7 +363,8 @@ async def _generate(client: ClusterClient, args: argparse.Namespace, *, topics: 
     return 0
 
 
-async def _execute(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment) -> int:
+async def _execute(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment,
+                   log_dirs: LogDirs) -> int:
     current = await check_partitions_exist(client, plan)
     live = set(client.brokers)
     for tp, replicas in sorted(plan.items()):
@@ -325,8 +377,6 @@ async def _execute(client: ClusterClient, args: argparse.Namespace, *, plan: Ass
         raise CliError("cannot execute while reassignments are in progress "
                        f"({', '.join(tp_str(tp) for tp in sorted(moving))}); "
                        "use --additional to start this one as well")
-    if args.throttle >= 0:
-        await _set_throttles(client, plan, current, args.throttle)
     # Roll back to where a reassignment in progress came from, not to its union.
     rollback = {}
     for tp in plan:
@@ -338,6 +388,14 @@ async def _execute(client: ClusterClient, args: argparse.Namespace, *, plan: Ass
     print(format_reassignment(rollback))
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
+    if args.throttle >= 0 or args.replica_alter_log_dirs_throttle >= 0:
+        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+              "throttle is removed.")
+        if args.throttle >= 0:
+            await _set_throttles(client, plan, current, args.throttle)
+        if args.replica_alter_log_dirs_throttle >= 0:
+            await _set_log_dir_throttle(client, sorted({b for _t, _p, b in log_dirs}),
+                                        args.replica_alter_log_dirs_throttle)
     resp = await client.alter_partition_reassignments(dict(plan), timeout_ms=args.timeout_ms)
     failed = _partition_errors(resp)
     started = [tp for tp in sorted(plan) if tp not in failed]
@@ -349,7 +407,53 @@ async def _execute(client: ClusterClient, args: argparse.Namespace, *, plan: Ass
         for tp, msg in sorted(failed.items()):
             print(f"{tp_str(tp)}: {msg}", file=sys.stderr)
         return 1
+    if log_dirs:
+        await execute_moves(client, log_dirs, args.timeout)
     return 0
+
+
+async def execute_moves(client: ClusterClient, moves: LogDirs, timeout_ms: int) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs for each replica on its own broker; a
+    replica not there yet (REPLICA_NOT_AVAILABLE: the reassignment adds it) is asked again
+    every MOVE_RETRY_S until `timeout_ms` has passed."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    pending = dict(moves)
+    while True:
+        for r in sorted(await alter_replica_log_dirs(client, pending), key=replica_order):
+            # Kafka's line, trailing space included
+            print(f"Successfully started moving log directory to {pending.pop(r)} for replica "
+                  f"{r[0]}-{r[1]} with broker {r[2]} ", flush=True)
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise CliError(f"Timed out before log directory move{'' if len(pending) == 1 else 's'} could be "
+                           f"started for: {','.join(replica_str(r) for r in sorted(pending, key=replica_order))}")
+        await asyncio.sleep(MOVE_RETRY_S)
+
+
+async def alter_replica_log_dirs(client: ClusterClient, moves: LogDirs) -> set[Replica]:
+    """The replicas whose move started (or that are already in their dir); those not on
+    their broker yet are left out; any other failure is a CliError."""
+    by_broker: dict[int, dict[TopicPartition, str]] = {}
+    for (t, p, b), d in moves.items():
+        by_broker.setdefault(b, {})[(t, p)] = d
+    started: set[Replica] = set()
+    for b, dirs in sorted(by_broker.items()):
+        first = replica_str(min(((t, p, b) for t, p in dirs), key=replica_order))
+        try:
+            resp = await client.alter_replica_log_dirs(b, dirs)
+        except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+            raise CliError(f"Failed to alter dir for {first}: {exc or type(exc).__name__}") from None
+        codes = {(t["topic_name"], p["partition_index"]): p["error_code"]
+                 for t in resp["results"] for p in t["partitions"]}
+        for t, p in sorted(dirs):
+            code = codes.get((t, p))
+            if code == ErrorCode.NONE:
+                started.add((t, p, b))
+            elif code != ErrorCode.REPLICA_NOT_AVAILABLE:  # not there yet: asked again
+                why = "no answer for it" if code is None else code_name(code)
+                raise CliError(f"Failed to alter dir for {replica_str((t, p, b))}: {why}")
+    return started
 
 
 def _partition_errors(resp: dict) -> dict[TopicPartition, str]:
@@ -365,7 +469,8 @@ def _partition_errors(resp: dict) -> dict[TopicPartition, str]:
     return out
 
 
-async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment) -> int:
+async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment,
+                  log_dirs: LogDirs) -> int:
     pending = dict(plan)
     status: dict[TopicPartition, str] = {}
     for attempt in range(VERIFY_SETTLE_TRIES):
@@ -394,9 +499,86 @@ async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assi
             print(f"There is no active reassignment of partition {tp_str(tp)}, but replica set is "
                   f"{_ids(current[tp])} rather than {_ids(plan[tp])}.")
     done = all(s == "completed" for s in status.values())
+    if log_dirs:
+        states = await log_dir_move_states(client, log_dirs)
+        for r in sorted(states, key=replica_order):
+            print(move_state_line(r, states[r]))
+        done = done and all(st[0] == MOVE_COMPLETED for st in states.values())
+    # Throttles go only when the partitions AND the log dir moves are complete.
     if done and not args.preserve_throttles:
         await _clear_throttles(client, plan)
     return 0 if done else 1
+
+
+# Kafka's LogDirMoveStates: (state, current log dir, future log dir, target log dir)
+MOVE_MISSING_REPLICA = "missing replica"  # the broker did not answer
+MOVE_MISSING_LOG_DIR = "missing log dir"  # the broker has no replica in a live log dir
+MOVE_ACTIVE = "active"
+MOVE_CANCELLED = "cancelled"  # no future log, and the replica is not in the target dir
+MOVE_COMPLETED = "completed"
+MoveState = tuple[str, str | None, str | None, str]
+
+
+def _same_dir(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and os.path.normpath(a) == os.path.normpath(b)
+
+
+def move_state(target: str, current: str | None, future: str | None, *, answered: bool = True) -> MoveState:
+    """Kafka's findLogDirMoveStates for one replica, from its broker's DescribeLogDirs."""
+    if not answered:
+        return MOVE_MISSING_REPLICA, None, None, target
+    if current is None:
+        return MOVE_MISSING_LOG_DIR, None, future, target
+    if future is None:
+        return (MOVE_COMPLETED if _same_dir(current, target) else MOVE_CANCELLED), current, None, target
+    return MOVE_ACTIVE, current, future, target
+
+
+def move_state_line(r: Replica, st: MoveState) -> str:
+    """Kafka's replicaMoveStatesToString line for one replica."""
+    state, current, future, target = st
+    tp = f"{r[0]}-{r[1]}"
+    if state == MOVE_MISSING_LOG_DIR:
+        return (f"Partition {tp} is not found in any live log dir on broker {r[2]}. There is likely an "
+                "offline log directory on the broker.")
+    if state == MOVE_MISSING_REPLICA:
+        return f"Partition {tp} cannot be found in any live log directory on broker {r[2]}."
+    if state == MOVE_ACTIVE:
+        if _same_dir(future, target):
+            return f"Reassignment of replica {replica_str(r)} is still in progress."
+        return f"Partition {tp} on broker {r[2]} is being moved to log dir {future} instead of {target}."
+    if state == MOVE_CANCELLED:
+        return f"Partition {tp} on broker {r[2]} is not being moved from log dir {current} to {target}."
+    return f"Reassignment of replica {replica_str(r)} completed successfully."
+
+
+async def log_dir_move_states(client: ClusterClient, moves: LogDirs) -> dict[Replica, MoveState]:
+    """Where each replica of `moves` is (current and future log dir), from DescribeLogDirs
+    to its broker; a broker that does not answer leaves its replicas "missing"."""
+    by_broker: dict[int, list[TopicPartition]] = {}
+    for t, p, b in moves:
+        by_broker.setdefault(b, []).append((t, p))
+    out: dict[Replica, MoveState] = {}
+    for b, tps in sorted(by_broker.items()):
+        try:
+            resp = await client.describe_log_dirs(b, by_topic(tps))
+        except (KafkaError, OSError, asyncio.TimeoutError):
+            for t, p in tps:
+                out[(t, p, b)] = move_state(moves[(t, p, b)], None, None, answered=False)
+            continue
+        if resp.get("error_code"):
+            raise CliError(f"describing the log dirs of broker {b} failed: {code_name(resp['error_code'])}")
+        current: dict[TopicPartition, str] = {}
+        future: dict[TopicPartition, str] = {}
+        for d in resp["results"]:
+            if d["error_code"]:
+                continue  # an offline log dir (Kafka skips it too)
+            for t in d["topics"]:
+                for p in t["partitions"]:
+                    (future if p["is_future_key"] else current)[(t["name"], p["partition_index"])] = d["log_dir"]
+        for t, p in tps:
+            out[(t, p, b)] = move_state(moves[(t, p, b)], current.get((t, p)), future.get((t, p)))
+    return out
 
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
@@ -434,9 +616,19 @@ async def _set_throttles(client: ClusterClient, plan: Assignment, current: Assig
             {(RESOURCE_BROKER, str(b)): [(k, OP_SET, str(rate)) for k in RATE_CONFIGS]}))
     if errors:
         raise CliError("setting the throttle failed: " + "; ".join(errors))
-    print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
-          "throttle is removed.")
     print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+async def _set_log_dir_throttle(client: ClusterClient, brokers: list[int], rate: int) -> None:
+    """As Kafka's tool: replica.alter.log.dirs.io.max.bytes.per.second on the brokers with a
+    replica the plan puts in a named log dir."""
+    errors: list[str] = []
+    for b in brokers:
+        errors += _alter_errors(await client.incremental_alter_configs(
+            {(RESOURCE_BROKER, str(b)): [(LOG_DIR_RATE, OP_SET, str(rate))]}))
+    if errors:
+        raise CliError("setting the throttle failed: " + "; ".join(errors))
+    print(f"The replica-alter-dir throttle limit was set to {rate} B/s")
 
 
 async def _clear_throttles(client: ClusterClient, plan: Assignment) -> None:
@@ -453,15 +645,14 @@ async def _clear_throttles(client: ClusterClient, plan: Assignment) -> None:
         print(f"Clearing topic-level throttles on topic {topic}")
 
 
-async def _cancel(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment) -> int:
+async def _cancel(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment,
+                  log_dirs: LogDirs) -> int:
     await check_partitions_exist(client, plan)
     resp = await client.alter_partition_reassignments(dict.fromkeys(plan), timeout_ms=args.timeout_ms)
     failed = _partition_errors(resp)
     inactive = [tp for tp, msg in failed.items() if msg.startswith(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS.name)]
     errors = {tp: msg for tp, msg in failed.items() if tp not in inactive}
     cancelled = [tp for tp in sorted(plan) if tp not in failed]
-    if not args.preserve_throttles:  # as Kafka's tool, whether or not a move was active
-        await _clear_throttles(client, plan)
     if cancelled:
         print(f"Successfully cancelled partition reassignments for: {','.join(tp_str(tp) for tp in cancelled)}")
     if inactive:
@@ -469,6 +660,17 @@ async def _cancel(client: ClusterClient, args: argparse.Namespace, *, plan: Assi
               f"{','.join(tp_str(tp) for tp in sorted(inactive))}")
     for tp, msg in sorted(errors.items()):
         print(f"Error cancelling the reassignment of {tp_str(tp)}: {msg}", file=sys.stderr)
+    if log_dirs:
+        # As Kafka's tool: a log dir move in progress is stopped by moving the replica to
+        # the log dir it is in now (the broker drops the future log).
+        states = await log_dir_move_states(client, log_dirs)
+        back = {r: st[1] for r, st in states.items() if st[0] == MOVE_ACTIVE and st[1] is not None}
+        if back:
+            await execute_moves(client, back, args.timeout)
+        else:
+            print("None of the specified partition moves are active.")
+    if not args.preserve_throttles:  # as Kafka's tool, whether or not a move was active
+        await _clear_throttles(client, plan)
     return 1 if errors else 0
 
 

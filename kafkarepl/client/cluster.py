@@ -292,6 +292,24 @@ class ClusterClient:
             "topics": None if partitions is None else
             [{"name": t, "partition_indexes": ps} for t, ps in partitions.items()]})
 
+    # --- log dirs (JBOD) -------------------------------------------------------------------
+
+    async def alter_replica_log_dirs(self, broker: int, dirs: dict[tuple[str, int], str]) -> dict:
+        """Move broker ``broker``'s replicas of {(topic, partition): log dir} between its
+        log dirs (AlterReplicaLogDirs goes to the broker holding the replicas)."""
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition), path in sorted(dirs.items()):
+            by_dir.setdefault(path, {}).setdefault(topic, []).append(partition)
+        return await self.send(ApiKey.ALTER_REPLICA_LOG_DIRS, {"dirs": [
+            {"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            for path, topics in by_dir.items()]}, broker)
+
+    async def describe_log_dirs(self, broker: int, partitions: dict[str, list[int]] | None = None) -> dict:
+        """Broker ``broker``'s log dirs and their replicas (``partitions`` None: all)."""
+        return await self.send(ApiKey.DESCRIBE_LOG_DIRS, {
+            "topics": None if partitions is None else
+            [{"topic": t, "partitions": ps} for t, ps in partitions.items()]}, broker)
+
 
 def _broker_target(resources: Iterable[tuple[int, str]]) -> int | None:
     """Broker config resources must go to that broker; anything else to any broker."""

@@ -199,6 +199,42 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "move-log-dir": {  // Admin.alterReplicaLogDirs as kafka-reassign-partitions.sh with log_dirs: TOPIC PARTITION BROKER DIR
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.TopicPartitionReplica r =
+                        new org.apache.kafka.common.TopicPartitionReplica(args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+                    String dir = args[5];
+                    String bad;  // a path that is no log dir of the broker
+                    try {
+                        a.alterReplicaLogDirs(Map.of(r, dir + "-not-a-log-dir")).all().get();
+                        bad = "accepted";
+                    } catch (ExecutionException e) {
+                        bad = e.getCause().getClass().getSimpleName();
+                    }
+                    a.alterReplicaLogDirs(Map.of(r, dir)).all().get();
+                    // What kafka-reassign-partitions.sh --verify polls: until the replica is in
+                    // the destination and has no future log.
+                    DescribeReplicaLogDirsResult.ReplicaLogDirInfo info;
+                    long deadline = System.currentTimeMillis() + 60000;
+                    while (true) {
+                        info = a.describeReplicaLogDirs(List.of(r)).all().get().get(r);
+                        if (dir.equals(info.getCurrentReplicaLogDir()) && info.getFutureReplicaLogDir() == null) break;
+                        if (System.currentTimeMillis() > deadline) throw new IllegalStateException("not moved: " + info);
+                        Thread.sleep(100);
+                    }
+                    org.apache.kafka.common.TopicPartition tp = new org.apache.kafka.common.TopicPartition(r.topic(), r.partition());
+                    List<String> where = new ArrayList<>();  // kafka-log-dirs.sh --describe: the dirs holding it
+                    a.describeLogDirs(List.of(r.brokerId())).allDescriptions().get().get(r.brokerId()).forEach((d, desc) -> {
+                        ReplicaInfo ri = desc.replicaInfos().get(tp);
+                        if (ri != null) where.add(d + (ri.isFuture() ? ":future" : "") + ":" + (ri.size() > 0));
+                    });
+                    Collections.sort(where);
+                    System.out.println("bad=" + bad + " current=" + info.getCurrentReplicaLogDir()
+                        + " future=" + info.getFutureReplicaLogDir() + " lag=" + info.getCurrentReplicaOffsetLag()
+                        + " logDirs=" + where);
+                }
+                break;
+            }
             case "connect-topics": {  // what a Connect distributed worker does at start-up: PREFIX RF
                 Map<String, Object> props = new HashMap<>();
                 props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
