@@ -53,6 +53,9 @@ class ControllerContext:
     reassigning: dict[TopicPartition, list[int]] = field(default_factory=dict)  # target replicas
     reassign_origin: dict[TopicPartition, list[int]] = field(default_factory=dict)
     reassign_from_znode: set[TopicPartition] = field(default_factory=set)
+    # Replicas on failed log dirs of live brokers (KIP-112: learnt from LeaderAndIsr
+    # answers of KAFKA_STORAGE_ERROR); forgotten when the broker restarts.
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     # --- brokers ---------------------------------------------------------------------
 
@@ -64,6 +67,13 @@ class ControllerContext:
     def electable_ids(self) -> set[int]:
         """Brokers that may lead: live and not in controlled shutdown."""
         return set(self.live) - self.shutting_down
+
+    def offline_replicas_by_partition(self) -> dict[TopicPartition, set[int]]:
+        out: dict[TopicPartition, set[int]] = defaultdict(set)
+        for b, tps in self.offline_replicas.items():
+            for tp in tps:
+                out[tp].add(b)
+        return out
 
     def broker_epoch(self, broker_id: int) -> int:
         info = self.live.get(broker_id)
@@ -148,3 +158,4 @@ class ControllerContext:
         self.reassigning.clear()
         self.reassign_origin.clear()
         self.reassign_from_znode.clear()
+        self.offline_replicas.clear()

@@ -42,6 +42,7 @@ from kafkarepl.zk.store import (
     BROKER_TOPICS,
     CONTROLLER,
     DELETE_TOPICS,
+    LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
     ControllerEpochFence,
@@ -51,6 +52,7 @@ from kafkarepl.zk.store import (
     TopicAssignment,
     new_topic_id,
     topic_id_from_uuid,
+    topic_id_to_uuid,
     topic_path,
 )
 
@@ -322,6 +324,11 @@ class Controller:
             )
         )
         self._watches.append(
+            await zk.children_watch(
+                LOG_DIR_EVENT_NOTIFICATION, lambda c: self._enqueue("log_dir_event", self._on_log_dir_event)
+            )
+        )
+        self._watches.append(
             await zk.data_watch(
                 PREFERRED_REPLICA_ELECTION,
                 lambda d, s: self._enqueue("preferred_znode", self._on_preferred_znode),
@@ -378,7 +385,7 @@ class Controller:
             body = batch.stop_replica_body(b, parts)
             self._send(b, STOP_REPLICA, body, self._stop_replica_callback(b, parts))
         for b, parts in sorted(batch.leader_and_isr.items()):
-            self._send(b, LEADER_AND_ISR, batch.leader_and_isr_body(b, parts))
+            self._send(b, LEADER_AND_ISR, batch.leader_and_isr_body(b, parts), self._leader_and_isr_callback(b))
         for b, body in batch.update_metadata_bodies().items():
             self._send(b, UPDATE_METADATA, body)
 
@@ -485,8 +492,9 @@ class Controller:
         """For partitions whose leader is not live: elect (clean, or unclean if the topic
         allows it); for the others: drop dead brokers from the ISR. Sends the results."""
         ctx = self.ctx
-        live = ctx.live_ids
-        electable = ctx.electable_ids
+        all_live = ctx.live_ids
+        all_electable = ctx.electable_ids
+        failed = ctx.offline_replicas_by_partition() if ctx.offline_replicas else {}
         changes: dict[TopicPartition, election.LeaderAndIsr] = {}
         unclean_cache: dict[str, bool] = {}
         started = time.perf_counter()
@@ -496,6 +504,9 @@ class Controller:
             if st is None or ctx.is_deleting(tp[0]):
                 continue
             replicas = ctx.replicas(tp)
+            off = failed.get(tp)  # replicas on failed log dirs count as not live (KIP-112)
+            live = all_live - off if off else all_live
+            electable = all_electable - off if off else all_electable
             if st.leader == -1 or st.leader not in live:
                 result = election.clean_election(replicas, st.isr, electable, st.leader_epoch)
                 if isinstance(result, election.NoLeader):
@@ -561,6 +572,7 @@ class Controller:
             for b in dead | bounced:
                 ctx.live.pop(b, None)
                 ctx.shutting_down.discard(b)
+                ctx.offline_replicas.pop(b, None)  # a restart brings its log dirs back
             self._set_channel_brokers()
             await self._on_broker_failure(dead | bounced)
         ctx.live = current
@@ -720,6 +732,54 @@ class Controller:
                 batch.add_stop_replica([b], (name, p), delete=True)
         self._send_batch(batch)
         await self._maybe_complete_deletion(name)
+
+    # --- log dir failures (KIP-112) ---------------------------------------------------------
+
+    def _leader_and_isr_callback(self, broker_id: int) -> Callable:
+        """A LeaderAndIsr answer: partitions answered KAFKA_STORAGE_ERROR are on a failed
+        log dir of that broker: its replicas there go offline (Kafka's
+        replicasOnOfflineDirs), leaders move and the ISRs shrink."""
+        async def on_response(result: Any) -> None:
+            ctx = self.ctx
+            if not self.is_active or not isinstance(result, dict) or broker_id not in ctx.live:
+                return
+            names = {topic_id_to_uuid(ta.topic_id): t for t, ta in ctx.topics.items() if ta.topic_id}
+            failed: set[TopicPartition] = set()
+            for t in result.get("topics") or []:
+                name = names.get(t.get("topic_id"))
+                for e in t.get("partition_errors") or []:
+                    topic = e.get("topic_name") or name
+                    if topic is not None and e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
+                        failed.add((topic, e["partition_index"]))
+            for e in result.get("partition_errors") or []:  # versions before 5
+                if e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
+                    failed.add((e["topic_name"], e["partition_index"]))
+            known = ctx.offline_replicas.setdefault(broker_id, set())
+            new = failed - known
+            if not new:
+                return
+            known |= new
+            log.warning("controller: replicas of broker %d on a failed log dir: %s", broker_id,
+                        ",".join(f"{t}-{p}" for t, p in sorted(new)))
+            await self._elect_offline_and_shrink_isr([tp for tp in new if tp in ctx.states])
+
+        return on_response
+
+    async def _on_log_dir_event(self) -> None:
+        """/log_dir_event_notification: a broker's log dir failed. Ask that broker about
+        all its replicas (LeaderAndIsr); its KAFKA_STORAGE_ERROR answers say which went
+        offline (_leader_and_isr_callback)."""
+        self._require_active()
+        ctx = self.ctx
+        brokers = await self.store.take_log_dir_events()
+        batch = self._batch()
+        for b in sorted(brokers):
+            if b in ctx.live:
+                log.info("controller: broker %d reported a log dir failure", b)
+                for tp in ctx.partitions_on_broker(b):
+                    if tp in ctx.states:
+                        batch.add_leader_and_isr([b], tp)
+        self._send_batch(batch)
 
     def _stop_replica_callback(self, broker_id: int, parts: dict[TopicPartition, bool]) -> Callable:
         async def on_response(result: Any) -> None:

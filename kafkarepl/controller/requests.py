@@ -164,6 +164,7 @@ class RequestBatch:
     def _update_metadata_topic_states(self, partitions: Iterable[TopicPartition]) -> list[dict]:
         by_topic: dict[str, list[dict]] = defaultdict(list)
         live = self.ctx.live
+        failed = self.ctx.offline_replicas
         for t, p in sorted(partitions):
             st = self.ctx.states.get((t, p))
             ta = self.ctx.topics.get(t)
@@ -179,7 +180,8 @@ class RequestBatch:
                     "isr": list(st.isr),
                     "zk_version": st.zk_version,
                     "replicas": replicas,
-                    "offline_replicas": [b for b in replicas if b not in live],
+                    "offline_replicas": [b for b in replicas
+                                         if b not in live or (t, p) in failed.get(b, ())],
                 }
             )
         return [

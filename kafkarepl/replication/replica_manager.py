@@ -22,7 +22,7 @@ partition changes or at `poll(now)` for deadlines).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
@@ -303,6 +303,8 @@ class ReplicaManager:
         self._epoch_syncs: list[EpochSync] = []
         self._unsynced: dict[TopicPartition, int] = {}
         self._held_appends: list[tuple[frozenset[TopicPartition], Callable[[], None]]] = []
+        # Replicas whose log dir failed (KIP-112): not served until this broker restarts.
+        self.offline: set[TopicPartition] = set()
 
     # ------------------------------------------------------------------ views -----
     def get(self, tp: TopicPartition) -> PartitionState | None:
@@ -392,6 +394,8 @@ class ReplicaManager:
         tp = order.tp
         if self.broker_id not in order.replicas:
             return ErrorCode.NONE
+        if tp in self.offline:  # the controller learns from this that the replica is offline
+            return ErrorCode.KAFKA_STORAGE_ERROR
         p = self.partitions.get(tp)
         if p is not None and order.leader_epoch < p.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
@@ -483,6 +487,20 @@ class ReplicaManager:
             else:
                 self._held_appends.append((tps, append))
                 blocked |= tps
+
+    def take_offline(self, tps: Iterable[TopicPartition]) -> None:
+        """Replicas whose log dir failed (Kafka's handleLogDirFailure): no longer led or
+        followed here; produce, fetch and LeaderAndIsr answer KAFKA_STORAGE_ERROR for
+        them until this broker restarts, which tells the controller to elect elsewhere."""
+        for tp in tps:
+            self.offline.add(tp)
+            self.fetchers.remove_partition(tp)
+            p = self.partitions.pop(tp, None)
+            if p is not None:
+                p.stop_replica()
+                self.partition_changed(tp)  # waiting produces and fetches give up now
+                for listener in self._listeners:
+                    listener(tp, p)
 
     def resign_all(self) -> None:
         """This broker lost its ZooKeeper session: the controller elects others; stop
@@ -589,9 +607,17 @@ class ReplicaManager:
                 res.error, res.base_offset = code, -1  # as Kafka: no offset with an error
         ctx.callback(ctx.results)
 
+    def _missing(self, tp: TopicPartition) -> ErrorCode:
+        """The error for a partition not hosted here."""
+        if tp in self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if self.known_partition(tp) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     def _leader(self, tp: TopicPartition) -> tuple[PartitionState | None, ErrorCode]:
         p = self.partitions.get(tp)
         if p is None:
+            if tp in self.offline:
+                return None, ErrorCode.KAFKA_STORAGE_ERROR
             known = self.known_partition(tp)
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if not p.is_leader:
@@ -688,7 +714,7 @@ class ReplicaManager:
         tp = f.tp
         p = self.partitions.get(tp)
         if p is None:
-            out.error = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.known_partition(tp) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            out.error = self._missing(tp)
             return out
         out.error = p.validate_leader_epoch(f.current_leader_epoch)
         if out.error is not ErrorCode.NONE:

@@ -103,8 +103,10 @@ class Broker:
         self.clock = clock = SystemClock()
         guarded = GuardedStore(store)
         self.metadata = metadata = MetadataCache(config.listener_name())
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}),
-                                      on_dir_failure=LogDirFailureHandler(bid, zk.client.stop))
+                                      on_dir_failure=LogDirFailureHandler(bid, zk.client.stop,
+                                                                          take_offline=self._dir_failed))
         storage = LogStorage(self.log_manager, config)
         self.scram = ScramCredentials(store, guarded)  # SCRAM logins and Alter/DescribeUserScramCredentials
         self.token_cache = DelegationTokenCache()  # delegation tokens' SCRAM logins
@@ -358,6 +360,7 @@ class Broker:
     # --------------------------------------------------------------- lifecycle -----
     async def start(self) -> None:
         self.started_at = time.monotonic()
+        self._loop = asyncio.get_running_loop()
         self.log_manager.startup()
         until_done = self.zk.until_done
         await until_done(self.scram.load, "SCRAM credentials")
@@ -489,6 +492,21 @@ class Broker:
             await asyncio.get_running_loop().run_in_executor(
                 self._io_executor, self.log_manager.checkpoint_high_watermarks, hws
             )
+
+    def _dir_failed(self, d: Path) -> bool:
+        """A log dir failed and others are left (any thread): taken offline on the loop."""
+        loop = self._loop
+        if loop is None or self._stopping or loop.is_closed():
+            return False  # not serving yet, or stopping: halting is the answer
+        loop.call_soon_threadsafe(self._take_dir_offline, d)
+        return True
+
+    def _take_dir_offline(self, d: Path) -> None:
+        tps = self.log_manager.take_offline(d)
+        self.replicas.take_offline([TopicPartition(*tp) for tp in tps])
+        log.error("broker %d: Stopped serving replicas in dir %s (%d partitions)", self.broker_id, d, len(tps))
+        asyncio.ensure_future(self.zk.until_done(lambda: self.store.notify_log_dir_failure(self.broker_id),
+                                                 "log dir failure notification"))
 
     def _checkpoints_after_move(self, tp: TopicPartition, old_dir: Path, new_dir: Path) -> None:
         """A replica changed log dirs: both dirs' checkpoints without delay (off the loop),

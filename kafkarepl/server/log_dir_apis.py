@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager, TopicPartition
 from kafkarepl.server.log_dir_mover import LogDirMover
@@ -60,7 +61,12 @@ class LogDirApis:
                 "offset_lag": self.mover.future_lag(TopicPartition(topic, partition)), "is_future_key": True,
             })
         results = []
+        offline = {str(d) for d in self.log_manager.offline_dirs}
         for log_dir, topics in by_dir.items():
+            if log_dir in offline:  # failed (KIP-112): listed with its error, as Kafka's
+                results.append({"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": log_dir,
+                                "total_bytes": -1, "usable_bytes": -1, "topics": []})
+                continue
             try:
                 st = os.statvfs(log_dir)
                 total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

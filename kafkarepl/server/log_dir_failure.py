@@ -2,16 +2,18 @@
 log's append, roll, truncation or fsync, a checkpoint; ENOSPC, EIO, a read-only
 remount), reported by the LogManager once per dir.
 
-The broker halts, as Kafka's does once all its log dirs have failed (ReplicaManager's
-handleLogDirFailure: "Shutdown broker because all log dirs in ... have failed", then
-Exit.halt). Nothing more is written or served from a disk whose state is unknown (after
-a failed fsync the page cache may hold data the disk never got), and the controller
-moves leadership to the in-sync replicas, where every acknowledged write already is.
-Kafka since 1.0 (KIP-112) takes only the failed dir offline on a broker with several and
-goes on serving the others; kafkarepl halts for any of them.
+While other log dirs are left, that dir goes offline (KIP-112, Kafka's
+handleLogDirFailure): its replicas are no longer served (KAFKA_STORAGE_ERROR), and the
+broker writes /log_dir_event_notification so that the controller moves their leaders
+to in-sync replicas elsewhere, which hold every acknowledged write. Nothing more is
+written to or read from a disk whose state is unknown (after a failed fsync the page
+cache may hold data the disk never got). The broker restarted, the dir is loaded (and
+recovered) again.
 
-Before halting, the ZooKeeper session is closed (bounded wait): the controller sees the
-broker go at once instead of after zookeeper.session.timeout.ms.
+Once no log dir is left, the broker halts, as Kafka's ("Shutdown broker because all log
+dirs in ... have failed", then Exit.halt). The ZooKeeper session is closed first
+(bounded wait): the controller sees the broker go at once instead of after
+zookeeper.session.timeout.ms.
 """
 
 from __future__ import annotations
@@ -27,14 +29,18 @@ log = logging.getLogger(__name__)
 
 class LogDirFailureHandler:
     def __init__(self, broker_id: int, close_zk_session: Callable[[], None], *,
+                 take_offline: Callable[[Path], bool] | None = None,
                  halt: Callable[[int], None] = os._exit, grace_s: float = 3.0) -> None:
         self.broker_id = broker_id
         self.close_zk_session = close_zk_session
+        self.take_offline = take_offline  # schedules it (any thread); False: cannot now
         self.halt = halt
         self.grace_s = grace_s
         self._once = threading.Lock()
 
-    def __call__(self, log_dir: Path, exc: BaseException) -> None:
+    def __call__(self, log_dir: Path, exc: BaseException, remaining: int = 0) -> None:
+        if remaining > 0 and self.take_offline is not None and self.take_offline(log_dir):
+            return
         if not self._once.acquire(blocking=False):
             return  # another dir (or thread) is already halting the broker
         log.critical("broker %d: Shutdown broker because all log dirs in %s have failed (%s: %s)",

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 4 << 20  # one thread hop per chunk
 FINAL_BYTES = 256 << 10  # what the swap step may still copy on the loop (~10 ms)
 RATE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
+MAX_PREFERRED = 10_000  # preferred dirs kept for partitions not (yet) in the metadata
 
 
 @dataclass
@@ -57,6 +58,7 @@ class LogDirMover:
                  resume_cleaning: Callable[[TopicPartition], None],
                  on_swapped: Callable[[TopicPartition, Path, Path], Any] | None = None, *,
                  known: Callable[[TopicPartition], bool] = lambda tp: True,
+                 max_preferred: int = MAX_PREFERRED,
                  chunk_bytes: int = CHUNK_BYTES, final_bytes: int = FINAL_BYTES) -> None:
         self.log_manager = log_manager
         self.replicas = replicas
@@ -64,6 +66,7 @@ class LogDirMover:
         self.resume_cleaning = resume_cleaning
         self.on_swapped = on_swapped  # (tp, old dir, new dir): the checkpoints of the dirs involved
         self.known = known  # the partition is in the cluster's metadata
+        self.max_preferred = max_preferred
         self.moves: dict[TopicPartition, Move] = {}
         self.chunk_bytes = chunk_bytes
         self.final_bytes = final_bytes
@@ -81,15 +84,18 @@ class LogDirMover:
         d = lm.log_dir(path)
         if d is None:
             return ErrorCode.LOG_DIR_NOT_FOUND
+        if d in lm.offline_dirs or (tp.topic, tp.partition) in lm.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # a failed dir, as Kafka's "offline" answer
         move = self.moves.get(tp)
         if move is not None and move.dest != d:
             move.dest = d  # the running move drops its future log and starts over there
         if self.replicas.get(tp) is None or lm.get_log(tp.topic, tp.partition) is None:
-            # Remembered for when the replica comes, as Kafka's preferred log dir; only for
-            # partitions the metadata knows, so that a client naming made-up partitions
-            # cannot grow the map without bound (the reassign tool asks after creating the
-            # reassignment, and again every 100 ms while the answer is this one).
-            if self.known(tp):
+            # Remembered for when the replica comes, as Kafka's preferred log dir (the
+            # reassign tool asks right after creating the reassignment, often before this
+            # broker's metadata has the topic). Past MAX_PREFERRED entries only partitions
+            # the metadata knows are: a client naming made-up partitions cannot grow the
+            # map without bound.
+            if self.known(tp) or lm.preferred_count() < self.max_preferred:
                 lm.set_preferred_dir(tp.topic, tp.partition, d)
             return ErrorCode.REPLICA_NOT_AVAILABLE
         lm.set_preferred_dir(tp.topic, tp.partition, d)

@@ -77,7 +77,9 @@ class MetadataApis:
                     "leader_epoch": p.leader_epoch,
                     "replica_nodes": p.replicas,
                     "isr_nodes": p.isr,
-                    "offline_replicas": [r for r in p.replicas if r not in cache.brokers],
+                    # dead brokers' replicas, and those on failed log dirs (KIP-112)
+                    "offline_replicas": [r for r in p.replicas
+                                         if r not in cache.brokers or r in p.offline_replicas],
                 })
             topics_out.append({
                 "error_code": 0,

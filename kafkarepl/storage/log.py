@@ -124,7 +124,7 @@ def _writes(method: Callable[..., _R]) -> Callable[..., _R]:
         except (OSError, KafkaStorageError) as exc:
             if not _io_error(exc):
                 raise
-            if self.on_io_error is not None:
+            if self.on_io_error is not None and not self._closed:  # closed meanwhile: not the disk
                 self.on_io_error(exc if isinstance(exc, OSError) else exc.__cause__)  # type: ignore[arg-type]
             if isinstance(exc, KafkaStorageError):
                 raise

@@ -60,14 +60,17 @@ LOCK_FILE = ".lock"
 class LogManager:
     def __init__(self, log_dirs: list[str] | list[Path], default_config: LogConfig,
                  topic_configs: Mapping[str, LogConfig] | None = None, *,
-                 on_dir_failure: Callable[[Path, BaseException], None] | None = None) -> None:
+                 on_dir_failure: Callable[[Path, BaseException, int], None] | None = None) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
         self.log_dirs = [Path(d) for d in log_dirs]
         # An I/O error writing to a log dir (Kafka's LogDirFailureChannel): called once per
-        # dir, from whatever thread saw it; the broker takes itself down.
+        # dir, from whatever thread saw it, with the number of dirs not failed; the broker
+        # takes that dir offline (take_offline), or halts when none is left.
         self.on_dir_failure = on_dir_failure
-        self.failed_dirs: set[Path] = set()
+        self.failed_dirs: set[Path] = set()  # reported (any thread)
+        self.offline_dirs: set[Path] = set()  # taken offline (take_offline, the owner's thread)
+        self.offline_partitions: set[TopicPartition] = set()
         self._failure_lock = threading.Lock()
         self.default_config = default_config
         self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
@@ -223,15 +226,18 @@ class LogManager:
         if config is not None:
             self.topic_configs[topic] = config
         cfg = self.topic_configs.get(topic, self.default_config)
-        d = self.log_dirs[0]
+        live = self.live_dirs()
+        if tp in self.offline_partitions or not live:
+            raise KafkaStorageError(f"{topic}-{partition}: its log dir is offline")
+        d = live[0]
         preferred = self._preferred.pop(tp, None)
-        if preferred is not None:  # AlterReplicaLogDirs named it before the replica came
-            d = preferred
+        if preferred is not None and preferred not in self.offline_dirs:
+            d = preferred  # AlterReplicaLogDirs named it before the replica came
             if self._dir_counts is not None:
                 self._dir_counts[d] += 1
-        elif len(self.log_dirs) > 1:
+        elif len(live) > 1:
             counts = self._partitions_per_dir()
-            d = min(self.log_dirs, key=lambda x: counts[x])  # first dir wins ties
+            d = min(live, key=lambda x: counts[x])  # first dir wins ties
             counts[d] += 1
         try:
             lg = Log.create(d / f"{topic}-{partition}", cfg)
@@ -280,6 +286,9 @@ class LogManager:
             if os.path.abspath(d) == want:
                 return d
         return None
+
+    def preferred_count(self) -> int:
+        return len(self._preferred)
 
     def set_preferred_dir(self, topic: str, partition: int, d: Path) -> None:
         """Kafka's maybeUpdatePreferredLogDir: a replica not created yet is created in `d`."""
@@ -352,9 +361,43 @@ class LogManager:
             if d in self.failed_dirs:
                 return
             self.failed_dirs.add(d)
+            remaining = len(set(self.log_dirs) - self.failed_dirs)
         log.error("log dir %s failed: %s", d, exc)
         if self.on_dir_failure is not None:
-            self.on_dir_failure(d, exc)
+            self.on_dir_failure(d, exc, remaining)
+
+    def live_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def take_offline(self, d: Path) -> list[TopicPartition]:
+        """Stop using failed log dir `d` (KIP-112; on the thread that owns the logs): its
+        logs and future logs are closed unflushed (nothing more is written to a disk
+        whose state is unknown) and forgotten; their partitions are listed in
+        offline_partitions, which refuses to create them again until a restart.
+        Returns the partitions of current logs that went offline."""
+        if d in self.offline_dirs:
+            return []
+        self.offline_dirs.add(d)
+        gone = sorted(tp for tp, x in self._dir_of.items() if x == d)
+        for tp in gone:
+            lg = self._logs.pop(tp)
+            self._dir_of.pop(tp, None)
+            self.high_watermarks.pop(tp, None)
+            self.offline_partitions.add(tp)
+            lg.on_io_error = None
+            lg.close_for_deletion()  # descriptors closed later: a fetch may still be sending
+        for tp, fut in list(self._futures.items()):
+            if fut.dir.parent == d or tp in self.offline_partitions:
+                del self._futures[tp]  # a move to or from the failed dir: called off
+                fut.on_io_error = None
+                fut.close_for_deletion()
+                if fut.dir.parent != d:
+                    JANITOR.remove_tree(fut.dir)
+        self._preferred = {tp: x for tp, x in self._preferred.items() if x != d}
+        self._dir_counts = None
+        log.error("Logs for partitions %s are offline due to failure on log directory %s",
+                  ",".join(f"{t}-{p}" for t, p in gone), d)
+        return gone
 
     def _write_checkpoint(self, d: Path, name: str, offsets: Mapping[TopicPartition, int]) -> None:
         try:
@@ -365,10 +408,11 @@ class LogManager:
 
     # ------------------------------------------------------------------ checkpoints
     def _by_dir(self, values: Mapping[TopicPartition, int]) -> dict[Path, dict]:
-        out: dict[Path, dict] = {d: {} for d in self.log_dirs}
-        for tp, d in self._dir_of.items():
-            if tp in values:
-                out[d][tp] = values[tp]
+        out: dict[Path, dict] = {d: {} for d in self.live_dirs()}
+        for tp, d in list(self._dir_of.items()):  # the loop may change it meanwhile
+            bucket = out.get(d)  # None: a dir taken offline meanwhile
+            if bucket is not None and tp in values:
+                bucket[tp] = values[tp]
         return out
 
     def checkpoint_high_watermarks(self, hws: Mapping[TopicPartition, int]) -> None:
@@ -419,7 +463,7 @@ class LogManager:
         return deleted
 
     def _sync_log_dirs(self) -> None:
-        for d in self.log_dirs:
+        for d in self.live_dirs():
             fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 _core.file_syncfs(fd)
@@ -454,7 +498,7 @@ class LogManager:
             JANITOR.close_now(d)
         JANITOR.wait(30)  # their space is free when a stop returns
         self._sync_log_dirs()
-        for d in self.log_dirs:
+        for d in self.live_dirs():  # a failed dir is recovered at the next start
             fd = os.open(d / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 os.fsync(fd)

@@ -47,6 +47,8 @@ CONFIG_CLIENTS = "/config/clients"
 CONFIG_IPS = "/config/ips"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 DELEGATION_TOKENS = "/delegation_token/tokens"
 TOKEN_CHANGES = "/delegation_token/token_changes"
 
@@ -61,6 +63,7 @@ PERSISTENT_PATHS = (
     CONFIG_CLIENTS,
     CONFIG_USERS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     DELEGATION_TOKENS,
     TOKEN_CHANGES,
     "/cluster",
@@ -691,6 +694,40 @@ class KafkaZkStore:
             return None
         entity = _loads(data).get("entity_path")
         return entity if isinstance(entity, str) else None
+
+    # --- log dir failures (KIP-112) -------------------------------------------------------
+
+    async def notify_log_dir_failure(self, broker_id: int) -> None:
+        """A broker tells the controller one of its log dirs failed, as Kafka's brokers:
+        /log_dir_event_notification/log_dir_event_<seq> = {"version":1,"broker":id,"event":1}."""
+        await self.zk.create(
+            f"{LOG_DIR_EVENT_NOTIFICATION}/log_dir_event_",
+            _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT}),
+            sequence=True,
+            makepath=True,
+        )
+
+    async def take_log_dir_events(self) -> set[int]:
+        """The controller reads and deletes the pending log dir failure notifications;
+        returns the brokers that sent them."""
+        try:
+            children = await self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION)
+        except NoNodeError:
+            return set()
+        brokers: set[int] = set()
+        for node in sorted(children):
+            path = f"{LOG_DIR_EVENT_NOTIFICATION}/{node}"
+            try:
+                data, _ = await self.zk.get(path)
+                event = _loads(data)
+                if event.get("event") == LOG_DIR_FAILURE_EVENT and isinstance(event.get("broker"), int):
+                    brokers.add(event["broker"])
+                await self.zk.delete(path)
+            except NoNodeError:
+                pass
+            except KafkaError:  # corrupt JSON: dropped
+                await self.zk.delete(path)
+        return brokers
 
     async def get_topic_config(self, name: str) -> dict[str, str]:
         return await self._get_config(f"{CONFIG_TOPICS}/{name}")

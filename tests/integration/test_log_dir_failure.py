@@ -92,3 +92,105 @@ def test_a_full_log_dir_halts_the_broker_and_no_acked_write_is_lost(cluster_fact
     finally:
         c.shutdown()
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def create_on(c, name: str, replicas: list[int], configs: dict[str, str] | None = None) -> None:
+    from kafkarepl.cli import wire
+    from kafkarepl.protocol import ApiKey
+
+    body = {"topics": [{"name": name, "num_partitions": -1, "replication_factor": -1,
+                        "assignments": [{"partition_index": 0, "broker_ids": replicas}],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+            "timeout_ms": 30000, "validate_only": False}
+    resp = wire.call("127.0.0.1", c.brokers[1].port, ApiKey.CREATE_TOPICS, 5, body, timeout=35)
+    assert resp["topics"][0]["error_code"] == 0, resp
+    c.wait_for_leaders(name, 1, len(replicas))
+
+
+def test_jbod_a_failed_log_dir_goes_offline_and_the_broker_serves_its_other_dir(cluster_factory) -> None:
+    """KIP-112: broker 3 has two log dirs; the one holding `fill-0` (which it leads) fills
+    up. The broker stays up: that dir goes offline, the controller (told through
+    /log_dir_event_notification and LeaderAndIsr's KAFKA_STORAGE_ERROR) moves fill-0's
+    leadership to an in-sync replica and drops 3 from its ISR, no acknowledged write is
+    lost, and broker 3 goes on leading `keep-0` from its other dir. Restarted with room,
+    it loads the dir again and fill-0 is back to three in-sync replicas."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as TP
+
+    from kafkarepl.cli import wire
+    from kafkarepl.protocol import ApiKey
+
+    require_mount()
+    c = cluster_factory(3, start=False)
+    b3 = c.brokers[3]
+    small, other = b3.config.parent / "small-disk", b3.config.parent / "big-disk"
+    small.mkdir()
+    other.mkdir()
+    mount(small, "12m")
+    try:
+        text = "".join(line + "\n" for line in b3.config.read_text().splitlines()
+                       if not line.startswith("log.dirs="))
+        b3.config.write_text(text + f"log.dirs={small},{other}\n")
+        c.start()
+        create_on(c, "fill", [3, 1, 2], {"min.insync.replicas": "2", "segment.bytes": "4194304"})
+        create_on(c, "keep", [3, 1, 2])  # the other dir: fewest partitions
+        assert (small / "fill-0").is_dir() and (other / "keep-0").is_dir()
+
+        acked: dict[str, set[bytes]] = {"fill": set(), "keep": set()}
+        errors: list[str] = []
+
+        def done(err, msg) -> None:
+            if err is None:
+                acked[msg.topic()].add(msg.value()[:12])
+            else:
+                errors.append(str(err))
+
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 20, "batch.size": 262144, "message.timeout.ms": 120000})
+        for i in range(24_000):  # ~24 MB into fill-0: the 12 MB dir fills half way
+            p.produce("fill", value=b"%012d" % i + b"x" * 1000, partition=0, on_delivery=done)
+            if i % 200 == 0:
+                p.poll(0)
+        assert p.flush(120) == 0
+        assert not errors and len(acked["fill"]) == 24_000, (errors[:3], len(acked["fill"]))
+
+        assert b3.alive, "broker 3 halted although it has another log dir"
+        log = b3.log.read_text(errors="replace")
+        assert f"Stopped serving replicas in dir {small}" in log, log[-3000:]
+        md = c.metadata(["fill", "keep"])
+        parts = {t["name"]: t["partitions"][0] for t in md["topics"]}
+        assert parts["fill"]["leader_id"] in (1, 2) and 3 not in parts["fill"]["isr_nodes"], parts
+        assert parts["fill"]["offline_replicas"] == [3], parts
+        assert parts["keep"]["leader_id"] == 3 and parts["keep"]["offline_replicas"] == [], parts
+
+        # broker 3 still leads keep-0 from its other dir
+        for i in range(100):
+            p.produce("keep", value=b"k%011d" % i, partition=0, on_delivery=done)
+        assert p.flush(30) == 0 and len(acked["keep"]) == 100 and not errors
+        dirs = wire.call("127.0.0.1", b3.port, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})["results"]
+        by_dir = {r["log_dir"]: r for r in dirs}
+        assert by_dir[str(small)]["error_code"] == 56 and by_dir[str(small)]["topics"] == []
+        assert by_dir[str(other)]["error_code"] == 0
+        assert any(t["name"] == "keep" for t in by_dir[str(other)]["topics"])
+
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "check", "enable.auto.commit": False})
+        cons.assign([TP("fill", 0, 0), TP("keep", 0, 0)])
+        got: dict[str, set[bytes]] = {"fill": set(), "keep": set()}
+        deadline = time.monotonic() + 90
+        while sum(map(len, got.values())) < sum(map(len, acked.values())) and time.monotonic() < deadline:
+            for m in cons.consume(1000, 1.0):
+                if m.error() is None:
+                    got[m.topic()].add(m.value()[:12])
+        cons.close()
+        for t in acked:
+            missing = acked[t] - got[t]
+            assert not missing, f"{t}: {len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
+
+        mount(small, "128m", remount=True)
+        c.restart(3, 60)
+        c.wait_for_leaders("fill", 1, isr=3, timeout=90)
+        md = c.metadata(["fill"])
+        assert md["topics"][0]["partitions"][0]["offline_replicas"] == []
+    finally:
+        c.shutdown()
+        subprocess.run(["umount", "-l", str(small)], check=False)

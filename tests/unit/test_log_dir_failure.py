@@ -33,7 +33,7 @@ def at_offset(data: bytes, base_offset: int) -> bytes:
 def failures(tmp_path):
     seen: list[tuple[Path, BaseException]] = []
     lm = LogManager([tmp_path / "d1", tmp_path / "d2"], LogConfig(),
-                    on_dir_failure=lambda d, exc: seen.append((d, exc)))
+                    on_dir_failure=lambda d, exc, left: seen.append((d, exc)))
     lm.startup()
     yield lm, seen
     lm.release_locks()
@@ -106,4 +106,42 @@ def test_the_handler_closes_the_session_then_halts_once() -> None:
     slow = LogDirFailureHandler(1, lambda: threading.Event().wait(10), halt=lambda rc: calls.append("halted"),
                                 grace_s=0.2)
     slow(Path("/d"), OSError(5, "EIO"))  # a hung ZooKeeper close does not hold the halt
+    assert calls[-1] == "halted"
+
+
+def test_a_failed_dir_goes_offline_and_the_others_serve(failures) -> None:
+    """KIP-112 in the LogManager: the failed dir's logs are closed and forgotten, their
+    partitions refused until a restart, checkpoints and new logs use the other dir."""
+    lm, _seen = failures
+    d1, d2 = lm.log_dirs
+    a = lm.get_or_create_log("t", 0)
+    lm.get_or_create_log("t", 1)
+    assert lm.log_dir_of("t", 0) == d1 and lm.log_dir_of("t", 1) == d2
+    a.append_as_leader(batch(), 0, T)
+    assert lm.take_offline(d1) == [("t", 0)]
+    assert lm.get_log("t", 0) is None and lm.offline_partitions == {("t", 0)} and lm.live_dirs() == [d2]
+    with pytest.raises(KafkaStorageError):
+        lm.get_or_create_log("t", 0)
+    assert lm.log_dir_of(*("t", 2)) is None and lm.get_or_create_log("t", 2) is not None
+    assert lm.log_dir_of("t", 2) == d2  # new logs only on live dirs
+    before = (d1 / "replication-offset-checkpoint").read_bytes() \
+        if (d1 / "replication-offset-checkpoint").exists() else None
+    lm.checkpoint_high_watermarks({("t", 1): 0})
+    after = (d1 / "replication-offset-checkpoint").read_bytes() \
+        if (d1 / "replication-offset-checkpoint").exists() else None
+    assert before == after  # nothing more written to the failed dir
+    assert lm.take_offline(d1) == []
+
+
+def test_the_handler_takes_a_dir_offline_while_others_are_left() -> None:
+    calls: list[str] = []
+    handler = LogDirFailureHandler(1, lambda: calls.append("close"), halt=lambda rc: calls.append("halt"),
+                                   take_offline=lambda d: calls.append(f"offline {d}") is None)
+    handler(Path("/d"), OSError(5, "EIO"), 1)
+    assert calls == ["offline /d"]
+    handler(Path("/e"), OSError(5, "EIO"), 0)  # the last one: halt
+    assert calls == ["offline /d", "close", "halt"]
+    cannot = LogDirFailureHandler(1, lambda: None, halt=lambda rc: calls.append("halted"),
+                                  take_offline=lambda d: False)  # not serving yet
+    cannot(Path("/d"), OSError(5, "EIO"), 1)
     assert calls[-1] == "halted"

@@ -307,20 +307,22 @@ def test_interrupted_move_restarts(tmp_path):
 
 
 def test_mover_remembers_dirs_only_for_known_partitions_and_refuses_overlong_names(mgr):
-    """A preferred dir is kept only for a partition the metadata knows (a client naming
-    made-up partitions cannot grow the map); a topic whose future log's directory name
-    would pass 255 bytes is refused, as Kafka does (KAFKA-4893)."""
+    """Past its cap, a preferred dir is kept only for a partition the metadata knows (a
+    client naming made-up partitions cannot grow the map); a topic whose future log's
+    directory name would pass 255 bytes is refused, as Kafka does (KAFKA-4893)."""
     async def main() -> None:
         known = {TopicPartition("t", 0)}
         mover = LogDirMover(mgr, FakeReplicas(), lambda tp: None, lambda tp: None,  # type: ignore[arg-type]
-                            known=lambda tp: tp in known)
+                            known=lambda tp: tp in known, max_preferred=1)
         d2 = str(mgr.log_dirs[1])
+        assert mover.alter(TopicPartition("early", 0), d2) is ErrorCode.REPLICA_NOT_AVAILABLE  # under the cap
         assert mover.alter(TopicPartition("made-up", 0), d2) is ErrorCode.REPLICA_NOT_AVAILABLE
         assert mover.alter(TopicPartition("t", 0), d2) is ErrorCode.REPLICA_NOT_AVAILABLE
         mgr.get_or_create_log("made-up", 0)
         mgr.get_or_create_log("t", 0)
+        mgr.get_or_create_log("early", 0)
         assert mgr.log_dir_of("made-up", 0) == mgr.log_dirs[0]  # not remembered: the default placement
-        assert mgr.log_dir_of("t", 0) == mgr.log_dirs[1]
+        assert mgr.log_dir_of("t", 0) == mgr.log_dirs[1] and mgr.log_dir_of("early", 0) == mgr.log_dirs[1]
         assert mover.alter(TopicPartition("x" * 249, 0), d2) is ErrorCode.INVALID_TOPIC_EXCEPTION
         await mover.shutdown()
 

@@ -319,3 +319,32 @@ def test_a_large_leader_and_isr_holds_appends_until_its_epochs_are_durable() -> 
     assert storage.logs[big0].records == [(1, "a"), (1, "b")]
     rm.append_records(1000, 1, {big0: ["c"]}, got.append)  # durable now: at once
     assert got[-1][big0].base_offset == 2
+
+
+def test_replicas_on_a_failed_log_dir_answer_kafka_storage_error() -> None:
+    """KIP-112: once a replica's log dir failed, produce, fetch and LeaderAndIsr for it
+    answer KAFKA_STORAGE_ERROR (the controller learns from the last which replicas went
+    offline), a waiting acks=all produce is answered, and the fetcher stops; the other
+    partitions go on."""
+    rm, _s, outlets, _c = manager()
+    other = TopicPartition("t", 1)
+    lead(rm)
+    lead(rm, tp=other, isr=(1,))
+    follower = TopicPartition("t", 2)
+    rm.become_leader_or_follower(1, 50, [PartitionOrder(follower, 2, 1, (1, 2), (1, 2), 1)], {})
+    assert outlets.fetching[follower] == 2
+    waiting: list[dict[TopicPartition, PartitionResponse]] = []
+    rm.append_records(1000, -1, {TP: ["a"]}, waiting.append)  # parked for the ISR
+    assert not waiting
+    rm.take_offline([TP, follower])
+    assert len(waiting) == 1 and waiting[0][TP].error is not ErrorCode.NONE
+    assert follower not in outlets.fetching and TP not in rm.partitions
+    got: list[dict[TopicPartition, PartitionResponse]] = []
+    rm.append_records(1000, 1, {TP: ["b"], other: ["c"]}, got.append)
+    assert got[0][TP].error is ErrorCode.KAFKA_STORAGE_ERROR and got[0][other].error is ErrorCode.NONE
+    fetched: list[list[FetchPartitionData]] = []
+    rm.fetch_messages(FetchParams(-1, 0, 1, 1 << 20), [PartitionFetch(TP, 0, 1 << 20, 1, -1)], fetched.append)
+    assert fetched[0][0].error is ErrorCode.KAFKA_STORAGE_ERROR
+    _, res = rm.become_leader_or_follower(1, 50, [PartitionOrder(TP, 2, 2, (2,), (1, 2), 2),
+                                                  PartitionOrder(other, 1, 2, (1,), (1, 2), 2)], {})
+    assert res[TP] is ErrorCode.KAFKA_STORAGE_ERROR and res[other] is ErrorCode.NONE
