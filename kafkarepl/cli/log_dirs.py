@@ -19,7 +19,6 @@ from kafkarepl.cli.admin_command import admin_command
 from kafkarepl.client.client_config import load_client_security
 from kafkarepl.client.cluster import ClusterClient
 from kafkarepl.errors import ErrorCode, KafkaError
-from kafkarepl.protocol import ApiKey
 
 # The Java client's exception classes for the per-dir errors a broker reports; the tool
 # prints the class name in "error".
@@ -100,7 +99,7 @@ async def _run(args: argparse.Namespace) -> int:
         print("Querying brokers for log directories information")
         by_broker = {}
         for b in sorted(brokers):
-            resp = await client.send(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}, b, 4)
+            resp = await client.describe_log_dirs(b)
             if resp.get("error_code"):
                 code = ErrorCode(resp["error_code"])
                 raise KafkaError(f"broker {b}: DescribeLogDirs failed: {code.name}", code)
