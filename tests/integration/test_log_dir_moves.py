@@ -176,7 +176,8 @@ def test_kill_during_a_move_loses_nothing_and_the_move_completes(cluster_factory
         writer.stop.set()
     c.brokers[1].start()
     c.wait_serving(1)
-    c.wait_for_leaders(TOPIC, 1)
+    # the killed process's ZooKeeper session (and its /controller) lasts until it expires
+    c.wait_for_leaders(TOPIC, 1, timeout=90)
     set_rate(c, None)
     # The move starts again after the restart, and completes.
     wait_for(lambda: set(describe(c)) == {(str(dst), False)}, 60, "the restarted move")
