@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import logging
 import os
 import sys
@@ -58,6 +59,18 @@ log = logging.getLogger(__name__)
 # (A lower nice value for cleaner threads was tried: worse, a descheduled cleaner thread
 # holding the GIL then stalls the loop for a whole scheduling period.)
 SWITCH_INTERVAL_S = 0.001
+
+
+# Errors of the disk or file system (not e.g. ENOMEM for the offset map): the cleaner
+# fails the log dir on these, as Kafka's on an IOException.
+_DISK_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG})
+
+
+def _disk_error(exc: BaseException) -> OSError | None:
+    for e in (exc, exc.__cause__):
+        if isinstance(e, OSError) and e.errno in _DISK_ERRNOS:
+            return e
+    return None
 
 
 def _cleaner_thread_started(yield_interval_us: int, nice: int, sched_idle: bool) -> None:
@@ -323,9 +336,16 @@ class LogCleanerService:
                 result.bytes_read, result.bytes_written, time.monotonic() - t0,
                 result.map_entries / max(1, self._map_bytes // MAP_SLOT_BYTES)))
             return 1
-        except Exception:  # noqa: BLE001 - a log the cleaner cannot clean stays as it is
+        except Exception as exc:  # noqa: BLE001 - a log the cleaner cannot clean stays as it is
             if self.log_manager.get_log(*tp) is not lg:  # deleted or replaced meanwhile
                 log.info("%s-%d: cleaning aborted: the log went away", *tp)
+                return 0
+            disk = _disk_error(exc)
+            if disk is not None:
+                # As Kafka's cleaner on an IOException: the log dir is failed (taken
+                # offline, or the broker halts if it was the last one), not the log.
+                log.error("%s-%d: Failed to clean up log in dir %s due to %r", *tp, lg.dir.parent, disk)
+                self.log_manager.dir_failed(lg.dir.parent, disk)
                 return 0
             # As Kafka: skipped from now on (until deleted or recreated), not read again
             # every backoff; counted in the uncleanable-partitions gauges.

@@ -249,3 +249,34 @@ def test_the_cleaner_offset_and_delete_horizon_follow_a_move_between_log_dirs(tm
     finally:
         svc.shutdown()
         lm.shutdown()
+
+
+def test_a_disk_error_while_cleaning_fails_the_log_dir_not_the_log(tmp_path) -> None:
+    """As Kafka's cleaner on an IOException: the log dir is reported failed (the broker
+    takes it offline or halts), the log is not marked uncleanable. RLIMIT_FSIZE makes the
+    cleaner's writes fail with EFBIG as a full disk makes them fail with ENOSPC."""
+    import errno
+    import resource
+    import signal
+
+    lcfg = LogConfig(cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0.01)
+    failed: list[tuple[object, BaseException]] = []
+    lm = LogManager([tmp_path / "logs"], lcfg, on_dir_failure=lambda d, exc, left: failed.append((d, exc)))
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    for i in range(40):
+        lg.append_as_leader(build_batch([b"x%d" % i * 20], keys=[b"k%d" % (i % 2)], timestamp=T0), 0, T0)
+    svc = service(lm, [T0])
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))
+    try:
+        assert asyncio.run(svc.run_once()) == 0
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
+        svc.shutdown()
+    assert [(d, getattr(e, "errno", None)) for d, e in failed] == [(tmp_path / "logs", errno.EFBIG)]
+    key = 'kafka_log_logcleanermanager_uncleanable_partitions_count{logDirectory="%s"}' % (tmp_path / "logs")
+    assert svc.metrics()[key] == 0  # not the log's fault
+    lm.shutdown()
