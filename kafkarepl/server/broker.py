@@ -223,7 +223,7 @@ class Broker:
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics,
-                                              self.client_quotas.metrics))
+                                              self.client_quotas.metrics, self.log_manager.metrics))
         self._tasks: list[asyncio.Future] = []
         self._purgatory_timer: asyncio.TimerHandle | None = None
         self._purgatory_at = -1

@@ -366,6 +366,13 @@ class LogManager:
         if self.on_dir_failure is not None:
             self.on_dir_failure(d, exc, remaining)
 
+    def metrics(self) -> dict[str, float]:
+        """Kafka's LogManager gauges: OfflineLogDirectoryCount, LogDirectoryOffline per dir."""
+        out: dict[str, float] = {"kafka_log_logmanager_offlinelogdirectorycount": len(self.offline_dirs)}
+        for d in self.log_dirs:
+            out[f'kafka_log_logmanager_logdirectoryoffline{{logDirectory="{d}"}}'] = int(d in self.offline_dirs)
+        return out
+
     def live_dirs(self) -> list[Path]:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
 

@@ -131,6 +131,10 @@ def test_a_failed_dir_goes_offline_and_the_others_serve(failures) -> None:
         if (d1 / "replication-offset-checkpoint").exists() else None
     assert before == after  # nothing more written to the failed dir
     assert lm.take_offline(d1) == []
+    m = lm.metrics()
+    assert m["kafka_log_logmanager_offlinelogdirectorycount"] == 1
+    assert m[f'kafka_log_logmanager_logdirectoryoffline{{logDirectory="{d1}"}}'] == 1
+    assert m[f'kafka_log_logmanager_logdirectoryoffline{{logDirectory="{d2}"}}'] == 0
 
 
 def test_the_handler_takes_a_dir_offline_while_others_are_left() -> None:
