@@ -415,8 +415,11 @@ class Connection:
                         self.server.request_costs.record_network(
                             cost.account, cost.network_s + time.perf_counter() - encoding)
             finally:
-                self._pending.popleft()
-                self.server.pool.release(held)
+                # The connection's teardown may have cleared the queue (and released its
+                # memory) while this waited: only what is still ours is popped and released.
+                if self._pending and self._pending[0][3] is fut:
+                    self._pending.popleft()
+                    self.server.pool.release(held)
                 if not self._pending:
                     self._idle.set()
             if len(self._pending) < _MAX_PIPELINED:

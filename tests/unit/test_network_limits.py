@@ -223,3 +223,32 @@ def test_handler_runs_with_a_fresh_decompression_budget():
         assert budgets == [(12345, 10), (12345, 10)]
         await s.stop()
     run(main())
+
+
+def test_a_connection_torn_down_with_a_request_in_flight_leaves_no_task_error():
+    """A broker stopping (or a connection failing) while a handler still runs: the
+    connection's teardown releases the request's memory; its writer, cancelled while
+    waiting for that answer, neither pops an empty queue ("Task exception was never
+    retrieved") nor releases the memory twice."""
+    import gc
+
+    async def slow(req, conn):
+        await asyncio.sleep(30)
+        return {"error_code": 0}
+
+    async def main():
+        errors: list[dict] = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx))
+        s = await start(slow)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(heartbeat_frame(1) + heartbeat_frame(2))
+        await asyncio.sleep(0.2)
+        assert s.pool.used > 0
+        await s.stop()
+        await asyncio.sleep(0.1)
+        gc.collect()
+        await asyncio.sleep(0)
+        assert s.pool.used == 0
+        assert not errors, errors
+        w.close()
+    run(main())
