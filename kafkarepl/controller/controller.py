@@ -761,7 +761,11 @@ class Controller:
             known |= new
             log.warning("controller: replicas of broker %d on a failed log dir: %s", broker_id,
                         ",".join(f"{t}-{p}" for t, p in sorted(new)))
-            await self._elect_offline_and_shrink_isr([tp for tp in new if tp in ctx.states])
+            tps = [tp for tp in new if tp in ctx.states]
+            batch = self._batch()
+            await self._elect_offline_and_shrink_isr(tps, batch)
+            batch.add_update_metadata(ctx.live, tps)  # offline_replicas, even if nothing else changed
+            self._send_batch(batch)
 
         return on_response
 
@@ -1238,6 +1242,8 @@ class Controller:
         )
         batch = self._batch()
         batch.add_leader_and_isr_for_replicas(written, is_new=False)
+        for wtp in written:  # Kafka's NewReplica: created even while a log dir is offline there
+            batch.add_leader_and_isr(adding, wtp, is_new=True)
         batch.add_update_metadata(ctx.live, written)
         self._send_batch(batch)
         await self._maybe_complete_reassignment(tp)

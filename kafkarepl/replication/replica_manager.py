@@ -101,7 +101,7 @@ class EpochSync(NamedTuple):
 class ReplicaStorage(Protocol):
     """Logs and per-topic settings (topic config overrides: Kafka's property names)."""
 
-    def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> LeaderLog: ...
+    def open_log(self, tp: TopicPartition, overrides: Mapping[str, str], is_new: bool = True) -> LeaderLog: ...
 
     def reconfigure_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> None: ...
 
@@ -154,6 +154,9 @@ class PartitionOrder:
     # Chosen by an unclean election (KIP-704's RECOVERING); also inferred when this
     # broker leads without being in the ISR.
     unclean: bool = False
+    # A new partition or replica (LeaderAndIsr's IsNew): its log may be created even while
+    # a log dir is offline here; any other missing log may be on that dir.
+    is_new: bool = False
 
 
 @dataclass(frozen=True)
@@ -402,7 +405,7 @@ class ReplicaManager:
         config = self.storage.partition_config(overrides)
         now = self.clock.monotonic_ms()
         if p is None:
-            lg = self.storage.open_log(tp, overrides)
+            lg = self.storage.open_log(tp, overrides, order.is_new)
             p = self.partition_factory(
                 self.broker_id, lg, config,
                 high_watermark=self.storage.checkpointed_high_watermark(tp), metrics=self.metrics,

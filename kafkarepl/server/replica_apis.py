@@ -461,6 +461,7 @@ class ReplicaApis:
                 orders.append(PartitionOrder(
                     TopicPartition(name, ps["partition_index"]), ps["leader"], ps["leader_epoch"],
                     tuple(ps["isr"]), tuple(ps["replicas"]), ps["partition_epoch"],
+                    is_new=bool(ps.get("is_new")),
                 ))
         async with self._orders:
             err = self.replicas.check_controller_order(body["controller_epoch"], body.get("broker_epoch", -1))

@@ -76,8 +76,9 @@ class LogStorage:
         syncfs per file system (PendingEpochSync.run, off the loop)."""
         return deferred_syncs()
 
-    def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> Log:
-        return self.log_manager.get_or_create_log(tp.topic, tp.partition, self.log_config(overrides))
+    def open_log(self, tp: TopicPartition, overrides: Mapping[str, str], is_new: bool = True) -> Log:
+        return self.log_manager.get_or_create_log(tp.topic, tp.partition, self.log_config(overrides),
+                                                  is_new=is_new)
 
     def reconfigure_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> None:
         lg = self.log_manager.get_log(tp.topic, tp.partition)

@@ -88,62 +88,93 @@ class LogManager:
 
     # ------------------------------------------------------------------ startup
     def startup(self) -> None:
-        """Load every log of every dir, recovering those of dirs without the marker."""
+        """Load every log of every dir, recovering those of dirs without the marker. A dir
+        that cannot be created, locked or read is offline from the start (KIP-112), as
+        long as another one loads; KafkaStorageError when none does."""
         try:
             for d in self.log_dirs:
-                d.mkdir(parents=True, exist_ok=True)
-                self._lock(d)
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                    self._lock(d)
+                except OSError as exc:
+                    self._offline_at_startup(d, exc)
+            if not self.live_dirs():
+                raise KafkaStorageError(f"no log dir could be used: {', '.join(map(str, self.log_dirs))}")
         except BaseException:
             self.release_locks()
             raise
         futures: list[tuple[TopicPartition, Path]] = []
         all_hws: dict[TopicPartition, int] = {}
-        for d in self.log_dirs:
-            marker = d / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            self.had_clean_shutdown[d] = clean
-            recovery = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT,
-                                             "every log in this dir is recovered from offset 0")
-            starts = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
-                                           "log start offsets fall back to the first segment")
-            hws = self._read_checkpoint(d / HIGH_WATERMARK_CHECKPOINT,
-                                        "high watermarks restart at 0 and are recomputed")
-            all_hws.update(hws)
-            for entry in sorted(os.listdir(d)):
-                path = d / entry
-                if not path.is_dir():
-                    continue
-                if entry.endswith(DELETE_SUFFIX):
-                    log.info("finishing the deletion of %s", path)
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                if entry.endswith(FUTURE_SUFFIX):
-                    future_tp = parse_future_dir(entry)
-                    if future_tp is None:
-                        log.warning("ignoring %s: not a future log directory", path)
-                    else:
-                        futures.append((future_tp, path))
-                    continue
-                try:
-                    tp = parse_partition_dir(entry)
-                except ValueError:
-                    log.warning("ignoring %s: not a partition directory", path)
-                    continue
-                if tp in self._logs:
-                    raise KafkaStorageError(
-                        f"{tp[0]}-{tp[1]} exists in both {self._dir_of[tp]} and {d}")
-                cfg = self.topic_configs.get(tp[0], self.default_config)
-                lg = Log.open(path, cfg, recovery.get(tp, 0), starts.get(tp),
-                              clean_shutdown=clean, lazy_empty=True)
-                self._watch(lg, d)
-                self._logs[tp] = lg
-                self._dir_of[tp] = d
-                self.high_watermarks[tp] = min(hws.get(tp, 0), lg.log_end_offset)
-            if clean:
-                marker.unlink()
-                _fsync_dir(d)
+        for d in self.live_dirs():
+            try:
+                self._load_dir(d, futures, all_hws)
+            except (OSError, KafkaStorageError) as exc:
+                if not (isinstance(exc, OSError) or isinstance(exc.__cause__, OSError)):
+                    raise  # not the disk (e.g. a partition in two dirs)
+                self._offline_at_startup(d, exc)
+        if not self.live_dirs():
+            self.release_locks()
+            raise KafkaStorageError(f"no log dir could be loaded: {', '.join(map(str, self.log_dirs))}")
         for tp, path in futures:
-            self._load_future(tp, path, all_hws.get(tp, 0))
+            if path.parent not in self.offline_dirs:
+                self._load_future(tp, path, all_hws.get(tp, 0))
+
+    def _offline_at_startup(self, d: Path, exc: BaseException) -> None:
+        log.error("Error while loading log dir %s: %s; it is offline until a restart", d, exc)
+        self.failed_dirs.add(d)
+        self.offline_dirs.add(d)
+        for tp in [tp for tp, x in self._dir_of.items() if x == d]:
+            lg = self._logs.pop(tp)
+            del self._dir_of[tp]
+            self.high_watermarks.pop(tp, None)
+            lg.on_io_error = None
+            lg.close_for_deletion()
+
+    def _load_dir(self, d: Path, futures: list[tuple[TopicPartition, Path]],
+                  all_hws: dict[TopicPartition, int]) -> None:
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[d] = clean
+        recovery = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT,
+                                         "every log in this dir is recovered from offset 0")
+        starts = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
+                                       "log start offsets fall back to the first segment")
+        hws = self._read_checkpoint(d / HIGH_WATERMARK_CHECKPOINT,
+                                    "high watermarks restart at 0 and are recomputed")
+        all_hws.update(hws)
+        for entry in sorted(os.listdir(d)):
+            path = d / entry
+            if not path.is_dir():
+                continue
+            if entry.endswith(DELETE_SUFFIX):
+                log.info("finishing the deletion of %s", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if entry.endswith(FUTURE_SUFFIX):
+                future_tp = parse_future_dir(entry)
+                if future_tp is None:
+                    log.warning("ignoring %s: not a future log directory", path)
+                else:
+                    futures.append((future_tp, path))
+                continue
+            try:
+                tp = parse_partition_dir(entry)
+            except ValueError:
+                log.warning("ignoring %s: not a partition directory", path)
+                continue
+            if tp in self._logs:
+                raise KafkaStorageError(
+                    f"{tp[0]}-{tp[1]} exists in both {self._dir_of[tp]} and {d}")
+            cfg = self.topic_configs.get(tp[0], self.default_config)
+            lg = Log.open(path, cfg, recovery.get(tp, 0), starts.get(tp),
+                          clean_shutdown=clean, lazy_empty=True)
+            self._watch(lg, d)
+            self._logs[tp] = lg
+            self._dir_of[tp] = d
+            self.high_watermarks[tp] = min(hws.get(tp, 0), lg.log_end_offset)
+        if clean:
+            marker.unlink()
+            _fsync_dir(d)
 
     def _load_future(self, tp: TopicPartition, path: Path, hw: int) -> None:
         """A future log found at startup: with its current log, a move a crash (or a stop)
@@ -210,9 +241,11 @@ class LogManager:
         return self._dir_of.get((topic, partition))
 
     def get_or_create_log(self, topic: str, partition: int,
-                          config: LogConfig | None = None) -> Log:
+                          config: LogConfig | None = None, *, is_new: bool = True) -> Log:
         """The partition's log, created on the log dir holding the fewest partitions.
-        A given config becomes the topic's config for logs created or loaded later."""
+        A given config becomes the topic's config for logs created or loaded later.
+        Not is_new (a replica that should exist) while a log dir is offline: refused, as
+        Kafka, since its log may be on that dir (an empty one here could be elected)."""
         tp = (topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
@@ -229,6 +262,9 @@ class LogManager:
         live = self.live_dirs()
         if tp in self.offline_partitions or not live:
             raise KafkaStorageError(f"{topic}-{partition}: its log dir is offline")
+        if not is_new and self.offline_dirs:
+            raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directories "
+                                    f"{','.join(str(d) for d in sorted(self.offline_dirs))} are offline")
         d = live[0]
         preferred = self._preferred.pop(tp, None)
         if preferred is not None and preferred not in self.offline_dirs:

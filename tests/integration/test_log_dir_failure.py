@@ -186,8 +186,33 @@ def test_jbod_a_failed_log_dir_goes_offline_and_the_broker_serves_its_other_dir(
             missing = acked[t] - got[t]
             assert not missing, f"{t}: {len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
 
-        mount(small, "128m", remount=True)
-        c.restart(3, 60)
+        # Restarted with the dir unusable (the disk not mounted: a file where the dir was),
+        # the broker starts on its other dir, and fill-0's replica there is offline from
+        # the start: not recreated empty (it may be on the missing disk).
+        c.stop(3)
+        subprocess.run(["umount", "-l", str(small)], check=True)
+        small.rmdir()
+        small.write_text("the disk is not mounted")
+        b3.start()
+        c.wait_serving(3, 60)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            parts = {t["name"]: t["partitions"][0] for t in c.metadata(["fill", "keep"])["topics"]}
+            if parts["fill"]["offline_replicas"] == [3] and 3 in parts["keep"]["isr_nodes"]:
+                break
+            time.sleep(0.2)
+        assert parts["fill"]["offline_replicas"] == [3] and 3 not in parts["fill"]["isr_nodes"], parts
+        assert 3 in parts["keep"]["isr_nodes"], parts
+        assert "Error while loading log dir" in b3.log.read_text(errors="replace")
+        assert not (other / "fill-0").exists()
+
+        # the disk back (empty: a new tmpfs) and a restart: fill-0 is copied again
+        c.stop(3)
+        small.unlink()
+        small.mkdir()
+        mount(small, "128m")
+        b3.start()
+        c.wait_serving(3, 60)
         c.wait_for_leaders("fill", 1, isr=3, timeout=90)
         md = c.metadata(["fill"])
         assert md["topics"][0]["partitions"][0]["offline_replicas"] == []

@@ -163,7 +163,7 @@ class SimStorage:
         self.broker = broker
         self.config = config
 
-    def open_log(self, tp: TopicPartition, overrides: object) -> SimLog:
+    def open_log(self, tp: TopicPartition, overrides: object, is_new: bool = True) -> SimLog:
         return self.broker.logs.setdefault(tp.partition, SimLog())
 
     def reconfigure_log(self, tp: TopicPartition, overrides: object) -> None:

@@ -149,3 +149,33 @@ def test_the_handler_takes_a_dir_offline_while_others_are_left() -> None:
                                   take_offline=lambda d: False)  # not serving yet
     cannot(Path("/d"), OSError(5, "EIO"), 1)
     assert calls[-1] == "halted"
+
+
+def test_a_dir_that_cannot_be_used_at_startup_is_offline_from_the_start(tmp_path) -> None:
+    """As Kafka: a log dir that cannot be created, locked or read at startup is offline
+    (the broker starts on the others); a replica that should exist (not is_new) is then
+    refused, since its log may be on that dir, while a new one is created; with no
+    usable dir at all the start fails."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    lm = LogManager([d1, d2], LogConfig())
+    lm.startup()
+    lm.get_or_create_log("t", 0).append_as_leader(batch(), 0, T)  # in d1
+    lm.get_or_create_log("t", 1).append_as_leader(batch(), 0, T)  # in d2
+    lm.shutdown()
+    os.rename(d1, tmp_path / "d1-gone")
+    d1.write_text("not a directory: the disk is not mounted")
+    again = LogManager([d1, d2], LogConfig())
+    again.startup()
+    try:
+        assert again.offline_dirs == {d1} and again.live_dirs() == [d2]
+        assert again.get_log("t", 0) is None and again.get_log("t", 1) is not None
+        assert again.metrics()["kafka_log_logmanager_offlinelogdirectorycount"] == 1
+        with pytest.raises(KafkaStorageError, match="are offline"):
+            again.get_or_create_log("t", 0, is_new=False)
+        assert again.get_or_create_log("new", 0, is_new=True) is not None
+        assert again.log_dir_of("new", 0) == d2
+    finally:
+        again.shutdown()
+    nowhere = LogManager([d1], LogConfig())
+    with pytest.raises(KafkaStorageError, match="no log dir"):
+        nowhere.startup()

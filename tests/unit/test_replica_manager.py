@@ -39,7 +39,7 @@ class Storage:
         self.logs: dict[TopicPartition, MemoryLog] = {}
         self.deleted: list[TopicPartition] = []
 
-    def open_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> MemoryLog:
+    def open_log(self, tp: TopicPartition, overrides: Mapping[str, str], is_new: bool = True) -> MemoryLog:
         return self.logs.setdefault(tp, MemoryLog())
 
     def reconfigure_log(self, tp: TopicPartition, overrides: Mapping[str, str]) -> None:
@@ -188,7 +188,7 @@ def test_a_partition_whose_log_cannot_open_does_not_stop_the_others() -> None:
     bad = TopicPartition("t", 1)
     real_open = storage.open_log
 
-    def open_log(tp: TopicPartition, overrides: Mapping[str, str]) -> MemoryLog:
+    def open_log(tp: TopicPartition, overrides: Mapping[str, str], is_new: bool = True) -> MemoryLog:
         if tp == bad:
             raise OSError("disk gone")
         return real_open(tp, overrides)
