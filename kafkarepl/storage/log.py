@@ -122,13 +122,10 @@ def _writes(method: Callable[..., _R]) -> Callable[..., _R]:
         try:
             return method(self, *args, **kwargs)
         except (OSError, KafkaStorageError) as exc:
-            if not _io_error(exc):
-                raise
-            if self.on_io_error is not None and not self._closed:  # closed meanwhile: not the disk
-                self.on_io_error(exc if isinstance(exc, OSError) else exc.__cause__)  # type: ignore[arg-type]
-            if isinstance(exc, KafkaStorageError):
-                raise
-            raise KafkaStorageError(f"{self.dir}: {method.__name__} failed: {exc}") from exc
+            self._report_io_error(exc)
+            if isinstance(exc, OSError):
+                raise KafkaStorageError(f"{self.dir}: {method.__name__} failed: {exc}") from exc
+            raise
 
     return guarded
 
@@ -158,6 +155,12 @@ class Log:
         self._closed = False
         # Told of every I/O error of a write (the owner takes the log dir down); None: only raised.
         self.on_io_error: Callable[[BaseException], None] | None = None
+
+    def _report_io_error(self, exc: OSError | KafkaStorageError) -> None:
+        """A write path's error: a disk error goes to on_io_error (unless the log was
+        closed meanwhile: then it is not the disk's)."""
+        if _io_error(exc) and self.on_io_error is not None and not self._closed:
+            self.on_io_error(exc if isinstance(exc, OSError) else exc.__cause__)  # type: ignore[arg-type]
 
     def reconfigure(self, config: LogConfig) -> None:
         """A topic config change (AlterConfigs): segment, retention and flush settings are
@@ -491,7 +494,6 @@ class Log:
                 f"segment.bytes {self.config.segment_bytes}")
         return has_pid
 
-    @_writes
     def append_as_leader(self, records, leader_epoch: int, now_ms: int,
                          control_allowed: bool = False, *, client: bool = False) -> AppendInfo:
         """Validate, deduplicate, assign offsets and `leader_epoch` in place (a read-only
@@ -563,11 +565,17 @@ class Log:
         if append_time is not None:
             set_log_append_time(buf, batches, now_ms)
         next_offset = _core.assign_offsets(buf, first, leader_epoch)
-        seg = self._maybe_roll(len(buf), first, next_offset - 1, now_ms)
-        latest = self.leader_epoch_cache.latest_epoch
-        if latest is None or leader_epoch > latest:  # before the write, as Kafka
-            self.leader_epoch_cache.assign(leader_epoch, first)
-        count, max_ts = self._write(seg, buf, batches, now_ms, first, append_time)
+        try:  # the I/O (inline rather than @_writes: this is the produce path)
+            seg = self._maybe_roll(len(buf), first, next_offset - 1, now_ms)
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or leader_epoch > latest:  # before the write, as Kafka
+                self.leader_epoch_cache.assign(leader_epoch, first)
+            count, max_ts = self._write(seg, buf, batches, now_ms, first, append_time)
+        except (OSError, KafkaStorageError) as exc:
+            self._report_io_error(exc)
+            if isinstance(exc, OSError):
+                raise KafkaStorageError(f"{self.dir}: append failed: {exc}") from exc
+            raise
         if prepared is not None:
             self.producer_state.commit(prepared)
             if prepared.completed:
@@ -669,7 +677,6 @@ class Log:
                 raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
                                             errors)
 
-    @_writes
     def append_as_follower(self, records, *, gaps: bool = False) -> AppendInfo:
         """Append batches that carry the leader's offsets and epochs; they must start at
         the log end offset and ascend. gaps: the first may start above the log end
@@ -695,14 +702,20 @@ class Log:
         has_pid = self._check_sizes(batches, len(buf))
         prepared = self.producer_state.prepare(batches, None, False, buf=buf) if has_pid else None
         now_ms = _now_ms()
-        seg = self._maybe_roll(len(buf), leo, prev_last, now_ms)
-        # The batches' epochs are recorded before the batches are written (as Kafka): a
-        # crash in between leaves an entry past the log end, which loading truncates.
-        for b in batches:
-            latest = self.leader_epoch_cache.latest_epoch
-            if latest is None or b.partition_leader_epoch > latest:
-                self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
-        count, max_ts = self._write(seg, buf, batches, now_ms)
+        try:  # the I/O (inline rather than @_writes: this is the replication path)
+            seg = self._maybe_roll(len(buf), leo, prev_last, now_ms)
+            # The batches' epochs are recorded before the batches are written (as Kafka): a
+            # crash in between leaves an entry past the log end, which loading truncates.
+            for b in batches:
+                latest = self.leader_epoch_cache.latest_epoch
+                if latest is None or b.partition_leader_epoch > latest:
+                    self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
+            count, max_ts = self._write(seg, buf, batches, now_ms)
+        except (OSError, KafkaStorageError) as exc:
+            self._report_io_error(exc)
+            if isinstance(exc, OSError):
+                raise KafkaStorageError(f"{self.dir}: append failed: {exc}") from exc
+            raise
         if prepared is not None:
             self.producer_state.commit(prepared)
             if prepared.completed:
