@@ -38,9 +38,7 @@ def test_a_full_log_dir_halts_the_broker_and_no_acked_write_is_lost(cluster_fact
     small.mkdir()
     mount(small, "12m")
     try:
-        text = "".join(line + "\n" for line in b3.config.read_text().splitlines()
-                       if not line.startswith("log.dirs="))
-        b3.config.write_text(text + f"log.dirs={small}\n")
+        b3.set_log_dirs(small)
         c.start()
         c.create_topic(TOPIC, 3, 3, {"min.insync.replicas": "2", "segment.bytes": "4194304"})
         c.wait_for_leaders(TOPIC, 3, isr=3)
@@ -128,9 +126,7 @@ def test_jbod_a_failed_log_dir_goes_offline_and_the_broker_serves_its_other_dir(
     other.mkdir()
     mount(small, "12m")
     try:
-        text = "".join(line + "\n" for line in b3.config.read_text().splitlines()
-                       if not line.startswith("log.dirs="))
-        b3.config.write_text(text + f"log.dirs={small},{other}\n")
+        b3.set_log_dirs(small, other)
         c.start()
         create_on(c, "fill", [3, 1, 2], {"min.insync.replicas": "2", "segment.bytes": "4194304"})
         create_on(c, "keep", [3, 1, 2])  # the other dir: fewest partitions

@@ -19,8 +19,7 @@ def two_dirs(cluster_factory):
     b = c.brokers[1]
     root = b.config.parent
     d1, d2 = root / "d1", root / "d2"
-    text = "".join(line + "\n" for line in b.config.read_text().splitlines() if not line.startswith("log.dirs="))
-    b.config.write_text(text + f"log.dirs={d1},{d2}\n")
+    b.set_log_dirs(d1, d2)
     c.start()
     c.create_topic(TOPIC, 1, 1, {"segment.bytes": 200_000})
     return c, d1, d2

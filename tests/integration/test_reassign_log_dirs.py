@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from kafkarepl.client.cluster import ClusterClient, NewTopic
 from kafkarepl.protocol import ApiKey
 from tests import java_tools
 from tests.integration.chaos import wait_until
+from tests.integration.test_cli_admin import reassign
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,7 @@ def two_dirs(c, broker: int) -> tuple[Path, Path]:
     """Give `broker` (not started yet) two log dirs."""
     b = c.brokers[broker]
     d1, d2 = b.config.parent / "d1", b.config.parent / "d2"
-    text = "".join(line + "\n" for line in b.config.read_text().splitlines() if not line.startswith("log.dirs="))
-    b.config.write_text(text + f"log.dirs={d1},{d2}\n")
+    b.set_log_dirs(d1, d2)
     return d1, d2
 
 
@@ -57,15 +56,6 @@ def produce(c, topic: str, n: int, size: int = 1000) -> None:
     assert p.flush(30) == 0
 
 
-def cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "kafkarepl.cli.main", *args],
-                       capture_output=True, text=True, timeout=timeout)
-    assert "Traceback" not in r.stderr, r.stderr
-    return r
-
-
-def reassign(c, *args: str) -> subprocess.CompletedProcess:
-    return cli("reassign-partitions", "--bootstrap-server", c.alive_bootstrap(), *args)
 
 
 def plan_file(tmp_path: Path, name: str, partitions: list[dict]) -> str:
