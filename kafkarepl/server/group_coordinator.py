@@ -38,8 +38,9 @@ from kafkarepl.coordinator.offsets import decode_key, decode_value
 from kafkarepl.coordinator.records import TRANSACTIONAL_BIT
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
-from kafkarepl.replication import PartitionResponse, TopicPartition
+from kafkarepl.replication import TopicPartition
 from kafkarepl.server.authorized_ops import ResourceType, authorized_operations
+from kafkarepl.server.coordinator_log import COORDINATOR_APPEND_ERRORS, append_as_coordinator
 from kafkarepl.server.listeners import endpoint_for
 from kafkarepl.storage.records import CONTROL_COMMIT, control_record_type
 
@@ -58,15 +59,10 @@ LOAD_CHUNK_BYTES = 1 << 20
 LOAD_RETRY_S = 1.0
 METADATA_WAIT_S = 5.0
 
-# How a failed append of offset records is reported to the committer (Kafka's mapping).
+# How a failed append of offset records is reported to the committer (Kafka's mapping):
+# the coordinators' common one, and a batch too large is the commit's metadata.
 _APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    **COORDINATOR_APPEND_ERRORS,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
@@ -487,27 +483,13 @@ class GroupCoordinatorService:
 
     async def _append_to(self, partition: int, records: list[tuple[bytes | None, bytes | None]],
                          producer: tuple[int, int] | None = None) -> ErrorCode:
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        p = self.replicas.get(tp)
-        if p is None or not p.is_leader:
-            return ErrorCode.NOT_COORDINATOR
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
-
-        def done(results: dict[TopicPartition, PartitionResponse]) -> None:
-            if not fut.done():
-                fut.set_result(results[tp].error)
-
         if producer is None:
             batch = memoryview(build_batch(records, self.clock.wall_ms()))
         else:  # a transactional offset commit: part of the producer's transaction
             batch = memoryview(build_batch(records, self.clock.wall_ms(), producer_id=producer[0],
                                            producer_epoch=producer[1], attributes=TRANSACTIONAL_BIT))
-        self.replicas.append_records(
-            self.config.offsets_commit_timeout_ms, -1, {tp: batch}, done, internal_topics_allowed=True,
-            client=False,
-        )
-        code: ErrorCode = await fut
-        return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR) if code else ErrorCode.NONE
+        return await append_as_coordinator(self.replicas, TopicPartition(OFFSETS_TOPIC, partition), batch,
+                                           self.config.offsets_commit_timeout_ms, _APPEND_ERRORS)
 
     async def offset_fetch(self, req: Request) -> dict[str, Any]:
         b, v = req.body, req.api_version

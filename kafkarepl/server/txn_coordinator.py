@@ -43,12 +43,12 @@ from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import ApiKey, Request
 from kafkarepl.replication import (
     Clock,
-    PartitionResponse,
     PartitionState,
     ReplicaManager,
     TopicPartition,
 )
 from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.coordinator_log import append_as_coordinator
 from kafkarepl.server.listeners import endpoint_for
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.topics import TopicService
@@ -59,15 +59,6 @@ LOAD_CHUNK_BYTES = 1 << 20
 MARKER_RETRY_S = 0.1
 METADATA_WAIT_S = 5.0
 Body = dict[str, Any]
-# Errors of a write to __transaction_state, as the client should see them.
-_WRITE_ERRORS = {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-}
 # Markers done with: written, or superseded (a later epoch wrote one), or the topic is gone.
 _MARKER_DONE = {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
                 ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TOPIC_EXCEPTION}
@@ -176,25 +167,10 @@ class TransactionCoordinatorService:
     # ------------------------------------------------------------ persistence -----
     async def _write(self, m: TxnMetadata, value: bytes | None = b"") -> ErrorCode:
         """Append the transactional id's new state (acks=all) to its partition."""
-        idx = self.partition_for(m.transactional_id)
-        tp = TopicPartition(TXN_TOPIC, idx)
-        p = self.replicas.get(tp)
-        if p is None or not p.is_leader:
-            return ErrorCode.NOT_COORDINATOR
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
-
-        def done(results: dict[TopicPartition, PartitionResponse]) -> None:
-            if not fut.done():
-                fut.set_result(results[tp].error)
-
         record = encode_value(m) if value == b"" else value
         batch = memoryview(build_batch([(encode_key(m.transactional_id), record)], self.clock.wall_ms()))
-        self.replicas.append_records(self.config.request_timeout_ms, -1, {tp: batch}, done,
-                                     internal_topics_allowed=True, client=False)
-        code: ErrorCode = await fut
-        if code is ErrorCode.NONE:
-            return code
-        return _WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+        tp = TopicPartition(TXN_TOPIC, self.partition_for(m.transactional_id))
+        return await append_as_coordinator(self.replicas, tp, batch, self.config.request_timeout_ms)
 
     async def _apply(self, current: TxnMetadata | None, d: Decision) -> ErrorCode:
         """Persist d.next, then make it current (the pending flag holds others off)."""
