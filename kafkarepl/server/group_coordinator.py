@@ -375,13 +375,15 @@ class GroupCoordinatorService:
         }
 
     # --------------------------------------------------------------- offsets -----
-    async def offset_commit(self, req: Request) -> dict[str, Any]:
-        b, v = req.body, req.api_version
-        group_id = b["group_id"]
+    def _requested_offsets(self, topics: list[dict[str, Any]] | None, client_timestamps: bool
+                           ) -> tuple[dict[tuple[str, int], OffsetAndMetadata], dict[tuple[str, int], ErrorCode]]:
+        """An (Txn)OffsetCommit's offsets of known partitions, and a code per requested
+        partition in request order (UNKNOWN_TOPIC_OR_PARTITION for the others).
+        client_timestamps: OffsetCommit v1's commit_timestamp, when set, is kept."""
         now = self.clock.wall_ms()
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        codes: dict[tuple[str, int], ErrorCode] = {}  # in request order
-        for t in b["topics"] or []:
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        for t in topics or []:
             info = self.metadata.topics.get(t["name"])
             for p in t["partitions"] or []:
                 tp = (t["name"], p["partition_index"])
@@ -389,9 +391,15 @@ class GroupCoordinatorService:
                 if info is None or tp[1] not in info.partitions:
                     codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                ts = p.get("commit_timestamp", -1) if v == 1 else -1
+                ts = p.get("commit_timestamp", -1) if client_timestamps else -1
                 offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1),
                                                 p["committed_metadata"] or "", ts if ts >= 0 else now)
+        return offsets, codes
+
+    async def offset_commit(self, req: Request) -> dict[str, Any]:
+        b, v = req.body, req.api_version
+        group_id = b["group_id"]
+        offsets, codes = self._requested_offsets(b["topics"], v == 1)
         err, valid = self.core.validate_commit(
             group_id, b.get("member_id") or "", b.get("group_instance_id"),
             b.get("generation_id_or_member_epoch", -1), offsets, self.clock.monotonic_ms(),
@@ -418,19 +426,7 @@ class GroupCoordinatorService:
         COMMIT marker arrives (on_txn_marker)."""
         b, v = req.body, req.api_version
         group_id = b["group_id"]
-        now = self.clock.wall_ms()
-        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        codes: dict[tuple[str, int], ErrorCode] = {}
-        for t in b["topics"] or []:
-            info = self.metadata.topics.get(t["name"])
-            for p in t["partitions"] or []:
-                tp = (t["name"], p["partition_index"])
-                codes[tp] = ErrorCode.NONE
-                if info is None or tp[1] not in info.partitions:
-                    codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1),
-                                                p["committed_metadata"] or "", now)
+        offsets, codes = self._requested_offsets(b["topics"], False)
         err = self.core.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if not err and v >= 3 and b.get("generation_id", -1) >= 0:
             err, _valid = self.core.validate_commit(group_id, b.get("member_id") or "", b.get("group_instance_id"),
