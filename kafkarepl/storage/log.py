@@ -16,7 +16,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 from kafkarepl import _core
 from kafkarepl.errors import (
@@ -122,10 +122,7 @@ def _writes(method: Callable[..., _R]) -> Callable[..., _R]:
         try:
             return method(self, *args, **kwargs)
         except (OSError, KafkaStorageError) as exc:
-            self._report_io_error(exc)
-            if isinstance(exc, OSError):
-                raise KafkaStorageError(f"{self.dir}: {method.__name__} failed: {exc}") from exc
-            raise
+            self._write_failed(exc, method.__name__)
 
     return guarded
 
@@ -161,6 +158,14 @@ class Log:
         closed meanwhile: then it is not the disk's)."""
         if _io_error(exc) and self.on_io_error is not None and not self._closed:
             self.on_io_error(exc if isinstance(exc, OSError) else exc.__cause__)  # type: ignore[arg-type]
+
+    def _write_failed(self, exc: OSError | KafkaStorageError, what: str) -> NoReturn:
+        """Every write path's error exit: reported, and raised as KafkaStorageError (the
+        OSError as its cause)."""
+        self._report_io_error(exc)
+        if isinstance(exc, OSError):
+            raise KafkaStorageError(f"{self.dir}: {what} failed: {exc}") from exc
+        raise exc
 
     def reconfigure(self, config: LogConfig) -> None:
         """A topic config change (AlterConfigs): segment, retention and flush settings are
@@ -572,10 +577,7 @@ class Log:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             count, max_ts = self._write(seg, buf, batches, now_ms, first, append_time)
         except (OSError, KafkaStorageError) as exc:
-            self._report_io_error(exc)
-            if isinstance(exc, OSError):
-                raise KafkaStorageError(f"{self.dir}: append failed: {exc}") from exc
-            raise
+            self._write_failed(exc, "append")
         if prepared is not None:
             self.producer_state.commit(prepared)
             if prepared.completed:
@@ -712,10 +714,7 @@ class Log:
                     self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
             count, max_ts = self._write(seg, buf, batches, now_ms)
         except (OSError, KafkaStorageError) as exc:
-            self._report_io_error(exc)
-            if isinstance(exc, OSError):
-                raise KafkaStorageError(f"{self.dir}: append failed: {exc}") from exc
-            raise
+            self._write_failed(exc, "append")
         if prepared is not None:
             self.producer_state.commit(prepared)
             if prepared.completed:
