@@ -91,20 +91,8 @@ async def _committed(client: ClusterClient, coordinator: int, group: str) -> dic
 
 async def _offsets(client: ClusterClient, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
     """ListOffsets (EARLIEST / LATEST) at each partition's leader."""
-    by_leader: dict[int, dict[str, list[int]]] = {}
-    for t, p in tps:
-        by_leader.setdefault(await client.leader_for(t, p), {}).setdefault(t, []).append(p)
-    out: dict[tuple[str, int], int] = {}
-    for leader, topics in by_leader.items():
-        body = {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
-                                       for p in ps]} for t, ps in topics.items()]}
-        resp = await client.send(ApiKey.LIST_OFFSETS, body, leader, 5)
-        for t in resp["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"] == 0:
-                    out[(t["name"], p["partition_index"])] = p["offset"]
-    return out
+    found = await client.list_offsets({tp: timestamp for tp in tps})
+    return {tp: offset for tp, (code, offset) in found.items() if code is ErrorCode.NONE}
 
 
 def _assignment(data: bytes | None) -> list[tuple[str, int]]:

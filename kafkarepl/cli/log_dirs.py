@@ -16,16 +16,10 @@ import json
 from typing import Any
 
 from kafkarepl.cli.admin_command import admin_command
+from kafkarepl.cli.java_errors import java_exception_class
 from kafkarepl.client.client_config import load_client_security
 from kafkarepl.client.cluster import ClusterClient
 from kafkarepl.errors import ErrorCode, KafkaError
-
-# The Java client's exception classes for the per-dir errors a broker reports; the tool
-# prints the class name in "error".
-_ERROR_CLASSES = {
-    ErrorCode.KAFKA_STORAGE_ERROR: "org.apache.kafka.common.errors.KafkaStorageException",
-    ErrorCode.LOG_DIR_NOT_FOUND: "org.apache.kafka.common.errors.LogDirNotFoundException",
-}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,17 +51,6 @@ def _ids(ids: set[int]) -> str:
     return ",".join(str(i) for i in sorted(ids))
 
 
-def _error_name(code: int) -> str | None:
-    if code == 0:
-        return None
-    try:
-        ec = ErrorCode(code)
-    except ValueError:
-        return "org.apache.kafka.common.errors.UnknownServerException"
-    camel = "".join(w.capitalize() for w in ec.name.split("_"))
-    return _ERROR_CLASSES.get(ec, f"org.apache.kafka.common.errors.{camel}Exception")
-
-
 def format_log_dirs(by_broker: dict[int, list[dict[str, Any]]], topics: set[str]) -> str:
     """The JSON document of kafka-log-dirs.sh from each broker's DescribeLogDirs results,
     keeping only replicas of `topics` (all when empty)."""
@@ -80,7 +63,7 @@ def format_log_dirs(by_broker: dict[int, list[dict[str, Any]]], topics: set[str]
                  "offsetLag": p["offset_lag"], "isFuture": p["is_future_key"]}
                 for t in r["topics"] if not topics or t["name"] in topics for p in t["partitions"]
             ]
-            dirs.append({"logDir": r["log_dir"], "error": _error_name(r["error_code"]), "partitions": partitions})
+            dirs.append({"logDir": r["log_dir"], "error": java_exception_class(r["error_code"]), "partitions": partitions})
         brokers.append({"broker": broker, "logDirs": dirs})
     return json.dumps({"version": 1, "brokers": brokers}, separators=(",", ":"))
 

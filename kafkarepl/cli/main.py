@@ -19,7 +19,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 SUBCOMMANDS = (
     "dump_log", "broker", "cluster", "node", "topics", "consumer_groups", "leader_election", "reassign",
-    "produce_consume", "transactions", "acls", "configs", "delegation_tokens", "log_dirs",
+    "produce_consume", "transactions", "acls", "configs", "delegation_tokens", "log_dirs", "get_offsets",
+    "delete_records",
 )
 
 

@@ -8,6 +8,7 @@ NOT_CONTROLLER after refreshing metadata.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -292,6 +293,68 @@ class ClusterClient:
             "topics": None if partitions is None else
             [{"name": t, "partition_indexes": ps} for t, ps in partitions.items()]})
 
+    # --- partition offsets at their leaders ----------------------------------------------
+
+    async def list_offsets(self, timestamps: dict[tuple[str, int], int], isolation_level: int = 0,
+                           ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
+        """ListOffsets at each partition's leader: {(topic, partition): timestamp} (-1
+        latest, -2 earliest, -3 max timestamp, else the first offset at or after that
+        time) -> (error, offset); offset -1 when no record is that late."""
+        def body(topics: dict[str, list[int]]) -> dict:
+            return {"replica_id": -1, "isolation_level": isolation_level, "topics": [
+                {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                            "timestamp": timestamps[(t, p)]} for p in ps]}
+                for t, ps in topics.items()]}
+        found = await self._at_leaders(list(timestamps), ApiKey.LIST_OFFSETS, 7, body, "topics", "name")
+        return {tp: (code, part.get("offset", -1)) for tp, (code, part) in found.items()}
+
+    async def delete_records(self, offsets: dict[tuple[str, int], int], timeout_ms: int = 30000,
+                             ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
+        """DeleteRecords at each partition's leader: {(topic, partition): offset} (-1: the
+        high watermark) -> (error, the partition's new low watermark)."""
+        def body(topics: dict[str, list[int]]) -> dict:
+            return {"timeout_ms": timeout_ms, "topics": [
+                {"name": t, "partitions": [{"partition_index": p, "offset": offsets[(t, p)]} for p in ps]}
+                for t, ps in topics.items()]}
+        found = await self._at_leaders(list(offsets), ApiKey.DELETE_RECORDS, 2, body, "topics", "name")
+        return {tp: (code, part.get("low_watermark", -1)) for tp, (code, part) in found.items()}
+
+    async def _at_leaders(self, tps: list[tuple[str, int]], api_key: int, version: int,
+                          body: Any, topics_key: str, name_key: str, attempts: int = 5,
+                          ) -> dict[tuple[str, int], tuple[ErrorCode, dict]]:
+        """One request per leader for its partitions of `tps`; a partition whose leader
+        moved or is being elected is asked again (fresh metadata, backing off) up to
+        `attempts` times, as the Admin client retries. -> (error, its response entry)."""
+        out: dict[tuple[str, int], tuple[ErrorCode, dict]] = {}
+        pending = sorted(set(tps))
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(0.1 * attempt)
+            await self.metadata(sorted({t for t, _ in pending}))
+            by_leader: dict[int, dict[str, list[int]]] = {}
+            for t, p in pending:
+                parts = {x["partition_index"]: x for x in self.topics.get(t, {}).get("partitions", [])}
+                if t not in self.topics or p not in parts:
+                    out[(t, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, {})
+                elif parts[p]["leader_id"] < 0:
+                    out[(t, p)] = (ErrorCode.LEADER_NOT_AVAILABLE, {})
+                else:
+                    by_leader.setdefault(parts[p]["leader_id"], {}).setdefault(t, []).append(p)
+            for leader, topics in by_leader.items():
+                try:
+                    resp = await self.send(api_key, body(topics), leader, version)
+                except (BrokerConnectionError, OSError):
+                    for t, ps in topics.items():
+                        out.update({(t, p): (ErrorCode.NETWORK_EXCEPTION, {}) for p in ps})
+                    continue
+                for t in resp[topics_key]:
+                    for part in t["partitions"]:
+                        out[(t[name_key], part["partition_index"])] = (ErrorCode(part["error_code"]), part)
+            pending = [tp for tp in pending if out[tp][0] in _RETRY_AT_LEADER]
+            if not pending:
+                break
+        return out
+
     # --- log dirs (JBOD) -------------------------------------------------------------------
 
     async def alter_replica_log_dirs(self, broker: int, dirs: dict[tuple[str, int], str]) -> dict:
@@ -309,6 +372,13 @@ class ClusterClient:
         return await self.send(ApiKey.DESCRIBE_LOG_DIRS, {
             "topics": None if partitions is None else
             [{"topic": t, "partitions": ps} for t, ps in partitions.items()]}, broker)
+
+
+# Errors after which the Admin client asks a partition's (new) leader again.
+_RETRY_AT_LEADER = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT,
+})
 
 
 def _broker_target(resources: Iterable[tuple[int, str]]) -> int | None:
