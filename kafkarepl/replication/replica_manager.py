@@ -450,6 +450,11 @@ class ReplicaManager:
             return err, {}
         out: dict[TopicPartition, ErrorCode] = {}
         for order in orders:
+            if order.tp in self.offline:
+                # As Kafka (HostedPartition.Offline): its files, on the failed dir, are not
+                # deleted; a topic deletion waits for this broker's restart.
+                out[order.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             p = self.partitions.get(order.tp)
             if (
                 p is not None
@@ -619,10 +624,7 @@ class ReplicaManager:
     def _leader(self, tp: TopicPartition) -> tuple[PartitionState | None, ErrorCode]:
         p = self.partitions.get(tp)
         if p is None:
-            if tp in self.offline:
-                return None, ErrorCode.KAFKA_STORAGE_ERROR
-            known = self.known_partition(tp)
-            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return None, self._missing(tp)
         if not p.is_leader:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return p, ErrorCode.NONE

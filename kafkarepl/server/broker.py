@@ -23,7 +23,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +225,7 @@ class Broker:
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics,
                                               self.client_quotas.metrics, self.log_manager.metrics))
         self._tasks: list[asyncio.Future] = []
+        self._background_tasks: set[asyncio.Future] = set()
         self._purgatory_timer: asyncio.TimerHandle | None = None
         self._purgatory_at = -1
         # One thread for checkpoint and flush fsyncs: they never run concurrently with
@@ -505,21 +506,34 @@ class Broker:
         tps = self.log_manager.take_offline(d)
         self.replicas.take_offline([TopicPartition(*tp) for tp in tps])
         log.error("broker %d: Stopped serving replicas in dir %s (%d partitions)", self.broker_id, d, len(tps))
-        asyncio.ensure_future(self.zk.until_done(lambda: self.store.notify_log_dir_failure(self.broker_id),
-                                                 "log dir failure notification"))
+        self._background(self.zk.until_done(lambda: self.store.notify_log_dir_failure(self.broker_id),
+                                            "log dir failure notification"), "log dir failure notification")
 
     def _checkpoints_after_move(self, tp: TopicPartition, old_dir: Path, new_dir: Path) -> None:
         """A replica changed log dirs: both dirs' checkpoints without delay (off the loop),
         so that a restart finds its recovery point, HW and cleaner offset in the new dir."""
         async def write() -> None:
             loop = asyncio.get_running_loop()
-            await self.cleaner.alter_checkpoint_dir(tp, old_dir, new_dir)
+            await self.cleaner.alter_checkpoint_dir(tp, old_dir, new_dir)  # reports its own disk errors
             await loop.run_in_executor(self._io_executor, self.log_manager.checkpoint_recovery_points)
             await loop.run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)
             await self._checkpoint_hw()
 
         if not self._stopping:
-            asyncio.ensure_future(write())
+            self._background(write(), f"checkpoints after moving {tp.topic}-{tp.partition}")
+
+    def _background(self, coro: Coroutine[Any, Any, Any], what: str) -> None:
+        """A task nobody awaits: kept referenced until done, its failure logged (never
+        "Task exception was never retrieved")."""
+        task = asyncio.ensure_future(coro)
+        self._background_tasks.add(task)
+
+        def done(t: asyncio.Future) -> None:
+            self._background_tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("broker %d: %s failed: %r", self.broker_id, what, t.exception())
+
+        task.add_done_callback(done)
 
     async def _checkpoint_log_starts(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)

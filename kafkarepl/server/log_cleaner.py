@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import errno
 import logging
 import os
 import sys
@@ -47,6 +46,7 @@ from kafkarepl.storage.cleaner import (
     clean,
     fsync_dir,
 )
+from kafkarepl.storage.disk_errors import DISK_ONLY, disk_error
 from kafkarepl.storage.log import Log
 from kafkarepl.storage.manager import LogManager
 
@@ -63,16 +63,6 @@ SWITCH_INTERVAL_S = 0.001
 
 # Errors of the disk or file system (not e.g. ENOMEM for the offset map): the cleaner
 # fails the log dir on these, as Kafka's on an IOException.
-_DISK_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG})
-
-
-def _disk_error(exc: BaseException) -> OSError | None:
-    for e in (exc, exc.__cause__):
-        if isinstance(e, OSError) and e.errno in _DISK_ERRNOS:
-            return e
-    return None
-
-
 def _cleaner_thread_started(yield_interval_us: int, nice: int, sched_idle: bool) -> None:
     if sys.getswitchinterval() > SWITCH_INTERVAL_S:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -190,11 +180,23 @@ class LogCleanerService:
             self._horizons[dest][tp] = horizon
         if offset is None and horizon is None:
             return
-        loop = asyncio.get_running_loop()
         for d in (src, dest):
-            await loop.run_in_executor(self._checkpoint_writer, write_offsets, d / CLEANER_CHECKPOINT, self._checkpoint_of(d))
-            await loop.run_in_executor(self._checkpoint_writer, write_offsets, d / HORIZON_CHECKPOINT,
-                                       self._checkpoint_of(d, self._horizons))
+            try:
+                await self._write_checkpoint(d, CLEANER_CHECKPOINT, self._checkpoints)
+                await self._write_checkpoint(d, HORIZON_CHECKPOINT, self._horizons)
+            except OSError as exc:  # a failed disk is reported; the other dir is still written
+                log.error("%s-%d: the cleaner checkpoints of %s could not be written: %s", *tp, d, exc)
+
+    async def _write_checkpoint(self, d: Path, name: str, table: dict[Path, dict[TopicPartition, int]]) -> None:
+        """One of dir `d`'s cleaner checkpoint files, on the single checkpoint thread (two
+        writes of a file must not share its .tmp). A disk error fails the dir, as Kafka."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._checkpoint_writer, write_offsets, d / name, self._checkpoint_of(d, table))
+        except OSError as exc:
+            if disk_error(exc) is not None:
+                self.log_manager.dir_failed(d, exc)
+            raise
 
     def _set_first_dirty(self, tp: TopicPartition, offset: int) -> Path | None:
         d = self.log_manager.log_dir_of(*tp)
@@ -322,12 +324,10 @@ class LogCleanerService:
             self.records_removed += result.records_removed
             d = self._set_first_dirty(tp, result.cleaned_up_to)
             if d is not None:
-                await loop.run_in_executor(self._checkpoint_writer, write_offsets, d / CLEANER_CHECKPOINT,
-                                           self._checkpoint_of(d))
+                await self._write_checkpoint(d, CLEANER_CHECKPOINT, self._checkpoints)
             d = self._set_delete_horizon(tp, result.delete_horizon)
             if d is not None:
-                await loop.run_in_executor(self._checkpoint_writer, write_offsets, d / HORIZON_CHECKPOINT,
-                                           self._checkpoint_of(d, self._horizons))
+                await self._write_checkpoint(d, HORIZON_CHECKPOINT, self._horizons)
             log.info("%s-%d: cleaned up to offset %d: %d segments -> %d, %d records removed, "
                      "%d -> %d bytes in %.2f s (swap %.1f ms, %.1f ms of it on the loop)", tp[0], tp[1],
                      result.cleaned_up_to, len(plan.segments), len(result.groups), result.records_removed,
@@ -340,7 +340,7 @@ class LogCleanerService:
             if self.log_manager.get_log(*tp) is not lg:  # deleted or replaced meanwhile
                 log.info("%s-%d: cleaning aborted: the log went away", *tp)
                 return 0
-            disk = _disk_error(exc)
+            disk = disk_error(exc, DISK_ONLY)
             if disk is not None:
                 # As Kafka's cleaner on an IOException: the log dir is failed (taken
                 # offline, or the broker halts if it was the last one), not the log.

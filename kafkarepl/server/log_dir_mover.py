@@ -139,6 +139,10 @@ class LogDirMover:
                 if lm.log_dir_of(tp.topic, tp.partition) == move.dest:
                     lm.abort_future((tp.topic, tp.partition))
                     return
+                if move.dest in lm.offline_dirs:  # failed under the move (its future log went with it)
+                    log.warning("%s-%d: the move to %s is dropped: the log dir is offline", tp.topic, tp.partition,
+                                move.dest)
+                    return
                 fut = lm.future_log(tp.topic, tp.partition)
                 if fut is not None and fut.dir.parent != move.dest:
                     lm.abort_future((tp.topic, tp.partition))  # the destination changed

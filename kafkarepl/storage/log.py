@@ -38,6 +38,7 @@ from kafkarepl.storage.cleaner import (
 )
 from kafkarepl.storage.codecs import recompress_batches
 from kafkarepl.storage.config import LogConfig
+from kafkarepl.storage.disk_errors import disk_error
 from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from kafkarepl.storage.janitor import JANITOR
 from kafkarepl.storage.loader import load_segments, rebuild_from_headers, scan_directory
@@ -107,12 +108,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _io_error(exc: BaseException) -> bool:
-    """An error of the disk or file system (not a refused request that KafkaStorageError
-    also reports, such as a follower append at the wrong offset)."""
-    return isinstance(exc, OSError) or isinstance(exc.__cause__, OSError)
-
-
 def _writes(method: Callable[..., _R]) -> Callable[..., _R]:
     """A Log method that writes: an I/O error in it is reported to `on_io_error` (the
     LogManager's log dir failure handling, as Kafka's LogDirFailureChannel) before the
@@ -156,8 +151,9 @@ class Log:
     def _report_io_error(self, exc: OSError | KafkaStorageError) -> None:
         """A write path's error: a disk error goes to on_io_error (unless the log was
         closed meanwhile: then it is not the disk's)."""
-        if _io_error(exc) and self.on_io_error is not None and not self._closed:
-            self.on_io_error(exc if isinstance(exc, OSError) else exc.__cause__)  # type: ignore[arg-type]
+        disk = disk_error(exc)
+        if disk is not None and self.on_io_error is not None and not self._closed:
+            self.on_io_error(disk)
 
     def _write_failed(self, exc: OSError | KafkaStorageError, what: str) -> NoReturn:
         """Every write path's error exit: reported, and raised as KafkaStorageError (the

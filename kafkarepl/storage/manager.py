@@ -46,6 +46,7 @@ from kafkarepl.storage.checkpoints import (
     write_offsets,
 )
 from kafkarepl.storage.config import LogConfig
+from kafkarepl.storage.disk_errors import disk_error
 from kafkarepl.storage.janitor import JANITOR
 from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, Log, _fsync_dir, parse_partition_dir
 from kafkarepl.storage.log_copy import FUTURE_SUFFIX, future_dir_name, parse_future_dir
@@ -109,26 +110,28 @@ class LogManager:
             try:
                 self._load_dir(d, futures, all_hws)
             except (OSError, KafkaStorageError) as exc:
-                if not (isinstance(exc, OSError) or isinstance(exc.__cause__, OSError)):
+                if disk_error(exc) is None:
                     raise  # not the disk (e.g. a partition in two dirs)
                 self._offline_at_startup(d, exc)
         if not self.live_dirs():
             self.release_locks()
             raise KafkaStorageError(f"no log dir could be loaded: {', '.join(map(str, self.log_dirs))}")
         for tp, path in futures:
-            if path.parent not in self.offline_dirs:
-                self._load_future(tp, path, all_hws.get(tp, 0))
+            if path.parent in self.offline_dirs:
+                continue
+            if tp not in self._logs and self.offline_dirs:
+                # Alone, it would be a swap to complete; but its current log may be on an
+                # offline dir, and then it is a partial copy: serve neither, keep both.
+                log.error("%s: the current log of %s-%d may be on an offline log dir; the partition is "
+                          "offline until a restart", path, *tp)
+                self.offline_partitions.add(tp)
+                continue
+            self._load_future(tp, path, all_hws.get(tp, 0))
 
     def _offline_at_startup(self, d: Path, exc: BaseException) -> None:
         log.error("Error while loading log dir %s: %s; it is offline until a restart", d, exc)
         self.failed_dirs.add(d)
-        self.offline_dirs.add(d)
-        for tp in [tp for tp, x in self._dir_of.items() if x == d]:
-            lg = self._logs.pop(tp)
-            del self._dir_of[tp]
-            self.high_watermarks.pop(tp, None)
-            lg.on_io_error = None
-            lg.close_for_deletion()
+        self.take_offline(d)  # the logs it loaded before the error go too
 
     def _load_dir(self, d: Path, futures: list[tuple[TopicPartition, Path]],
                   all_hws: dict[TopicPartition, int]) -> None:
@@ -276,9 +279,13 @@ class LogManager:
             d = min(live, key=lambda x: counts[x])  # first dir wins ties
             counts[d] += 1
         try:
-            lg = Log.create(d / f"{topic}-{partition}", cfg)
-        except FileExistsError:  # left behind (e.g. not yet loaded): open what is there
-            lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False, lazy_empty=True)
+            try:
+                lg = Log.create(d / f"{topic}-{partition}", cfg)
+            except FileExistsError:  # left behind (e.g. not yet loaded): open what is there
+                lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False, lazy_empty=True)
+        except OSError as exc:  # the dir's disk (Kafka's createLog: maybeAddOfflineLogDir)
+            self.dir_failed(d, exc)
+            raise KafkaStorageError(f"Error while creating log for {topic}-{partition} in dir {d}") from exc
         lg.dir_entry_durable = False  # the first flush fsyncs d (see Log)
         self._watch(lg, d)
         self._logs[tp] = lg
@@ -347,7 +354,14 @@ class LogManager:
             raise KafkaStorageError(f"{topic}-{partition} already has a future log")
         if self._dir_of[tp] == d:
             raise KafkaStorageError(f"{topic}-{partition} is already in {d}")
-        fut = Log.create(d / future_dir_name(topic, partition), current.config)
+        if d in self.offline_dirs:
+            raise KafkaStorageError(f"log dir {d} is offline")
+        try:
+            fut = Log.create(d / future_dir_name(topic, partition), current.config)
+        except OSError as exc:
+            self.dir_failed(d, exc)
+            raise KafkaStorageError(f"Error while creating future log for {topic}-{partition} in dir {d}") \
+                from exc
         self._watch(fut, d)
         fut.dir_entry_durable = False
         self._futures[tp] = fut
@@ -435,7 +449,10 @@ class LogManager:
                 fut.on_io_error = None
                 fut.close_for_deletion()
                 if fut.dir.parent != d:
-                    JANITOR.remove_tree(fut.dir)
+                    try:  # renamed to -delete first: a lone half-removed future must not look like a swap
+                        self._remove_dir(fut.dir)
+                    except OSError as exc:
+                        log.warning("could not remove %s: %s", fut.dir, exc)
         self._preferred = {tp: x for tp, x in self._preferred.items() if x != d}
         self._dir_counts = None
         log.error("Logs for partitions %s are offline due to failure on log directory %s",

@@ -179,3 +179,82 @@ def test_a_dir_that_cannot_be_used_at_startup_is_offline_from_the_start(tmp_path
     nowhere = LogManager([d1], LogConfig())
     with pytest.raises(KafkaStorageError, match="no log dir"):
         nowhere.startup()
+
+
+def test_a_future_log_alone_while_a_dir_is_offline_is_not_served(tmp_path) -> None:
+    """A move d1 -> d2 in progress (the future log holds a prefix), then a start with d1
+    unusable: the future is not taken for a completed swap (acked offsets would go)."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    lm = LogManager([d1, d2], LogConfig())
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    for _ in range(10):
+        lg.append_as_leader(batch(), 0, T)
+    fut = lm.create_future_log("t", 0, d2)
+    fut.append_as_follower(at_offset(batch(), 0))  # a copy of the first batch only
+    lm.release_locks()  # a crash
+    os.rename(d1, tmp_path / "d1-away")
+    d1.write_text("not mounted")
+    again = LogManager([d1, d2], LogConfig())
+    again.startup()
+    assert again.offline_dirs == {d1} and again.get_log("t", 0) is None
+    assert ("t", 0) in again.offline_partitions
+    with pytest.raises(KafkaStorageError):
+        again.get_or_create_log("t", 0, is_new=False)
+    again.shutdown()
+    d1.unlink()
+    os.rename(tmp_path / "d1-away", d1)  # the disk is back: the move starts over
+    third = LogManager([d1, d2], LogConfig())
+    third.startup()
+    assert third.log_dir_of("t", 0) == d1 and third.get_log("t", 0).log_end_offset == 30
+    assert third.pending_moves == {("t", 0): d2}
+    third.shutdown()
+
+
+def test_a_log_that_cannot_be_created_fails_its_dir(failures) -> None:
+    lm, seen = failures
+    d1 = lm.log_dirs[0]
+    (d1 / "t-0").write_text("")  # the partition's directory cannot be made or opened there
+    with pytest.raises(KafkaStorageError) as info:
+        lm.get_or_create_log("t", 0)
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert [d for d, _e in seen] == [d1]
+
+
+def test_resource_limits_are_not_disk_errors(failures) -> None:
+    """Descriptors used up (client connections) fail the request, not the log dir."""
+    lm, seen = failures
+    lg = lm.get_or_create_log("t", 0)
+    lg.config = LogConfig.from_props({"segment.bytes": "200"})
+    lg.append_as_leader(batch(), 0, T)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hog: list[int] = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        try:
+            while True:
+                hog.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        with pytest.raises(KafkaStorageError):
+            lg.append_as_leader(batch(), 0, T)  # the roll cannot open its files: EMFILE
+    finally:
+        for fd in hog:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert not seen and not lm.failed_dirs
+    lg.append_as_leader(batch(), 0, T)  # and once descriptors are free it goes on
+
+
+def test_which_errors_are_the_disks() -> None:
+    import errno
+
+    from kafkarepl.storage.disk_errors import DISK_ONLY, disk_error
+
+    eio, enoent = OSError(errno.EIO, "io"), OSError(errno.ENOENT, "gone")
+    assert disk_error(eio) is eio and disk_error(enoent) is enoent
+    assert disk_error(OSError(errno.EMFILE, "fds")) is None and disk_error(OSError(errno.ENOMEM, "mem")) is None
+    wrapped = KafkaStorageError("append failed")
+    wrapped.__cause__ = eio
+    assert disk_error(wrapped) is eio and disk_error(KafkaStorageError("refused")) is None
+    assert disk_error(enoent, DISK_ONLY) is None and disk_error(wrapped, DISK_ONLY) is eio

@@ -327,3 +327,33 @@ def test_mover_remembers_dirs_only_for_known_partitions_and_refuses_overlong_nam
         await mover.shutdown()
 
     asyncio.run(main())
+
+
+def test_a_move_to_a_dir_that_fails_is_dropped(mgr):
+    """The destination fails mid-move (taken offline, its future log with it): the mover
+    must not make a new future log there and swap the partition onto a failed disk."""
+    async def main() -> None:
+        mover = LogDirMover(mgr, FakeReplicas(), lambda tp: None, lambda tp: None,  # type: ignore[arg-type]
+                            chunk_bytes=3000, final_bytes=1500)
+        mover.set_rate("20000")  # slow: the move is still copying when the dir fails
+        tp = TopicPartition("t", 0)
+        lg = mgr.get_or_create_log("t", 0)
+        append(lg, 200)
+        d2 = mgr.log_dirs[1]
+        move = mover.start(tp, d2)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if mgr.future_log("t", 0) is not None:
+                break
+        assert mgr.future_log("t", 0) is not None
+        mgr.take_offline(d2)
+        mover.set_rate(None)
+        await asyncio.wait_for(move.done.wait(), 10)
+        assert mgr.log_dir_of("t", 0) == mgr.log_dirs[0] and mgr.get_log("t", 0) is lg
+        assert mgr.future_log("t", 0) is None
+        assert len([p for p in d2.iterdir() if p.name.endswith(FUTURE_SUFFIX)]) == 1  # the first, left as it was
+        with pytest.raises(Exception, match="offline"):
+            mgr.create_future_log("t", 0, d2)
+        await mover.shutdown()
+
+    asyncio.run(main())

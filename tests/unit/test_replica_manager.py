@@ -348,3 +348,13 @@ def test_replicas_on_a_failed_log_dir_answer_kafka_storage_error() -> None:
     _, res = rm.become_leader_or_follower(1, 50, [PartitionOrder(TP, 2, 2, (2,), (1, 2), 2),
                                                   PartitionOrder(other, 1, 2, (1,), (1, 2), 2)], {})
     assert res[TP] is ErrorCode.KAFKA_STORAGE_ERROR and res[other] is ErrorCode.NONE
+
+
+def test_stop_replica_of_a_replica_on_a_failed_dir_answers_storage_error() -> None:
+    """As Kafka (HostedPartition.Offline): the controller keeps the deletion pending
+    (ineligible) instead of counting files on the failed disk as deleted."""
+    rm, storage, _o, _c = manager()
+    lead(rm)
+    rm.take_offline([TP])
+    err, res = rm.stop_replicas(1, 50, [StopOrder(TP, -2, True)])
+    assert err is ErrorCode.NONE and res[TP] is ErrorCode.KAFKA_STORAGE_ERROR and not storage.deleted
