@@ -3,8 +3,9 @@ the broker's topic defaults and the topic's overrides (Kafka's property names)."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 
 from kafkarepl.replication import PartitionConfig, TopicPartition
 from kafkarepl.server.config import BrokerConfig
@@ -71,10 +72,17 @@ class LogStorage:
             )
         return pc
 
-    def deferred_syncs(self) -> AbstractContextManager[PendingEpochSync]:
+    @contextmanager
+    def deferred_syncs(self) -> Iterator[PendingEpochSync]:
         """For a LeaderAndIsr: new leader epochs made durable together afterwards, by one
-        syncfs per file system (PendingEpochSync.run, off the loop)."""
-        return deferred_syncs()
+        syncfs per file system (PendingEpochSync.run, off the loop); a file system that
+        cannot be synced fails the log dirs of the partitions on it."""
+        with deferred_syncs() as pending:
+            pending.on_failure = self._epoch_sync_failed
+            yield pending
+
+    def _epoch_sync_failed(self, partition_dir: str, exc: OSError) -> None:
+        self.log_manager.dir_failed(Path(partition_dir).parent, exc)
 
     def open_log(self, tp: TopicPartition, overrides: Mapping[str, str], is_new: bool = True) -> Log:
         return self.log_manager.get_or_create_log(tp.topic, tp.partition, self.log_config(overrides),

@@ -40,7 +40,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -75,9 +75,15 @@ class PendingEpochSync:
 
     def __init__(self) -> None:
         self.dirs: set[str] = set()
+        # Told of each partition dir whose file system could not be synced (the owner
+        # fails its log dir: an epoch not made durable must not be served as if it were).
+        self.on_failure: Callable[[str, OSError], None] | None = None
 
     def run(self) -> None:
-        sync_file_systems(self.dirs)
+        failed = sync_file_systems(self.dirs)
+        if self.on_failure is not None:
+            for path, exc in failed.items():
+                self.on_failure(path, exc)
 
 
 _deferred: PendingEpochSync | None = None
@@ -100,21 +106,33 @@ def deferred_syncs() -> Iterator[PendingEpochSync]:
         _deferred = None
 
 
-def sync_file_systems(dirs: set[str]) -> None:
-    """syncfs once per file system holding one of `dirs`."""
-    seen: set[int] = set()
+def sync_file_systems(dirs: set[str]) -> dict[str, OSError]:
+    """syncfs once per file system holding one of `dirs`; one that fails does not stop
+    the others. Returns the dirs on file systems that failed, with the error."""
+    synced: dict[int, OSError | None] = {}
+    failed: dict[str, OSError] = {}
     for path in sorted(dirs):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         except FileNotFoundError:
             continue  # deleted meanwhile: nothing of it to make durable
+        except OSError as exc:
+            failed[path] = exc
+            continue
         try:
             dev = os.fstat(fd).st_dev
-            if dev not in seen:
-                seen.add(dev)
-                _core.file_syncfs(fd)
+            if dev not in synced:
+                try:
+                    _core.file_syncfs(fd)
+                    synced[dev] = None
+                except OSError as exc:
+                    synced[dev] = exc
+            err = synced[dev]
+            if err is not None:
+                failed[path] = err
         finally:
             os.close(fd)
+    return failed
 
 
 class LeaderEpochCache:

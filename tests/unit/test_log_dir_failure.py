@@ -258,3 +258,26 @@ def test_which_errors_are_the_disks() -> None:
     wrapped.__cause__ = eio
     assert disk_error(wrapped) is eio and disk_error(KafkaStorageError("refused")) is None
     assert disk_error(enoent, DISK_ONLY) is None and disk_error(wrapped, DISK_ONLY) is eio
+
+
+def test_a_leader_epoch_sync_that_fails_fails_the_dir(failures, tmp_path) -> None:
+    """LeaderAndIsr's new epochs are made durable by one syncfs per file system; a file
+    system that cannot be synced fails the dirs of its partitions (an epoch that is not
+    durable must not be served as if it were), and does not stop the others' sync."""
+    from kafkarepl.server.config import BrokerConfig
+    from kafkarepl.server.replica_storage import LogStorage
+    from kafkarepl.storage.epoch_cache import sync_file_systems
+
+    lm, seen = failures
+    storage = LogStorage(lm, BrokerConfig.from_props({"broker.id": "1", "log.dirs": ",".join(map(str, lm.log_dirs))}))
+    lg = lm.get_or_create_log("t", 0)
+    lg.append_as_leader(batch(), 0, T)
+    with storage.deferred_syncs() as pending:
+        lg.assign_epoch(3, 3)
+        assert str(lg.dir) in pending.dirs
+        gone = lm.log_dirs[1] / "t-1"
+        gone.write_text("")  # stands for a dir whose file system fails (open fails: ENOTDIR)
+        pending.dirs.add(str(gone))
+    pending.run()
+    assert [d for d, _e in seen] == [lm.log_dirs[1]]  # the healthy dir was synced, the other failed
+    assert set(sync_file_systems({str(lg.dir), str(gone)})) == {str(gone)}
