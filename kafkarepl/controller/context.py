@@ -68,12 +68,13 @@ class ControllerContext:
         """Brokers that may lead: live and not in controlled shutdown."""
         return set(self.live) - self.shutting_down
 
-    def offline_replicas_by_partition(self) -> dict[TopicPartition, set[int]]:
-        out: dict[TopicPartition, set[int]] = defaultdict(set)
-        for b, tps in self.offline_replicas.items():
-            for tp in tps:
-                out[tp].add(b)
-        return out
+    def usable_for(self, tp: TopicPartition, brokers: set[int]) -> set[int]:
+        """`brokers` (live, or electable) less those whose replica of `tp` is on a failed
+        log dir: as Kafka's isReplicaOnline, every election and ISR change counts them
+        out (elected, such a replica would only answer KAFKA_STORAGE_ERROR)."""
+        if not self.offline_replicas:
+            return brokers
+        return {b for b in brokers if tp not in self.offline_replicas.get(b, ())}
 
     def broker_epoch(self, broker_id: int) -> int:
         info = self.live.get(broker_id)

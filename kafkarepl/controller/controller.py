@@ -494,7 +494,6 @@ class Controller:
         ctx = self.ctx
         all_live = ctx.live_ids
         all_electable = ctx.electable_ids
-        failed = ctx.offline_replicas_by_partition() if ctx.offline_replicas else {}
         changes: dict[TopicPartition, election.LeaderAndIsr] = {}
         unclean_cache: dict[str, bool] = {}
         started = time.perf_counter()
@@ -504,9 +503,8 @@ class Controller:
             if st is None or ctx.is_deleting(tp[0]):
                 continue
             replicas = ctx.replicas(tp)
-            off = failed.get(tp)  # replicas on failed log dirs count as not live (KIP-112)
-            live = all_live - off if off else all_live
-            electable = all_electable - off if off else all_electable
+            live = ctx.usable_for(tp, all_live)  # replicas on failed log dirs count as not live (KIP-112)
+            electable = ctx.usable_for(tp, all_electable)
             if st.leader == -1 or st.leader not in live:
                 result = election.clean_election(replicas, st.isr, electable, st.leader_epoch)
                 if isinstance(result, election.NoLeader):
@@ -743,14 +741,19 @@ class Controller:
             ctx = self.ctx
             if not self.is_active or not isinstance(result, dict) or broker_id not in ctx.live:
                 return
-            names = {topic_id_to_uuid(ta.topic_id): t for t, ta in ctx.topics.items() if ta.topic_id}
             failed: set[TopicPartition] = set()
-            for t in result.get("topics") or []:
-                name = names.get(t.get("topic_id"))
-                for e in t.get("partition_errors") or []:
-                    topic = e.get("topic_name") or name
-                    if topic is not None and e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
-                        failed.add((topic, e["partition_index"]))
+            errored = [t for t in result.get("topics") or []
+                       if any(e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR for e in t.get("partition_errors") or [])]
+            if errored:  # rare: the topic-id map is built only then (every ISR change gets an answer)
+                ids = {t.get("topic_id") for t in errored}
+                names = {u: t for t, ta in ctx.topics.items() if ta.topic_id
+                         and (u := topic_id_to_uuid(ta.topic_id)) in ids}
+                for t in errored:
+                    name = names.get(t.get("topic_id"))
+                    for e in t.get("partition_errors") or []:
+                        topic = e.get("topic_name") or name
+                        if topic is not None and e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
+                            failed.add((topic, e["partition_index"]))
             for e in result.get("partition_errors") or []:  # versions before 5
                 if e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
                     failed.add((e["topic_name"], e["partition_index"]))
@@ -992,7 +995,7 @@ class Controller:
             if st.leader == b:
                 if len(replicas) > 1:
                     r = election.controlled_shutdown_election(
-                        replicas, st.isr, live, st.leader_epoch, ctx.shutting_down
+                        replicas, st.isr, ctx.usable_for(tp, live), st.leader_epoch, ctx.shutting_down
                     )
                     if isinstance(r, election.LeaderAndIsr):
                         changes[tp] = r
@@ -1051,7 +1054,7 @@ class Controller:
         self, tps: Iterable[TopicPartition], kind: int
     ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         ctx = self.ctx
-        electable = ctx.electable_ids
+        all_electable = ctx.electable_ids
         codes: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
         changes: dict[TopicPartition, election.LeaderAndIsr] = {}
         for tp in tps:
@@ -1060,8 +1063,9 @@ class Controller:
                 codes[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition")
                 continue
             replicas = ctx.replicas(tp)
+            electable = ctx.usable_for(tp, all_electable)
             if kind == ELECTION_UNCLEAN:
-                if st.leader in ctx.live:
+                if st.leader in ctx.usable_for(tp, ctx.live_ids):
                     codes[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "partition has a leader")
                     continue
                 r = election.unclean_election(replicas, st.isr, electable, st.leader_epoch)
@@ -1143,7 +1147,7 @@ class Controller:
                 continue
             not_led = [tp for tp in tps if ctx.states[tp].leader != b]
             if tps and len(not_led) / len(tps) > threshold:
-                to_elect.extend(tp for tp in not_led if b in ctx.states[tp].isr)
+                to_elect.extend(tp for tp in not_led if b in ctx.states[tp].isr and ctx.usable_for(tp, {b}))
         if to_elect:
             log.info("controller: auto leader rebalance of %d partitions", len(to_elect))
             await self._run_elections(to_elect, ELECTION_PREFERRED)
@@ -1258,7 +1262,7 @@ class Controller:
             return
         if not all(b in st.isr for b in target):
             return  # new replicas still catching up; AlterPartition will bring us back
-        live = ctx.electable_ids
+        live = ctx.usable_for(tp, ctx.electable_ids)
         if st.leader in target and st.leader in live:
             lai = election.LeaderAndIsr(
                 st.leader, st.leader_epoch + 1, [b for b in st.isr if b in target]

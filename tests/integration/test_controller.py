@@ -15,6 +15,7 @@ from kafkarepl.controller.channel import (
     STOP_REPLICA,
     UPDATE_METADATA,
     RecordingBrokerChannel,
+    success_response,
 )
 from kafkarepl.controller.controller import Controller
 from kafkarepl.errors import ErrorCode
@@ -951,3 +952,64 @@ def test_thousand_partitions_create_kill_and_failover(zk_chroot):
             assert sum(len(t["partition_states"]) for t in lai[2]["topic_states"]) == 1000
 
     run(main(), timeout=90)
+
+
+def test_replicas_on_failed_log_dirs_are_never_elected(zk_chroot):
+    """KIP-112: a replica a broker answered KAFKA_STORAGE_ERROR for is offline for every
+    election (Kafka's isReplicaOnline), not only for the failover that follows: an
+    unclean ElectLeaders picks the other replica, and a preferred election does not pick
+    it even while it is listed in the ISR."""
+    def storage_error_for(tps):
+        def respond(body):
+            resp = success_response(LEADER_AND_ISR, body)
+            names = {t.get("topic_id"): t["topic_name"] for t in body.get("topic_states", [])}
+            for t in resp["topics"]:
+                for e in t["partition_errors"]:
+                    if (names.get(t["topic_id"]), e["partition_index"]) in tps:
+                        e["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+            return resp
+        return respond
+
+    async def main():
+        async with Harness(zk_chroot) as h:
+            for b in (1, 2):
+                await h.start_broker(b)
+            c, ch = await h.start_controller(9)
+            c = await h.active()
+            await h.admin.create_topic("t", {0: [1, 2], 1: [2, 1]})
+            await wait_for(lambda: c.partition_state("t", 1))
+            await h.kill_broker(2)  # t-0: ISR [1]
+            await wait_for(lambda: 2 not in c.ctx.live)
+            await h.start_broker(2)
+            await wait_for(lambda: 2 in c.ctx.live)
+            await settle(c)
+            assert (await h.state("t", 0)).isr == [1] and (await h.state("t", 1)).leader == 1
+
+            # broker 1's dir holding t-0 fails: no clean leader is left (ISR [1])
+            ch.responders[(1, LEADER_AND_ISR)] = storage_error_for({("t", 0)})
+            await h.admin.notify_log_dir_failure(1)
+            await wait_for(lambda: ("t", 0) in c.ctx.offline_replicas.get(1, ()), what="the offline replica")
+            await settle(c)
+            assert (await h.state("t", 0)).leader == -1
+            resp = await c.handle_elect_leaders({"election_type": 1, "timeout_ms": 1000,
+                                                 "topic_partitions": [{"topic": "t", "partitions": [0]}]})
+            assert resp["replica_election_results"][0]["partition_result"][0]["error_code"] == 0
+            assert (await h.state("t", 0)).leader == 2  # unclean, but not the failed replica
+
+            # broker 2's replica of t-1 fails too; even listed in the ISR it is not preferred
+            ch.responders[(2, LEADER_AND_ISR)] = storage_error_for({("t", 1)})
+            await h.admin.notify_log_dir_failure(2)
+            await wait_for(lambda: ("t", 1) in c.ctx.offline_replicas.get(2, ()), what="the offline replica")
+            await settle(c)
+            st = await h.state("t", 1)
+            resp = await c.handle_alter_partition({"broker_id": 1, "topics": [{"topic_name": "t", "partitions": [
+                {"partition_index": 1, "leader_epoch": st.leader_epoch, "new_isr": [1, 2],
+                 "partition_epoch": st.zk_version}]}]})
+            assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+            resp = await c.handle_elect_leaders({"election_type": 0, "timeout_ms": 1000,
+                                                 "topic_partitions": [{"topic": "t", "partitions": [1]}]})
+            r = resp["replica_election_results"][0]["partition_result"][0]
+            assert r["error_code"] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, r
+            assert (await h.state("t", 1)).leader == 1
+
+    run(main())
