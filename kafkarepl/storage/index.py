@@ -78,12 +78,13 @@ class _SparseIndex:
 
     # -- mapping -------------------------------------------------------------------
     def _map(self, entries: int) -> None:
+        # The new mapping first: if it fails (ENOMEM, EMFILE: mmap dups the descriptor),
+        # the old one still serves the written entries, which lie inside both sizes.
+        os.ftruncate(self._fd, entries * self.ENTRY.size)
+        new = mmap.mmap(self._fd, entries * self.ENTRY.size) if entries else None
         if self._mm is not None:
             self._mm.close()
-            self._mm = None
-        os.ftruncate(self._fd, entries * self.ENTRY.size)
-        if entries:
-            self._mm = mmap.mmap(self._fd, entries * self.ENTRY.size)
+        self._mm = new
         self._mapped_entries = entries
 
     def make_appendable(self) -> None:

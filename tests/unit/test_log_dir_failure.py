@@ -221,29 +221,43 @@ def test_a_log_that_cannot_be_created_fails_its_dir(failures) -> None:
     assert [d for d, _e in seen] == [d1]
 
 
-def test_resource_limits_are_not_disk_errors(failures) -> None:
-    """Descriptors used up (client connections) fail the request, not the log dir."""
+def test_descriptors_used_up_at_a_roll_fail_the_dir_and_leave_the_log_readable(failures) -> None:
+    """As Kafka: a write path's error fails the dir (the log may be half-rolled). The
+    index mappings stay usable meanwhile: a mapping that cannot be made (mmap dups the
+    descriptor) keeps the old one instead of leaving none."""
     lm, seen = failures
     lg = lm.get_or_create_log("t", 0)
-    lg.config = LogConfig.from_props({"segment.bytes": "200"})
+    lg.config = LogConfig.from_props({"segment.bytes": "200", "index.interval.bytes": "1"})
+    lg.append_as_leader(batch(), 0, T)
     lg.append_as_leader(batch(), 0, T)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     hog: list[int] = []
     try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(64, len(os.listdir("/proc/self/fd")) + 8), hard))
         try:
             while True:
                 hog.append(os.open("/dev/null", os.O_RDONLY))
         except OSError:
             pass
         with pytest.raises(KafkaStorageError):
-            lg.append_as_leader(batch(), 0, T)  # the roll cannot open its files: EMFILE
+            lg.append_as_leader(batch(), 0, T)  # the roll cannot map or open its files: EMFILE
     finally:
         for fd in hog:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert not seen and not lm.failed_dirs
-    lg.append_as_leader(batch(), 0, T)  # and once descriptors are free it goes on
+    assert [d for d, _e in seen] == [lm.log_dir_of("t", 0)]
+    assert lg.read(0, 1 << 20).size > 0  # still readable until the dir is taken down
+
+
+def test_the_broker_raises_its_descriptor_limit() -> None:
+    from kafkarepl.cli.broker import raise_descriptor_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+        assert raise_descriptor_limit(100) == hard == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_which_errors_are_the_disks() -> None:
@@ -253,7 +267,6 @@ def test_which_errors_are_the_disks() -> None:
 
     eio, enoent = OSError(errno.EIO, "io"), OSError(errno.ENOENT, "gone")
     assert disk_error(eio) is eio and disk_error(enoent) is enoent
-    assert disk_error(OSError(errno.EMFILE, "fds")) is None and disk_error(OSError(errno.ENOMEM, "mem")) is None
     wrapped = KafkaStorageError("append failed")
     wrapped.__cause__ = eio
     assert disk_error(wrapped) is eio and disk_error(KafkaStorageError("refused")) is None
