@@ -7,8 +7,8 @@ The plan file is Kafka's reassignment JSON:
 moving as few replicas as possible (kafkarepl.controller.reassign_plan); the controller
 then copies to the new replicas first and drops the old ones once they are in sync.
 
-A "log_dirs" entry other than "any" (an absolute path) places that replica in that log
-dir of its broker: after the partition reassignment is started, --execute sends
+A "log_dirs" entry other than "any" (the absolute path of a log dir of the replica's
+broker) places that replica in that log dir of its broker: after the partition reassignment is started, --execute sends
 AlterReplicaLogDirs to the broker, retrying while it answers REPLICA_NOT_AVAILABLE (a
 replica the reassignment has not created there yet) until --timeout; --verify reports
 each such replica's move from the broker's DescribeLogDirs.
@@ -211,17 +211,15 @@ def parse_reassignment_and_log_dirs(data: Any, path: str) -> tuple[Assignment, L
         log_dirs = entry.get("log_dirs")
         if log_dirs is not None:
             if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
-                raise CliError(f'{where}: "log_dirs" must be a list of "{ANY_LOG_DIR}" or absolute paths')
+                raise CliError(f'{where}: "log_dirs" must be a list of "{ANY_LOG_DIR}" or log dir paths')
             if len(log_dirs) != len(replicas):  # Kafka's words
                 raise CliError(f"Size of replicas list {_java_list(replicas)} is different from size of log "
                                f"dirs list {_java_list(log_dirs)} for partition {tp_str(tp)}")
+            # Any other string is sent as is, as Kafka's tool does: the broker answers
+            # LOG_DIR_NOT_FOUND for one that is not the absolute path of one of its dirs.
             for b, d in zip(replicas, log_dirs, strict=True):
-                if d == ANY_LOG_DIR:
-                    continue
-                if not os.path.isabs(d):
-                    raise CliError(f'{where}: log dir "{d}" of replica {b} is neither "{ANY_LOG_DIR}" nor an '
-                                   "absolute path (the path of a log directory on the broker)")
-                dirs[(topic, partition, b)] = d
+                if d != ANY_LOG_DIR:
+                    dirs[(topic, partition, b)] = d
         if tp in out:
             raise CliError(f"{path}: partition {tp_str(tp)} is listed twice")
         out[tp] = list(replicas)
@@ -471,15 +469,20 @@ def _partition_errors(resp: dict) -> dict[TopicPartition, str]:
 
 async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment,
                   log_dirs: LogDirs) -> int:
+    """Kafka's verifyAssignment: a report, not a test. Exit code 0 whatever the partitions'
+    state (completed, still in progress, or no reassignment but other replicas, a partition
+    that does not exist included); 1 only when the tool itself fails."""
     pending = dict(plan)
     status: dict[TopicPartition, str] = {}
+    current: Assignment = {}
+    moving: dict[TopicPartition, dict] = {}
     for attempt in range(VERIFY_SETTLE_TRIES):
-        current = await check_partitions_exist(client, pending)
-        moving = await ongoing(client, by_topic(pending))
+        current = await known_assignment(client, sorted({t for t, _ in pending}))
+        moving = await ongoing(client)  # every reassignment: any of them keeps the throttles
         for tp, target in list(pending.items()):
             if tp in moving:
                 status[tp] = "in progress"
-            elif current[tp] == target:
+            elif current.get(tp) == target:
                 status[tp] = "completed"
             else:
                 status[tp] = "failed"
@@ -495,19 +498,33 @@ async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assi
             print(f"Reassignment of partition {tp_str(tp)} is completed.")
         elif status[tp] == "in progress":
             print(f"Reassignment of partition {tp_str(tp)} is still in progress.")
-        else:
+        else:  # an unknown partition has the empty replica set, as in Kafka's tool
             print(f"There is no active reassignment of partition {tp_str(tp)}, but replica set is "
-                  f"{_ids(current[tp])} rather than {_ids(plan[tp])}.")
-    done = all(s == "completed" for s in status.values())
+                  f"{_ids(current.get(tp, []))} rather than {_ids(plan[tp])}.")
+    moves_ongoing = False
     if log_dirs:
         states = await log_dir_move_states(client, log_dirs)
         for r in sorted(states, key=replica_order):
             print(move_state_line(r, states[r]))
-        done = done and all(st[0] == MOVE_COMPLETED for st in states.values())
-    # Throttles go only when the partitions AND the log dir moves are complete.
-    if done and not args.preserve_throttles:
+        moves_ongoing = not all(move_done(st) for st in states.values())
+    # As Kafka's tool: the throttles go once no reassignment runs in the cluster and no
+    # log dir move of the plan is active or unaccounted for.
+    if not moving and not moves_ongoing and not args.preserve_throttles:
         await _clear_throttles(client, plan)
-    return 0 if done else 1
+    return 0
+
+
+async def known_assignment(client: ClusterClient, topics: list[str]) -> Assignment:
+    """Replicas of every partition of the ``topics`` that exist (unknown ones left out)."""
+    md = await client.metadata(topics)
+    out: Assignment = {}
+    for t in md["topics"]:
+        if t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            continue
+        if t["error_code"]:
+            raise CliError(f"topic {t['name']}: {code_name(t['error_code'])}")
+        out.update({(t["name"], p["partition_index"]): list(p["replica_nodes"]) for p in t["partitions"]})
+    return out
 
 
 # Kafka's LogDirMoveStates: (state, current log dir, future log dir, target log dir)
@@ -517,6 +534,12 @@ MOVE_ACTIVE = "active"
 MOVE_CANCELLED = "cancelled"  # no future log, and the replica is not in the target dir
 MOVE_COMPLETED = "completed"
 MoveState = tuple[str, str | None, str | None, str]
+
+
+def move_done(st: MoveState) -> bool:
+    """Kafka's LogDirMoveState.done: completed, or no move runs (cancelled); a move in
+    progress or a replica not found is not done."""
+    return st[0] in (MOVE_COMPLETED, MOVE_CANCELLED)
 
 
 def _same_dir(a: str | None, b: str | None) -> bool:

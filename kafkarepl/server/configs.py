@@ -18,10 +18,10 @@ from kafkarepl.server.config import (
 )
 from kafkarepl.server.config_types import broker_config_type, topic_config_type
 from kafkarepl.server.replica_storage import LogStorage, log_config
-from kafkarepl.server.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kafkarepl.server.topics import (
     CONFIG_SOURCE_DEFAULT,
     CONFIG_SOURCE_TOPIC,
+    TOPIC_ONLY_DEFAULTS,
     require_valid_topic_name,
     validate_topic_configs,
 )
@@ -142,8 +142,8 @@ class ConfigService:
                     out[k] = (v, syn[0][2] if syn else CONFIG_SOURCE_DEFAULT, False, syn)
             for k, v in overrides.items():
                 out.setdefault(k, (v, CONFIG_SOURCE_TOPIC, False, [(k, v, CONFIG_SOURCE_TOPIC)]))
-            for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS):  # topic-only, no broker synonym: Kafka lists them empty
-                out.setdefault(k, ("", CONFIG_SOURCE_DEFAULT, False, []))
+            for k, v in TOPIC_ONLY_DEFAULTS.items():  # no broker synonym: Kafka's LogConfig default
+                out.setdefault(k, (v, CONFIG_SOURCE_DEFAULT, False, []))
             return out
         if rtype == RESOURCE_BROKER:
             if rname not in ("", str(self.broker_id)):

@@ -18,7 +18,10 @@ left out of fetch responses (leader) and fetch requests (follower).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
+
+from kafkarepl.errors import ErrorCode, KafkaError
 
 UNLIMITED = 2**63 - 1
 LEADER_RATE = "leader.replication.throttled.rate"
@@ -57,16 +60,46 @@ class RateQuota:
         return self.limit < UNLIMITED and self.rate() > self.limit
 
 
+# Java's String.trim() (every char <= U+0020) and ConfigDef's LIST separator
+# (`\s*,\s*`, Java's \s being [ \t\n\x0B\f\r]).
+_JAVA_TRIM = "".join(map(chr, range(33)))
+_LIST_SEPARATOR = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
+_REPLICA_ITEM = re.compile(r"(?:[0-9]+:[0-9]+)?")
+
+
+def config_list(value: str) -> list[str]:
+    """A LIST config's items as Kafka's ConfigDef.parseType reads a string: the value
+    trimmed, empty -> no items, else split on commas and the whitespace around them,
+    empty items kept (a trailing comma gives a trailing "")."""
+    trimmed = value.strip(_JAVA_TRIM)
+    return _LIST_SEPARATOR.split(trimmed) if trimmed else []
+
+
+def validate_throttled_replicas(name: str, value: str) -> None:
+    """Kafka's ThrottledReplicaListValidator: every item (trimmed) is empty or
+    partitionId:brokerId in ASCII digits, or the items joined are the literal "*".
+    So "0:1," and "0:1, ,1:2" are accepted, as "*" and " * " and "*,"; "0:x", "-1:0",
+    "0:1:2", "*,0:1" are not. Raises KafkaError(INVALID_CONFIG) with Kafka's message."""
+    items = [i.strip(_JAVA_TRIM) for i in config_list(value)]
+    if all(_REPLICA_ITEM.fullmatch(i) for i in items) or "".join(items) == "*":
+        return
+    raise KafkaError(
+        f"Invalid value [{', '.join(config_list(value))}] for configuration {name}: {name} must be the "
+        "literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],"
+        "[partitionId]:[brokerId],...", ErrorCode.INVALID_CONFIG)
+
+
 def throttled_partitions(value: str | None, broker_id: int) -> set[int] | None:
     """The partitions of `*.replication.throttled.replicas` that name `broker_id`;
-    None for "*" (all of them); empty when unset or not naming this broker."""
+    None for "*" (all of them; the validator's "*" form, "*," included); empty when
+    unset or not naming this broker. Whitespace around an item is allowed."""
     if not value:
         return set()
-    value = value.strip()
-    if value == "*":
+    items = [i.strip(_JAVA_TRIM) for i in config_list(value)]
+    if "".join(items) == "*":
         return None
     out: set[int] = set()
-    for entry in value.split(","):
+    for entry in items:
         p, sep, b = entry.strip().partition(":")
         if sep and p.strip().isdigit() and b.strip().lstrip("-").isdigit() and int(b) == broker_id:
             out.add(int(p))

@@ -22,6 +22,11 @@ from kafkarepl.protocol import Request
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.replica_storage import LogStorage
+from kafkarepl.server.replication_quota import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    validate_throttled_replicas,
+)
 from kafkarepl.server.zk_guard import GuardedStore
 
 log = logging.getLogger(__name__)
@@ -42,6 +47,19 @@ TOPIC_CONFIG_NAMES = frozenset(
         "kafkarepl.validate.uncompressed.records",
     }
 )
+# Topic configs without a broker setting here that Kafka's DescribeConfigs (and
+# CreateTopics v5+) still lists for every topic, with LogConfig's default: the throttled
+# replica lists (empty: none); message.timestamp.difference.max.ms (Kafka 3.x, deprecated
+# by KIP-937; honoured here, Long.MAX_VALUE: no bound); file.delete.delay.ms (this
+# broker's fixed delay before a deleted segment's descriptor is closed is Kafka's default;
+# a topic's override is accepted but not honoured); preallocate (segments are never
+# preallocated here: an override of true is accepted but not honoured).
+TOPIC_ONLY_DEFAULTS: dict[str, str] = {
+    LEADER_REPLICAS: "", FOLLOWER_REPLICAS: "",
+    "message.timestamp.difference.max.ms": str(2**63 - 1),
+    "file.delete.delay.ms": "60000",
+    "preallocate": "false",
+}
 Body = dict[str, Any]
 
 
@@ -58,6 +76,9 @@ def validate_topic_configs(configs: dict[str, str], storage: LogStorage) -> None
     unknown = [k for k in configs if k not in TOPIC_CONFIG_NAMES]
     if unknown:
         raise KafkaError(f"unknown topic config(s): {', '.join(unknown)}", ErrorCode.INVALID_CONFIG)
+    for name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        if configs.get(name) is not None:
+            validate_throttled_replicas(name, configs[name])
     try:
         storage.log_config(configs)
     except (ValueError, KafkaError) as exc:
@@ -132,7 +153,7 @@ class TopicService:
 
     def effective_configs(self, overrides: dict[str, str]) -> list[tuple[str, str, int]]:
         """Every topic config as (name, value, source): the override or the broker default."""
-        merged = {k: (v, CONFIG_SOURCE_DEFAULT) for k, v in self.config.topic_defaults().items()}
+        merged = {k: (v, CONFIG_SOURCE_DEFAULT) for k, v in {**TOPIC_ONLY_DEFAULTS, **self.config.topic_defaults()}.items()}
         merged.update({k: (v, CONFIG_SOURCE_TOPIC) for k, v in overrides.items()})
         return [(k, v, src) for k, (v, src) in sorted(merged.items())]
 

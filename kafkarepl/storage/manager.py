@@ -323,7 +323,11 @@ class LogManager:
 
     # ------------------------------------------------------------------ JBOD moves
     def log_dir(self, path: str | Path) -> Path | None:
-        """The configured log dir `path` names (Kafka compares absolute paths), or None."""
+        """The configured log dir `path` names, or None. As Kafka's LogManager, only an
+        absolute path names one: a relative path is not resolved against this process's
+        working directory (Kafka answers LOG_DIR_NOT_FOUND for it)."""
+        if not os.path.isabs(path):
+            return None
         want = os.path.abspath(path)
         for d in self.log_dirs:
             if os.path.abspath(d) == want:

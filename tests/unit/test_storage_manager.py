@@ -234,3 +234,14 @@ def test_cleanup_policy_is_a_list_of_compact_and_delete(policy, valid):
     else:
         with pytest.raises(KafkaError):
             LogConfig.from_props({"cleanup.policy": policy})
+
+
+def test_log_dir_is_named_by_an_absolute_path_only(dirs, tmp_path, monkeypatch):
+    # As Kafka's LogManager.isLogDirOnline: a relative path names no log dir (Kafka answers
+    # AlterReplicaLogDirs with LOG_DIR_NOT_FOUND), even one that would resolve to a log dir
+    # against this process's working directory.
+    mgr = LogManager(dirs, LogConfig())
+    monkeypatch.chdir(tmp_path)
+    assert mgr.log_dir(dirs[1]) == mgr.log_dirs[1]
+    assert mgr.log_dir(dirs[1] + "/") == mgr.log_dirs[1]
+    assert mgr.log_dir("d2") is None and mgr.log_dir("./d1") is None and mgr.log_dir("") is None
