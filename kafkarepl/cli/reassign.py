@@ -704,6 +704,13 @@ async def _list(client: ClusterClient, args: argparse.Namespace) -> int:
         return 0
     print("Current partition reassignments:")
     for tp, p in sorted(moving.items()):
-        print(f"{tp_str(tp)}: replicas: {_ids(p['replicas'])}. adding: {_ids(p['adding_replicas'])}. "
-              f"removing: {_ids(p['removing_replicas'])}.")
+        print(format_list_line(tp, p))
     return 0
+
+
+def format_list_line(tp: tuple[str, int], p: dict) -> str:
+    """A --list line as Kafka's tool prints it: the adding and removing parts only when
+    there are such replicas."""
+    adding = f" adding: {_ids(p['adding_replicas'])}." if p["adding_replicas"] else ""
+    removing = f" removing: {_ids(p['removing_replicas'])}." if p["removing_replicas"] else ""
+    return f"{tp_str(tp)}: replicas: {_ids(p['replicas'])}.{adding}{removing}"

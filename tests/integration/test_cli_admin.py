@@ -267,7 +267,7 @@ def test_cancel_and_list_a_reassignment_in_progress(cluster_factory, tmp_path):
         r = reassign(c, "--list")
         assert r.stdout.splitlines() == [
             "Current partition reassignments:",
-            f"slow-0: replicas: {controller},{x},{y}. adding: {y}. removing: .",
+            f"slow-0: replicas: {controller},{x},{y}. adding: {y}.",
         ], r.stdout
         r = reassign(c, "--verify", "--reassignment-json-file", plan)
         assert r.returncode == 0 and "Reassignment of partition slow-0 is still in progress." in r.stdout

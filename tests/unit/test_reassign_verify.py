@@ -120,3 +120,15 @@ def test_log_dir_moves_exit_0_and_clear_the_throttles_only_when_done(
     assert verify(c, {("t", 0): [1]}, {("t", 0, 1): "/d/b"}) == 0
     assert ("Clearing broker-level throttles" in capsys.readouterr().out) == cleared
     assert bool(c.altered) == cleared
+
+
+def test_list_lines_as_kafkas_tool() -> None:
+    from kafkarepl.cli.reassign import format_list_line as format_reassignment
+
+    assert format_reassignment(("bar", 0), {"replicas": [2, 3, 0], "adding_replicas": [],
+                                            "removing_replicas": [0]}) == "bar-0: replicas: 2,3,0. removing: 0."
+    assert format_reassignment(("foo", 1), {"replicas": [1, 2, 3], "adding_replicas": [4, 5],
+                                            "removing_replicas": [1, 2]}) == \
+        "foo-1: replicas: 1,2,3. adding: 4,5. removing: 1,2."
+    assert format_reassignment(("foo", 0), {"replicas": [0, 1, 2], "adding_replicas": [4],
+                                            "removing_replicas": []}) == "foo-0: replicas: 0,1,2. adding: 4."
