@@ -391,7 +391,7 @@ class LogManager:
         lg.on_io_error = functools.partial(self.dir_failed, d)
 
     def dir_failed(self, d: Path, exc: BaseException) -> None:
-        """An I/O error writing to log dir `d` (a log's write or flush, a checkpoint):
+        """An I/O error on log dir `d` (a log's write, flush or read, a checkpoint):
         reported once per dir to on_dir_failure. Thread-safe."""
         with self._failure_lock:
             if d in self.failed_dirs:
