@@ -276,9 +276,13 @@ class LogManager:
             d = min(live, key=lambda x: counts[x])  # first dir wins ties
             counts[d] += 1
         try:
-            lg = Log.create(d / f"{topic}-{partition}", cfg)
-        except FileExistsError:  # left behind (e.g. not yet loaded): open what is there
-            lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False, lazy_empty=True)
+            try:
+                lg = Log.create(d / f"{topic}-{partition}", cfg)
+            except FileExistsError:  # left behind (e.g. not yet loaded): open what is there
+                lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False, lazy_empty=True)
+        except OSError as exc:  # the disk's (EIO): the dir fails, as Kafka's getOrCreateLog
+            self.dir_failed(d, exc)
+            raise KafkaStorageError(f"Error while creating log for {topic}-{partition} in dir {d}: {exc}") from exc
         lg.dir_entry_durable = False  # the first flush fsyncs d (see Log)
         self._watch(lg, d)
         self._logs[tp] = lg
@@ -391,7 +395,7 @@ class LogManager:
         lg.on_io_error = functools.partial(self.dir_failed, d)
 
     def dir_failed(self, d: Path, exc: BaseException) -> None:
-        """An I/O error on log dir `d` (a log's write, flush or read, a checkpoint):
+        """An I/O error on log dir `d` (a log's creation, write, flush or read, a checkpoint):
         reported once per dir to on_dir_failure. Thread-safe."""
         with self._failure_lock:
             if d in self.failed_dirs:

@@ -238,3 +238,20 @@ def test_every_read_of_the_log_reports_a_disk_error(tmp_path) -> None:
         assert [getattr(e, "errno", None) for e in seen] == [5, 5, 5]
     finally:
         lg.close_for_deletion()
+
+
+def test_a_log_that_cannot_be_created_fails_its_dir(failures) -> None:
+    """As Kafka's getOrCreateLog: an I/O error creating a partition's log (a dead disk
+    answers mkdir with EIO) fails that dir and the LeaderAndIsr gets KAFKA_STORAGE_ERROR;
+    before, the OSError went up as it was and the dir stayed online, every other new
+    partition landing on it."""
+    lm, seen = failures
+    d1, d2 = lm.log_dirs
+    lm.get_or_create_log("t", 0)  # d1
+    lm.get_or_create_log("t", 1)  # d2
+    (d1 / "t-2").write_text("not a directory")  # a stand-in for EIO: creating t-2 in d1 fails
+    with pytest.raises(KafkaStorageError) as info:
+        lm.get_or_create_log("t", 2)
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert isinstance(info.value.__cause__, OSError)
+    assert [d for d, _ in seen] == [d1]
