@@ -783,7 +783,11 @@ class ReplicaManager:
             throttle.record(sl.size)
         if read_committed:
             aborted = getattr(lg, "aborted_transactions", None)
-            txns = aborted(f.fetch_offset, upto, sl) if aborted is not None and sl.size else []
+            try:  # may read the log too (where the slice ends)
+                txns = aborted(f.fetch_offset, upto, sl) if aborted is not None and sl.size else []
+            except KafkaError as exc:
+                out.records, out.size, out.error = None, 0, exc.code
+                return out
             out.aborted_transactions = [(t[0], t[1]) for t in txns]
         return out
 

@@ -1,6 +1,7 @@
 """What a broker does when one of its log dirs fails: an I/O error writing to it (a
 log's append, roll, truncation or fsync, a checkpoint; ENOSPC, EIO, a read-only
-remount), reported by the LogManager once per dir.
+remount) or reading a log (a fetch's or ListOffsets' lookups; EIO), reported by the
+LogManager once per dir.
 
 While other log dirs are left, that dir goes offline (KIP-112, Kafka's
 handleLogDirFailure): its replicas are no longer served (KAFKA_STORAGE_ERROR), and the

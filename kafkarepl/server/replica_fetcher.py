@@ -296,11 +296,17 @@ class ReplicaFetcher:
         return p is not None and self.broker_id in p.isr
 
     async def _sleep(self, seconds: float) -> None:
+        """Until `seconds` pass or a wakeup (a partition added). Not asyncio.wait_for:
+        before Python 3.12 it returns normally when cancelled as the wakeup comes
+        (gh-86296), and the fetcher then went on fetching while stop() waited for it
+        forever: a broker made follower of a partition just before it stops (its own
+        controlled shutdown) hung in its shutdown."""
         self._wakeup.clear()
+        woken = asyncio.ensure_future(self._wakeup.wait())
         try:
-            await asyncio.wait_for(self._wakeup.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
+            await asyncio.wait((woken,), timeout=seconds)
+        finally:
+            woken.cancel()
 
     async def _send_epoch_requests(self, conn: BrokerConnection, reqs: Pending) -> None:
         topics: dict[str, list[dict]] = {}

@@ -145,7 +145,7 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._closed = False
-        # Told of every I/O error of a write (the owner takes the log dir down); None: only raised.
+        # Told of every I/O error of a write or a read (the owner takes the log dir down); None: only raised.
         self.on_io_error: Callable[[BaseException], None] | None = None
 
     def _report_io_error(self, exc: OSError | KafkaStorageError) -> None:
@@ -162,6 +162,13 @@ class Log:
         if isinstance(exc, OSError):
             raise KafkaStorageError(f"{self.dir}: {what} failed: {exc}") from exc
         raise exc
+
+    def _read_error(self, exc: OSError, what: str) -> KafkaStorageError:
+        """A read of the log's files failed: as a write's error, the disk's (Kafka's
+        LocalLog.read fails its log dir too), reported to on_io_error; the caller gets
+        KafkaStorageError (KAFKA_STORAGE_ERROR), not the OSError."""
+        self._report_io_error(exc)
+        return KafkaStorageError(f"{self.dir}: {what} failed: {exc}")
 
     def reconfigure(self, config: LogConfig) -> None:
         """A topic config change (AlterConfigs): segment, retention and flush settings are
@@ -452,7 +459,10 @@ class Log:
         if not self._txn_indexes:
             return out
         if read is not None and read.size:
-            upper_bound = min(upper_bound, self._slice_end_offset(read))
+            try:
+                upper_bound = min(upper_bound, self._slice_end_offset(read))
+            except OSError as exc:
+                raise self._read_error(exc, "aborted transactions") from exc
         for seg in self._segments[self._segment_index(fetch_offset):]:
             idx = self._txn_indexes.get(seg.base_offset)
             if idx is not None and idx.collect(fetch_offset, upper_bound, out):
@@ -795,21 +805,24 @@ class Log:
         seg = self._segments[i]
         if from_offset >= limit:
             return self._empty_slice(from_offset)
-        h, slot = seg.find_batch_and_slot(from_offset)
-        while h is None and i + 1 < len(self._segments):
-            i += 1
-            seg = self._segments[i]
+        try:  # the header preads (inline rather than a wrapper: this is the fetch path)
             h, slot = seg.find_batch_and_slot(from_offset)
-        if h is None or h.last_offset >= limit:
-            return self._empty_slice(from_offset)
-        end = seg.end_position_before(limit)
-        size = end - h.position
-        if size > max_bytes:
-            boundary = seg.last_boundary_within(h.position, h.position + max(0, max_bytes), slot)
-            if boundary > h.position:
-                size = boundary - h.position
-            else:
-                size = h.size if min_one_batch else 0
+            while h is None and i + 1 < len(self._segments):
+                i += 1
+                seg = self._segments[i]
+                h, slot = seg.find_batch_and_slot(from_offset)
+            if h is None or h.last_offset >= limit:
+                return self._empty_slice(from_offset)
+            end = seg.end_position_before(limit)
+            size = end - h.position
+            if size > max_bytes:
+                boundary = seg.last_boundary_within(h.position, h.position + max(0, max_bytes), slot)
+                if boundary > h.position:
+                    size = boundary - h.position
+                else:
+                    size = h.size if min_one_batch else 0
+        except OSError as exc:
+            raise self._read_error(exc, "read") from exc
         return FetchSlice(seg.fd, h.position, size, h.base_offset)
 
     def _empty_slice(self, offset: int) -> FetchSlice:
@@ -824,7 +837,10 @@ class Log:
         for seg in self._segments:
             if seg.max_timestamp < ts_ms:
                 continue
-            h = seg.find_offset_by_timestamp(ts_ms)
+            try:
+                h = seg.find_offset_by_timestamp(ts_ms)
+            except OSError as exc:
+                raise self._read_error(exc, "offset by timestamp") from exc
             if h is not None and h.last_offset >= self.log_start_offset:
                 return max(h.base_offset, self.log_start_offset), h.max_timestamp
         return None

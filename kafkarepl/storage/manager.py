@@ -283,9 +283,9 @@ class LogManager:
                 lg = Log.create(d / f"{topic}-{partition}", cfg)
             except FileExistsError:  # left behind (e.g. not yet loaded): open what is there
                 lg = Log.open(d / f"{topic}-{partition}", cfg, clean_shutdown=False, lazy_empty=True)
-        except OSError as exc:  # the dir's disk (Kafka's createLog: maybeAddOfflineLogDir)
+        except OSError as exc:  # the disk's (EIO): the dir fails, as Kafka's getOrCreateLog
             self.dir_failed(d, exc)
-            raise KafkaStorageError(f"Error while creating log for {topic}-{partition} in dir {d}") from exc
+            raise KafkaStorageError(f"Error while creating log for {topic}-{partition} in dir {d}: {exc}") from exc
         lg.dir_entry_durable = False  # the first flush fsyncs d (see Log)
         self._watch(lg, d)
         self._logs[tp] = lg
@@ -409,7 +409,7 @@ class LogManager:
         lg.on_io_error = functools.partial(self.dir_failed, d)
 
     def dir_failed(self, d: Path, exc: BaseException) -> None:
-        """An I/O error writing to log dir `d` (a log's write or flush, a checkpoint):
+        """An I/O error on log dir `d` (a log's creation, write, flush or read, a checkpoint):
         reported once per dir to on_dir_failure. Thread-safe."""
         with self._failure_lock:
             if d in self.failed_dirs:

@@ -92,7 +92,8 @@ def test_a_full_log_dir_halts_the_broker_and_no_acked_write_is_lost(cluster_fact
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
-def create_on(c, name: str, replicas: list[int], configs: dict[str, str] | None = None) -> None:
+def create_on(c, name: str, replicas: list[int], configs: dict[str, str] | None = None,
+              isr: int | None = None) -> None:
     from kafkarepl.cli import wire
     from kafkarepl.protocol import ApiKey
 
@@ -102,7 +103,7 @@ def create_on(c, name: str, replicas: list[int], configs: dict[str, str] | None 
             "timeout_ms": 30000, "validate_only": False}
     resp = wire.call("127.0.0.1", c.brokers[1].port, ApiKey.CREATE_TOPICS, 5, body, timeout=35)
     assert resp["topics"][0]["error_code"] == 0, resp
-    c.wait_for_leaders(name, 1, len(replicas))
+    c.wait_for_leaders(name, 1, len(replicas) if isr is None else isr)
 
 
 def test_jbod_a_failed_log_dir_goes_offline_and_the_broker_serves_its_other_dir(cluster_factory) -> None:

@@ -211,16 +211,6 @@ def test_a_future_log_alone_while_a_dir_is_offline_is_not_served(tmp_path) -> No
     third.shutdown()
 
 
-def test_a_log_that_cannot_be_created_fails_its_dir(failures) -> None:
-    lm, seen = failures
-    d1 = lm.log_dirs[0]
-    (d1 / "t-0").write_text("")  # the partition's directory cannot be made or opened there
-    with pytest.raises(KafkaStorageError) as info:
-        lm.get_or_create_log("t", 0)
-    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
-    assert [d for d, _e in seen] == [d1]
-
-
 def test_descriptors_used_up_at_a_roll_fail_the_dir_and_leave_the_log_readable(failures) -> None:
     """As Kafka: a write path's error fails the dir (the log may be half-rolled). The
     index mappings stay usable meanwhile: a mapping that cannot be made (mmap dups the
@@ -294,3 +284,79 @@ def test_a_leader_epoch_sync_that_fails_fails_the_dir(failures, tmp_path) -> Non
     pending.run()
     assert [d for d, _e in seen] == [lm.log_dirs[1]]  # the healthy dir was synced, the other failed
     assert set(sync_file_systems({str(lg.dir), str(gone)})) == {str(gone)}
+
+
+def fail_reads(fd: int) -> None:
+    """Make every read of `fd` fail with a real EIO: /proc/self/mem put in its place
+    answers EIO at the low, unmapped addresses a small segment's positions are."""
+    mem = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        os.dup2(mem, fd)
+    finally:
+        os.close(mem)
+
+
+def test_a_read_error_takes_the_dir_down_too(failures) -> None:
+    """As Kafka's LocalLog.read: a log whose segment cannot be read (EIO) fails its dir,
+    and the reader (a fetch) gets KAFKA_STORAGE_ERROR. Before, the OSError reached the
+    fetch, answered UNKNOWN_SERVER_ERROR, and the dir went on serving."""
+    lm, seen = failures
+    lg = lm.get_or_create_log("t", 0)
+    other = lm.get_or_create_log("t", 1)
+    lg.append_as_leader(batch(), 0, T)
+    lg.append_as_leader(batch(), 0, T)
+    other.append_as_leader(batch(), 0, T)
+    fail_reads(lg.active_segment.fd)
+    with pytest.raises(KafkaStorageError) as info:
+        lg.read(3, 1 << 20)
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == 5
+    assert [(d, getattr(e, "errno", None)) for d, e in seen] == [(lm.log_dir_of("t", 0), 5)]
+    assert [o for o, *_ in decode(os.pread(other.active_segment.fd, 1 << 20, 0))] == [0, 1, 2]
+
+
+def test_every_read_of_the_log_reports_a_disk_error(tmp_path) -> None:
+    """read (a fetch), offset_for_timestamp (ListOffsets) and aborted_transactions (a
+    read_committed fetch) each report an EIO to on_io_error and raise KafkaStorageError;
+    a read at the log end reads nothing and fails nothing."""
+    from kafkarepl.coordinator.records import build_marker
+    from kafkarepl.storage import Log
+
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    seen: list[BaseException] = []
+    lg.on_io_error = seen.append
+    try:
+        lg.append_as_leader(batch(), 0, T)  # 0-2
+        lg.append_as_leader(build_batch([b"a"] * 2, timestamp=T, producer_id=7, producer_epoch=0,
+                                        base_sequence=0, transactional=True), 0, T)  # 3-4
+        lg.append_as_leader(build_marker(7, 0, False, 0, T), 0, T, control_allowed=True)  # 5: abort
+        first = lg.read(0, 1)  # the first batch only: where it ends is read from the file
+        assert first.size and lg.aborted_transactions(0, 6, first) == []  # the abort is after it
+        assert lg.aborted_transactions(0, 6, lg.read(3, 1 << 20))
+        fail_reads(lg.active_segment.fd)
+        assert lg.read(lg.log_end_offset, 1 << 20).size == 0 and not seen
+        for call in (lambda: lg.read(0, 1 << 20), lambda: lg.offset_for_timestamp(T),
+                     lambda: lg.aborted_transactions(0, 6, first)):
+            with pytest.raises(KafkaStorageError) as info:
+                call()
+            assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert [getattr(e, "errno", None) for e in seen] == [5, 5, 5]
+    finally:
+        lg.close_for_deletion()
+
+
+def test_a_log_that_cannot_be_created_fails_its_dir(failures) -> None:
+    """As Kafka's getOrCreateLog: an I/O error creating a partition's log (a dead disk
+    answers mkdir with EIO) fails that dir and the LeaderAndIsr gets KAFKA_STORAGE_ERROR;
+    before, the OSError went up as it was and the dir stayed online, every other new
+    partition landing on it."""
+    lm, seen = failures
+    d1, d2 = lm.log_dirs
+    lm.get_or_create_log("t", 0)  # d1
+    lm.get_or_create_log("t", 1)  # d2
+    (d1 / "t-2").write_text("not a directory")  # a stand-in for EIO: creating t-2 in d1 fails
+    with pytest.raises(KafkaStorageError) as info:
+        lm.get_or_create_log("t", 2)
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert isinstance(info.value.__cause__, OSError)
+    assert [d for d, _ in seen] == [d1]

@@ -358,3 +358,27 @@ def test_stop_replica_of_a_replica_on_a_failed_dir_answers_storage_error() -> No
     rm.take_offline([TP])
     err, res = rm.stop_replicas(1, 50, [StopOrder(TP, -2, True)])
     assert err is ErrorCode.NONE and res[TP] is ErrorCode.KAFKA_STORAGE_ERROR and not storage.deleted
+
+
+def test_a_read_committed_fetch_whose_log_cannot_be_read_answers_kafka_storage_error() -> None:
+    """Finding a read_committed fetch's aborted transactions reads the log too (where the
+    slice ends): a disk error there answers that partition KAFKA_STORAGE_ERROR, as a read
+    error does, instead of failing the whole fetch; the other partitions get their data."""
+    from kafkarepl.errors import KafkaStorageError
+
+    class Unreadable(MemoryLog):
+        def aborted_transactions(self, fetch_offset: int, upper_bound: int, read: object = None) -> list:
+            raise KafkaStorageError("t-0: aborted transactions failed: [Errno 5] Input/output error")
+
+    rm, storage, _o, _c = manager()
+    storage.logs[TP] = Unreadable()
+    other = TopicPartition("t", 1)
+    lead(rm, isr=(1,))
+    lead(rm, tp=other, isr=(1,))
+    rm.append_records(1000, 1, {TP: ["a"], other: ["b"]}, lambda r: None)
+    fetched: list[list[FetchPartitionData]] = []
+    rm.fetch_messages(FetchParams(-1, 0, 1, 1 << 20, read_committed=True),
+                      [PartitionFetch(TP, 0, 1 << 20), PartitionFetch(other, 0, 1 << 20)], fetched.append)
+    bad, good = fetched[0]  # in the order asked
+    assert bad.error is ErrorCode.KAFKA_STORAGE_ERROR and bad.size == 0 and bad.records is None, bad
+    assert good.error is ErrorCode.NONE and good.size == 1, good
