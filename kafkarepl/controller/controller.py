@@ -21,6 +21,7 @@ from typing import Any
 
 from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError
 
+from kafkarepl.aio import wait_event
 from kafkarepl.controller import election
 from kafkarepl.controller.channel import (
     LEADER_AND_ISR,
@@ -161,7 +162,8 @@ class Controller:
         """Until the event queue is empty and no event is running (tests, tooling)."""
         deadline = time.monotonic() + timeout
         while True:
-            await asyncio.wait_for(self._idle.wait(), max(0.01, deadline - time.monotonic()))
+            if not await wait_event(self._idle, max(0.01, deadline - time.monotonic())):
+                raise asyncio.TimeoutError("the controller did not become idle")
             await asyncio.sleep(0.01)
             if self._idle.is_set() and self._queue.empty():
                 return

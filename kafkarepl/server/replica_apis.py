@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from kafkarepl import _core
+from kafkarepl.aio import wait_event
 from kafkarepl.coordinator.records import build_marker
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import FileRange, Request
@@ -283,10 +284,7 @@ class ReplicaApis:
             if (urgent or sum(d.size for d in news.values()) >= max(params.min_bytes, 1) or now >= deadline
                     or s.id not in self.sessions.sessions):
                 break
-            try:
-                await asyncio.wait_for(s.wakeup.wait(), max(0.0, (deadline - now) / 1000))
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(s.wakeup, max(0.0, (deadline - now) / 1000))  # a lost cancellation: see wait_event
             now = _monotonic_ms()
         return _fetch_response(sorted(news.items(), key=lambda kv: (kv[0].topic, kv[0].partition)), s.id)
 

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kafkarepl.aio import wait_event
 from kafkarepl.client import BrokerConnection
 from kafkarepl.client.security import ClientSecurity
 from kafkarepl.errors import ErrorCode
@@ -296,17 +297,11 @@ class ReplicaFetcher:
         return p is not None and self.broker_id in p.isr
 
     async def _sleep(self, seconds: float) -> None:
-        """Until `seconds` pass or a wakeup (a partition added). Not asyncio.wait_for:
-        before Python 3.12 it returns normally when cancelled as the wakeup comes
-        (gh-86296), and the fetcher then went on fetching while stop() waited for it
-        forever: a broker made follower of a partition just before it stops (its own
-        controlled shutdown) hung in its shutdown."""
+        """Until `seconds` pass or a wakeup (a partition added). Its stop may come in the
+        same loop turn as a wakeup (a broker made follower by its own controlled shutdown):
+        wait_event never loses that cancellation, as asyncio.wait_for did."""
         self._wakeup.clear()
-        woken = asyncio.ensure_future(self._wakeup.wait())
-        try:
-            await asyncio.wait((woken,), timeout=seconds)
-        finally:
-            woken.cancel()
+        await wait_event(self._wakeup, seconds)
 
     async def _send_epoch_requests(self, conn: BrokerConnection, reqs: Pending) -> None:
         topics: dict[str, list[dict]] = {}

@@ -34,6 +34,7 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
+from kafkarepl.aio import wait_event
 from kafkarepl.zk.multi_read import MultiRead, get_children_op, get_data_op
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,8 @@ class AsyncZk:
     async def wait_connected(self, timeout: float | None = None) -> None:
         if self._connected_event is None:
             self._connected_event = asyncio.Event()
-        await asyncio.wait_for(self._connected_event.wait(), timeout)
+        if not await wait_event(self._connected_event, timeout):
+            raise asyncio.TimeoutError("not connected to ZooKeeper")
 
     async def until_done(self, step: Callable[[], Awaitable[T]], what: str) -> T:
         """Run an idempotent step (a broker's start-up reads and registration) until it
