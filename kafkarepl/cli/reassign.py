@@ -670,31 +670,34 @@ async def _clear_throttles(client: ClusterClient, plan: Assignment) -> None:
 
 async def _cancel(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment,
                   log_dirs: LogDirs) -> int:
+    """Kafka's cancelAssignment: the plan's partitions still being reassigned are
+    cancelled (the others are left alone), then its log dir moves still running are
+    stopped, then the throttles cleared (unless --preserve-throttles)."""
     await check_partitions_exist(client, plan)
-    resp = await client.alter_partition_reassignments(dict.fromkeys(plan), timeout_ms=args.timeout_ms)
-    failed = _partition_errors(resp)
-    inactive = [tp for tp, msg in failed.items() if msg.startswith(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS.name)]
-    errors = {tp: msg for tp, msg in failed.items() if tp not in inactive}
-    cancelled = [tp for tp in sorted(plan) if tp not in failed]
-    if cancelled:
-        print(f"Successfully cancelled partition reassignments for: {','.join(tp_str(tp) for tp in cancelled)}")
-    if inactive:
-        print(f"None of the specified partition moves are active for: "
-              f"{','.join(tp_str(tp) for tp in sorted(inactive))}")
-    for tp, msg in sorted(errors.items()):
-        print(f"Error cancelling the reassignment of {tp_str(tp)}: {msg}", file=sys.stderr)
-    if log_dirs:
-        # As Kafka's tool: a log dir move in progress is stopped by moving the replica to
-        # the log dir it is in now (the broker drops the future log).
-        states = await log_dir_move_states(client, log_dirs)
-        back = {r: st[1] for r, st in states.items() if st[0] == MOVE_ACTIVE and st[1] is not None}
-        if back:
-            await execute_moves(client, back, args.timeout)
-        else:
-            print("None of the specified partition moves are active.")
-    if not args.preserve_throttles:  # as Kafka's tool, whether or not a move was active
+    moving = await ongoing(client, by_topic(plan))
+    active = sorted(tp for tp in plan if tp in moving
+                    and (moving[tp]["adding_replicas"] or moving[tp]["removing_replicas"]))
+    if active:
+        resp = await client.alter_partition_reassignments(dict.fromkeys(active), timeout_ms=args.timeout_ms)
+        errors = _partition_errors(resp)
+        if errors:
+            raise CliError(f"Error cancelling partition reassignment{'' if len(errors) == 1 else 's'} for:\n"
+                           + "\n".join(f"{tp_str(tp)}: {msg}" for tp, msg in sorted(errors.items())))
+        print(f"Successfully cancelled partition reassignment{'' if len(active) == 1 else 's'} for: "
+              f"{','.join(tp_str(tp) for tp in active)}")
+    else:
+        print("None of the specified partition reassignments are active.")
+    # As Kafka's tool: a log dir move in progress is stopped by moving the replica to the
+    # log dir it is in now (the broker drops the future log).
+    states = await log_dir_move_states(client, log_dirs) if log_dirs else {}
+    back = {r: st[1] for r, st in states.items() if st[0] == MOVE_ACTIVE and st[1] is not None}
+    if back:
+        await execute_moves(client, back, args.timeout)
+    else:
+        print("None of the specified partition moves are active.")
+    if not args.preserve_throttles:  # as Kafka's tool, whether or not anything was active
         await _clear_throttles(client, plan)
-    return 1 if errors else 0
+    return 0
 
 
 async def _list(client: ClusterClient, args: argparse.Namespace) -> int:

@@ -278,10 +278,13 @@ def test_cancel_and_list_a_reassignment_in_progress(cluster_factory, tmp_path):
         # (clearing throttles would wait for the paused broker, as Kafka's tool would)
         r = reassign(c, "--cancel", "--preserve-throttles", "--reassignment-json-file", plan)
         assert r.returncode == 0, r.stderr
-        assert r.stdout.strip() == "Successfully cancelled partition reassignments for: slow-0"
+        assert r.stdout.splitlines() == ["Successfully cancelled partition reassignment for: slow-0",
+                                         "None of the specified partition moves are active."], r.stdout
         assert reassign(c, "--list").stdout.strip() == "No partition reassignments found."
         r = reassign(c, "--cancel", "--preserve-throttles", "--reassignment-json-file", plan)
-        assert r.returncode == 0 and "None of the specified partition moves are active" in r.stdout
+        assert r.returncode == 0 and r.stdout.splitlines() == [
+            "None of the specified partition reassignments are active.",
+            "None of the specified partition moves are active."], r.stdout
     finally:
         c.resume(y)
     wait_until(lambda: partition_info(c, "slow")[0]["replica_nodes"] == [controller, x], 15, "back to the origin")
