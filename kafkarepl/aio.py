@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 
 async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
@@ -11,9 +12,17 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     Not asyncio.wait_for: before Python 3.12 it returns normally when its task is
     cancelled in the loop turn the event is set (gh-86296), and the cancellation is lost:
     a replica fetcher woken as it was stopped went on fetching while its stop waited for
-    it forever. asyncio.wait never swallows the caller's cancellation."""
+    it forever. asyncio.timeout (3.11+) keeps the caller's cancellation, and is the
+    cheapest of the three per wake-up (bench/RESULTS.md); on 3.10, asyncio.wait."""
     if event.is_set():
         return True
+    if sys.version_info >= (3, 11):
+        try:
+            async with asyncio.timeout(timeout):
+                await event.wait()
+            return True
+        except TimeoutError:
+            return False
     waiter = asyncio.ensure_future(event.wait())
     try:
         done, _ = await asyncio.wait((waiter,), timeout=timeout)
