@@ -15,7 +15,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from kafkarepl import _core
 from kafkarepl.aio import wait_event
 from kafkarepl.coordinator.records import build_marker
 from kafkarepl.errors import ErrorCode
@@ -563,7 +562,7 @@ def _offset_for_timestamp(lg: Any, ts: int) -> tuple[int, int] | None:
         return None
     sl = lg.read(found[0], 1, None, min_one_batch=True)
     if sl.size:
-        exact = first_record_at_or_after(_core.file_pread(sl.fd, sl.size, sl.position), ts)
+        exact = first_record_at_or_after(lg.read_bytes(sl), ts)
         if exact is not None and exact[0] >= found[0]:
             return exact
     return found

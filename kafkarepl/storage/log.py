@@ -825,6 +825,16 @@ class Log:
             raise self._read_error(exc, "read") from exc
         return FetchSlice(seg.fd, h.position, size, h.base_offset)
 
+    def read_bytes(self, sl: FetchSlice | tuple[int, int, int]) -> bytes:
+        """The bytes of a slice of this log's files (a FetchSlice, or (fd, size, position)),
+        read into memory (a coordinator's load, a record lookup, a JBOD copy). A disk
+        error fails the log dir, as read()'s: KafkaStorageError."""
+        fd, size, position = (sl.fd, sl.size, sl.position) if isinstance(sl, FetchSlice) else sl
+        try:
+            return _core.file_pread(fd, size, position)
+        except OSError as exc:
+            raise self._read_error(exc, "read") from exc
+
     def _empty_slice(self, offset: int) -> FetchSlice:
         seg = self._segments[-1]
         return FetchSlice(seg.fd, seg.size, 0, offset)

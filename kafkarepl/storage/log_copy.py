@@ -28,7 +28,6 @@ import uuid
 from pathlib import Path
 from typing import NamedTuple
 
-from kafkarepl import _core
 from kafkarepl.errors import OffsetOutOfRangeError
 from kafkarepl.storage.log import Log
 
@@ -105,7 +104,7 @@ class LogCopy:
         """Append the chunk's batches to the future log (on a worker thread, or on the loop
         for the last bytes). Returns the bytes copied."""
         try:
-            data = _core.file_pread(chunk.fd, chunk.size, chunk.position)
+            data = self.source.read_bytes((chunk.fd, chunk.size, chunk.position))
         finally:
             os.close(chunk.fd)
         if len(data) != chunk.size:  # the file shrank under us: only a truncation does that
