@@ -658,14 +658,16 @@ async def _clear_throttles(client: ClusterClient, plan: Assignment) -> None:
     """As Kafka's clearAllThrottles: the rates (and the log dir move rate) on every live
     broker, the replica lists on the plan's topics."""
     brokers = sorted(client.brokers)
+    print(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
+          f"{','.join(str(b) for b in brokers)}")
     for b in brokers:
         await client.incremental_alter_configs(
             {(RESOURCE_BROKER, str(b)): [(k, OP_DELETE, None) for k in (*RATE_CONFIGS, LOG_DIR_RATE)]})
-    print(f"Clearing broker-level throttles on brokers {','.join(str(b) for b in brokers)}")
-    for topic in sorted({t for t, _p in plan}):
+    topics = sorted({t for t, _p in plan})
+    print(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
+    if topics:
         await client.incremental_alter_configs(
-            {(RESOURCE_TOPIC, topic): [(k, OP_DELETE, None) for k in REPLICA_CONFIGS]})
-        print(f"Clearing topic-level throttles on topic {topic}")
+            {(RESOURCE_TOPIC, t): [(k, OP_DELETE, None) for k in REPLICA_CONFIGS] for t in topics})
 
 
 async def _cancel(client: ClusterClient, args: argparse.Namespace, *, plan: Assignment,

@@ -135,7 +135,7 @@ def test_execute_moves_a_replica_to_the_named_dir_and_verify_clears_the_throttle
     assert v.stdout.splitlines() == ["Status of partition reassignment:",
                                      "Reassignment of partition mv-0 is completed.",
                                      "Reassignment of replica mv-0-1 completed successfully.",
-                                     "Clearing broker-level throttles on brokers 1",
+                                     "Clearing broker-level throttles on broker 1",
                                      "Clearing topic-level throttles on topic mv"], v.stdout
     assert broker_config(c, 1, LOG_DIR_RATE) is None
     assert set(where(c, 1, "mv")) == {(str(dst), False)}
@@ -165,7 +165,7 @@ def test_cancel_stops_a_log_dir_move_in_progress(cluster_factory, tmp_path) -> N
     # As Kafka's tool: the replica is "moved" to the dir it is in, which drops the future log.
     assert r.stdout.splitlines()[-3:] == [
         f"Successfully started moving log directory to {src} for replica cx-0 with broker 1 ",
-        "Clearing broker-level throttles on brokers 1",
+        "Clearing broker-level throttles on broker 1",
         "Clearing topic-level throttles on topic cx"], r.stdout
     wait_until(lambda: set(where(c, 1, "cx")) == {(str(src), False)}, 20, "the future log dropped")
     assert not (dst / "cx-0").exists() and not [p for p in dst.iterdir() if p.name.startswith("cx-0")]
@@ -175,7 +175,7 @@ def test_cancel_stops_a_log_dir_move_in_progress(cluster_factory, tmp_path) -> N
     # No move runs (Kafka's CancelledMoveState, "done"): the throttles are cleared again.
     assert v.stdout.splitlines()[-3:] == [
         f"Partition cx-0 on broker 1 is not being moved from log dir {src} to {dst}.",
-        "Clearing broker-level throttles on brokers 1",
+        "Clearing broker-level throttles on broker 1",
         "Clearing topic-level throttles on topic cx"], v.stdout
     r = reassign(c, "--cancel", "--reassignment-json-file", plan)
     assert "None of the specified partition moves are active." in r.stdout.splitlines(), r.stdout
