@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from kafkarepl.errors import ErrorCode
+from kafkarepl.errors import ErrorCode, KafkaError
 
 from .partition import PartitionState, Role
 
@@ -136,12 +136,16 @@ class DelayedFetch(DelayedOperation):
     def _look(self, key: K, w: FetchWait) -> int | None:
         """Readable bytes of one partition, -1 for none, None: complete now."""
         p = w.partition
-        if p.leader_epoch != w.leader_epoch or (w.from_follower and p.role is not Role.LEADER):
-            return None
+        if (p.leader_epoch != w.leader_epoch or p.role is Role.NONE
+                or (w.from_follower and p.role is not Role.LEADER)):
+            return None  # stopped here (e.g. its log dir failed) or moved on: answered now
         end = p.fetch_upper_bound(w.from_follower, w.read_committed)
         if w.fetch_offset > end:
             return None
-        return self.available_bytes(key, w) if w.fetch_offset < end else -1
+        try:
+            return self.available_bytes(key, w) if w.fetch_offset < end else -1
+        except KafkaError:
+            return None  # a disk error (Kafka's DelayedFetch): the completing read answers it
 
     def _account(self, key: K, n: int) -> None:
         assert self._bytes is not None
@@ -260,14 +264,22 @@ class Purgatory(Generic[Op]):
             return []
         done: list[Op] = []
         keep: list[Op] = []
-        for op in ops:
-            if op.completed:
-                continue
-            if op.try_complete_key(key, now_ms):
-                self._finish(op)
-                done.append(op)
-            else:
-                keep.append(op)
+        try:
+            for op in ops:
+                if op.completed:
+                    continue
+                if op.try_complete_key(key, now_ms):
+                    self._finish(op)
+                    done.append(op)
+                else:
+                    keep.append(op)
+        except BaseException:
+            # The ops not examined yet and the one that raised stay watched (and under
+            # their deadlines), never dropped unanswered.
+            kept = set(map(id, keep))
+            keep.extend(op for op in ops if not op.completed and id(op) not in kept)
+            self._watchers.setdefault(key, []).extend(keep)
+            raise
         if keep:  # merge: an on_complete callback may have watched new ops on key
             self._watchers.setdefault(key, []).extend(keep)
         if done:

@@ -214,3 +214,25 @@ def test_callback_may_watch_new_operations() -> None:
     assert purg.check("t-0", 1) == [first]
     p.become_follower(1, 2, [1], [0, 1], 2, 2)
     assert set(purg.check("t-0", 2)) == {waiting, later[0]}  # both still watched
+
+
+def test_an_op_that_raises_leaves_the_others_watched() -> None:
+    """A bug or a disk error in one op's check must not drop the other ops of the key
+    unanswered (they stay watched and under their deadlines)."""
+    p = leader(min_isr=1, isr=(0,))
+    purg: Purgatory[DelayedProduce] = Purgatory()
+    ops = [DelayedProduce({"t-0": ProduceWait(p, 100, 1)}, 1_000) for _ in range(3)]
+    for op in ops:
+        assert not purg.try_complete_else_watch(op, 0)
+
+    def boom(key: str, now_ms: int) -> bool:
+        raise RuntimeError("broken check")
+
+    ops[1].try_complete_key = boom  # type: ignore[method-assign]
+    try:
+        purg.check("t-0", 1)
+    except RuntimeError:
+        pass
+    del ops[1].try_complete_key  # healthy again
+    p.become_follower(1, 2, [1], [0, 1], 2, 2)  # leadership lost: every waiting op completes
+    assert set(purg.check("t-0", 2)) == set(ops)

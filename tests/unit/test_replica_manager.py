@@ -382,3 +382,33 @@ def test_a_read_committed_fetch_whose_log_cannot_be_read_answers_kafka_storage_e
     bad, good = fetched[0]  # in the order asked
     assert bad.error is ErrorCode.KAFKA_STORAGE_ERROR and bad.size == 0 and bad.records is None, bad
     assert good.error is ErrorCode.NONE and good.size == 1, good
+
+
+def test_a_parked_fetch_is_answered_when_its_log_dir_fails() -> None:
+    """A consumer fetch waiting in the purgatory, then the partition's dir fails (its log
+    closed: reads raise KafkaStorageError): taking the replicas offline must not stop
+    half-way, and the fetch is answered at once, KAFKA_STORAGE_ERROR (Kafka's DelayedFetch
+    completes on a KafkaStorageException)."""
+    from kafkarepl.errors import KafkaStorageError
+
+    class Closable(MemoryLog):
+        closed = False
+
+        def read(self, *a, **k):  # type: ignore[no-untyped-def]
+            if self.closed:
+                raise KafkaStorageError("t-0: read failed: [Errno 9] Bad file descriptor")
+            return super().read(*a, **k)
+
+    rm, storage, _o, clock = manager()
+    storage.logs[TP] = lg = Closable()
+    other = TopicPartition("t", 1)
+    lead(rm, isr=(1,))
+    lead(rm, tp=other, isr=(1,))
+    rm.append_records(1000, 1, {TP: ["a"]}, lambda r: None)
+    fetched: list[list[FetchPartitionData]] = []
+    rm.fetch_messages(FetchParams(-1, 500, 10**6, 1 << 20), [PartitionFetch(TP, 0, 1 << 20, 1, -1)], fetched.append)
+    assert not fetched  # parked: fewer bytes than min_bytes
+    lg.closed = True
+    rm.take_offline([TP, other])
+    assert {TP, other} <= rm.offline and TP not in rm.partitions and other not in rm.partitions
+    assert len(fetched) == 1 and fetched[0][0].error is ErrorCode.KAFKA_STORAGE_ERROR
