@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from kafkarepl.aio import wait_event
 from kafkarepl.coordinator.records import build_marker
-from kafkarepl.errors import ErrorCode
+from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import FileRange, Request
 from kafkarepl.replication import (
     FetchParams,
@@ -333,14 +333,17 @@ class ReplicaApis:
             out["offset"] = lg.log_start_offset
         elif ts == LATEST_TIMESTAMP:
             out["offset"] = hw
-        elif ts == MAX_TIMESTAMP:
-            # KIP-734: the (first) record with the largest timestamp, if it is readable.
-            latest = max((seg.max_timestamp for seg in lg.segments), default=-1)
-            found = _offset_for_timestamp(lg, latest) if latest >= 0 else None
-            if found is not None and found[0] < hw:
-                out["offset"], out["timestamp"] = found
-        elif ts >= 0:
-            found = _offset_for_timestamp(lg, ts)
+        elif ts == MAX_TIMESTAMP or ts >= 0:
+            try:  # these read the log: a disk error is this partition's (Kafka's handleListOffsetRequest)
+                if ts == MAX_TIMESTAMP:
+                    # KIP-734: the (first) record with the largest timestamp, if it is readable.
+                    latest = max((seg.max_timestamp for seg in lg.segments), default=-1)
+                    found = _offset_for_timestamp(lg, latest) if latest >= 0 else None
+                else:
+                    found = _offset_for_timestamp(lg, ts)
+            except KafkaError as exc:
+                out["error_code"] = int(exc.code)
+                return out
             if found is not None and found[0] < hw:
                 out["offset"], out["timestamp"] = found
         else:

@@ -412,3 +412,24 @@ def test_a_parked_fetch_is_answered_when_its_log_dir_fails() -> None:
     rm.take_offline([TP, other])
     assert {TP, other} <= rm.offline and TP not in rm.partitions and other not in rm.partitions
     assert len(fetched) == 1 and fetched[0][0].error is ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def test_list_offsets_answers_a_disk_error_for_that_partition() -> None:
+    """ListOffsets by timestamp reads the log: a disk error is that partition's
+    KAFKA_STORAGE_ERROR, as Kafka's handleListOffsetRequest answers it. Before, it escaped
+    the handler and, ListOffsets having no top-level error code, closed the connection."""
+    from kafkarepl.errors import KafkaStorageError
+    from kafkarepl.server.replica_apis import ReplicaApis
+
+    class Unreadable(MemoryLog):
+        def offset_for_timestamp(self, ts_ms: int):  # type: ignore[no-untyped-def]
+            raise KafkaStorageError("t-0: offset by timestamp failed: [Errno 5] Input/output error")
+
+    rm, storage, _o, _c = manager()
+    storage.logs[TP] = Unreadable()
+    lead(rm, isr=(1,))
+    apis = ReplicaApis(rm, None, None)  # type: ignore[arg-type]
+    out = apis._list_offset(TP, {"timestamp": 1_700_000_000_000, "current_leader_epoch": -1}, -1, False)
+    assert out["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR and out["offset"] == -1
+    out = apis._list_offset(TP, {"timestamp": -1, "current_leader_epoch": -1}, -1, False)  # latest: no read
+    assert out["error_code"] == 0
