@@ -312,6 +312,9 @@ class ClusterClient:
                              ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
         """DeleteRecords at each partition's leader: {(topic, partition): offset} (-1: the
         high watermark) -> (error, the partition's new low watermark)."""
+        # the broker's wait must end before this client gives up on the answer
+        timeout_ms = max(0, min(timeout_ms, int(self.request_timeout * 1000) - 2000))
+
         def body(topics: dict[str, list[int]]) -> dict:
             return {"timeout_ms": timeout_ms, "topics": [
                 {"name": t, "partitions": [{"partition_index": p, "offset": offsets[(t, p)]} for p in ps]}
@@ -343,9 +346,10 @@ class ClusterClient:
             for leader, topics in by_leader.items():
                 try:
                     resp = await self.send(api_key, body(topics), leader, version)
-                except (BrokerConnectionError, OSError):
+                except (BrokerConnectionError, OSError, KafkaError) as exc:  # that leader's partitions only
+                    code = exc.code if isinstance(exc, KafkaError) else ErrorCode.NETWORK_EXCEPTION
                     for t, ps in topics.items():
-                        out.update({(t, p): (ErrorCode.NETWORK_EXCEPTION, {}) for p in ps})
+                        out.update({(t, p): (code, {}) for p in ps})
                     continue
                 for t in resp[topics_key]:
                     for part in t["partitions"]:
@@ -375,9 +379,11 @@ class ClusterClient:
 
 
 # Errors after which the Admin client asks a partition's (new) leader again.
+# (Not REQUEST_TIMED_OUT: the leader waited its whole timeout, e.g. for lagging followers
+# of a DeleteRecords; asking again would only multiply the wait.)
 _RETRY_AT_LEADER = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NETWORK_EXCEPTION,
 })
 
 
