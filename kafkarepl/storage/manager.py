@@ -203,10 +203,14 @@ class LogManager:
         self.high_watermarks[tp] = min(hw, lg.log_end_offset)
 
     @staticmethod
-    def _remove_dir(path: Path) -> None:
-        doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+    def _remove_dir(path: Path, durable: bool = True) -> None:
+        """Renamed to `<topic>-<partition>.<uuid>-delete` (Kafka's name: a future log's is
+        as long, so no name grows past what the dir may hold), made durable unless told
+        not to (an fsync: not on the event loop), then removed on the janitor thread."""
+        doomed = _delete_name(path)
         os.rename(path, doomed)
-        _fsync_dir(path.parent)
+        if durable:
+            _fsync_dir(path.parent)
         JANITOR.remove_tree(doomed)
 
     def _lock(self, d: Path) -> None:
@@ -316,10 +320,7 @@ class LogManager:
         self._dir_counts = None
         self.high_watermarks.pop(tp, None)
         lg.close_for_deletion()
-        doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        os.rename(lg.dir, doomed)
-        _fsync_dir(lg.dir.parent)
-        JANITOR.remove_tree(doomed)
+        self._remove_dir(lg.dir)
 
     # ------------------------------------------------------------------ JBOD moves
     def log_dir(self, path: str | Path) -> Path | None:
@@ -388,7 +389,7 @@ class LogManager:
         source, fut = self._logs[tp], self._futures.pop(tp)
         old_dir, new_parent = self._dir_of[tp], fut.dir.parent
         source.close_for_deletion()
-        doomed = source.dir.with_name(f"{source.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        doomed = _delete_name(source.dir)
         os.rename(source.dir, doomed)
         _fsync_dir(old_dir)
         fut.rename_dir(new_parent / f"{topic}-{partition}")
@@ -453,8 +454,12 @@ class LogManager:
                 fut.on_io_error = None
                 fut.close_for_deletion()
                 if fut.dir.parent != d:
-                    try:  # renamed to -delete first: a lone half-removed future must not look like a swap
-                        self._remove_dir(fut.dir)
+                    # Renamed to -delete first: a lone half-removed future must not look like a
+                    # swap. Not fsynced (this runs on the event loop): if the rename is lost, the
+                    # next start finds the future with its current log (a move to start over),
+                    # or alone while that dir is offline (kept offline).
+                    try:
+                        self._remove_dir(fut.dir, durable=False)
                     except OSError as exc:
                         log.warning("could not remove %s: %s", fut.dir, exc)
         self._preferred = {tp: x for tp, x in self._preferred.items() if x != d}
@@ -573,3 +578,11 @@ class LogManager:
         self._dir_of.clear()
         self._dir_counts = None
         self.release_locks()
+
+
+def _delete_name(path: Path) -> Path:
+    """`<topic>-<partition>.<uuid>-delete` beside `path` (a log's or a future log's dir),
+    Kafka's name for a dir being deleted; startup finishes the deletion of such dirs."""
+    future = parse_future_dir(path.name)
+    base = f"{future[0]}-{future[1]}" if future is not None else path.name
+    return path.with_name(f"{base}.{uuid.uuid4().hex}{DELETE_SUFFIX}")

@@ -381,3 +381,21 @@ def test_reading_a_slice_into_memory_reports_a_disk_error(failures) -> None:
             lg.read_bytes(target)
         assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR and isinstance(info.value.__cause__, OSError)
     assert [(d, getattr(e, "errno", None)) for d, e in seen] == [(lm.log_dir_of("t", 0), errno.EISDIR)]
+
+
+def test_a_move_off_a_failed_dir_drops_its_future_log_even_with_a_long_name(failures) -> None:
+    """The source dir fails mid-move: the future log on the healthy dir is renamed to
+    Kafka's `<topic>-<partition>.<uuid>-delete` (as long as the future name, so a name
+    that fit still fits) and removed; a lone future must not be left to look like a swap."""
+    lm, seen = failures
+    d1, d2 = lm.log_dirs
+    topic = "x" * 213  # the longest whose future log's dir name fits in 255 bytes
+    lg = lm.get_or_create_log(topic, 0)
+    assert lm.log_dir_of(topic, 0) == d1
+    lg.append_as_leader(batch(), 0, T)
+    fut = lm.create_future_log(topic, 0, d2)
+    assert len(fut.dir.name) == 255
+    lm.take_offline(d1)
+    assert lm.future_log(topic, 0) is None
+    assert lm.wait_for_deletions(10)
+    assert not [p.name for p in d2.iterdir() if p.name.startswith(topic)]
