@@ -322,12 +322,15 @@ class LogCleanerService:
             await loop.run_in_executor(self._executor, fsync_dir, lg.dir)
             self.cleanings += 1
             self.records_removed += result.records_removed
-            d = self._set_first_dirty(tp, result.cleaned_up_to)
-            if d is not None:
-                await self._write_checkpoint(d, CLEANER_CHECKPOINT, self._checkpoints)
-            d = self._set_delete_horizon(tp, result.delete_horizon)
-            if d is not None:
-                await self._write_checkpoint(d, HORIZON_CHECKPOINT, self._horizons)
+            try:  # the cleaning is done: a checkpoint that cannot be written fails its dir, not the log
+                d = self._set_first_dirty(tp, result.cleaned_up_to)
+                if d is not None:
+                    await self._write_checkpoint(d, CLEANER_CHECKPOINT, self._checkpoints)
+                d = self._set_delete_horizon(tp, result.delete_horizon)
+                if d is not None:
+                    await self._write_checkpoint(d, HORIZON_CHECKPOINT, self._horizons)
+            except OSError as exc:
+                log.error("%s-%d: cleaned, but its cleaner checkpoints could not be written: %s", *tp, exc)
             log.info("%s-%d: cleaned up to offset %d: %d segments -> %d, %d records removed, "
                      "%d -> %d bytes in %.2f s (swap %.1f ms, %.1f ms of it on the loop)", tp[0], tp[1],
                      result.cleaned_up_to, len(plan.segments), len(result.groups), result.records_removed,

@@ -280,3 +280,29 @@ def test_a_disk_error_while_cleaning_fails_the_log_dir_not_the_log(tmp_path) -> 
     key = 'kafka_log_logcleanermanager_uncleanable_partitions_count{logDirectory="%s"}' % (tmp_path / "logs")
     assert svc.metrics()[key] == 0  # not the log's fault
     lm.shutdown()
+
+
+def test_a_checkpoint_that_cannot_be_written_after_a_cleaning_fails_the_dir_only(tmp_path) -> None:
+    """The cleaning is done and swapped in; its cleaner-offset checkpoint cannot be
+    written: the dir is reported (any OSError of a checkpoint, as Kafka), the cleaning
+    counts, and the log is not marked uncleanable."""
+    from kafkarepl.server.log_cleaner import CLEANER_CHECKPOINT
+
+    lcfg = LogConfig(cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0.01)
+    failed: list[tuple[object, BaseException]] = []
+    lm = LogManager([tmp_path / "logs"], lcfg, on_dir_failure=lambda d, exc, left: failed.append((d, exc)))
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    for i in range(40):
+        lg.append_as_leader(build_batch([b"x%d" % i * 20], keys=[b"k%d" % (i % 2)], timestamp=T0), 0, T0)
+    (tmp_path / "logs" / (CLEANER_CHECKPOINT + ".tmp")).mkdir()  # the checkpoint's tmp file cannot be made
+    svc = service(lm, [T0])
+    try:
+        assert asyncio.run(svc.run_once()) == 1
+    finally:
+        svc.shutdown()
+    assert [d for d, _e in failed] == [tmp_path / "logs"]
+    key = 'kafka_log_logcleanermanager_uncleanable_partitions_count{logDirectory="%s"}' % (tmp_path / "logs")
+    assert svc.metrics()[key] == 0
+    assert len({k for _o, k, _v in keys_in(lm)}) == 2  # cleaned: one record per key left
+    lm.shutdown()
