@@ -463,7 +463,7 @@ class Broker:
                 log.warning("controlled shutdown did not complete: %s", exc)
         self.config_changes.stop()
         self.token_changes.stop()
-        for t in self._tasks:
+        for t in [*self._tasks, *self._background_tasks]:
             t.cancel()
         if self._purgatory_timer is not None:
             self._purgatory_timer.cancel()
