@@ -509,7 +509,9 @@ async def _verify(client: ClusterClient, args: argparse.Namespace, *, plan: Assi
         moves_ongoing = not all(move_done(st) for st in states.values())
     # As Kafka's tool: the throttles go once no reassignment runs in the cluster and no
     # log dir move of the plan is active or unaccounted for.
-    if not moving and not moves_ongoing and not args.preserve_throttles:
+    # (A partition reported in progress keeps them too, whichever look reported it.)
+    in_progress = any(st == "in progress" for st in status.values())
+    if not moving and not in_progress and not moves_ongoing and not args.preserve_throttles:
         await _clear_throttles(client, plan)
     return 0
 
