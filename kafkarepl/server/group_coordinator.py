@@ -216,7 +216,7 @@ class GroupCoordinatorService:
             sl = lg.read(offset, LOAD_CHUNK_BYTES, end, min_one_batch=True)
             if sl.size == 0:
                 break
-            buf = lg.read_bytes(sl)  # a disk error fails the dir (the partition then resigns here)
+            buf = lg.read_bytes(sl.fd, sl.position, sl.size)  # a disk error fails the dir (the partition then resigns here)
             batches, _valid, _err, _pos = _core.scan_batches(buf)
             if not batches:
                 break

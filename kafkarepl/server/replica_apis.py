@@ -565,7 +565,7 @@ def _offset_for_timestamp(lg: Any, ts: int) -> tuple[int, int] | None:
         return None
     sl = lg.read(found[0], 1, None, min_one_batch=True)
     if sl.size:
-        exact = first_record_at_or_after(lg.read_bytes(sl), ts)
+        exact = first_record_at_or_after(lg.read_bytes(sl.fd, sl.position, sl.size), ts)
         if exact is not None and exact[0] >= found[0]:
             return exact
     return found

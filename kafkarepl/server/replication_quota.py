@@ -64,7 +64,7 @@ class RateQuota:
 # (`\s*,\s*`, Java's \s being [ \t\n\x0B\f\r]).
 _JAVA_TRIM = "".join(map(chr, range(33)))
 _LIST_SEPARATOR = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
-_REPLICA_ITEM = re.compile(r"(?:[0-9]+:[0-9]+)?")
+_REPLICA_ITEM = re.compile(r"(?:[0-9]+:[0-9]+)?", re.ASCII)
 
 
 def config_list(value: str) -> list[str]:
@@ -99,10 +99,11 @@ def throttled_partitions(value: str | None, broker_id: int) -> set[int] | None:
     if "".join(items) == "*":
         return None
     out: set[int] = set()
-    for entry in items:
-        p, sep, b = entry.strip().partition(":")
-        if sep and p.strip().isdigit() and b.strip().lstrip("-").isdigit() and int(b) == broker_id:
-            out.add(int(p))
+    for entry in items:  # values stored before they were validated may hold anything: skipped
+        if entry and _REPLICA_ITEM.fullmatch(entry):
+            p, b = entry.split(":")
+            if int(b) == broker_id:
+                out.add(int(p))
     return out
 
 

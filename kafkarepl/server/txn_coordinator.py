@@ -135,7 +135,7 @@ class TransactionCoordinatorService:
             sl = lg.read(offset, LOAD_CHUNK_BYTES, end, min_one_batch=True)
             if sl.size == 0:
                 break
-            buf = lg.read_bytes(sl)
+            buf = lg.read_bytes(sl.fd, sl.position, sl.size)
             batches = _core.scan_batches(buf)[0]
             if not batches:
                 break

@@ -825,11 +825,10 @@ class Log:
             raise self._read_error(exc, "read") from exc
         return FetchSlice(seg.fd, h.position, size, h.base_offset)
 
-    def read_bytes(self, sl: FetchSlice | tuple[int, int, int]) -> bytes:
-        """The bytes of a slice of this log's files (a FetchSlice, or (fd, size, position)),
+    def read_bytes(self, fd: int, position: int, size: int) -> bytes:
+        """`size` bytes at `position` of one of this log's files (a slice read() gave),
         read into memory (a coordinator's load, a record lookup, a JBOD copy). A disk
         error fails the log dir, as read()'s: KafkaStorageError."""
-        fd, size, position = (sl.fd, sl.size, sl.position) if isinstance(sl, FetchSlice) else sl
         try:
             return _core.file_pread(fd, size, position)
         except OSError as exc:

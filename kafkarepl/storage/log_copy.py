@@ -104,7 +104,7 @@ class LogCopy:
         """Append the chunk's batches to the future log (on a worker thread, or on the loop
         for the last bytes). Returns the bytes copied."""
         try:
-            data = self.source.read_bytes((chunk.fd, chunk.size, chunk.position))
+            data = self.source.read_bytes(chunk.fd, chunk.position, chunk.size)
         finally:
             os.close(chunk.fd)
         if len(data) != chunk.size:  # the file shrank under us: only a truncation does that

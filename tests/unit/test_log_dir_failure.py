@@ -370,15 +370,15 @@ def test_reading_a_slice_into_memory_reports_a_disk_error(failures) -> None:
     lg = lm.get_or_create_log("t", 0)
     lg.append_as_leader(batch(), 0, T)
     sl = lg.read(0, 1 << 20)
-    assert [o for o, *_ in decode(lg.read_bytes(sl))] == [0, 1, 2]
+    assert [o for o, *_ in decode(lg.read_bytes(sl.fd, sl.position, sl.size))] == [0, 1, 2]
     # A descriptor whose reads fail with a size (/proc/self/mem has none, so file_pread
     # would read nothing): a directory's, EISDIR.
     d = os.open(lg.dir, os.O_RDONLY | os.O_DIRECTORY)
     os.dup2(d, lg.active_segment.fd)
     os.close(d)
-    for target in (sl, (sl.fd, sl.size, sl.position)):
+    for position in (sl.position, 0):
         with pytest.raises(KafkaStorageError) as info:
-            lg.read_bytes(target)
+            lg.read_bytes(sl.fd, position, sl.size)
         assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR and isinstance(info.value.__cause__, OSError)
     assert [(d, getattr(e, "errno", None)) for d, e in seen] == [(lm.log_dir_of("t", 0), errno.EISDIR)]
 
