@@ -34,6 +34,18 @@ def keys_in(lm: LogManager) -> list[tuple[int, bytes | None, bytes | None]]:
     return out
 
 
+def two_keys_log(tmp_path) -> tuple[LogManager, list[tuple[object, BaseException]]]:
+    """A compacted log of 40 records over two keys, and the dir failures its manager reports."""
+    lcfg = LogConfig(cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0.01)
+    failed: list[tuple[object, BaseException]] = []
+    lm = LogManager([tmp_path / "logs"], lcfg, on_dir_failure=lambda d, exc, left: failed.append((d, exc)))
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    for i in range(40):
+        lg.append_as_leader(build_batch([b"x%d" % i * 20], keys=[b"k%d" % (i % 2)], timestamp=T0), 0, T0)
+    return lm, failed
+
+
 def test_an_expired_delete_horizon_triggers_a_cleaning_without_new_writes(tmp_path) -> None:
     lcfg = LogConfig(cleanup_policy="compact", segment_bytes=400, delete_retention_ms=DAY,
                      min_cleanable_dirty_ratio=0.01)
@@ -259,13 +271,7 @@ def test_a_disk_error_while_cleaning_fails_the_log_dir_not_the_log(tmp_path) -> 
     import resource
     import signal
 
-    lcfg = LogConfig(cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0.01)
-    failed: list[tuple[object, BaseException]] = []
-    lm = LogManager([tmp_path / "logs"], lcfg, on_dir_failure=lambda d, exc, left: failed.append((d, exc)))
-    lm.startup()
-    lg = lm.get_or_create_log("t", 0)
-    for i in range(40):
-        lg.append_as_leader(build_batch([b"x%d" % i * 20], keys=[b"k%d" % (i % 2)], timestamp=T0), 0, T0)
+    lm, failed = two_keys_log(tmp_path)
     svc = service(lm, [T0])
     old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -288,13 +294,7 @@ def test_a_checkpoint_that_cannot_be_written_after_a_cleaning_fails_the_dir_only
     counts, and the log is not marked uncleanable."""
     from kafkarepl.server.log_cleaner import CLEANER_CHECKPOINT
 
-    lcfg = LogConfig(cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0.01)
-    failed: list[tuple[object, BaseException]] = []
-    lm = LogManager([tmp_path / "logs"], lcfg, on_dir_failure=lambda d, exc, left: failed.append((d, exc)))
-    lm.startup()
-    lg = lm.get_or_create_log("t", 0)
-    for i in range(40):
-        lg.append_as_leader(build_batch([b"x%d" % i * 20], keys=[b"k%d" % (i % 2)], timestamp=T0), 0, T0)
+    lm, failed = two_keys_log(tmp_path)
     (tmp_path / "logs" / (CLEANER_CHECKPOINT + ".tmp")).mkdir()  # the checkpoint's tmp file cannot be made
     svc = service(lm, [T0])
     try:
