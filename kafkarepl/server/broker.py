@@ -82,6 +82,7 @@ from kafkarepl.server.replication_quota import (
 from kafkarepl.server.request_authorization import RequestAuthorizer
 from kafkarepl.server.scram_credentials import ScramCredentials
 from kafkarepl.server.ssl_principal import SslPrincipalMapper
+from kafkarepl.server.stall_dump import StallWatchdog
 from kafkarepl.server.tls import client_security, sasl_factory, server_context
 from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
@@ -93,6 +94,10 @@ from kafkarepl.zk.store import Endpoint, KafkaZkStore
 
 log = logging.getLogger(__name__)
 
+
+# A shutdown still running after this long logs its threads' and tasks' stacks
+# (stall_dump): a test harness or an init system kills a stuck broker after ~30 s.
+SHUTDOWN_STALL_DUMP_S = 15.0
 
 class Broker:
     def __init__(self, config: BrokerConfig, zk: AsyncZk, store: KafkaZkStore, cluster_id: str) -> None:
@@ -587,7 +592,8 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
         ready(broker)
     await stop.wait()
     try:
-        await asyncio.wait_for(broker.stop(), 60)
+        with StallWatchdog(asyncio.get_running_loop(), SHUTDOWN_STALL_DUMP_S, "the broker's shutdown"):
+            await asyncio.wait_for(broker.stop(), 60)
     finally:
         # Logs, checkpoints and the clean-shutdown marker are written by now. Leave at
         # once rather than risk asyncio's teardown waiting on a straggling task.
