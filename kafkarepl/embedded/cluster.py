@@ -100,6 +100,9 @@ class LocalClusterError(RuntimeError):
 
 _reserved_ports: set[int] = set()
 _ports_lock = threading.Lock()
+# Its own generator: a test framework that seeds the global one (hypothesis does, per
+# test) must not make two processes of one run, or two runs, pick the same ports.
+_port_rng = random.Random()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -107,7 +110,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     port never finds it taken by some outgoing connection's source port."""
     with _ports_lock:
         for _ in range(500):
-            port = random.randrange(20000, 32000)
+            port = _port_rng.randrange(20000, 32000)
             if port in _reserved_ports:
                 continue
             with socket.socket() as s:
