@@ -23,6 +23,8 @@ from kafkarepl.cli.admin_command import admin_command
 from kafkarepl.cli.java_errors import java_exception_message
 from kafkarepl.client.client_config import load_client_security
 from kafkarepl.client.cluster import ClusterClient
+from kafkarepl.coordinator import OFFSETS_TOPIC
+from kafkarepl.coordinator.txn_log import TXN_TOPIC
 from kafkarepl.errors import ErrorCode
 
 # GetOffsetShell's topic-partition rule: TOPIC_REGEX?(:(N|N?-M?))?
@@ -32,7 +34,7 @@ _NAMED_TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-loc
 _TIME_HELP = ("-1 or latest / -2 or earliest / -3 or max-timestamp / -4 or earliest-local / -5 or "
               "latest-tiered / -6 or earliest-pending-upload")
 _NO_REMOTE_OFFSET = (-5, -6)  # tiered-storage lookups: no offset without remote storage
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})  # Metadata v1+ says so itself (is_internal)
 
 PartitionFilter = Callable[[str, int], bool]
 
