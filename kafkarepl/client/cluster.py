@@ -305,7 +305,7 @@ class ClusterClient:
                 {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
                                             "timestamp": timestamps[(t, p)]} for p in ps]}
                 for t, ps in topics.items()]}
-        found = await self._at_leaders(list(timestamps), ApiKey.LIST_OFFSETS, 7, body, "topics", "name")
+        found = await self._at_leaders(list(timestamps), ApiKey.LIST_OFFSETS, 7, body)
         return {tp: (code, part.get("offset", -1)) for tp, (code, part) in found.items()}
 
     async def delete_records(self, offsets: dict[tuple[str, int], int], timeout_ms: int = 30000,
@@ -319,11 +319,11 @@ class ClusterClient:
             return {"timeout_ms": timeout_ms, "topics": [
                 {"name": t, "partitions": [{"partition_index": p, "offset": offsets[(t, p)]} for p in ps]}
                 for t, ps in topics.items()]}
-        found = await self._at_leaders(list(offsets), ApiKey.DELETE_RECORDS, 2, body, "topics", "name")
+        found = await self._at_leaders(list(offsets), ApiKey.DELETE_RECORDS, 2, body)
         return {tp: (code, part.get("low_watermark", -1)) for tp, (code, part) in found.items()}
 
     async def _at_leaders(self, tps: list[tuple[str, int]], api_key: int, version: int,
-                          body: Any, topics_key: str, name_key: str, attempts: int = 5,
+                          body: Any, attempts: int = 5,
                           ) -> dict[tuple[str, int], tuple[ErrorCode, dict]]:
         """One request per leader for its partitions of `tps`; a partition whose leader
         moved or is being elected is asked again (fresh metadata, backing off) up to
@@ -351,9 +351,9 @@ class ClusterClient:
                     for t, ps in topics.items():
                         out.update({(t, p): (code, {}) for p in ps})
                     continue
-                for t in resp[topics_key]:
+                for t in resp["topics"]:
                     for part in t["partitions"]:
-                        out[(t[name_key], part["partition_index"])] = (ErrorCode(part["error_code"]), part)
+                        out[(t["name"], part["partition_index"])] = (ErrorCode(part["error_code"]), part)
             pending = [tp for tp in pending if out[tp][0] in _RETRY_AT_LEADER]
             if not pending:
                 break

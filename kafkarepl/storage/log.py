@@ -158,14 +158,14 @@ class Log:
     def _write_failed(self, exc: OSError | KafkaStorageError, what: str) -> NoReturn:
         """Every write path's error exit: reported, and raised as KafkaStorageError (the
         OSError as its cause)."""
-        self._report_io_error(exc)
         if isinstance(exc, OSError):
-            raise KafkaStorageError(f"{self.dir}: {what} failed: {exc}") from exc
+            raise self._read_error(exc, what) from exc
+        self._report_io_error(exc)
         raise exc
 
     def _read_error(self, exc: OSError, what: str) -> KafkaStorageError:
-        """A read of the log's files failed: as a write's error, the disk's (Kafka's
-        LocalLog.read fails its log dir too), reported to on_io_error; the caller gets
+        """A read or write of the log's files failed: the disk's (Kafka's LocalLog.read
+        fails its log dir too), reported to on_io_error; the caller gets
         KafkaStorageError (KAFKA_STORAGE_ERROR), not the OSError."""
         self._report_io_error(exc)
         return KafkaStorageError(f"{self.dir}: {what} failed: {exc}")
