@@ -6,10 +6,16 @@ import asyncio
 
 import pytest
 
+from kafkarepl import aio
 from kafkarepl.aio import wait_event
 
 
-def test_set_timeout_and_cancelled_as_the_event_comes() -> None:
+@pytest.mark.parametrize("impl", ["_wait_in_timeout", "_wait_in_wait"])
+def test_set_timeout_and_cancelled_as_the_event_comes(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways: asyncio.timeout (3.11+) and the asyncio.wait fallback (3.10), which CI's
+    3.11 would never run otherwise."""
+    monkeypatch.setattr(aio, "_wait", getattr(aio, impl))
+
     async def main() -> None:
         ev = asyncio.Event()
         assert await wait_event(ev, 0.01) is False
