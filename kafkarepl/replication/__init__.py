@@ -69,8 +69,10 @@ from .replica_manager import (
     StopOrder,
     TopicPartition,
 )
+from .topic_stats import BrokerTopicStats
 
 __all__ = [
+    "BrokerTopicStats",
     "Clock",
     "FetchCallback",
     "FetcherControl",

@@ -42,6 +42,7 @@ from .purgatory import (
     ProduceWait,
     Purgatory,
 )
+from .topic_stats import BrokerTopicStats
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +281,7 @@ class ReplicaManager:
         partition_factory: Callable[..., PartitionState] = PartitionState,
         fetcher_factory: Callable[[PartitionState, int, int], FollowerFetcher] | None = None,
         leader_throttle: LeaderThrottle | None = None,
+        topic_stats: BrokerTopicStats | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.storage = storage
@@ -291,6 +293,7 @@ class ReplicaManager:
         self.internal_topics = internal_topics  # clients may not produce to these
         self.wakeup_at = wakeup_at  # "call poll() at this monotonic ms"
         self.leader_throttle = leader_throttle
+        self.topic_stats = topic_stats or BrokerTopicStats()
         # Mutation tests swap these for deliberately broken variants (tests/sim/mutants.py).
         self.partition_factory = partition_factory
         self.fetcher_factory = fetcher_factory
@@ -563,6 +566,7 @@ class ReplicaManager:
         now, wall = self.clock.monotonic_ms(), self.clock.wall_ms()
         results: dict[TopicPartition, PartitionResponse] = {}
         waits: dict[TopicPartition, ProduceWait] = {}
+        stats = self.topic_stats
         for tp, records in entries.items():
             res = results[tp] = PartitionResponse()
             if tp.topic in self.internal_topics and not internal_topics_allowed:
@@ -570,12 +574,16 @@ class ReplicaManager:
                 continue
             p, res.error = self._leader(tp)
             if p is None:
+                if tp in self.partitions:  # hosted here, not led: Kafka counts the request
+                    stats.produce_failed(tp.topic, res.error, 0)
                 continue
             if records is None or len(records) == 0:
                 res.error = ErrorCode.CORRUPT_MESSAGE
+                stats.produce_failed(tp.topic, res.error, 0)
                 continue
             res.error = p.check_produce(acks, now)
             if res.error is not ErrorCode.NONE:
+                stats.produce_failed(tp.topic, res.error, len(records))
                 continue
             epoch = p.leader_epoch
             try:
@@ -587,11 +595,14 @@ class ReplicaManager:
                 errors = getattr(exc, "record_errors", None)
                 if errors:
                     res.record_errors, res.error_message = list(errors), str(exc)
+                stats.produce_failed(tp.topic, res.error, len(records))
                 continue
             except Exception:  # noqa: BLE001 - a bug must answer an error, not kill the request
                 log.exception("%s-%d: append failed", tp.topic, tp.partition)
                 res.error = ErrorCode.UNKNOWN_SERVER_ERROR
+                stats.produce_failed(tp.topic, res.error, len(records))
                 continue
+            stats.produce_appended(tp.topic, len(records), info.last_offset - info.first_offset + 1)
             res.base_offset, res.log_append_time = info.first_offset, info.log_append_time
             res.log_start_offset = p.log.log_start_offset
             p.on_leader_append(now)
@@ -864,6 +875,8 @@ class ReplicaManager:
         out = fetcher.on_fetch_response(req, resp, self.clock.monotonic_ms())
         if out.truncated_to is not None and resp.error is ErrorCode.NONE:
             log.info("%s-%d: truncated to %d by leader epoch", tp.topic, tp.partition, out.truncated_to)
+        if out.appended:
+            self.topic_stats.replicated_in(len(resp.records))
         if out.appended or out.hw_changed or out.truncated_to is not None:
             self.partition_changed(tp)
         return out

@@ -32,7 +32,12 @@ from kafkarepl.controller.controller import Controller
 from kafkarepl.coordinator import OFFSETS_TOPIC
 from kafkarepl.coordinator.txn_log import TXN_TOPIC
 from kafkarepl.errors import KafkaError
-from kafkarepl.replication import ReplicaManager, ReplicationMetrics, TopicPartition
+from kafkarepl.replication import (
+    BrokerTopicStats,
+    ReplicaManager,
+    ReplicationMetrics,
+    TopicPartition,
+)
 from kafkarepl.server import profiling
 from kafkarepl.server.acl_apis import AclApis
 from kafkarepl.server.acl_store import AclStore
@@ -80,6 +85,7 @@ from kafkarepl.server.replication_quota import (
     ReplicationThrottle,
 )
 from kafkarepl.server.request_authorization import RequestAuthorizer
+from kafkarepl.server.request_metrics import RequestMetrics
 from kafkarepl.server.scram_credentials import ScramCredentials
 from kafkarepl.server.ssl_principal import SslPrincipalMapper
 from kafkarepl.server.stall_dump import StallWatchdog
@@ -141,6 +147,8 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of, fencer.suspect, self.follower_throttle,
                                               security)
         alter_partition = AlterPartitionManager(bid, lambda: self.replicas.broker_epoch, channel, self._topic_id)
+        self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics
+        self.request_metrics = RequestMetrics()  # Kafka's RequestMetrics
         self.replicas = replicas = ReplicaManager(
             bid,
             storage,
@@ -152,6 +160,7 @@ class Broker:
             internal_topics=frozenset({OFFSETS_TOPIC, TXN_TOPIC}),
             wakeup_at=self._arm_purgatory,
             leader_throttle=self.leader_throttle,
+            topic_stats=self.topic_stats,
         )
         self.fetchers.replicas = replicas
         slots = config.max_incremental_fetch_session_cache_slots
@@ -194,7 +203,7 @@ class Broker:
                         verify_txn=self.txn_verifier.verify if config.transaction_partition_verification_enable else None,
                         clock_ms=clock.wall_ms,
                         marker_timeout_ms=config.request_timeout_ms,
-                        fetch_sessions=self.fetch_sessions),
+                        fetch_sessions=self.fetch_sessions, topic_stats=self.topic_stats),
             MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
             TopicApis(topics, metadata),
             ConfigApis(configs),
@@ -225,10 +234,12 @@ class Broker:
             accept_throttle=self.client_quotas.record_broker_connection,
             protected_listener=config.inter_broker_listener().name,
             request_costs=quota_gate,
+            request_metrics=self.request_metrics,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics,
-                                              self.client_quotas.metrics, self.log_manager.metrics))
+                                              self.client_quotas.metrics, self.log_manager.metrics,
+                                              self._topic_metrics, self.request_metrics.snapshot))
         self._tasks: list[asyncio.Future] = []
         self._background_tasks: set[asyncio.Future] = set()
         self._purgatory_timer: asyncio.TimerHandle | None = None
@@ -453,6 +464,12 @@ class Broker:
         throttled partitions' replication over the quota windows."""
         return {"kafka_server_leaderreplication_byte_rate": self.leader_throttle.quota.rate(),
                 "kafka_server_followerreplication_byte_rate": self.follower_throttle.quota.rate()}
+
+    def _topic_metrics(self) -> dict[str, float]:
+        """BrokerTopicMetrics, for the topics hosted here (a topic's go with its last
+        partition, as Kafka's)."""
+        self.topic_stats.retain({tp.topic for tp in self.replicas.partitions})
+        return self.topic_stats.snapshot()
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.broker_id)

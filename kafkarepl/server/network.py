@@ -40,6 +40,7 @@ from kafkarepl.protocol import (
 from kafkarepl.protocol.audit import missing_fields
 from kafkarepl.server.listeners import Listener, set_current_listener
 from kafkarepl.server.request_cost import CostSink, RequestCost, set_request_cost
+from kafkarepl.server.request_metrics import RequestMetrics
 from kafkarepl.server.ssl_principal import distinguished_name
 from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
@@ -175,6 +176,19 @@ class _Tls:
             await self._flush()
 
 
+class _Pending:
+    """A request in a connection's answer queue."""
+
+    __slots__ = ("key", "version", "cid", "fut", "held", "cost", "started", "name")
+
+    def __init__(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int,
+                 cost: RequestCost | None, started: float, name: str | None) -> None:
+        self.key, self.version, self.cid, self.fut, self.held = key, version, cid, fut, held
+        self.cost = cost  # its cost when request-time quotas are on
+        self.started = started  # perf_counter at its frame's arrival
+        self.name = name  # its RequestMetrics name; None: not counted (answers before decoding)
+
+
 class Connection:
     def __init__(self, server: SocketServer, sock: socket.socket, peer: Any, listener: Listener) -> None:
         self.server = server
@@ -191,10 +205,7 @@ class Connection:
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
-        # (api_key, api_version, correlation_id, future-of-body, pool bytes held, the
-        # request's cost when request-time quotas are on) in request order
-        self._pending: collections.deque[tuple[int, int, int, asyncio.Future, int, RequestCost | None]] = (
-            collections.deque())
+        self._pending: collections.deque[_Pending] = collections.deque()  # in request order
         self._pending_changed = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -290,15 +301,15 @@ class Connection:
             fut = self.loop.create_future()
             fut.set_result(body)
             # The error answer to ApiVersions is always encoded at v0.
-            self._enqueue(int(exc.api_key or 0), 0, cid, fut, held)
+            self._enqueue(int(exc.api_key or 0), 0, cid, fut, held, None, started, None)
             return
         sasl = self.sasl
         if sasl is not None and req.api_key != ApiKey.API_VERSIONS:
             if not sasl.complete:
-                self._authenticate(sasl, req, held)
+                self._authenticate(sasl, req, held, started)
                 return
             if req.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-                self._reauthenticate(req, held)
+                self._reauthenticate(req, held, started)
                 return
             if self._session_expires is not None and self.loop.time() >= self._session_expires:
                 # KIP-368: no re-authentication within connections.max.reauth.ms
@@ -314,7 +325,8 @@ class Connection:
             cost = RequestCost(time.perf_counter() - started)
             ctx.run(set_request_cost, cost)
         task: asyncio.Future = ctx.run(self.loop.create_task, self.server.handler(req, self))  # type: ignore[arg-type]
-        self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held, cost)
+        self._enqueue(req.api_key, req.api_version, req.correlation_id, task, held, cost, started,
+                      RequestMetrics.name_of(req.api_key, req.body))
 
     def throttle(self, ms: int) -> None:
         """KIP-219: serve no further request of this connection for `ms` (a client over
@@ -326,7 +338,7 @@ class Connection:
         """Seconds left of the throttle."""
         return max(0.0, self._muted_until - self.loop.time())
 
-    def _authenticate(self, sasl: Any, req: Any, held: int) -> None:
+    def _authenticate(self, sasl: Any, req: Any, held: int, started: float) -> None:
         """Before authentication only SaslHandshake and SaslAuthenticate are served
         (synchronously, so a pipelined request after them sees the outcome)."""
         if req.api_key == ApiKey.SASL_HANDSHAKE and req.api_version == 0:
@@ -341,14 +353,14 @@ class Connection:
                 self.principal = sasl.principal
         else:
             raise ConnectionClosing(f"request {req.api_key} before SASL authentication")
-        self._answer_now(req, body, held)
+        self._answer_now(req, body, held, started)
         if sasl.complete:
             self._start_session(sasl)
         if sasl.failed:
             # Answer, then close after connection.failed.authentication.delay.ms.
             self._close_after_failure = True
 
-    def _reauthenticate(self, req: Any, held: int) -> None:
+    def _reauthenticate(self, req: Any, held: int, started: float) -> None:
         """KIP-368: a SaslHandshake on an authenticated connection starts a new login with
         the same mechanism; it must end with the same principal, else the connection closes."""
         if req.api_key == ApiKey.SASL_HANDSHAKE:
@@ -377,7 +389,7 @@ class Connection:
                     self._start_session(reauth)
                     self.server.reauthentications += 1
                 failed = reauth.failed
-        self._answer_now(req, body, held)
+        self._answer_now(req, body, held, started)
         if failed:
             self._close_after_failure = True
 
@@ -385,14 +397,15 @@ class Connection:
         lifetime = sasl.session_lifetime_ms
         self._session_expires = self.loop.time() + lifetime / 1000 if lifetime > 0 else None
 
-    def _answer_now(self, req: Any, body: dict[str, Any], held: int) -> None:
+    def _answer_now(self, req: Any, body: dict[str, Any], held: int, started: float) -> None:
         fut = self.loop.create_future()
         fut.set_result(body)
-        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held)
+        self._enqueue(req.api_key, req.api_version, req.correlation_id, fut, held, None, started,
+                      RequestMetrics.name_of(req.api_key, req.body))
 
     def _enqueue(self, key: int, version: int, cid: int, fut: asyncio.Future, held: int,
-                 cost: RequestCost | None = None) -> None:
-        self._pending.append((key, version, cid, fut, held, cost))
+                 cost: RequestCost | None, started: float, name: str | None) -> None:
+        self._pending.append(_Pending(key, version, cid, fut, held, cost, started, name))
         self._pending_changed.set()
 
     # -- writing --------------------------------------------------------------------
@@ -403,9 +416,10 @@ class Connection:
                     return
                 self._pending_changed.clear()
                 await self._pending_changed.wait()
-            key, version, cid, fut, held, cost = self._pending[0]
+            entry = self._pending[0]
+            key, version, cid, cost = entry.key, entry.version, entry.cid, entry.cost
             try:
-                result = await self._result(fut)
+                result = await self._result(entry.fut)
                 if cost is None:
                     chunks = self._response(key, version, cid, result)
                 else:  # request-time quotas: encoding the answer counts too
@@ -417,17 +431,21 @@ class Connection:
             finally:
                 # The connection's teardown may have cleared the queue (and released its
                 # memory) while this waited: only what is still ours is popped and released.
-                if self._pending and self._pending[0][3] is fut:
+                if self._pending and self._pending[0] is entry:
                     self._pending.popleft()
-                    self.server.pool.release(held)
+                    self.server.pool.release(entry.held)
                 if not self._pending:
                     self._idle.set()
             if len(self._pending) < _MAX_PIPELINED:
                 self._room.set()
-            if chunks is None:
-                continue
-            await self.send_chunks(chunks)
-            if self._close_after_failure and not self._pending:
+            sending = time.perf_counter()
+            if chunks is not None:
+                await self.send_chunks(chunks)
+            if entry.name is not None:
+                done = time.perf_counter()
+                self.server.request_metrics.record(entry.name, key, version, (done - entry.started) * 1000,
+                                                   (done - sending) * 1000, result)
+            if chunks is not None and self._close_after_failure and not self._pending:
                 await asyncio.sleep(self.server.failed_authentication_delay_ms / 1000)
                 raise ConnectionClosing("SASL authentication failed")
 
@@ -571,9 +589,9 @@ class Connection:
             for f in running:
                 if f is not None:
                     f.cancel()
-            for *_x, fut, held, _cost in self._pending:
-                fut.cancel()
-                self.server.pool.release(held)
+            for entry in self._pending:
+                entry.fut.cancel()
+                self.server.pool.release(entry.held)
             self._pending.clear()
             try:
                 self.loop.remove_writer(self.sock.fileno())
@@ -608,6 +626,7 @@ class SocketServer:
         accept_throttle: Callable[[str, bool], int] | None = None,
         protected_listener: str | None = None,
         request_costs: CostSink | None = None,
+        request_metrics: RequestMetrics | None = None,
     ) -> None:
         # The first listener from the arguments, more from more_listeners; connection
         # limits and the request memory pool are shared by all, as Kafka's.
@@ -634,6 +653,7 @@ class SocketServer:
         self.accept_throttle = accept_throttle
         self.protected_listener = protected_listener
         self.request_costs = request_costs  # decode/encode time for request-time quotas
+        self.request_metrics = request_metrics or RequestMetrics()
         self._lsocks: list[socket.socket] = []
         self._accept_tasks: list[asyncio.Task] = []
         self._tasks: set[asyncio.Task] = set()

@@ -20,6 +20,7 @@ from kafkarepl.coordinator.records import build_marker
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import FileRange, Request
 from kafkarepl.replication import (
+    BrokerTopicStats,
     FetchParams,
     FetchPartitionData,
     PartitionFetch,
@@ -95,8 +96,10 @@ class ReplicaApis:
         clock_ms: Callable[[], int] | None = None,
         marker_timeout_ms: int = 30_000,
         fetch_sessions: FetchSessionCache | None = None,
+        topic_stats: BrokerTopicStats | None = None,
     ) -> None:
         self.replicas = replicas
+        self.topic_stats = topic_stats or BrokerTopicStats()
         self.sessions = fetch_sessions  # KIP-227 sessions for followers (None: never)
         self.on_txn_marker = on_txn_marker  # e.g. the group coordinator's txn offsets
         self.verify_txn = verify_txn  # KIP-890: the coordinator confirms a transaction's partitions
@@ -248,8 +251,9 @@ class ReplicaApis:
         if session is not None:
             for f, d in zip(fetches, data, strict=True):
                 self._told(session, f.tp, d)
-        return _fetch_response([(f.tp, d) for f, d in zip(fetches, data, strict=True)],
-                               session.id if session is not None else 0)
+        parts = [(f.tp, d) for f, d in zip(fetches, data, strict=True)]
+        self._count(parts, params.from_follower)
+        return _fetch_response(parts, session.id if session is not None else 0)
 
     async def _session_fetch(self, body: Body, params: FetchParams, fetches: list[PartitionFetch],
                              racks: dict[int, str | None] | None, session_id: int, epoch: int) -> Body:
@@ -285,7 +289,14 @@ class ReplicaApis:
                 break
             await wait_event(s.wakeup, max(0.0, (deadline - now) / 1000))  # a lost cancellation: see wait_event
             now = _monotonic_ms()
-        return _fetch_response(sorted(news.items(), key=lambda kv: (kv[0].topic, kv[0].partition)), s.id)
+        parts = sorted(news.items(), key=lambda kv: (kv[0].topic, kv[0].partition))
+        self._count(parts, params.from_follower)
+        return _fetch_response(parts, s.id)
+
+    def _count(self, parts: list[tuple[TopicPartition, FetchPartitionData]], follower: bool) -> None:
+        fetched = self.topic_stats.fetched
+        for tp, d in parts:
+            fetched(tp.topic, d.error, d.size, follower)
 
     def _told(self, s: FetchSession, tp: TopicPartition, d: FetchPartitionData) -> bool:
         """Whether d is news for the session's follower; keeps `lagging` current."""
