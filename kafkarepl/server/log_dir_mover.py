@@ -236,7 +236,7 @@ class LogDirMover:
             p.log = new
         self.completed += 1
         log.info("%s-%d: moved to %s (%d bytes copied, %d restarts; on the loop: %d bytes caught up in "
-                 "%.1f ms, renames and directory fsyncs %.1f ms)", tp.topic, tp.partition, move.dest,
+                 "%.1f ms, swap marker, renames and fsyncs %.1f ms)", tp.topic, tp.partition, move.dest,
                  move.copied_bytes, move.restarts, copy.copied_bytes - before, (t1 - t0) * 1000,
                  (time.monotonic() - t1) * 1000)
         if self.on_swapped is not None:

@@ -7,12 +7,48 @@ is removed once the logs are loaded, so a crash from then on is detected.
 
 JBOD moves (AlterReplicaLogDirs): a replica moving to another log dir has a future log
 there, `<topic>-<partition>.<uuid>-future`, filled from the current one (storage.log_copy,
-driven by server.log_dir_mover). The swap (replace_current_with_future) renames the current
-directory to a `-delete` name first, then the future one to `<topic>-<partition>`, each
-rename made durable by an fsync of its log dir. So after a crash at any point startup finds
-either the current log and a future one (the future is dropped and the move is restarted:
-`pending_moves`), or a lone future log whose current one is marked deleted (the swap had
-begun, and the future held every batch: it becomes the current log).
+driven by server.log_dir_mover). The swap (replace_current_with_future), in the loop step
+that copied the last bytes (nothing is appended between), goes:
+
+1. the future log marked complete: an empty SWAP_MARKER file created in its directory,
+   fsynced with that directory; from then on the marker says "this future log holds
+   every batch of the current one" (the copy's bytes are as durable as the current
+   log's: flushed by the mover up to the current log's recovery point);
+2. the current directory renamed to a `-delete` name, fsync of its log dir: the commit
+   point;
+3. the future directory renamed to `<topic>-<partition>`, fsync of its log dir;
+4. the marker removed (not fsynced: see below).
+
+Startup reads the outcome from what it finds (each step's effect is durable before the
+next begins, so a crash at any point, power loss included, leaves one of these):
+
+- a crash before 1 is durable: the current log and an unmarked future one; after 1,
+  before 2: the current log and a marked future one. Either way the current log is the
+  partition's: the future is dropped and the move restarted (`pending_moves`);
+- after 2, before 3: a lone marked future log (and a `-delete` dir, finished): the swap
+  had committed, it becomes the current log (and loses its marker);
+- after 3 (marker removal lost or not): the current log, now in the new dir. A marker
+  left in a current log's directory is never read: only a future directory's is, and a
+  future directory is always made new (a fresh uuid name), so it cannot confuse a later
+  move of the partition.
+
+A lone future log WITHOUT the marker is not a swap: it is a partial copy whose current log
+is gone although its dir is there (the disk was replaced by an empty one, or the dir
+emptied, while the move ran). Taking it for the partition's log would serve a short log
+as if it were whole, so it is dropped (renamed to `-delete`, an error logged) and the
+broker has no replica of the partition: as after a disk replaced by an empty one, the
+replica is created empty when the controller's LeaderAndIsr names it (in the move's
+destination dir, remembered as the preferred dir) and fetched from the leader. While
+some log dir is offline at startup, a lone future log, marked or not, is served neither
+way: its current log may be on that dir (the partition stays offline until a restart).
+
+Kafka's LogManager.replaceCurrentWithFutureLog renames the other way round (the future to
+the partition's name first, then the current one to `-delete`); a crash between leaves two
+`<topic>-<partition>` dirs and its loadLogs refuses to start ("Duplicate log directories
+..."), for the operator to delete one. Its loadLogs never promotes a lone future log by
+itself: it is loaded as a future log (ZooKeeper mode), or promoted once the controller's
+metadata names its dir (KRaft, recoverAbandonedFutureLogs: the metadata is Kafka's mark
+that the swap had begun). Here the marker file plays that part.
 """
 
 from __future__ import annotations
@@ -56,6 +92,8 @@ log = logging.getLogger("kafkarepl.storage")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 DELETE_SUFFIX = "-delete"
 LOCK_FILE = ".lock"
+# In a future log's dir: the swap has begun, the future log holds every batch (module docstring).
+SWAP_MARKER = ".swap_started"
 
 
 class LogManager:
@@ -180,9 +218,11 @@ class LogManager:
             _fsync_dir(d)
 
     def _load_future(self, tp: TopicPartition, path: Path, hw: int) -> None:
-        """A future log found at startup: with its current log, a move a crash (or a stop)
-        interrupted: dropped, and remembered to be started again; alone, a swap that had
-        renamed the current log away: the future held every batch, it becomes current."""
+        """A future log found at startup (see the module docstring): with its current log,
+        a move a crash (or a stop) interrupted: dropped, and remembered to be started again;
+        alone and marked, a swap that had renamed the current log away: the future held
+        every batch, it becomes current; alone and unmarked, a partial copy whose current
+        log is gone: dropped, the replica is recreated empty and fetched from the leader."""
         d = path.parent
         if tp in self._logs:
             log.info("%s: a move of %s-%d to %s was interrupted; it starts again", path, *tp, d)
@@ -190,11 +230,20 @@ class LogManager:
             if tp in self._logs and self._dir_of[tp] != d:
                 self.pending_moves[tp] = d
             return
+        if not (path / SWAP_MARKER).exists():
+            log.error("%s: a future log of %s-%d whose current log is in no log dir, and the swap had not "
+                      "begun: a partial copy (was the current log's disk replaced by an empty one?). It is "
+                      "dropped: this broker has no replica of %s-%d until the controller names it, then "
+                      "the replica is created empty in %s and fetched from the leader", path, *tp, *tp, d)
+            self._remove_dir(path)
+            self._preferred[tp] = d  # where the move was going
+            return
         current = d / f"{tp[0]}-{tp[1]}"
         log.warning("%s: the swap with the current log of %s-%d was interrupted; completing it",
                     path, *tp)
         os.rename(path, current)
         _fsync_dir(d)
+        (current / SWAP_MARKER).unlink(missing_ok=True)  # not fsynced: a current log's marker is never read
         cfg = self.topic_configs.get(tp[0], self.default_config)
         lg = Log.open(current, cfg, 0, None, clean_shutdown=False, lazy_empty=True)
         self._watch(lg, d)
@@ -307,8 +356,8 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> None:
         """Close the log and remove its directory: renamed to `<dir>.<uuid>-delete` first
         (atomic), so a crash mid-delete leaves a name startup finishes deleting; its files
-        are removed on a background thread. A future log goes first: a lone future log
-        at startup means a swap in progress, never a deletion."""
+        are removed on a background thread. A future log goes first: a crash between the
+        two leaves no lone future log (one with the swap's marker would be taken for a swap)."""
         tp = (topic, partition)
         self._preferred.pop(tp, None)
         self.pending_moves.pop(tp, None)
@@ -381,16 +430,22 @@ class LogManager:
         self._remove_dir(fut.dir)
 
     def replace_current_with_future(self, topic: str, partition: int) -> Log:
-        """Make the (caught up) future log the partition's log; returns it. The current
-        directory is renamed to a `-delete` name and that made durable before the future
-        one takes the partition's name (see the module docstring); the old files go on the
-        janitor's thread. Blocking only for two directory fsyncs."""
+        """Make the future log, holding every batch of the current one, the partition's
+        log; returns it. The future is marked, then the current directory renamed to a
+        `-delete` name, then the future one to the partition's name, each step durable
+        before the next (see the module docstring); the old files go on the janitor's
+        thread. Blocking for three fsyncs of directories and one of an empty file.
+
+        An error before the current log's rename (the commit point) leaves it the
+        partition's log, open, and the future one registered: the caller drops that
+        (abort_future), so no marked future outlives a swap that did not happen."""
         tp = (topic, partition)
-        source, fut = self._logs[tp], self._futures.pop(tp)
+        source, fut = self._logs[tp], self._futures[tp]
         old_dir, new_parent = self._dir_of[tp], fut.dir.parent
+        _write_marker(fut.dir / SWAP_MARKER)
+        source.rename_dir(_delete_name(source.dir))
+        del self._futures[tp]  # committed (durable with the fsync below)
         source.close_for_deletion()
-        doomed = _delete_name(source.dir)
-        os.rename(source.dir, doomed)
         _fsync_dir(old_dir)
         fut.rename_dir(new_parent / f"{topic}-{partition}")
         _fsync_dir(new_parent)
@@ -398,7 +453,11 @@ class LogManager:
         self._logs[tp] = fut
         self._dir_of[tp] = new_parent
         self._dir_counts = None
-        JANITOR.remove_tree(doomed)
+        JANITOR.remove_tree(source.dir)
+        try:  # not fsynced, nor needed: a marker in a current log's dir is never read
+            (fut.dir / SWAP_MARKER).unlink()
+        except OSError as exc:
+            log.warning("%s: could not remove the swap marker (harmless): %s", fut.dir, exc)
         return fut
 
     def wait_for_deletions(self, timeout: float | None = None) -> bool:
@@ -454,10 +513,10 @@ class LogManager:
                 fut.on_io_error = None
                 fut.close_for_deletion()
                 if fut.dir.parent != d:
-                    # Renamed to -delete first: a lone half-removed future must not look like a
-                    # swap. Not fsynced (this runs on the event loop): if the rename is lost, the
-                    # next start finds the future with its current log (a move to start over),
-                    # or alone while that dir is offline (kept offline).
+                    # Renamed to -delete first (never a half-removed future dir). Not fsynced
+                    # (this runs on the event loop): if the rename is lost, the next start finds
+                    # the future (unmarked: no swap began) with its current log (a move to start
+                    # over), alone while that dir is offline (kept offline), or alone (dropped).
                     try:
                         self._remove_dir(fut.dir, durable=False)
                     except OSError as exc:
@@ -568,12 +627,7 @@ class LogManager:
         JANITOR.wait(30)  # their space is free when a stop returns
         self._sync_log_dirs()
         for d in self.live_dirs():  # a failed dir is recovered at the next start
-            fd = os.open(d / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            _fsync_dir(d)
+            _write_marker(d / CLEAN_SHUTDOWN_FILE)
         self._logs.clear()
         self._dir_of.clear()
         self._dir_counts = None
@@ -586,3 +640,13 @@ def _delete_name(path: Path) -> Path:
     future = parse_future_dir(path.name)
     base = f"{future[0]}-{future[1]}" if future is not None else path.name
     return path.with_name(f"{base}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+
+
+def _write_marker(path: Path) -> None:
+    """An empty file, durable: the file and its directory entry fsynced."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(path.parent)

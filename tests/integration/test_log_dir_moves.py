@@ -3,6 +3,7 @@ while a producer writes to it with acks=all, and a kill -9 in the middle of a mo
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -180,6 +181,62 @@ def test_kill_during_a_move_loses_nothing_and_the_move_completes(cluster_factory
     set_rate(c, None)
     # The move starts again after the restart, and completes.
     wait_for(lambda: set(describe(c)) == {(str(dst), False)}, 60, "the restarted move")
+    missing = writer.acked - read_all(c.bootstrap)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
+    assert len(writer.acked) > 8000
+
+
+def test_a_move_from_a_disk_replaced_by_an_empty_one_is_not_served_short(cluster_factory) -> None:
+    """Broker 1 (two log dirs) moves its replica of mv-0 (replicas 1, 2, 3) between them
+    while an acks=all producer writes; kill -9 mid-copy; the source dir's disk replaced by
+    an empty one. At the restart the future log is a partial copy whose current log is
+    gone: it must not be taken for the partition's log (a completed swap). The replica is
+    recreated empty (in the move's destination), fetched from the leader, and rejoins the
+    ISR; leading mv-0 again, it serves every acknowledged record."""
+    from tests.integration.test_log_dir_failure import create_on
+
+    c = cluster_factory(3, start=False)
+    b1 = c.brokers[1]
+    d1, d2 = b1.config.parent / "d1", b1.config.parent / "d2"
+    b1.set_log_dirs(d1, d2)
+    c.start()
+    create_on(c, TOPIC, [1, 2, 3], {"min.insync.replicas": "2", "segment.bytes": "200000"})
+    writer = Writer(c.bootstrap, "r")
+    writer.bulk(8000)  # ~8 MB: a move of seconds at RATE
+    src = d1 if (d1 / f"{TOPIC}-0").is_dir() else d2
+    dst = d2 if src == d1 else d1
+    set_rate(c, RATE)
+    writer.thread.start()
+    try:
+        assert alter(c, dst) == [0]
+        wait_for(lambda: any(p.name.endswith("-future") for p in dst.iterdir()), 10, "the future log")
+        time.sleep(1.0)  # part of it copied
+        c.kill(1)
+        [future] = [p for p in dst.iterdir() if p.name.endswith("-future")]
+        copied = sum(f.stat().st_size for f in future.glob("*.log"))
+        whole = sum(f.stat().st_size for f in (src / f"{TOPIC}-0").glob("*.log"))
+        assert 0 < copied < whole, (copied, whole)
+        # The disk of `src` replaced by an empty one: the dir is there, online, empty.
+        for p in src.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+        b1.start()
+        c.wait_serving(1, 60)
+        log = b1.log.read_text(errors="replace")
+        assert "and the swap had not begun: a partial copy" in log, c.tail(1, 80)
+        assert "the swap with the current log" not in log
+        # the killed process's ZooKeeper session lasts until it expires
+        c.wait_for_leaders(TOPIC, 1, isr=3, timeout=90)
+        assert set(describe(c)) == {(str(dst), False)}  # created where the move was going
+        assert not [p for p in dst.iterdir() if p.name.endswith("-future")]
+        time.sleep(1)  # a few more acknowledged writes with broker 1 in the ISR
+    finally:
+        writer.stop.set()
+        writer.thread.join(90)
+    # Broker 1, the preferred leader, leads again: what it serves is its own log.
+    body = {"election_type": 0, "topic_partitions": [{"topic": TOPIC, "partitions": [0]}], "timeout_ms": 30000}
+    resp = wire.call("127.0.0.1", c.brokers[2].port, ApiKey.ELECT_LEADERS, 1, body, timeout=35)
+    assert resp["error_code"] == 0, resp
+    wait_for(lambda: c.leader_of(TOPIC) == 1, 30, "broker 1 leading mv-0")
     missing = writer.acked - read_all(c.bootstrap)
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
     assert len(writer.acked) > 8000

@@ -16,6 +16,7 @@ import pytest
 from kafkarepl.errors import ErrorCode, KafkaStorageError
 from kafkarepl.server.log_dir_failure import LogDirFailureHandler
 from kafkarepl.storage import LogConfig, LogManager
+from kafkarepl.storage.manager import SWAP_MARKER
 from tests.batches import build_batch, decode
 
 T = 1_700_000_000_000  # the batches' timestamp, passed as "now"
@@ -182,9 +183,12 @@ def test_a_dir_that_cannot_be_used_at_startup_is_offline_from_the_start(tmp_path
         nowhere.startup()
 
 
-def test_a_future_log_alone_while_a_dir_is_offline_is_not_served(tmp_path) -> None:
+@pytest.mark.parametrize("marked", [False, True], ids=["copying", "swap-marked"])
+def test_a_future_log_alone_while_a_dir_is_offline_is_not_served(tmp_path, marked: bool) -> None:
     """A move d1 -> d2 in progress (the future log holds a prefix), then a start with d1
-    unusable: the future is not taken for a completed swap (acked offsets would go)."""
+    unusable: the future is not taken for a completed swap (acked offsets would go), nor
+    dropped. Marked or not: the current log may be on the offline dir, and two current
+    logs would be found when it comes back."""
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     lm = LogManager([d1, d2], LogConfig())
     lm.startup()
@@ -193,6 +197,8 @@ def test_a_future_log_alone_while_a_dir_is_offline_is_not_served(tmp_path) -> No
         lg.append_as_leader(batch(), 0, T)
     fut = lm.create_future_log("t", 0, d2)
     fut.append_as_follower(at_offset(batch(), 0))  # a copy of the first batch only
+    if marked:
+        (fut.dir / SWAP_MARKER).touch()
     lm.release_locks()  # a crash
     os.rename(d1, tmp_path / "d1-away")
     d1.write_text("not mounted")
@@ -202,6 +208,7 @@ def test_a_future_log_alone_while_a_dir_is_offline_is_not_served(tmp_path) -> No
     assert ("t", 0) in again.offline_partitions
     with pytest.raises(KafkaStorageError):
         again.get_or_create_log("t", 0, is_new=False)
+    assert fut.dir.is_dir() and (fut.dir / SWAP_MARKER).exists() == marked  # kept as it was
     again.shutdown()
     d1.unlink()
     os.rename(tmp_path / "d1-away", d1)  # the disk is back: the move starts over

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from kafkarepl.errors import ErrorCode
 from kafkarepl.replication import TopicPartition
 from kafkarepl.server.log_dir_mover import LogDirMover
 from kafkarepl.storage import Log, LogConfig, LogManager
+from kafkarepl.storage import manager as manager_mod
 from kafkarepl.storage.log_copy import FUTURE_SUFFIX, LogCopy, RestartCopy, parse_future_dir
+from kafkarepl.storage.manager import SWAP_MARKER
 from tests.batches import build_batch, decode
 
 T0 = 1_700_000_000_000
@@ -158,24 +161,188 @@ def test_crash_with_a_future_log_drops_it_and_remembers_the_move(tmp_path, mgr):
         again.shutdown()
 
 
-def test_crash_between_the_two_renames_completes_the_swap(tmp_path, mgr):
+class Crash(BaseException):
+    """kill -9 at this point: nothing after it runs (what is on disk stays)."""
+
+
+def _crash_at(monkeypatch, point: str) -> None:
+    """Make replace_current_with_future stop at `point` (the module docstring's steps)."""
+    if point == "before-marker":
+        def no_marker(path: Path) -> None:
+            raise Crash(point)
+        monkeypatch.setattr(manager_mod, "_write_marker", no_marker)
+        return
+    renames = {"before-current-rename": 1, "before-future-rename": 2}[point]
+    real = Log.rename_dir
+    calls = []
+
+    def rename_dir(self: Log, new_dir: Path) -> None:
+        calls.append(new_dir)
+        if len(calls) == renames:
+            raise Crash(point)
+        real(self, new_dir)
+
+    monkeypatch.setattr(Log, "rename_dir", rename_dir)
+
+
+def _empty(d: Path) -> None:
+    """The log dir's disk replaced by an empty one: the dir is there, nothing in it."""
+    for p in d.iterdir():
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def _crashed_swap(mgr: LogManager, monkeypatch, point: str) -> tuple[Log, Log]:
     src, fut = start_move(mgr)
     append(src, 12)
     copy = LogCopy(src, fut)
     copy_until(copy)
     assert copy.finish(1 << 20)
-    # The first half of replace_current_with_future, then kill -9.
-    os.rename(src.dir, src.dir.with_name("t-0.0123456789abcdef0123456789abcdef-delete"))
+    _crash_at(monkeypatch, point)
+    with pytest.raises(Crash):
+        mgr.replace_current_with_future("t", 0)
+    monkeypatch.undo()
+    mgr.release_locks()  # kill -9: nothing closed, no marker, no checkpoint
+    return src, fut
+
+
+# (crash point, the source dir emptied) -> the start finds: the move to restart from the
+# current log in d1, the swap to complete (the future in d2 has every offset), or no log.
+@pytest.mark.parametrize(("point", "emptied", "outcome"), [
+    ("before-marker", False, "restart"),
+    ("before-marker", True, "none"),
+    ("before-current-rename", False, "restart"),
+    ("before-current-rename", True, "swapped"),
+    ("before-future-rename", False, "swapped"),
+    ("before-future-rename", True, "swapped"),
+])
+def test_a_crash_at_each_point_of_the_swap(tmp_path, mgr, monkeypatch, point: str, emptied: bool,
+                                           outcome: str) -> None:
+    src, fut = _crashed_swap(mgr, monkeypatch, point)
+    d1, d2 = mgr.log_dirs
+    assert fut.dir.parent == d2 and (fut.dir / SWAP_MARKER).exists() == (point != "before-marker")
+    if emptied:
+        _empty(d1)
+    again = LogManager(mgr.log_dirs, SMALL)
+    again.startup()
+    try:
+        again.wait_for_deletions(10)
+        assert again.future_log("t", 0) is None and not fut.dir.exists()
+        assert not [n for n in os.listdir(d2) if n.endswith(("-future", "-delete"))]
+        assert not [n for n in os.listdir(d1) if n.endswith(("-future", "-delete"))]
+        if outcome == "restart":
+            lg = again.get_log("t", 0)
+            assert again.log_dir_of("t", 0) == d1 and offsets(lg) == list(range(36))
+            assert again.pending_moves == {("t", 0): d2}
+        elif outcome == "swapped":
+            lg = again.get_log("t", 0)
+            assert again.log_dir_of("t", 0) == d2 and lg.dir == d2 / "t-0"
+            assert offsets(lg) == list(range(36)) and lg.epoch_entries() == [(0, 0)]
+            assert not again.pending_moves and not (lg.dir / SWAP_MARKER).exists()
+        else:
+            # A partial copy (here a whole one, but no swap began: nothing says so) whose
+            # current log is gone: not served. The replica is created empty, in the dir the
+            # move was going to, when the controller names it (a follower then fetches).
+            assert again.get_log("t", 0) is None and again.log_dir_of("t", 0) is None
+            assert not again.pending_moves and ("t", 0) not in again.high_watermarks
+            assert ("t", 0) not in again.offline_partitions
+            lg = again.get_or_create_log("t", 0, is_new=False)
+            assert again.log_dir_of("t", 0) == d2 and lg.log_end_offset == 0
+    finally:
+        again.shutdown()
+
+
+def test_a_partial_copy_whose_current_log_is_gone_is_dropped(tmp_path, mgr) -> None:
+    """The current log's disk is replaced by an empty one while a move copies from it:
+    the future log (a prefix of the log) must not be taken for the partition's log."""
+    src, fut = start_move(mgr)
+    append(src, 20)
+    copy = LogCopy(src, fut)
+    copy.copy(copy.next_chunk(700))  # a few batches of 20
+    assert 0 < fut.log_end_offset < src.log_end_offset
+    mgr.release_locks()
+    _empty(mgr.log_dirs[0])
+    again = LogManager(mgr.log_dirs, SMALL)
+    again.startup()
+    try:
+        again.wait_for_deletions(10)
+        assert again.get_log("t", 0) is None and not fut.dir.exists()
+        assert not [n for n in os.listdir(mgr.log_dirs[1]) if n.startswith("t-0")]
+        lg = again.get_or_create_log("t", 0, is_new=False)
+        assert lg.dir == mgr.log_dirs[1] / "t-0" and lg.log_end_offset == 0
+    finally:
+        again.shutdown()
+
+
+def test_a_marker_left_after_the_swap_does_not_confuse_a_later_move(tmp_path, mgr) -> None:
+    """The marker's removal is not made durable: one left in the (now current) log's dir
+    is harmless. The partition moves back, a crash mid-copy, the disk it was on replaced:
+    the new future log has no marker (a new dir), so it is dropped, not served."""
+    src, fut = start_move(mgr)
+    append(src, 12)
+    copy = LogCopy(src, fut)
+    copy_until(copy)
+    assert copy.finish(1 << 20)
+    d1, d2 = mgr.log_dirs
+    lg = mgr.replace_current_with_future("t", 0)
+    assert not (lg.dir / SWAP_MARKER).exists()
+    (lg.dir / SWAP_MARKER).touch()  # as after a power loss that lost the unlink
     mgr.release_locks()
     again = LogManager(mgr.log_dirs, SMALL)
     again.startup()
     try:
         lg = again.get_log("t", 0)
-        assert again.log_dir_of("t", 0) == mgr.log_dirs[1] and lg.dir == mgr.log_dirs[1] / "t-0"
-        assert offsets(lg) == list(range(36)) and lg.epoch_entries() == [(0, 0)]
-        assert not again.pending_moves
-        assert sorted(os.listdir(mgr.log_dirs[0])) == sorted(
-            n for n in os.listdir(mgr.log_dirs[0]) if not n.startswith("t-0"))
+        assert again.log_dir_of("t", 0) == d2 and offsets(lg) == list(range(36))
+        back = again.create_future_log("t", 0, d1)
+        copy = LogCopy(lg, back)
+        copy.copy(copy.next_chunk(700))
+        assert not (back.dir / SWAP_MARKER).exists() and 0 < back.log_end_offset < 36
+    finally:
+        again.release_locks()
+    _empty(d2)
+    third = LogManager(mgr.log_dirs, SMALL)
+    third.startup()
+    try:
+        third.wait_for_deletions(10)
+        assert third.get_log("t", 0) is None and not back.dir.exists()
+    finally:
+        third.shutdown()
+
+
+def test_a_swap_failing_before_its_commit_point_leaves_the_current_log_serving(tmp_path, mgr,
+                                                                               monkeypatch) -> None:
+    """An I/O error renaming the current log away: it stays the partition's log, open;
+    the future one (marked by then) is still registered, for the caller to drop, so no
+    marked future is left to be taken for a swap if the current log's disk is replaced."""
+    src, fut = start_move(mgr)
+    append(src, 12)
+    copy = LogCopy(src, fut)
+    copy_until(copy)
+    assert copy.finish(1 << 20)
+    real = Log.rename_dir
+
+    def failing(self: Log, new_dir: Path) -> None:
+        if self is src:
+            raise OSError(5, "Input/output error")
+        real(self, new_dir)
+
+    monkeypatch.setattr(Log, "rename_dir", failing)
+    with pytest.raises(OSError):
+        mgr.replace_current_with_future("t", 0)
+    monkeypatch.undo()
+    assert mgr.get_log("t", 0) is src and mgr.future_log("t", 0) is fut
+    assert (fut.dir / SWAP_MARKER).exists()
+    mgr.abort_future(("t", 0))  # what the mover does with a failed move
+    append(src, 1)  # still the partition's log
+    assert offsets(src) == list(range(39))
+    mgr.release_locks()
+    _empty(mgr.log_dirs[0])
+    again = LogManager(mgr.log_dirs, SMALL)
+    again.startup()
+    try:
+        assert again.get_log("t", 0) is None  # nothing on d2 taken for the partition's log
     finally:
         again.shutdown()
 
@@ -253,6 +420,43 @@ def test_mover_answers_and_moves_while_appends_go_on(mgr):
         assert mgr.log_dir_of("t", 0) == mgr.log_dirs[0] and p.log is mgr.get_log("t", 0)
         assert p.log is not lg and offsets(p.log) == list(range(210))
         assert paused == [("pause", tp), ("resume", tp)] and mover.completed == 1
+        await mover.shutdown()
+
+    asyncio.run(main())
+
+
+def test_mover_drops_the_marked_future_when_the_swap_fails_before_its_commit_point(mgr, monkeypatch):
+    """The current log cannot be renamed away (EIO): the move fails, the partition goes
+    on with its log, and the future log, marked by then, is removed (not left behind to
+    be taken for a swap)."""
+    async def main() -> None:
+        replicas = FakeReplicas()
+        mover = LogDirMover(mgr, replicas, lambda tp: None, lambda tp: None,  # type: ignore[arg-type]
+                            chunk_bytes=3000, final_bytes=1500)
+        tp = TopicPartition("t", 0)
+        lg = mgr.get_or_create_log("t", 0)
+        replicas.partitions[tp] = p = FakePartition(lg)
+        append(lg, 40)
+        real = Log.rename_dir
+        marked: list[bool] = []
+
+        def failing(self: Log, new_dir: Path) -> None:
+            if self is lg:
+                fut = mgr.future_log("t", 0)
+                marked.append(fut is not None and (fut.dir / SWAP_MARKER).exists())
+                raise OSError(5, "Input/output error")
+            real(self, new_dir)
+
+        monkeypatch.setattr(Log, "rename_dir", failing)
+        assert mover.alter(tp, str(mgr.log_dirs[1])) is ErrorCode.NONE
+        await asyncio.wait_for(mover.moves[tp].done.wait(), 10)
+        monkeypatch.undo()
+        assert marked == [True] and not mover.moves and mover.completed == 0
+        assert mgr.future_log("t", 0) is None and p.log is lg and mgr.get_log("t", 0) is lg
+        append(p.log, 1)
+        assert offsets(p.log) == list(range(123))
+        mgr.wait_for_deletions(10)
+        assert not [n for n in os.listdir(mgr.log_dirs[1]) if n.startswith("t-0")]
         await mover.shutdown()
 
     asyncio.run(main())
