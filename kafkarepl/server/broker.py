@@ -61,7 +61,7 @@ from kafkarepl.server.delegation_tokens import (
 from kafkarepl.server.fetch_session import FetchSessionCache
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
-from kafkarepl.server.listeners import Listener, endpoint_for
+from kafkarepl.server.listeners import Listener
 from kafkarepl.server.liveness import DeadBrokerFencer
 from kafkarepl.server.log_cleaner import LogCleanerService
 from kafkarepl.server.log_dir_apis import LogDirApis
@@ -204,7 +204,7 @@ class Broker:
                         clock_ms=clock.wall_ms,
                         marker_timeout_ms=config.request_timeout_ms,
                         fetch_sessions=self.fetch_sessions, topic_stats=self.topic_stats),
-            MetadataApis(metadata, topics, cluster_id, self._self_endpoint, config.auto_create_topics_enable),
+            MetadataApis(metadata, topics, cluster_id, config.auto_create_topics_enable),
             TopicApis(topics, metadata),
             ConfigApis(configs),
             ControllerApis(channel),
@@ -348,12 +348,6 @@ class Broker:
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.metadata.topics.get(topic)
         return None if info is None else info.topic_id
-
-    def _self_endpoint(self) -> dict[str, Any]:
-        advertised = self._advertised()
-        host, port = endpoint_for(advertised, advertised[self.config.listener_name()]) or \
-            advertised[self.config.listener_name()]
-        return {"node_id": self.broker_id, "host": host, "port": port, "rack": self.config.broker_rack or None}
 
     def _arm_purgatory(self, at_ms: int) -> None:
         """The replica manager has a new purgatory deadline: make sure poll() runs by then."""

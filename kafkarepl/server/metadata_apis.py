@@ -4,7 +4,6 @@ from ZooKeeper, so a client storm is no ZooKeeper storm)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from kafkarepl.errors import ErrorCode
@@ -24,19 +23,19 @@ class MetadataApis:
         metadata: MetadataCache,
         topics: TopicService,
         cluster_id: str,
-        self_endpoint: Callable[[], Body],
         auto_create_topics: bool,
     ) -> None:
         self.metadata = metadata
         self.topics = topics
         self.cluster_id = cluster_id
-        self.self_endpoint = self_endpoint  # {"node_id", "host", "port", "rack"} of this broker
         self.auto_create_topics = auto_create_topics
 
     def brokers(self) -> list[Body]:
+        # Before the first UpdateMetadata none, as Kafka: were this broker listed before
+        # the controller is known, with controller_id -1, librdkafka's admin client would
+        # wait for a controller without asking again (CreateTopics hung 30 s+ against a
+        # cluster just started, about one run in two).
         cache = self.metadata
-        if not cache.brokers:  # before the first UpdateMetadata: at least ourselves
-            return [self.self_endpoint()]
         out = []
         for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id):
             ep = endpoint_for(b.endpoints, (b.host, b.port))
