@@ -57,23 +57,23 @@ class TimeHistogram:
         self._cur = [0] * _BUCKETS
         self._prev = [0] * _BUCKETS
 
-    def _rotate(self) -> None:
-        now = self._now()
+    def _rotate(self, now: float) -> None:
         if now - self._started >= self._window_s:
             # A gap of more than one window leaves nothing recent in the previous one.
             self._prev = self._cur if now - self._started < 2 * self._window_s else [0] * _BUCKETS
             self._cur = [0] * _BUCKETS
             self._started = now
 
-    def record(self, ms: float) -> None:
-        self._rotate()
+    def record(self, ms: float, now: float) -> None:
+        """`now`: the clock's time (one reading serves every histogram of a request)."""
+        self._rotate(now)
         self._cur[bucket_of(ms)] += 1
         self.count += 1
         self.sum_ms += ms
 
     def quantiles(self) -> list[float]:
         """QUANTILES' values (each bucket's upper bound) over the recent windows; 0 when none."""
-        self._rotate()
+        self._rotate(self._now())
         counts = [a + b for a, b in zip(self._cur, self._prev, strict=True)]
         n = sum(counts)
         out = []
@@ -128,8 +128,9 @@ class RequestMetrics:
         if m is None:
             m = self._by_name[name] = _PerRequest(self._now, self._window_s)
         m.by_version[version] = m.by_version.get(version, 0) + 1
-        m.total.record(total_ms)
-        m.send.record(send_ms)
+        now = self._now()
+        m.total.record(total_ms, now)
+        m.send.record(send_ms, now)
         if isinstance(answer, BaseException):
             code = int(getattr(answer, "code", ErrorCode.UNKNOWN_SERVER_ERROR))
             m.errors[code] = m.errors.get(code, 0) + 1

@@ -36,9 +36,9 @@ def test_histogram_quantiles_follow_recent_windows() -> None:
     now = [0.0]
     h = TimeHistogram(lambda: now[0], 60)
     for _ in range(980):
-        h.record(1.0)
+        h.record(1.0, now[0])
     for _ in range(20):
-        h.record(100.0)
+        h.record(100.0, now[0])
     q = dict(zip(QUANTILES, h.quantiles(), strict=True))
     assert 1.0 <= q[0.5] < 1.2 and 1.0 <= q[0.95] < 1.2  # each within a bucket (19%) above
     assert 100.0 <= q[0.99] < 120.0 and 100.0 <= q[0.999] < 120.0
@@ -47,7 +47,7 @@ def test_histogram_quantiles_follow_recent_windows() -> None:
     assert h.quantiles()[QUANTILES.index(0.99)] >= 100.0
     now[0] = 122  # two: gone from the quantiles, kept in the totals
     assert h.quantiles() == [0.0] * len(QUANTILES) and h.count == 1000
-    h.record(5.0)
+    h.record(5.0, now[0])
     assert all(5.0 <= v < 6.0 for v in h.quantiles())
 
 
