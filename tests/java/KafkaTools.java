@@ -107,6 +107,10 @@ public class KafkaTools {
                     StringBuilder out = new StringBuilder();
                     for (String[] q : new String[][]{{"topic", args[3]}, {"broker", args[5]}}) {
                         ConfigEntry e = cs.get(q[0].equals("topic") ? t : b).get(q[1]);
+                        if (e == null) {  // not listed at all
+                            out.append(q[1]).append("=absent ");
+                            continue;
+                        }
                         out.append(q[1]).append("=").append(e.value()).append(":").append(e.source()).append(" [");
                         for (ConfigEntry.ConfigSynonym syn : e.synonyms())
                             out.append(syn.name()).append("=").append(syn.value()).append(":").append(syn.source()).append(";");
