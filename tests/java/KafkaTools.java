@@ -215,6 +215,13 @@ public class KafkaTools {
                     } catch (ExecutionException e) {
                         bad = e.getCause().getClass().getSimpleName();
                     }
+                    String slash;  // the log dir with a trailing slash: Kafka compares the path as sent
+                    try {
+                        a.alterReplicaLogDirs(Map.of(r, dir + "/")).all().get();
+                        slash = "accepted";
+                    } catch (ExecutionException e) {
+                        slash = e.getCause().getClass().getSimpleName();
+                    }
                     a.alterReplicaLogDirs(Map.of(r, dir)).all().get();
                     // What kafka-reassign-partitions.sh --verify polls: until the replica is in
                     // the destination and has no future log.
@@ -233,7 +240,7 @@ public class KafkaTools {
                         if (ri != null) where.add(d + (ri.isFuture() ? ":future" : "") + ":" + (ri.size() > 0));
                     });
                     Collections.sort(where);
-                    System.out.println("bad=" + bad + " current=" + info.getCurrentReplicaLogDir()
+                    System.out.println("bad=" + bad + " slash=" + slash + " current=" + info.getCurrentReplicaLogDir()
                         + " future=" + info.getFutureReplicaLogDir() + " lag=" + info.getCurrentReplicaOffsetLag()
                         + " logDirs=" + where);
                 }
