@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import functools
 import json
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -545,7 +544,10 @@ def move_done(st: MoveState) -> bool:
 
 
 def _same_dir(a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and os.path.normpath(a) == os.path.normpath(b)
+    """As Kafka's tool, String.equals: the broker names a dir only by its exact absolute
+    path (AlterReplicaLogDirs refuses `/data/d1/` for `/data/d1`), so a plan's path
+    spelled otherwise is never the dir the replica is in."""
+    return a is not None and b is not None and a == b
 
 
 def move_state(target: str, current: str | None, future: str | None, *, answered: bool = True) -> MoveState:

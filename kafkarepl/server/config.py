@@ -155,6 +155,10 @@ class BrokerConfig:
     log_flush_interval_messages: int = prop("log.flush.interval.messages", 2**63 - 1)
     log_flush_interval_ms: int = prop("log.flush.interval.ms", 2**63 - 1)
     log_flush_offset_checkpoint_interval_ms: int = prop("log.flush.offset.checkpoint.interval.ms", 60000)
+    # The broker defaults of file.delete.delay.ms (how long a retired segment's data stays
+    # for readers, storage/log.py) and preallocate (accepted, not honoured), Kafka's names.
+    log_segment_delete_delay_ms: int = prop("log.segment.delete.delay.ms", 60000)
+    log_preallocate: bool = prop("log.preallocate", False)
     log_message_timestamp_type: str = prop("log.message.timestamp.type", "CreateTime")
     compression_type: str = prop("compression.type", "producer")
     compression_gzip_level: int = prop("compression.gzip.level", -1)
@@ -262,6 +266,8 @@ class BrokerConfig:
         self.listener_connection_rates()
         if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
             raise ConfigError("queued.max.request.bytes must be -1 (unbounded) or > 0")
+        if self.log_segment_delete_delay_ms < 0:
+            raise ConfigError("log.segment.delete.delay.ms must be >= 0")
         if self.max_decompressed_request_bytes <= 0:
             raise ConfigError("kafkarepl.max.decompressed.request.bytes must be > 0")
         if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
@@ -424,6 +430,8 @@ class BrokerConfig:
             "compression.gzip.level": str(self.compression_gzip_level),
             "compression.lz4.level": str(self.compression_lz4_level),
             "compression.zstd.level": str(self.compression_zstd_level),
+            "file.delete.delay.ms": str(self.log_segment_delete_delay_ms),
+            "preallocate": str(self.log_preallocate).lower(),
         }
 
 

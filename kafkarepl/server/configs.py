@@ -74,6 +74,7 @@ def broker_synonyms(topic_config: str) -> list[str]:
         "compression.gzip.level": ["compression.gzip.level"],
         "compression.lz4.level": ["compression.lz4.level"],
         "compression.zstd.level": ["compression.zstd.level"],
+        "file.delete.delay.ms": ["log.segment.delete.delay.ms"],
     }
     return special.get(topic_config, [f"log.{topic_config}"])
 

@@ -42,26 +42,29 @@ class LogDirApis:
         want: dict[str, set[int]] | None = None
         if wanted is not None:
             want = {t["topic"]: set(t["partitions"]) for t in wanted}
-        by_dir: dict[str, dict[str, list[Body]]] = {str(d): {} for d in self.log_manager.log_dirs}
+        lm = self.log_manager
+        by_dir: dict[str, dict[str, list[Body]]] = {lm.dir_name(d): {} for d in lm.log_dirs}
         for (topic, partition), lg in sorted(self.log_manager.logs().items(), key=lambda kv: kv[0]):
             if want is not None and partition not in want.get(topic, ()):
                 continue
             where = self.log_manager.log_dir_of(topic, partition)
             p = self.replicas.get(TopicPartition(topic, partition))
             lag = max(0, p.high_watermark - lg.log_end_offset) if p is not None else 0
-            by_dir.setdefault(str(where), {}).setdefault(topic, []).append({
+            if where is None:  # not expected: a log's dir is known while it is
+                continue
+            by_dir.setdefault(lm.dir_name(where), {}).setdefault(topic, []).append({
                 "partition_index": partition, "partition_size": lg.size_in_bytes,
                 "offset_lag": lag, "is_future_key": False,
             })
         for (topic, partition), fut in sorted(self.log_manager.future_logs().items(), key=lambda kv: kv[0]):
             if want is not None and partition not in want.get(topic, ()):
                 continue
-            by_dir.setdefault(str(fut.dir.parent), {}).setdefault(topic, []).append({
+            by_dir.setdefault(lm.dir_name(fut.dir.parent), {}).setdefault(topic, []).append({
                 "partition_index": partition, "partition_size": fut.size_in_bytes,
                 "offset_lag": self.mover.future_lag(TopicPartition(topic, partition)), "is_future_key": True,
             })
         results = []
-        offline = {str(d) for d in self.log_manager.offline_dirs}
+        offline = {lm.dir_name(d) for d in lm.offline_dirs}
         for log_dir, topics in by_dir.items():
             if log_dir in offline:  # failed (KIP-112): listed with its error, as Kafka's
                 results.append({"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": log_dir,

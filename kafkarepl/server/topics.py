@@ -47,19 +47,17 @@ TOPIC_CONFIG_NAMES = frozenset(
         "kafkarepl.validate.uncompressed.records",
     }
 )
-# Topic configs without a broker setting here that Kafka's DescribeConfigs (and
-# CreateTopics v5+) still lists for every topic, with LogConfig's default: the throttled
-# replica lists (empty: none); message.timestamp.difference.max.ms (Kafka 3.x, deprecated
-# by KIP-937; honoured here, Long.MAX_VALUE: no bound); file.delete.delay.ms (this
-# broker's fixed delay before a deleted segment's descriptor is closed is Kafka's default;
-# a topic's override is accepted but not honoured); preallocate (segments are never
-# preallocated here: an override of true is accepted but not honoured).
-TOPIC_ONLY_DEFAULTS: dict[str, str] = {
-    LEADER_REPLICAS: "", FOLLOWER_REPLICAS: "",
-    "message.timestamp.difference.max.ms": str(2**63 - 1),
-    "file.delete.delay.ms": "60000",
-    "preallocate": "false",
-}
+# Topic configs without a broker setting that Kafka's DescribeConfigs (and CreateTopics
+# v5+) still lists for every topic, with LogConfig's default: the throttled replica lists
+# (empty: none). file.delete.delay.ms and preallocate have their broker defaults
+# (log.segment.delete.delay.ms, log.preallocate; BrokerConfig.topic_defaults): the first
+# is honoured per topic (how long a retired segment's data stays for readers, storage/
+# log.py), the second accepted and not honoured (segments are never preallocated;
+# docs/operations.md says why). message.timestamp.difference.max.ms is not listed unless a
+# topic has it, as Kafka 4.0, which removed it and its broker default
+# log.message.timestamp.difference.max.ms (KIP-937); a topic that has it is still bound by
+# it, as Kafka 3.x bound it (storage/config.py).
+TOPIC_ONLY_DEFAULTS: dict[str, str] = {LEADER_REPLICAS: "", FOLLOWER_REPLICAS: ""}
 Body = dict[str, Any]
 
 

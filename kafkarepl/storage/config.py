@@ -94,9 +94,14 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "compression.gzip.level": ("compression_gzip_level", _INT, 1),
     "compression.lz4.level": ("compression_lz4_level", _INT, 1),
     "compression.zstd.level": ("compression_zstd_level", _INT, 1),
-    # Removed by Kafka 4.0 (deprecated by KIP-937 in 3.6); a topic that has it keeps its
-    # symmetric bound, as Kafka 3.x applied it.
+    # Removed by Kafka 4.0 (deprecated by KIP-937 in 3.6), topic and broker
+    # (log.message.timestamp.difference.max.ms) config both; a topic that has it keeps its
+    # symmetric bound, as Kafka 3.x applied it. No broker default, as in Kafka 4.0.
     "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _LONG, 1),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _LONG, 1),
+    "log.segment.delete.delay.ms": ("file_delete_delay_ms", _LONG, 1),
+    "preallocate": ("preallocate", _bool, 1),
+    "log.preallocate": ("preallocate", _bool, 1),
     "cleanup.policy": ("cleanup_policy", str, 1),
     "log.cleanup.policy": ("cleanup_policy", str, 1),
     "flush.messages": ("flush_messages", _opt_int, 1),
@@ -159,6 +164,13 @@ class LogConfig:
     flush_ms: int | None = None
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    # How long a retired segment's .log descriptor stays open (its file already unlinked)
+    # for Fetch answers still sending from it: Kafka's file.delete.delay.ms, the time its
+    # `.deleted` files stay before removal (storage/log.py, Log._close_later).
+    file_delete_delay_ms: int = 60_000
+    # Kafka's preallocate: parsed and validated, not honoured (docs/operations.md): on
+    # Linux Kafka's RandomAccessFile.setLength only makes a sparse file.
+    preallocate: bool = False
     # Walk the records of uncompressed produced batches too (compressed ones always are),
     # as Kafka's LogValidator does: a CRC-valid batch with malformed records would
     # otherwise be stored and break every consumer of the partition.
@@ -183,6 +195,8 @@ class LogConfig:
             low, high = LEVEL_RANGES[codec]
             if not low <= value <= high:
                 problems.append(f"compression.{name}.level {value} not in [{low}, {high}]")
+        if self.file_delete_delay_ms < 0:
+            problems.append(f"file.delete.delay.ms {self.file_delete_delay_ms} < 0")
         if self.max_message_bytes < 0:
             problems.append(f"max.message.bytes {self.max_message_bytes} < 0")
         if self.min_insync_replicas < 1:

@@ -3,8 +3,8 @@ page cache: the last close of a deleted segment file (17 ms per cached 64 MiB he
 removal of a deleted partition's directory (~29 ms per 512 MiB). On the event loop either
 stalls every request of the broker; Kafka does both on a scheduler thread too.
 
-Descriptors of deleted files are closed after a delay (file.delete.delay.ms, as Kafka
-deletes a segment's files): a Fetch answer may still be sending from one, and a number
+Descriptors of deleted files are closed after a delay (the topic's file.delete.delay.ms,
+as Kafka deletes a segment's files): a Fetch answer may still be sending from one, and a number
 closed under it could be reused by another file meanwhile. Once their owner (a broker's
 log directory) has no readers left, at its stop, close_now closes them at once: an
 embedded broker stopped in a longer-lived process frees the disk space then, not a minute
@@ -22,6 +22,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+
+_MAX_WAIT_S = 3600.0
 
 
 class FileJanitor:
@@ -88,7 +90,9 @@ class FileJanitor:
                     self._busy += 1
                 if self._jobs:
                     return self._jobs.popleft()
-                self._cond.wait(self._delayed[0][0] - now if self._delayed else None)
+                # At most an hour at a time: a topic's file.delete.delay.ms may be up to
+                # Long.MAX_VALUE, past what a lock's timeout can take (OverflowError).
+                self._cond.wait(min(self._delayed[0][0] - now, _MAX_WAIT_S) if self._delayed else None)
 
     def _run(self) -> None:
         while True:

@@ -64,7 +64,6 @@ from kafkarepl.storage.validation import (
 log = logging.getLogger("kafkarepl.storage")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-FILE_DELETE_DELAY_S = 60.0  # keep fds of deleted segments open for in-flight sendfile
 
 
 _closer = JANITOR  # descriptors of deleted segments are closed on its thread
@@ -1074,13 +1073,20 @@ class Log:
 
     def _close_later(self, log_fd: int, index_fds: list[int]) -> None:
         """Off the loop: the indexes' descriptors at once (nothing reads them), the .log's
-        after file.delete.delay (a Fetch answer may still be sending from it), or when
-        the broker owning the log directory stops (LogManager.shutdown); so a big
-        deletion holds one descriptor per segment for that minute, as Kafka."""
+        after the topic's file.delete.delay.ms (a Fetch answer may still be sending from
+        it; broker default log.segment.delete.delay.ms, 60 s), or when the broker owning
+        the log directory stops (LogManager.shutdown); so a big deletion holds one
+        descriptor per segment for that long, as Kafka keeps its `.deleted` files.
+
+        Kafka renames a retired segment's files to `.deleted` and removes them after the
+        delay (and any left at a restart); here they are unlinked at once and only the
+        open descriptor keeps the data: nothing is left on disk for a crash to leave
+        behind, and the space is freed when the descriptor is closed. The delay is read
+        when the segment is retired: a change applies to segments retired later."""
         for fd in index_fds:
             _closer.close(fd)
         if log_fd >= 0:
-            _closer.close(log_fd, FILE_DELETE_DELAY_S, owner=self.dir.parent)
+            _closer.close(log_fd, self.config.file_delete_delay_ms / 1000, owner=self.dir.parent)
 
 
 class PendingFlush:

@@ -103,6 +103,10 @@ class LogManager:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
         self.log_dirs = [Path(d) for d in log_dirs]
+        # Each dir's name as Kafka's LogManager has it (File.getAbsolutePath, against the
+        # working directory at start): what DescribeLogDirs reports and what
+        # AlterReplicaLogDirs must name exactly (log_dir).
+        self._dir_names = {Path(d): java_absolute_path(str(d)) for d in log_dirs}
         # An I/O error writing to a log dir (Kafka's LogDirFailureChannel): called once per
         # dir, from whatever thread saw it, with the number of dirs not failed; the broker
         # takes that dir offline (take_offline), or halts when none is left.
@@ -372,17 +376,20 @@ class LogManager:
         self._remove_dir(lg.dir)
 
     # ------------------------------------------------------------------ JBOD moves
-    def log_dir(self, path: str | Path) -> Path | None:
-        """The configured log dir `path` names, or None. As Kafka's LogManager, only an
-        absolute path names one: a relative path is not resolved against this process's
-        working directory (Kafka answers LOG_DIR_NOT_FOUND for it)."""
-        if not os.path.isabs(path):
-            return None
-        want = os.path.abspath(path)
+    def log_dir(self, path: str) -> Path | None:
+        """The configured log dir `path` names, or None. As Kafka's LogManager.isLogDirOnline,
+        `path` must be the dir's name exactly (dir_name: absolute, as java.io.File
+        normalizes it): it is compared as sent, not resolved or normalized, so a relative
+        path, a trailing slash, a doubled slash or a `.` component names no dir (Kafka
+        answers LOG_DIR_NOT_FOUND for each)."""
         for d in self.log_dirs:
-            if os.path.abspath(d) == want:
+            if self._dir_names[d] == path:
                 return d
         return None
+
+    def dir_name(self, d: Path) -> str:
+        """Log dir `d`'s name in DescribeLogDirs (Kafka's File.getAbsolutePath)."""
+        return self._dir_names.get(d) or java_absolute_path(str(d))
 
     def preferred_count(self) -> int:
         return len(self._preferred)
@@ -650,3 +657,20 @@ def _write_marker(path: Path) -> None:
     finally:
         os.close(fd)
     _fsync_dir(path.parent)
+
+
+def java_absolute_path(path: str, cwd: str | None = None) -> str:
+    """`new File(path).getAbsolutePath()` on Unix, as Kafka names its log dirs: doubled
+    slashes collapsed and a trailing one dropped (java.io.UnixFileSystem.normalize), a
+    relative path put under the working directory; `.` and `..` are left as they are."""
+    def normalize(p: str) -> str:
+        p = re.sub("/{2,}", "/", p)
+        return p[:-1] if len(p) > 1 and p.endswith("/") else p
+
+    p = normalize(path)
+    if p.startswith("/"):
+        return p
+    base = normalize(cwd if cwd is not None else os.getcwd())
+    if not p:
+        return base
+    return base + p if base == "/" else f"{base}/{p}"

@@ -3,6 +3,7 @@ SCRAM users altered and described against a real cluster, with Kafka's tool's ou
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -69,6 +70,71 @@ def test_topic_and_broker_configs(cluster_factory) -> None:
     # the topic now takes its retention from the cluster-wide default
     every = ok(b, "--topic", "t", "--describe", "--all")
     assert any(x.startswith("  retention.ms=3600000 ") for x in every), every
+
+
+def _deleted_segment_fds(pid: int, topic_dir: str) -> int:
+    """The broker's open descriptors of unlinked .log files of one partition."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        n += f"/{topic_dir}/" in target and target.endswith(".log (deleted)")
+    return n
+
+
+def test_file_delete_delay_is_the_topics_and_changes_live(cluster_factory) -> None:
+    """file.delete.delay.ms governs how long a retired segment's data (an unlinked file's
+    descriptor here, Kafka's `.deleted` files) stays for readers: the topic's value over
+    the broker's log.segment.delete.delay.ms, changed by IncrementalAlterConfigs for the
+    segments retired afterwards; listed with that broker synonym, as Kafka does."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    c = cluster_factory(1, log_retention_check_interval_ms=200, log_segment_delete_delay_ms=0)
+    c.create_topic("fdd", 1, 1, configs={"segment.bytes": "2000", "retention.bytes": "2000",
+                                         "file.delete.delay.ms": "600000"})
+    b = c.bootstrap
+    pid = c.brokers[1].proc.pid
+    p = Producer({"bootstrap.servers": b, "linger.ms": 0})
+    cons = Consumer({"bootstrap.servers": b, "group.id": "fdd-watch"})
+
+    def produce(n: int) -> None:
+        for i in range(n):
+            p.produce("fdd", value=b"%04d" % i + b"x" * 400, partition=0)
+            assert p.flush(10) == 0
+
+    def low() -> int:
+        return cons.get_watermark_offsets(TopicPartition("fdd", 0), timeout=5)[0]
+
+    produce(30)
+    wait_until(lambda: low() > 0 and _deleted_segment_fds(pid, "fdd-0") >= 2, 20,
+               "retention to retire segments, kept open for the topic's 10 minutes")
+    held = _deleted_segment_fds(pid, "fdd-0")
+    every = ok(b, "--topic", "fdd", "--describe", "--all")
+    assert "  file.delete.delay.ms=600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:file.delete.delay.ms=600000," \
+           " STATIC_BROKER_CONFIG:log.segment.delete.delay.ms=0}" in every, every
+    assert not any(x.startswith("  message.timestamp.difference.max.ms=") for x in every), every  # as Kafka 4.0
+
+    ok(b, "--topic", "fdd", "--alter", "--add-config", "file.delete.delay.ms=0")
+    before = low()
+    produce(30)
+    wait_until(lambda: low() > before, 20, "retention to retire more segments")
+    # Those retired after the change are closed at once; those before still wait theirs.
+    wait_until(lambda: _deleted_segment_fds(pid, "fdd-0") == held, 10,
+               f"no more held descriptors than the {held} retired before the change")
+
+    # Without the override the topic takes the broker's (dynamic) default.
+    ok(b, "--topic", "fdd", "--alter", "--delete-config", "file.delete.delay.ms")
+    assert ok(b, "--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
+              "log.segment.delete.delay.ms=600000") == ["Completed updating default config for brokers in the cluster."]
+    wait_until(lambda: any(x.startswith("  file.delete.delay.ms=600000 ")
+                           for x in ok(b, "--topic", "fdd", "--describe", "--all")), 10, "the dynamic default")
+    wait_until(lambda: produce(4) or _deleted_segment_fds(pid, "fdd-0") > held, 20,
+               "segments retired under the dynamic default to be held")
+    r = configs(b, "--topic", "fdd", "--alter", "--add-config", "file.delete.delay.ms=-1")
+    assert r.returncode == 1 and "file.delete.delay.ms" in r.stderr, r.stderr
+    cons.close()
 
 
 def test_client_quotas(cluster_factory) -> None:

@@ -59,6 +59,25 @@ def test_describe_configs_synonyms_in_kafkas_order(cluster_factory) -> None:
                              "[leader.replication.throttled.rate=5000:DYNAMIC_BROKER_CONFIG;"), out
 
 
+def test_delete_delay_preallocate_and_timestamp_difference_described_as_kafka(cluster_factory) -> None:
+    """file.delete.delay.ms and preallocate fall back to log.segment.delete.delay.ms and
+    log.preallocate, as Kafka lists them; message.timestamp.difference.max.ms is not listed
+    for a topic without it, as Kafka 4.0, which removed it (KIP-937)."""
+    c = cluster_factory(1, log_segment_delete_delay_ms=5000)
+    c.create_topic("fdd", 1, 1, configs={"file.delete.delay.ms": "100"})
+    out = java_tools.run("synonyms", c.bootstrap, "fdd", "file.delete.delay.ms", "1", "log.segment.delete.delay.ms")
+    assert out == ("file.delete.delay.ms=100:DYNAMIC_TOPIC_CONFIG [file.delete.delay.ms=100:DYNAMIC_TOPIC_CONFIG;"
+                   "log.segment.delete.delay.ms=5000:STATIC_BROKER_CONFIG;] "
+                   "log.segment.delete.delay.ms=5000:STATIC_BROKER_CONFIG "
+                   "[log.segment.delete.delay.ms=5000:STATIC_BROKER_CONFIG;]"), out
+    out = java_tools.run("synonyms", c.bootstrap, "fdd", "preallocate", "1", "log.preallocate")
+    assert out == ("preallocate=false:DEFAULT_CONFIG [log.preallocate=false:DEFAULT_CONFIG;] "
+                   "log.preallocate=false:DEFAULT_CONFIG [log.preallocate=false:DEFAULT_CONFIG;]"), out
+    out = java_tools.run("synonyms", c.bootstrap, "fdd", "message.timestamp.difference.max.ms", "1",
+                         "log.message.timestamp.before.max.ms")
+    assert out.startswith("message.timestamp.difference.max.ms=absent log.message.timestamp.before.max.ms="), out
+
+
 def test_acls_without_an_authorizer_answer_security_disabled(cluster_factory) -> None:
     c = cluster_factory(1)
     assert java_tools.run("describe-acls", c.bootstrap) == "failed SecurityDisabledException"

@@ -259,11 +259,12 @@ def test_bad_log_dirs_are_refused_before_anything_starts(cluster_factory, tmp_pa
             want = msg.replace("partitions[0]...", f"{plan}: bad-0:")
             assert r.stderr.startswith("kafkarepl reassign-partitions: ") and want in r.stderr, (name, r.stderr)
     # A path that is no log dir of the broker, a relative one included (even one naming a
-    # log dir from the broker's working directory): sent as is, as Kafka's tool does, and
+    # log dir from the broker's working directory) and one with a trailing slash (Kafka's
+    # LogManager compares the path as sent): sent as is, as Kafka's tool does, and
     # the broker refuses it with LOG_DIR_NOT_FOUND, after the partition reassignment has
     # started. --verify then reports the replica as not being moved (exit code 0).
     relative = os.path.relpath(d1)  # from the broker's working directory, which is this one
-    for name, target in (("nodir", str(d1) + "-nope"), ("relative", relative)):
+    for name, target in (("nodir", str(d1) + "-nope"), ("relative", relative), ("slash", str(d1) + "/")):
         plan = plan_file(tmp_path, f"{name}.json",
                          [{"topic": "bad", "partition": 0, "replicas": [1], "log_dirs": [target]}])
         r = reassign(c, "--execute", "--reassignment-json-file", plan)
@@ -288,6 +289,7 @@ def test_java_admin_moves_a_replica_between_log_dirs(cluster_factory) -> None:
     src = d1 if (d1 / "jv-0").is_dir() else d2
     dst = d2 if src == d1 else d1
     out = java_tools.run("move-log-dir", c.bootstrap, "jv", "0", "1", str(dst))
-    assert out == f"bad=LogDirNotFoundException current={dst} future=null lag=0 logDirs=[{dst}:true]", out
+    assert out == (f"bad=LogDirNotFoundException slash=LogDirNotFoundException current={dst} future=null lag=0 "
+                   f"logDirs=[{dst}:true]"), out
     assert (dst / "jv-0").is_dir() and not (src / "jv-0").exists()
     assert set(where(c, 1, "jv")) == {(str(dst), False)}

@@ -107,6 +107,10 @@ public class KafkaTools {
                     StringBuilder out = new StringBuilder();
                     for (String[] q : new String[][]{{"topic", args[3]}, {"broker", args[5]}}) {
                         ConfigEntry e = cs.get(q[0].equals("topic") ? t : b).get(q[1]);
+                        if (e == null) {  // not listed at all
+                            out.append(q[1]).append("=absent ");
+                            continue;
+                        }
                         out.append(q[1]).append("=").append(e.value()).append(":").append(e.source()).append(" [");
                         for (ConfigEntry.ConfigSynonym syn : e.synonyms())
                             out.append(syn.name()).append("=").append(syn.value()).append(":").append(syn.source()).append(";");
@@ -211,6 +215,13 @@ public class KafkaTools {
                     } catch (ExecutionException e) {
                         bad = e.getCause().getClass().getSimpleName();
                     }
+                    String slash;  // the log dir with a trailing slash: Kafka compares the path as sent
+                    try {
+                        a.alterReplicaLogDirs(Map.of(r, dir + "/")).all().get();
+                        slash = "accepted";
+                    } catch (ExecutionException e) {
+                        slash = e.getCause().getClass().getSimpleName();
+                    }
                     a.alterReplicaLogDirs(Map.of(r, dir)).all().get();
                     // What kafka-reassign-partitions.sh --verify polls: until the replica is in
                     // the destination and has no future log.
@@ -229,7 +240,7 @@ public class KafkaTools {
                         if (ri != null) where.add(d + (ri.isFuture() ? ":future" : "") + ":" + (ri.size() > 0));
                     });
                     Collections.sort(where);
-                    System.out.println("bad=" + bad + " current=" + info.getCurrentReplicaLogDir()
+                    System.out.println("bad=" + bad + " slash=" + slash + " current=" + info.getCurrentReplicaLogDir()
                         + " future=" + info.getFutureReplicaLogDir() + " lag=" + info.getCurrentReplicaOffsetLag()
                         + " logDirs=" + where);
                 }

@@ -561,3 +561,39 @@ def test_a_move_to_a_dir_that_fails_is_dropped(mgr):
         await mover.shutdown()
 
     asyncio.run(main())
+
+
+def test_a_dir_is_named_as_kafka_names_it_in_both_apis(tmp_path, monkeypatch):
+    """AlterReplicaLogDirs names a dir exactly as Kafka's LogManager.isLogDirOnline compares
+    it: the configured dir's File.getAbsolutePath (a configured trailing slash dropped, a
+    relative dir made absolute), against the path as sent, so "<dir>/" is LOG_DIR_NOT_FOUND
+    (and nothing is remembered for it); DescribeLogDirs reports those names."""
+    from types import SimpleNamespace
+
+    from kafkarepl.server.log_dir_apis import LogDirApis
+
+    monkeypatch.chdir(tmp_path)
+    m = LogManager([str(tmp_path / "d1") + "/", "d2"], SMALL)
+    m.startup()
+    d1, d2 = str(tmp_path / "d1"), str(tmp_path / "d2")
+
+    async def main() -> None:
+        replicas = FakeReplicas()
+        mover = LogDirMover(m, replicas, lambda tp: None, lambda tp: None)  # type: ignore[arg-type]
+        tp = TopicPartition("t", 0)
+        for bad in (d1 + "/", d2 + "/", "d2", d1.replace("/d1", "//d1"), d1.replace("/d1", "/./d1")):
+            assert mover.alter(tp, bad) is ErrorCode.LOG_DIR_NOT_FOUND, bad
+        assert m.preferred_count() == 0
+        assert mover.alter(tp, d2) is ErrorCode.REPLICA_NOT_AVAILABLE  # remembered for its creation
+        replicas.partitions[tp] = FakePartition(m.get_or_create_log("t", 0))
+        assert m.log_dir_of("t", 0) == m.log_dirs[1]
+        apis = LogDirApis(m, FakeReplicas(), mover)  # type: ignore[arg-type]
+        resp = await apis.describe_log_dirs(SimpleNamespace(body={"topics": None}))  # type: ignore[arg-type]
+        by_dir = {r["log_dir"]: [t["name"] for t in r["topics"]] for r in resp["results"]}
+        assert by_dir == {d1: [], d2: ["t"]}
+        await mover.shutdown()
+
+    try:
+        asyncio.run(main())
+    finally:
+        m.shutdown()

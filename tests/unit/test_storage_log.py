@@ -451,7 +451,7 @@ def test_deleted_segments_descriptors_are_closed_on_the_janitor_thread(tmp_path,
         monkeypatch.setattr(logmod._closer, "close", lambda fd, delay_s=0.0, owner=None: (
             handed.append((fd, delay_s, threading.get_ident())), real(fd, 0.2)))
         assert lg.delete_old_segments(1_700_000_000_000) == len(fds)
-        log_fds = {fd for fd, d, _t in handed if d == logmod.FILE_DELETE_DELAY_S}
+        log_fds = {fd for fd, d, _t in handed if d == 60.0}  # file.delete.delay.ms's default
         assert log_fds == set(fds)  # kept open for readers still sending; indexes' at once
         assert all(d == 0.0 for fd, d, _t in handed if fd not in log_fds)
         assert not any(_closed(fd) for fd in log_fds)

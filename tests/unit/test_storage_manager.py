@@ -243,5 +243,43 @@ def test_log_dir_is_named_by_an_absolute_path_only(dirs, tmp_path, monkeypatch):
     mgr = LogManager(dirs, LogConfig())
     monkeypatch.chdir(tmp_path)
     assert mgr.log_dir(dirs[1]) == mgr.log_dirs[1]
-    assert mgr.log_dir(dirs[1] + "/") == mgr.log_dirs[1]
     assert mgr.log_dir("d2") is None and mgr.log_dir("./d1") is None and mgr.log_dir("") is None
+
+
+def test_log_dir_is_named_exactly_as_kafka_compares_it(dirs, tmp_path):
+    # Kafka compares the path as sent with each configured dir's File.getAbsolutePath
+    # (java.io.File drops a trailing slash and doubled slashes of the configured one, and
+    # resolves no `.`/`..`): "/data/d1/" names no dir configured as "/data/d1"; a dir
+    # configured as "/data/d1/" is named "/data/d1" only.
+    mgr = LogManager([dirs[0], dirs[1] + "//"], LogConfig())
+    assert mgr.log_dir(dirs[0] + "/") is None
+    assert mgr.log_dir(dirs[0].replace("/d1", "//d1")) is None
+    assert mgr.log_dir(dirs[0].replace("/d1", "/./d1")) is None
+    assert mgr.log_dir(str(tmp_path / "x" / ".." / "d1")) is None
+    assert mgr.log_dir(dirs[1]) == mgr.log_dirs[1] and mgr.log_dir(dirs[1] + "/") is None
+    assert mgr.dir_name(mgr.log_dirs[1]) == dirs[1]
+
+
+def test_a_relative_log_dir_is_named_by_its_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mgr = LogManager(["rel/d1/"], LogConfig())
+    assert mgr.dir_name(mgr.log_dirs[0]) == f"{tmp_path}/rel/d1"
+    assert mgr.log_dir(f"{tmp_path}/rel/d1") == mgr.log_dirs[0]
+    assert mgr.log_dir("rel/d1") is None and mgr.log_dir("rel/d1/") is None
+
+
+@pytest.mark.parametrize("path,cwd,absolute", [
+    ("/data/d1", "/w", "/data/d1"),
+    ("/data/d1/", "/w", "/data/d1"),
+    ("//data///d1//", "/w", "/data/d1"),
+    ("/data/./d1/../d1", "/w", "/data/./d1/../d1"),  # no resolution of . and ..
+    ("/", "/w", "/"),
+    ("d1", "/w/", "/w/d1"),
+    ("./d1/", "/w", "/w/./d1"),
+    ("d1", "/", "/d1"),
+    ("", "/w", "/w"),
+])
+def test_java_absolute_path(path, cwd, absolute):
+    from kafkarepl.storage.manager import java_absolute_path
+
+    assert java_absolute_path(path, cwd) == absolute

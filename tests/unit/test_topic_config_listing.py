@@ -1,28 +1,38 @@
 """DescribeConfigs of a topic (and CreateTopics' configs) list every topic config Kafka's
-LogConfig lists that kafkarepl has, set or not: the throttled replica lists empty,
-message.timestamp.difference.max.ms, file.delete.delay.ms and preallocate at Kafka's
-defaults, as a Java AdminClient or UI expects to find them."""
+LogConfig lists that kafkarepl has, set or not, as a Java AdminClient or UI expects to
+find them: the throttled replica lists empty (no broker setting); file.delete.delay.ms and
+preallocate at their broker defaults (log.segment.delete.delay.ms, log.preallocate) with
+those as synonyms; message.timestamp.difference.max.ms only when a topic has it, as Kafka
+4.0, which removed it and its broker default."""
 
 from __future__ import annotations
 
 import asyncio
 
 from kafkarepl.server.config import BrokerConfig
-from kafkarepl.server.configs import RESOURCE_TOPIC, ConfigService
+from kafkarepl.server.configs import (
+    CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER,
+    CONFIG_SOURCE_STATIC_BROKER,
+    DYNAMIC_LOG_CONFIGS,
+    RESOURCE_TOPIC,
+    ConfigService,
+)
 from kafkarepl.server.topics import CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_TOPIC, TopicService
 
-LISTED = {
+LISTED = {  # no broker setting: Kafka's LogConfig default, no synonyms
     "leader.replication.throttled.replicas": "",
     "follower.replication.throttled.replicas": "",
-    "message.timestamp.difference.max.ms": "9223372036854775807",
-    "file.delete.delay.ms": "60000",
-    "preallocate": "false",
+}
+BROKER_BACKED = {  # topic config -> (broker synonym, Kafka's default)
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms", "60000"),
+    "preallocate": ("log.preallocate", "false"),
 }
 
 
 class FakeStore:
-    def __init__(self, overrides: dict[str, str]) -> None:
+    def __init__(self, overrides: dict[str, str], cluster_default: dict[str, str] | None = None) -> None:
         self.overrides = overrides
+        self.cluster_default = cluster_default or {}
 
     async def topic_exists(self, name: str) -> bool:
         return name == "t"
@@ -31,11 +41,13 @@ class FakeStore:
         return dict(self.overrides)
 
     async def get_broker_config(self, broker: object = None) -> dict[str, str]:
-        return {}
+        return dict(self.cluster_default) if broker is None else {}
 
 
-def describe(overrides: dict[str, str]) -> dict:
-    svc = ConfigService(1, FakeStore(overrides), BrokerConfig(), None, None)  # type: ignore[arg-type]
+def describe(overrides: dict[str, str], config: BrokerConfig | None = None,
+             cluster_default: dict[str, str] | None = None) -> dict:
+    svc = ConfigService(1, FakeStore(overrides, cluster_default), config or BrokerConfig(),
+                        None, None)  # type: ignore[arg-type]
     return asyncio.run(svc.describe_with_synonyms(RESOURCE_TOPIC, "t"))
 
 
@@ -43,7 +55,40 @@ def test_unset_topic_configs_are_listed_at_kafkas_defaults() -> None:
     entries = describe({})
     for name, value in LISTED.items():
         assert entries[name] == (value, CONFIG_SOURCE_DEFAULT, False, []), name
+    for name, (broker, value) in BROKER_BACKED.items():
+        assert entries[name] == (value, CONFIG_SOURCE_DEFAULT, False, [(broker, value, CONFIG_SOURCE_DEFAULT)]), name
     assert entries["retention.ms"][1] == CONFIG_SOURCE_DEFAULT  # the broker-backed ones as before
+
+
+def test_message_timestamp_difference_max_ms_is_listed_only_when_a_topic_has_it() -> None:
+    # Kafka 4.0 removed it and log.message.timestamp.difference.max.ms: its DescribeConfigs
+    # does not list it; a topic that has it (from a 3.x cluster) shows its value, with
+    # itself as the only synonym. A broker property of that name is no default for it.
+    assert "message.timestamp.difference.max.ms" not in describe({})
+    props = BrokerConfig.from_props({"log.message.timestamp.difference.max.ms": "1000"})
+    assert "message.timestamp.difference.max.ms" not in describe({}, props)
+    entries = describe({"message.timestamp.difference.max.ms": "5000"}, props)
+    assert entries["message.timestamp.difference.max.ms"] == (
+        "5000", CONFIG_SOURCE_TOPIC, False, [("message.timestamp.difference.max.ms", "5000", CONFIG_SOURCE_TOPIC)])
+
+
+def test_file_delete_delay_synonyms_in_kafkas_order() -> None:
+    cfg = BrokerConfig.from_props({"log.segment.delete.delay.ms": "5000"})
+    entries = describe({"file.delete.delay.ms": "100"}, cfg, {"log.segment.delete.delay.ms": "7000"})
+    assert entries["file.delete.delay.ms"] == ("100", CONFIG_SOURCE_TOPIC, False, [
+        ("file.delete.delay.ms", "100", CONFIG_SOURCE_TOPIC),
+        ("log.segment.delete.delay.ms", "7000", CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER),
+        ("log.segment.delete.delay.ms", "5000", CONFIG_SOURCE_STATIC_BROKER),
+    ])
+    # Without the override, the dynamic cluster default is the value.
+    assert describe({}, cfg, {"log.segment.delete.delay.ms": "7000"})["file.delete.delay.ms"][:2] == (
+        "7000", CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER)
+
+
+def test_broker_defaults_are_dynamic_as_kafkas_log_configs() -> None:
+    assert DYNAMIC_LOG_CONFIGS["log.segment.delete.delay.ms"] == "file.delete.delay.ms"
+    assert DYNAMIC_LOG_CONFIGS["log.preallocate"] == "preallocate"
+    assert "log.message.timestamp.difference.max.ms" not in DYNAMIC_LOG_CONFIGS
 
 
 def test_overrides_show_as_topic_configs() -> None:
@@ -57,5 +102,7 @@ def test_create_topics_lists_them_too() -> None:
     svc = TopicService(None, BrokerConfig(), None, None)  # type: ignore[arg-type]
     configs = {n: (v, src) for n, v, src in svc.effective_configs({"file.delete.delay.ms": "1000"})}
     assert configs["file.delete.delay.ms"] == ("1000", CONFIG_SOURCE_TOPIC)
-    for name in LISTED.keys() - {"file.delete.delay.ms"}:
+    assert configs["preallocate"] == ("false", CONFIG_SOURCE_DEFAULT)
+    assert "message.timestamp.difference.max.ms" not in configs
+    for name in LISTED:
         assert configs[name] == (LISTED[name], CONFIG_SOURCE_DEFAULT), name
