@@ -1,4 +1,5 @@
 """`kafkarepl cluster up|status|down|stop-broker|start-broker`: a local replicated cluster.
+(`kafkarepl cluster cluster-id|unregister` are kafka-cluster.sh's: see cluster_tool.py.)
 
 `up` starts ZooKeeper (unless one is given) and N broker processes with multiprocessing
 (spawned interpreters in their own sessions, so they outlive this command), waits until
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafkarepl.cli import cluster_security, wire
+from kafkarepl.cli import cluster_security, cluster_tool, wire
 from kafkarepl.client.client_config import load_client_security
 from kafkarepl.client.security import ClientSecurity
 from kafkarepl.server.config import BrokerConfig, ConfigError, parse_properties
@@ -28,7 +29,8 @@ STATE_FILE = "cluster.json"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("cluster", help="run a local replicated cluster")
+    p = subparsers.add_parser("cluster", help="run a local replicated cluster; cluster-id / unregister "
+                                              "as kafka-cluster.sh")
     sub = p.add_subparsers(dest="cluster_command", metavar="ACTION")
 
     def add(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
@@ -57,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sa = add("start-broker", "start a stopped broker on its data; return when it serves", cmd_start_broker)
     sa.add_argument("broker_id", type=int)
     sa.add_argument("--timeout", type=float, default=60.0)
+    cluster_tool.add_actions(sub)
 
 
 # ----------------------------------------------------------------------- state -------

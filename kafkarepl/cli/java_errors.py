@@ -15,6 +15,7 @@ _CLASSES = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "GroupAuthorizationException",
+    ErrorCode.SASL_AUTHENTICATION_FAILED: "SaslAuthenticationException",
 }
 _MESSAGES = {
     ErrorCode.OFFSET_OUT_OF_RANGE: "The requested offset is not within the range of offsets maintained by the server.",

@@ -20,7 +20,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 SUBCOMMANDS = (
     "dump_log", "broker", "cluster", "node", "topics", "consumer_groups", "leader_election", "reassign",
     "produce_consume", "transactions", "acls", "configs", "delegation_tokens", "log_dirs", "get_offsets",
-    "delete_records",
+    "delete_records", "broker_api_versions",
 )
 
 

@@ -12,15 +12,21 @@ from pathlib import Path
 from kafkarepl.client.security import ClientSecurity
 
 
-def load_client_security(path: str | None) -> ClientSecurity | None:
-    if not path:
-        return None
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file's `key=value` lines (comments: `#`, `!`)."""
     props: dict[str, str] = {}
     for line in Path(path).read_text().splitlines():
         line = line.strip()
         if line and not line.startswith(("#", "!")) and "=" in line:
             k, v = line.split("=", 1)
             props[k.strip()] = v.strip()
+    return props
+
+
+def load_client_security(path: str | None) -> ClientSecurity | None:
+    if not path:
+        return None
+    props = read_properties(path)
     protocol = props.get("security.protocol", "PLAINTEXT").upper()
     ctx = None
     if protocol in ("SSL", "SASL_SSL"):

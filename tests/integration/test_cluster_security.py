@@ -60,6 +60,11 @@ def test_secured_local_cluster(zk_chroot, tmp_path) -> None:
         r = kr("topics", "--bootstrap-server", bootstrap, "--create", "--topic", "open", "--partitions", "1",
                "--replication-factor", "1")
         assert r.returncode != 0  # no plaintext way in
+        # kafka-broker-api-versions.sh and kafka-cluster.sh over TLS + SCRAM
+        r = kr("broker-api-versions", "--bootstrap-server", bootstrap, "--command-config", str(client_props))
+        assert r.returncode == 0 and r.stdout.count(" -> (\n\tProduce(0): ") == 3, r.stdout + r.stderr
+        r = kr("cluster", "cluster-id", "-b", bootstrap, "-c", str(client_props))
+        assert r.returncode == 0 and r.stdout.startswith("Cluster ID: "), r.stdout + r.stderr
 
         p = subprocess.run(["kcat", "-F", str(rdkafka_props), "-b", bootstrap, "-P", "-t", "secure", "-p", "0"],
                            input="over tls and scram\n", capture_output=True, text=True, timeout=30)
