@@ -101,7 +101,14 @@ class ClusterClient:
         self.close()
 
     async def start(self) -> None:
-        """Connect to the first reachable bootstrap server and load cluster metadata."""
+        """Connect to the first reachable bootstrap server and load cluster metadata.
+        Again on a started client: its live connection is kept (a new one replaced it in
+        _conns without closing it: one socket leaked per call, and a caller that starts
+        again while the broker lists no broker yet, before its first UpdateMetadata, as
+        the Spark fetcher does, calls it every retry)."""
+        if self._any is not None and self._any.connected:
+            await self.metadata()
+            return
         errors = []
         for host, port in self.bootstrap:
             try:

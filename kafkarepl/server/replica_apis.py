@@ -294,8 +294,17 @@ class ReplicaApis:
         return _fetch_response(parts, s.id)
 
     def _count(self, parts: list[tuple[TopicPartition, FetchPartitionData]], follower: bool) -> None:
+        """BrokerTopicMetrics of a Fetch answer. A partition the cluster does not have is
+        not counted, as Kafka's handleFetchRequest answers it UNKNOWN_TOPIC_OR_PARTITION
+        before ReplicaManager.readFromLocalLog counts anything: its topic name is the
+        client's, and counting it kept a counter set per name a client made up (memory
+        until the next scrape of the metrics endpoint; forever without one)."""
         fetched = self.topic_stats.fetched
+        hosted, known = self.replicas.partitions, self.metadata.partition
         for tp, d in parts:
+            if d.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and tp not in hosted \
+                    and known(tp.topic, tp.partition) is None:
+                continue
             fetched(tp.topic, d.error, d.size, follower)
 
     def _told(self, s: FetchSession, tp: TopicPartition, d: FetchPartitionData) -> bool:

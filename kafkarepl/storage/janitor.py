@@ -8,7 +8,16 @@ as Kafka deletes a segment's files): a Fetch answer may still be sending from on
 closed under it could be reused by another file meanwhile. Once their owner (a broker's
 log directory) has no readers left, at its stop, close_now closes them at once: an
 embedded broker stopped in a longer-lived process frees the disk space then, not a minute
-later."""
+later.
+
+A descriptor that Fetch answers may send from (one with an owner) keeps its NUMBER for at
+least REUSE_GUARD_S, whatever the delay: a FileRange holds the bare number, and a number
+closed while an answer still waits in a connection's queue would be reused by the next
+file opened, so that answer would send that file's bytes as the partition's records.
+Under a shorter delay (file.delete.delay.ms=0 included) the data is released at the delay
+instead: /dev/null is dup2'ed over the descriptor, which frees the file's space at once and
+makes a late sendfile fail (EINVAL; pread reads nothing), so the connection is closed, as
+Kafka's transferTo fails on a closed channel; the number is closed once the guard is over."""
 
 from __future__ import annotations
 
@@ -24,24 +33,40 @@ from collections.abc import Callable
 from pathlib import Path
 
 _MAX_WAIT_S = 3600.0
+# Kafka's default file.delete.delay.ms: the fixed delay every retired descriptor had here
+# before the delay became a topic config.
+REUSE_GUARD_S = 60.0
 
 
 class FileJanitor:
     def __init__(self) -> None:
         self._jobs: deque[Callable[[], None]] = deque()
         self._busy = 0  # jobs queued or running (delayed closes count once due)
-        self._delayed: list[tuple[float, int, int, object]] = []  # heap of (due, seq, fd, owner)
+        # heap of (due, seq, fd, owner, release): release: only the data goes (module docstring)
+        self._delayed: list[tuple[float, int, int, object, bool]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._null = -1  # /dev/null, opened at the first release
 
     def close(self, fd: int, delay_s: float = 0.0, owner: object = None) -> None:
-        """Close a descriptor of a deleted file, `delay_s` from now (or at close_now(owner))."""
-        if delay_s <= 0:
+        """Close a descriptor of a deleted file, `delay_s` from now (or at close_now(owner)).
+        With an owner (readers may send from it) the number is kept REUSE_GUARD_S at least,
+        only its data released at `delay_s` (module docstring)."""
+        guarded = owner is not None and delay_s < REUSE_GUARD_S
+        if delay_s <= 0 and not guarded:
             self._submit(functools.partial(_close_quietly, fd))
             return
         with self._cond:
-            heapq.heappush(self._delayed, (time.monotonic() + delay_s, next(self._seq), fd, owner))
+            now = time.monotonic()
+            if guarded:
+                if delay_s <= 0:
+                    self._jobs.append(functools.partial(self._release, fd))
+                    self._busy += 1
+                else:
+                    heapq.heappush(self._delayed, (now + delay_s, next(self._seq), fd, owner, True))
+                delay_s = REUSE_GUARD_S
+            heapq.heappush(self._delayed, (now + delay_s, next(self._seq), fd, owner, False))
             self._start()
             self._cond.notify_all()
 
@@ -53,9 +78,12 @@ class FileJanitor:
                 return
             self._delayed = [e for e in self._delayed if e[3] != owner]
             heapq.heapify(self._delayed)
-            for e in mine:
+            # A release entry has its close entry too: closed once (never a dup2 onto a
+            # number already closed, which another file may hold by then).
+            closes = [e for e in mine if not e[4]]
+            for e in closes:
                 self._jobs.append(functools.partial(_close_quietly, e[2]))
-            self._busy += len(mine)
+            self._busy += len(closes)
             self._start()
             self._cond.notify_all()
 
@@ -86,13 +114,23 @@ class FileJanitor:
             while True:
                 now = time.monotonic()
                 while self._delayed and self._delayed[0][0] <= now:
-                    self._jobs.append(functools.partial(_close_quietly, heapq.heappop(self._delayed)[2]))
+                    _due, _seq, fd, _owner, release = heapq.heappop(self._delayed)
+                    self._jobs.append(functools.partial(self._release if release else _close_quietly, fd))
                     self._busy += 1
                 if self._jobs:
                     return self._jobs.popleft()
                 # At most an hour at a time: a topic's file.delete.delay.ms may be up to
                 # Long.MAX_VALUE, past what a lock's timeout can take (OverflowError).
                 self._cond.wait(min(self._delayed[0][0] - now, _MAX_WAIT_S) if self._delayed else None)
+
+    def _release(self, fd: int) -> None:
+        """On the janitor's thread: /dev/null over `fd`, the number kept (module docstring)."""
+        if self._null < 0:
+            self._null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(self._null, fd, inheritable=False)
+        except OSError:
+            pass
 
     def _run(self) -> None:
         while True:

@@ -1082,7 +1082,9 @@ class Log:
         delay (and any left at a restart); here they are unlinked at once and only the
         open descriptor keeps the data: nothing is left on disk for a crash to leave
         behind, and the space is freed when the descriptor is closed. The delay is read
-        when the segment is retired: a change applies to segments retired later."""
+        when the segment is retired: a change applies to segments retired later. Under a
+        delay shorter than the janitor's REUSE_GUARD_S only the data goes at the delay, the
+        descriptor's number stays until the guard is over (storage/janitor.py)."""
         for fd in index_fds:
             _closer.close(fd)
         if log_fd >= 0:

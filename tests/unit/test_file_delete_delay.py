@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import time
 
 import pytest
@@ -64,17 +65,56 @@ def test_the_topics_delay_governs_its_retired_segments(tmp_path, monkeypatch) ->
         lg.close()
 
 
-def test_a_delay_of_zero_closes_the_retired_descriptors_at_once(tmp_path) -> None:
+def test_a_delay_of_zero_releases_the_data_at_once_and_keeps_the_number(tmp_path) -> None:
+    # A Fetch answer built before the retirement holds the bare fd number (FileRange) and
+    # may wait in a connection's queue. Closed at once, the number went to the next file
+    # opened, and that answer sent the other file's bytes as this partition's records.
     lg = _log_with_old_segments(tmp_path, LogConfig(segment_bytes=200, retention_bytes=0, file_delete_delay_ms=0))
     try:
+        sl = lg.read(0, 1 << 20)
+        assert sl.size > 0
         fds = [seg.fd for seg in lg.segments[:-1]]
         names = [seg.log_path for seg in lg.segments[:-1]]
+        assert sl.fd in fds
         assert lg.delete_old_segments(T0) == len(fds)
         assert not any(p.exists() for p in names)  # unlinked at once, whatever the delay
         assert JANITOR.wait(10)
-        assert all(_closed(fd) for fd in fds)
+        other = [os.open(tmp_path / f"other-{i}", os.O_CREAT | os.O_RDWR, 0o644) for i in range(len(fds))]
+        try:
+            for fd in other:
+                os.write(fd, b"another partition's bytes")
+            assert sl.fd not in other  # the number is still the retired descriptor's
+            assert os.pread(sl.fd, sl.size, sl.position) == b""  # its data released: nothing to send
+            assert all(stat.S_ISCHR(os.fstat(fd).st_mode) for fd in fds)  # /dev/null: the space is free
+        finally:
+            for fd in other:
+                os.close(fd)
     finally:
         lg.close()
+        JANITOR.close_now(tmp_path)
+        assert JANITOR.wait(10)
+    assert all(_closed(fd) for fd in fds)  # the owner's stop closes the numbers too
+
+
+def test_a_short_delay_releases_at_the_delay_and_closes_after_the_guard(tmp_path, monkeypatch) -> None:
+    from kafkarepl.storage import janitor as janitor_mod
+
+    monkeypatch.setattr(janitor_mod, "REUSE_GUARD_S", 0.3)
+    j = FileJanitor()
+    path = tmp_path / "seg"
+    path.write_bytes(b"x" * 100)
+    fd = os.open(path, os.O_RDONLY)
+    path.unlink()
+    j.close(fd, 0.1, owner=tmp_path)
+    assert os.pread(fd, 10, 0) == b"x" * 10  # before the delay: readable
+    deadline = time.monotonic() + 10
+    while not stat.S_ISCHR(os.fstat(fd).st_mode):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not _closed(fd)
+    while not _closed(fd):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_a_changed_delay_applies_to_segments_retired_after_it(tmp_path, monkeypatch) -> None:

@@ -106,3 +106,32 @@ def test_broker_topic_stats_count_as_kafka() -> None:
     st.retain({"a"})
     s = st.snapshot()
     assert f'{p}bytesin_total{{topic="b"}}' not in s and s[f"{p}totalproducerequests_total"] == 4
+
+
+def test_a_fetch_of_topics_the_cluster_lacks_counts_nothing() -> None:
+    """Kafka answers a partition missing from its metadata cache UNKNOWN_TOPIC_OR_PARTITION
+    before counting: names a client makes up must not each keep a counter set (nothing
+    removed them before the next scrape of the metrics endpoint)."""
+    import asyncio
+
+    from kafkarepl.protocol import Request
+    from kafkarepl.protocol.schema import ApiKey
+    from kafkarepl.server.metadata_cache import MetadataCache
+    from kafkarepl.server.replica_apis import ReplicaApis
+    from tests.unit.test_replica_manager import lead, manager
+
+    rm, storage, _o, _c = manager()
+    lead(rm, isr=(1,))
+    st = BrokerTopicStats()
+    apis = ReplicaApis(rm, MetadataCache(), None, topic_stats=st)  # type: ignore[arg-type]
+    made_up = [f"no-such-topic-{i}" for i in range(100)]
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": t, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024,
+                                                    "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                                                    "log_start_offset": -1}]} for t in [*made_up, "t"]]}
+    req = Request(ApiKey.FETCH, 12, 1, "c", body, 0)
+    out = asyncio.run(apis.fetch(req))
+    assert len(out["responses"]) == 101
+    assert st._topics.keys() == {"t"}  # the hosted one only
+    assert st.snapshot()["kafka_server_brokertopicmetrics_totalfetchrequests_total"] == 1
