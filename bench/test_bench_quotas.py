@@ -14,7 +14,8 @@ import asyncio
 
 import pytest
 
-from kafkarepl.protocol import ApiKey, Request, decode_request, encode_request
+from bench.baselines import produce_decode
+from kafkarepl.protocol import ApiKey, Request
 from kafkarepl.server.client_quotas import CLIENT_ID, ClientQuotas, entity_of
 from kafkarepl.server.quota_gate import ClientQuotaGate
 
@@ -73,12 +74,4 @@ def test_gate(benchmark, case: str) -> None:
 
 
 def test_produce_decode(benchmark) -> None:
-    body = {"acks": 1, "timeout_ms": 30000, "topic_data": [{"name": "bench", "partition_data": [
-        {"index": 0, "records": b"\x00" * (16 << 10)}]}]}
-    frame = memoryview(bytearray(encode_request(ApiKey.PRODUCE, 9, 1, "bench", body)))[4:]
-
-    def many() -> None:
-        for _ in range(ROUNDS):
-            decode_request(frame)
-
-    benchmark(many)
+    benchmark(produce_decode(ROUNDS))

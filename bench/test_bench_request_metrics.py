@@ -12,8 +12,9 @@ Each call does ROUNDS of them; compare medians per call.
 
 from __future__ import annotations
 
+from bench.baselines import produce_decode
 from kafkarepl.errors import ErrorCode
-from kafkarepl.protocol import ApiKey, decode_request, encode_request, encode_response
+from kafkarepl.protocol import ApiKey, encode_response
 from kafkarepl.replication import BrokerTopicStats
 from kafkarepl.server.request_metrics import RequestMetrics
 
@@ -78,12 +79,4 @@ def test_topic_stats_fetched(benchmark) -> None:
 
 
 def test_produce_decode(benchmark) -> None:
-    body = {"acks": 1, "timeout_ms": 30000, "topic_data": [{"name": "bench", "partition_data": [
-        {"index": 0, "records": b"\x00" * (16 << 10)}]}]}
-    frame = memoryview(bytearray(encode_request(ApiKey.PRODUCE, 9, 1, "bench", body)))[4:]
-
-    def many() -> None:
-        for _ in range(ROUNDS):
-            decode_request(frame)
-
-    benchmark(many)
+    benchmark(produce_decode(ROUNDS))

@@ -415,12 +415,10 @@ def test_cleaner_gauges_on_the_metrics_endpoint(cluster_factory) -> None:
 
     from confluent_kafka import Producer
 
-    from tests.fixtures.cluster import free_port
 
     c = cluster_factory(1, start=False, **CLEANER)
     b = next(iter(c.brokers.values()))
-    port = free_port()
-    b.config.write_text(b.config.read_text() + f"metrics.port={port}\n")
+    [port] = c.serve_metrics().values()
     b.start()
     c.wait_serving(b.broker_id)
     c.create_topic("cmp", 1, 1, configs={"cleanup.policy": "compact", "segment.bytes": "4096"})

@@ -156,20 +156,26 @@ def test_move_while_producing_with_acks_all(cluster_factory) -> None:
     assert describe(c) == {(str(dst), False): 0}
 
 
+def start_move_and_kill(c, writer: Writer, dst: Path) -> None:
+    """The writer started, broker 1's replica moving to `dst` at RATE, killed -9 once part
+    of it is copied (the future log left there)."""
+    set_rate(c, RATE)
+    writer.thread.start()
+    assert alter(c, dst) == [0]
+    wait_for(lambda: any(p.name.endswith("-future") for p in dst.iterdir()), 10, "the future log")
+    time.sleep(1.0)  # part of it copied
+    c.kill(1)
+    assert any(p.name.endswith("-future") for p in dst.iterdir())
+
+
 def test_kill_during_a_move_loses_nothing_and_the_move_completes(cluster_factory) -> None:
     c, d1, d2 = two_dirs(cluster_factory)
     writer = Writer(c.bootstrap, "k")
     writer.bulk(8000)
     src = d1 if (d1 / f"{TOPIC}-0").is_dir() else d2
     dst = d2 if src == d1 else d1
-    set_rate(c, RATE)
-    writer.thread.start()
     try:
-        assert alter(c, dst) == [0]
-        wait_for(lambda: any(p.name.endswith("-future") for p in dst.iterdir()), 10, "the future log")
-        time.sleep(1.0)  # part of it copied
-        c.kill(1)
-        assert any(p.name.endswith("-future") for p in dst.iterdir())
+        start_move_and_kill(c, writer, dst)
         writer.stop.set()  # what it could not get acknowledged meanwhile does not count
         writer.thread.join(90)
     finally:
@@ -205,13 +211,8 @@ def test_a_move_from_a_disk_replaced_by_an_empty_one_is_not_served_short(cluster
     writer.bulk(8000)  # ~8 MB: a move of seconds at RATE
     src = d1 if (d1 / f"{TOPIC}-0").is_dir() else d2
     dst = d2 if src == d1 else d1
-    set_rate(c, RATE)
-    writer.thread.start()
     try:
-        assert alter(c, dst) == [0]
-        wait_for(lambda: any(p.name.endswith("-future") for p in dst.iterdir()), 10, "the future log")
-        time.sleep(1.0)  # part of it copied
-        c.kill(1)
+        start_move_and_kill(c, writer, dst)
         [future] = [p for p in dst.iterdir() if p.name.endswith("-future")]
         copied = sum(f.stat().st_size for f in future.glob("*.log"))
         whole = sum(f.stat().st_size for f in (src / f"{TOPIC}-0").glob("*.log"))

@@ -11,7 +11,6 @@ import urllib.request
 
 import pytest
 
-from tests.fixtures.cluster import free_port
 from tests.integration.chaos import wait_until
 
 pytestmark = pytest.mark.integration
@@ -31,10 +30,7 @@ def test_topic_and_request_metrics_after_real_traffic(cluster_factory) -> None:
     from confluent_kafka import TopicPartition as TP
 
     c = cluster_factory(2, start=False)
-    ports = {}
-    for b in c.brokers.values():
-        ports[b.broker_id] = free_port()
-        b.config.write_text(b.config.read_text() + f"metrics.port={ports[b.broker_id]}\n")
+    ports = c.serve_metrics()
     c.start()
     c.create_topic("m", 1, 2, configs={"max.message.bytes": "10000"})
     leaders = c.wait_for_leaders("m", 1, isr=2)

@@ -103,13 +103,9 @@ def _gauge(port: int, name: str) -> float:
 def test_cancel_clears_the_throttles_unless_preserved(cluster_factory, tmp_path) -> None:
     from confluent_kafka import Producer
 
-    from tests.fixtures.cluster import free_port
 
     c = cluster_factory(3, start=False)
-    ports = {}
-    for b in c.brokers.values():
-        ports[b.broker_id] = free_port()
-        b.config.write_text(b.config.read_text() + f"metrics.port={ports[b.broker_id]}\n")
+    ports = c.serve_metrics()
     c.start()
     c.create_topic("thr", 1, 2)
     current = c.metadata(["thr"])["topics"][0]["partitions"][0]["replica_nodes"]

@@ -21,16 +21,9 @@ from kafkarepl.server.topics import validate_topic_configs
 from kafkarepl.storage import Log, LogConfig
 from kafkarepl.storage.janitor import JANITOR, FileJanitor
 from tests.batches import build_batch
+from tests.unit.test_storage_log import _closed
 
 T0 = 1_700_000_000_000
-
-
-def _closed(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return True
-    return False
 
 
 def _log_with_old_segments(tmp_path, config: LogConfig) -> Log:
