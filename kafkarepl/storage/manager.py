@@ -10,10 +10,12 @@ there, `<topic>-<partition>.<uuid>-future`, filled from the current one (storage
 driven by server.log_dir_mover). The swap (replace_current_with_future), in the loop step
 that copied the last bytes (nothing is appended between), goes:
 
-1. the future log marked complete: an empty SWAP_MARKER file created in its directory,
-   fsynced with that directory; from then on the marker says "this future log holds
-   every batch of the current one" (the copy's bytes are as durable as the current
-   log's: flushed by the mover up to the current log's recovery point);
+1. the future log marked complete: a SWAP_MARKER file created in its directory, holding
+   the log start offset, fsynced with that directory; from then on the marker says "this
+   future log holds every batch of the current one" (the copy's bytes are as durable as
+   the current log's: flushed by the mover up to the current log's recovery point), and
+   where it starts (a DeleteRecords may have moved the start inside the first segment:
+   the log-start checkpoint of the future's dir does not list the partition);
 2. the current directory renamed to a `-delete` name, fsync of its log dir: the commit
    point;
 3. the future directory renamed to `<topic>-<partition>`, fsync of its log dir;
@@ -245,11 +247,12 @@ class LogManager:
         current = d / f"{tp[0]}-{tp[1]}"
         log.warning("%s: the swap with the current log of %s-%d was interrupted; completing it",
                     path, *tp)
+        start = _marked_log_start(path / SWAP_MARKER)
         os.rename(path, current)
         _fsync_dir(d)
         (current / SWAP_MARKER).unlink(missing_ok=True)  # not fsynced: a current log's marker is never read
         cfg = self.topic_configs.get(tp[0], self.default_config)
-        lg = Log.open(current, cfg, 0, None, clean_shutdown=False, lazy_empty=True)
+        lg = Log.open(current, cfg, 0, start, clean_shutdown=False, lazy_empty=True)
         self._watch(lg, d)
         self._logs[tp] = lg
         self._dir_of[tp] = d
@@ -449,7 +452,7 @@ class LogManager:
         tp = (topic, partition)
         source, fut = self._logs[tp], self._futures[tp]
         old_dir, new_parent = self._dir_of[tp], fut.dir.parent
-        _write_marker(fut.dir / SWAP_MARKER)
+        _write_marker(fut.dir / SWAP_MARKER, b"%d\n" % fut.log_start_offset)
         source.rename_dir(_delete_name(source.dir))
         del self._futures[tp]  # committed (durable with the fsync below)
         source.close_for_deletion()
@@ -649,14 +652,26 @@ def _delete_name(path: Path) -> Path:
     return path.with_name(f"{base}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
 
 
-def _write_marker(path: Path) -> None:
-    """An empty file, durable: the file and its directory entry fsynced."""
+def _write_marker(path: Path, content: bytes = b"") -> None:
+    """A small file, durable: the file and its directory entry fsynced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        if content:
+            os.write(fd, content)
         os.fsync(fd)
     finally:
         os.close(fd)
     _fsync_dir(path.parent)
+
+
+def _marked_log_start(marker: Path) -> int | None:
+    """The log start offset a swap marker holds; None (the first segment's base, as
+    without a checkpoint) for an empty or unreadable one."""
+    try:
+        text = marker.read_text().strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None
 
 
 def java_absolute_path(path: str, cwd: str | None = None) -> str:

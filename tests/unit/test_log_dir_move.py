@@ -168,7 +168,7 @@ class Crash(BaseException):
 def _crash_at(monkeypatch, point: str) -> None:
     """Make replace_current_with_future stop at `point` (the module docstring's steps)."""
     if point == "before-marker":
-        def no_marker(path: Path) -> None:
+        def no_marker(path: Path, content: bytes = b"") -> None:
             raise Crash(point)
         monkeypatch.setattr(manager_mod, "_write_marker", no_marker)
         return
@@ -597,3 +597,30 @@ def test_a_dir_is_named_as_kafka_names_it_in_both_apis(tmp_path, monkeypatch):
         asyncio.run(main())
     finally:
         m.shutdown()
+
+
+def test_a_completed_swap_keeps_a_log_start_moved_inside_the_first_segment(mgr, monkeypatch) -> None:
+    """A DeleteRecords moved the log start inside the first segment: the swap completed
+    at the next start keeps it (the marker holds it; the log-start checkpoint of the
+    future's dir does not list the partition), else it would fall back to the first
+    segment's base and the deleted records would be served again."""
+    src, fut = start_move(mgr)
+    append(src, 12)
+    assert src.maybe_increment_log_start_offset(4) is True
+    copy = LogCopy(src, fut)
+    copy_until(copy)
+    assert copy.finish(1 << 20)
+    assert fut.log_start_offset == 4
+    _crash_at(monkeypatch, "before-future-rename")
+    with pytest.raises(Crash):
+        mgr.replace_current_with_future("t", 0)
+    monkeypatch.undo()
+    mgr.release_locks()
+    again = LogManager(mgr.log_dirs, SMALL)
+    again.startup()
+    try:
+        lg = again.get_log("t", 0)
+        assert again.log_dir_of("t", 0) == mgr.log_dirs[1]
+        assert lg.log_start_offset == 4 and lg.log_end_offset == 36
+    finally:
+        again.shutdown()
