@@ -448,7 +448,9 @@ class LogManager:
 
         An error before the current log's rename (the commit point) leaves it the
         partition's log, open, and the future one registered: the caller drops that
-        (abort_future), so no marked future outlives a swap that did not happen."""
+        (abort_future), so no marked future outlives a swap that did not happen. After
+        it, the future is the partition's log and a disk error fails its log dir instead
+        of raising."""
         tp = (topic, partition)
         source, fut = self._logs[tp], self._futures[tp]
         old_dir, new_parent = self._dir_of[tp], fut.dir.parent
@@ -456,14 +458,24 @@ class LogManager:
         source.rename_dir(_delete_name(source.dir))
         del self._futures[tp]  # committed (durable with the fsync below)
         source.close_for_deletion()
-        _fsync_dir(old_dir)
-        fut.rename_dir(new_parent / f"{topic}-{partition}")
-        _fsync_dir(new_parent)
-        fut.dir_entry_durable = True
         self._logs[tp] = fut
         self._dir_of[tp] = new_parent
         self._dir_counts = None
         JANITOR.remove_tree(source.dir)
+        # Past the commit point the swap stands, whatever fails: a disk error fails its
+        # dir (Kafka's logDirFailureChannel), which takes the partition offline if it is
+        # the new one; the next start completes the swap from what is durable.
+        try:
+            _fsync_dir(old_dir)
+        except OSError as exc:
+            self.dir_failed(old_dir, exc)
+        try:
+            fut.rename_dir(new_parent / f"{topic}-{partition}")
+            _fsync_dir(new_parent)
+        except OSError as exc:
+            self.dir_failed(new_parent, exc)
+            return fut
+        fut.dir_entry_durable = True
         try:  # not fsynced, nor needed: a marker in a current log's dir is never read
             (fut.dir / SWAP_MARKER).unlink()
         except OSError as exc:

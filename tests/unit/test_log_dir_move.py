@@ -624,3 +624,41 @@ def test_a_completed_swap_keeps_a_log_start_moved_inside_the_first_segment(mgr, 
         assert lg.log_start_offset == 4 and lg.log_end_offset == 36
     finally:
         again.shutdown()
+
+
+def test_a_disk_error_past_the_commit_point_fails_the_dir_and_keeps_the_swap(mgr, monkeypatch) -> None:
+    """The future's rename fails (EIO) after the current log was renamed away: the swap
+    stands (the future, with every batch, is the partition's log), the destination dir is
+    reported failed, as Kafka's logDirFailureChannel, and the next start completes it."""
+    import errno
+
+    failures: list[tuple[Path, BaseException, int]] = []
+    mgr.on_dir_failure = lambda d, exc, remaining: failures.append((d, exc, remaining))
+    src, fut = start_move(mgr)
+    append(src, 12)
+    copy = LogCopy(src, fut)
+    copy_until(copy)
+    assert copy.finish(1 << 20)
+    real = Log.rename_dir
+    calls: list[Path] = []
+
+    def rename_dir(self: Log, new_dir: Path) -> None:
+        calls.append(new_dir)
+        if len(calls) == 2:
+            raise OSError(errno.EIO, "injected")
+        real(self, new_dir)
+
+    monkeypatch.setattr(Log, "rename_dir", rename_dir)
+    d1, d2 = mgr.log_dirs
+    assert mgr.replace_current_with_future("t", 0) is fut
+    assert mgr.get_log("t", 0) is fut and mgr.log_dir_of("t", 0) == d2
+    assert [(d, r) for d, _e, r in failures] == [(d2, 1)]
+    monkeypatch.undo()
+    mgr.release_locks()
+    again = LogManager(mgr.log_dirs, SMALL)
+    again.startup()
+    try:
+        lg = again.get_log("t", 0)
+        assert again.log_dir_of("t", 0) == d2 and offsets(lg) == list(range(36))
+    finally:
+        again.shutdown()
