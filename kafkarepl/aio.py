@@ -1,19 +1,26 @@
-"""asyncio helpers the layers share."""
+"""asyncio helpers the layers share.
+
+Not asyncio.wait_for: before Python 3.12 it returns normally when its task is cancelled in
+the loop turn the awaited thing completes (gh-86296), and the cancellation is lost. A
+replica fetcher's request answered as the fetcher was stopped went on fetching while its
+stop waited for it forever (a CI run's broker shutdown hung that way, its stacks dumped by
+server/stall_dump.py). asyncio.timeout (3.11+) keeps the caller's cancellation; on 3.10,
+asyncio.wait, which never swallows it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
-    """Until `event` is set (True) or `timeout` seconds pass (False).
-
-    Not asyncio.wait_for: before Python 3.12 it returns normally when its task is
-    cancelled in the loop turn the event is set (gh-86296), and the cancellation is lost:
-    a replica fetcher woken as it was stopped went on fetching while its stop waited for
-    it forever. asyncio.timeout (3.11+) keeps the caller's cancellation, and is the
-    cheapest of the three per wake-up (bench/RESULTS.md); on 3.10, asyncio.wait."""
+    """Until `event` is set (True) or `timeout` seconds pass (False). asyncio.timeout is
+    also the cheapest way per wake-up (bench/RESULTS.md)."""
     if event.is_set():
         return True
     return await _wait(event, timeout)
@@ -39,3 +46,31 @@ async def _wait_in_wait(event: asyncio.Event, timeout: float | None) -> bool:
 
 
 _wait = _wait_in_timeout if sys.version_info >= (3, 11) else _wait_in_wait
+
+
+async def with_timeout(aw: Awaitable[T], timeout: float | None) -> T:
+    """`aw`'s result, or TimeoutError (asyncio.TimeoutError) after `timeout` seconds, `aw`
+    then cancelled: asyncio.wait_for that keeps the caller's cancellation (module
+    docstring)."""
+    return await _with_timeout(aw, timeout)
+
+
+async def _with_timeout_in_timeout(aw: Awaitable[T], timeout: float | None) -> T:
+    async with asyncio.timeout(timeout):  # type: ignore[attr-defined,unused-ignore]
+        return await aw
+
+
+async def _with_timeout_in_wait(aw: Awaitable[T], timeout: float | None) -> T:
+    fut = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait((fut,), timeout=timeout)
+    except BaseException:
+        fut.cancel()
+        raise
+    if not done:
+        fut.cancel()
+        raise asyncio.TimeoutError
+    return fut.result()
+
+
+_with_timeout = _with_timeout_in_timeout if sys.version_info >= (3, 11) else _with_timeout_in_wait

@@ -13,6 +13,7 @@ import collections
 import itertools
 from typing import Any
 
+from kafkarepl.aio import with_timeout
 from kafkarepl.client.security import ClientSecurity, sasl_login
 
 from ..errors import ErrorCode, KafkaError, UnsupportedVersionError
@@ -100,7 +101,7 @@ class BrokerConnection:
             ctx = self.security.ssl_context if self.security is not None else None
             tls: dict[str, Any] = {} if ctx is None else {
                 "ssl": ctx, "server_hostname": self.host if ctx.check_hostname else None}
-            transport, protocol = await asyncio.wait_for(
+            transport, protocol = await with_timeout(
                 loop.create_connection(lambda: _Protocol(self), self.host, self.port, **tls),
                 self.connect_timeout)
         except asyncio.TimeoutError:
@@ -193,7 +194,7 @@ class BrokerConnection:
         if future is None:
             return None
         try:
-            return await asyncio.wait_for(future, self.request_timeout)
+            return await with_timeout(future, self.request_timeout)
         except asyncio.TimeoutError:
             err = RequestTimeoutError(
                 f"{API[api_key].name} v{api_version} to {self.host}:{self.port}: no response "

@@ -27,6 +27,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from kafkarepl.aio import with_timeout
 from kafkarepl.controller.channel import NetworkBrokerChannel
 from kafkarepl.controller.controller import Controller
 from kafkarepl.coordinator import OFFSETS_TOPIC
@@ -470,7 +471,7 @@ class Broker:
         self._stopping = True
         if self.config.controlled_shutdown_enable:
             try:
-                await asyncio.wait_for(
+                await with_timeout(
                     request_controlled_shutdown(self.controller_channel, self.broker_id, self.replicas.broker_epoch,
                                                 self.config.controlled_shutdown_max_retries),
                     10,
@@ -587,7 +588,7 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
         starting.cancel()
         try:
             if started:
-                await asyncio.wait_for(started[0].stop(), 30)
+                await with_timeout(started[0].stop(), 30)
         except Exception:  # noqa: BLE001 - a half-started broker: its logs recover at the next start
             log.exception("stop during start-up")
         finally:
@@ -604,7 +605,7 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
     await stop.wait()
     try:
         with StallWatchdog(asyncio.get_running_loop(), SHUTDOWN_STALL_DUMP_S, "the broker's shutdown"):
-            await asyncio.wait_for(broker.stop(), 60)
+            await with_timeout(broker.stop(), 60)
     finally:
         # Logs, checkpoints and the clean-shutdown marker are written by now. Leave at
         # once rather than risk asyncio's teardown waiting on a straggling task.

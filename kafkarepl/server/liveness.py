@@ -23,6 +23,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from kafkarepl.aio import with_timeout
+
 log = logging.getLogger(__name__)
 
 Probe = Callable[[str, int], Awaitable[bool]]
@@ -31,7 +33,7 @@ Probe = Callable[[str, int], Awaitable[bool]]
 async def refuses_connections(host: str, port: int, timeout_s: float = 1.0) -> bool:
     """True only when a TCP connect is actively refused (nothing listens there)."""
     try:
-        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        _reader, writer = await with_timeout(asyncio.open_connection(host, port), timeout_s)
     except ConnectionRefusedError:
         return True
     except (OSError, asyncio.TimeoutError):

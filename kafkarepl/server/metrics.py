@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kafkarepl.aio import with_timeout
+
 if TYPE_CHECKING:
     from kafkarepl.controller.controller import Controller
     from kafkarepl.replication import ReplicaManager
@@ -81,7 +83,7 @@ class BrokerMetrics:
 
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
-                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+                await with_timeout(reader.readuntil(b"\r\n\r\n"), 5)
                 body = self.prometheus_text().encode()
                 writer.write(
                     b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kafkarepl import _core
+from kafkarepl.aio import with_timeout
 from kafkarepl.errors import (
     ErrorCode,
     InvalidRequestError,
@@ -146,7 +147,7 @@ class _Tls:
                     await self._fill()
 
         try:
-            await asyncio.wait_for(run(), self.HANDSHAKE_TIMEOUT_S)
+            await with_timeout(run(), self.HANDSHAKE_TIMEOUT_S)
         except ssl.SSLError as exc:
             raise ConnectionClosing(f"TLS handshake failed: {exc}") from None
         except asyncio.TimeoutError:
