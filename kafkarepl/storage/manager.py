@@ -461,14 +461,16 @@ class LogManager:
         self._logs[tp] = fut
         self._dir_of[tp] = new_parent
         self._dir_counts = None
-        JANITOR.remove_tree(source.dir)
         # Past the commit point the swap stands, whatever fails: a disk error fails its
         # dir (Kafka's logDirFailureChannel), which takes the partition offline if it is
-        # the new one; the next start completes the swap from what is durable.
+        # the new one; the next start completes the swap from what is durable. The old
+        # files go only once their rename away is durable: unlinks that outlived a lost
+        # rename would leave a damaged log under the partition's name.
         try:
             _fsync_dir(old_dir)
+            JANITOR.remove_tree(source.dir)
         except OSError as exc:
-            self.dir_failed(old_dir, exc)
+            self.dir_failed(old_dir, exc)  # the next start of that dir finishes the deletion
         try:
             fut.rename_dir(new_parent / f"{topic}-{partition}")
             _fsync_dir(new_parent)

@@ -204,6 +204,9 @@ def _crashed_swap(mgr: LogManager, monkeypatch, point: str) -> tuple[Log, Log]:
     with pytest.raises(Crash):
         mgr.replace_current_with_future("t", 0)
     monkeypatch.undo()
+    # A removal of the old files already handed to the janitor thread (past the commit
+    # point) finishes first: the test then changes the dirs without racing it.
+    mgr.wait_for_deletions(10)
     mgr.release_locks()  # kill -9: nothing closed, no marker, no checkpoint
     return src, fut
 
