@@ -23,29 +23,11 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     also the cheapest way per wake-up (bench/RESULTS.md)."""
     if event.is_set():
         return True
-    return await _wait(event, timeout)
-
-
-async def _wait_in_timeout(event: asyncio.Event, timeout: float | None) -> bool:
     try:
-        async with asyncio.timeout(timeout):  # type: ignore[attr-defined,unused-ignore]
-            await event.wait()
+        await with_timeout(event.wait(), timeout)
         return True
-    except TimeoutError:
+    except asyncio.TimeoutError:
         return False
-
-
-async def _wait_in_wait(event: asyncio.Event, timeout: float | None) -> bool:
-    """Python 3.10: asyncio.wait, which never swallows the caller's cancellation."""
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        done, _ = await asyncio.wait((waiter,), timeout=timeout)
-    finally:
-        waiter.cancel()
-    return bool(done)
-
-
-_wait = _wait_in_timeout if sys.version_info >= (3, 11) else _wait_in_wait
 
 
 async def with_timeout(aw: Awaitable[T], timeout: float | None) -> T:

@@ -10,11 +10,11 @@ from kafkarepl import aio
 from kafkarepl.aio import wait_event
 
 
-@pytest.mark.parametrize("impl", ["_wait_in_timeout", "_wait_in_wait"])
+@pytest.mark.parametrize("impl", ["_with_timeout_in_timeout", "_with_timeout_in_wait"])
 def test_set_timeout_and_cancelled_as_the_event_comes(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways: asyncio.timeout (3.11+) and the asyncio.wait fallback (3.10), which CI's
     3.11 would never run otherwise."""
-    monkeypatch.setattr(aio, "_wait", getattr(aio, impl))
+    monkeypatch.setattr(aio, "_with_timeout", getattr(aio, impl))
 
     async def main() -> None:
         ev = asyncio.Event()
