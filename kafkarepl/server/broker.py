@@ -225,6 +225,7 @@ class Broker:
             first.host, first.port, handlers.handle, handlers.on_unsupported_version,
             config.socket_request_max_bytes, config.max_connections,
             queued_max_request_bytes=config.queued_max_request_bytes,
+            connections_max_idle_ms=config.connections_max_idle_ms,
             max_connections_per_ip=config.max_connections_per_ip,
             max_connections_per_ip_overrides=config.connections_per_ip_overrides(),
             max_decompressed_request_bytes=config.max_decompressed_request_bytes,

@@ -92,6 +92,9 @@ class BrokerConfig:
     message_max_bytes: int = prop("message.max.bytes", 1048588)
     socket_request_max_bytes: int = prop("socket.request.max.bytes", 104857600)
     max_connections: int = prop("max.connections", 10000)
+    # A connection with no bytes read or written for this long is closed (Kafka's
+    # Selector idle expiry); negative: never.
+    connections_max_idle_ms: int = prop("connections.max.idle.ms", 600000)
     # Kafka's default; a connection beyond it is closed at accept (docs/operations.md)
     max_connections_per_ip: int = prop("max.connections.per.ip", 2147483647)
     # "host:count,..." (Kafka's): per-address exceptions to max.connections.per.ip

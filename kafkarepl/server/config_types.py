@@ -42,7 +42,7 @@ TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
 # Broker configs whose type its default's Python type does not tell (an int is INT
 # unless listed here; a string is STRING unless listed).
 _BROKER_LONG = frozenset({
-    "connections.max.reauth.ms", "queued.max.request.bytes", "replica.lag.time.max.ms",
+    "connections.max.idle.ms", "connections.max.reauth.ms", "queued.max.request.bytes", "replica.lag.time.max.ms",
     "replica.high.watermark.checkpoint.interval.ms", "log.roll.ms", "log.roll.jitter.ms", "log.retention.ms",
     "log.retention.bytes", "log.retention.check.interval.ms", "log.cleaner.dedupe.buffer.size",
     "log.cleaner.backoff.ms", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",

@@ -60,6 +60,7 @@ _MAX_PIPELINED = 64  # requests read ahead of their responses before reading pau
 # bytes read but not yet answered stay bounded whatever the clients do.
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS_PER_IP = 2147483647  # Kafka's default
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's default
 
 
 class RequestMemoryPool:
@@ -216,14 +217,18 @@ class Connection:
         self._serial = False  # set by the first throttle (read_loop)
         self._idle = asyncio.Event()  # set when no request is pending
         self.quota_tail: asyncio.Future | None = None  # server/quota_gate.py
+        self.last_active = self.loop.time()  # bytes last read or written (idle expiry)
+        self.serving: asyncio.Future | None = None  # serve(), cancelled to close it
 
     # -- reading --------------------------------------------------------------------
     async def _recv_into(self, view: memoryview) -> int:
         if self.tls is not None:
-            return await self.tls.recv_into(view)
-        n = await self.loop.sock_recv_into(self.sock, view)
-        if n == 0:
-            raise EOFError
+            n = await self.tls.recv_into(view)
+        else:
+            n = await self.loop.sock_recv_into(self.sock, view)
+            if n == 0:
+                raise EOFError
+        self.last_active = self.loop.time()
         return n
 
     async def _read_frame(self) -> tuple[bytearray, int]:
@@ -514,6 +519,7 @@ class Connection:
                 await tls.sendall(chunk)
             else:
                 await self.loop.sock_sendall(self.sock, chunk)
+            self.last_active = self.loop.time()
 
     async def _send_file_range_tls(self, tls: _Tls, rng: FileRange) -> None:
         offset, left = rng.position, rng.size
@@ -538,6 +544,7 @@ class Connection:
                 offset += n
                 left -= n
                 idle = 0
+                self.last_active = self.loop.time()
                 continue
             idle += 1
             if idle > 2:
@@ -614,6 +621,7 @@ class SocketServer:
         max_connections: int,
         *,
         queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+        connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
         max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP,
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -642,6 +650,7 @@ class SocketServer:
         self.max_connections_per_ip = max_connections_per_ip
         self.max_connections_per_ip_overrides = max_connections_per_ip_overrides or {}
         self.max_decompressed_request_bytes = max_decompressed_request_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
         self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.connections: set[Connection] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
@@ -685,6 +694,28 @@ class SocketServer:
             lst.port = lsock.getsockname()[1]
             self._lsocks.append(lsock)
             self._accept_tasks.append(asyncio.ensure_future(self._accept_loop(lsock, lst)))
+        if self.connections_max_idle_ms >= 0:
+            self._accept_tasks.append(asyncio.ensure_future(self._expire_idle()))
+
+    async def _expire_idle(self) -> None:
+        """connections.max.idle.ms: a connection with no bytes read or written for that
+        long is closed, whatever it has in flight (Kafka's Selector does the same; its
+        clients close theirs at 9 minutes, before the broker's 10). Wakes at the oldest
+        connection's deadline, and at most 100 times per idle period."""
+        idle_s = self.connections_max_idle_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            oldest = now
+            for conn in list(self.connections):
+                if now - conn.last_active >= idle_s:
+                    if conn.serving is not None and not conn.serving.done():
+                        log.debug("closing connection from %s: idle for %.0f ms (connections.max.idle.ms)",
+                                  conn.peer, (now - conn.last_active) * 1000)
+                        conn.serving.cancel()
+                else:
+                    oldest = min(oldest, conn.last_active)
+            await asyncio.sleep(max(oldest + idle_s - now, idle_s / 100, 0.001))
 
     async def _accept_loop(self, lsock: socket.socket, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
@@ -722,6 +753,7 @@ class SocketServer:
             self.connections.add(conn)
             self._per_ip[ip] += 1
             task = asyncio.ensure_future(conn.serve())
+            conn.serving = task
             self._tasks.add(task)
             task.add_done_callback(functools.partial(self._closed, conn=conn, ip=ip))
 

@@ -252,3 +252,73 @@ def test_a_connection_torn_down_with_a_request_in_flight_leaves_no_task_error():
         assert not errors, errors
         w.close()
     run(main())
+
+
+async def closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
+    """True when the server closes the connection within `seconds`."""
+    try:
+        return await asyncio.wait_for(reader.read(1 << 20), seconds) == b""
+    except asyncio.TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_idle_connection_closed_after_connections_max_idle_ms():
+    """Kafka's connections.max.idle.ms: silent connections, and one that stopped in the
+    middle of a frame (which held its pool bytes), are closed; busy ones are not."""
+    async def main():
+        s = await start(ok_handler, connections_max_idle_ms=400)
+        r1, w1 = await asyncio.open_connection("127.0.0.1", s.port)  # never sends
+        r2, w2 = await asyncio.open_connection("127.0.0.1", s.port)  # half a frame, then stops
+        w2.write(heartbeat_frame(1)[:10])
+        r3, w3 = await asyncio.open_connection("127.0.0.1", s.port)  # asks every 100 ms
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        for i in range(15):
+            w3.write(heartbeat_frame(i))
+            assert decode_response(HEARTBEAT, 0, await read_response(r3))[0] == i
+            await asyncio.sleep(0.1)
+        assert loop.time() - t0 > 1.2  # three idle periods, and r3 was served all along
+        assert await closed_within(r1, 3) and await closed_within(r2, 3)
+        assert s.pool.used == 0 and len(s.connections) == 1
+        await s.stop()
+    run(main())
+
+
+def test_connection_that_never_reads_its_answers_is_closed_when_idle():
+    """A client that stops reading blocks its connection's writer for good; no byte moves
+    either way, so idle expiry closes it and its queued requests' memory comes back."""
+    big = {"brokers": [{"node_id": i, "host": "h" * 200, "port": 1, "rack": None}
+                       for i in range(5000)], "topics": [], "controller_id": 0}
+
+    async def handler(req, conn):
+        return dict(big)
+
+    async def main():
+        s = await start(handler, connections_max_idle_ms=300)
+        c = socket.create_connection(("127.0.0.1", s.port))
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.sendall(b"".join(metadata_frame(i) for i in range(40)))  # ~40 MiB of answers
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while not s.pool.used and loop.time() < deadline:  # accepted, answers stuck
+            await asyncio.sleep(0.01)
+        assert s.connections and s.pool.used
+        while s.connections and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        assert not s.connections and s.pool.used == 0
+        c.close()
+        await s.stop()
+    run(main())
+
+
+def test_negative_connections_max_idle_ms_never_closes():
+    async def main():
+        s = await start(ok_handler, connections_max_idle_ms=-1)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        assert not await closed_within(r, 0.5)
+        w.write(heartbeat_frame(9))
+        assert decode_response(HEARTBEAT, 0, await read_response(r))[0] == 9
+        await s.stop()
+    run(main())
