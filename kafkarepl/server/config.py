@@ -118,6 +118,8 @@ class BrokerConfig:
     replica_fetch_min_bytes: int = prop("replica.fetch.min.bytes", 1)
     replica_fetch_max_bytes: int = prop("replica.fetch.max.bytes", 1048576)
     replica_fetch_response_max_bytes: int = prop("replica.fetch.response.max.bytes", 10485760)
+    # KIP-541: record bytes one Fetch answer may carry, whatever the request asks (55 MiB)
+    fetch_max_bytes: int = prop("fetch.max.bytes", 57671680)
     replica_fetch_wait_max_ms: int = prop("replica.fetch.wait.max.ms", 500)
     replica_fetch_backoff_ms: int = prop("replica.fetch.backoff.ms", 1000)
     # KIP-227 incremental fetch sessions (replica fetches only); 0: none (server/fetch_session.py)
@@ -267,6 +269,8 @@ class BrokerConfig:
             raise ConfigError("max.connections.per.ip must be >= 1")
         self.connections_per_ip_overrides()  # raises on a malformed one
         self.listener_connection_rates()
+        if self.fetch_max_bytes < 1024:
+            raise ConfigError("fetch.max.bytes must be >= 1024")
         if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
             raise ConfigError("queued.max.request.bytes must be -1 (unbounded) or > 0")
         if self.log_segment_delete_delay_ms < 0:

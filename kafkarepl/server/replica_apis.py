@@ -97,8 +97,10 @@ class ReplicaApis:
         marker_timeout_ms: int = 30_000,
         fetch_sessions: FetchSessionCache | None = None,
         topic_stats: BrokerTopicStats | None = None,
+        fetch_max_bytes: int = 0x7FFFFFFF,
     ) -> None:
         self.replicas = replicas
+        self.fetch_max_bytes = fetch_max_bytes  # KIP-541's broker cap on every Fetch answer
         self.topic_stats = topic_stats or BrokerTopicStats()
         self.sessions = fetch_sessions  # KIP-227 sessions for followers (None: never)
         self.on_txn_marker = on_txn_marker  # e.g. the group coordinator's txn offsets
@@ -218,7 +220,7 @@ class ReplicaApis:
             replica_id=-1 if replica_id is None else replica_id,
             max_wait_ms=max(0, body["max_wait_ms"]),
             min_bytes=body["min_bytes"],
-            max_bytes=body.get("max_bytes", 0x7FFFFFFF),
+            max_bytes=min(body.get("max_bytes", 0x7FFFFFFF), self.fetch_max_bytes),
             client_rack=rack,
             follower_reads=req.api_version >= 11,  # KIP-392
             read_committed=body.get("isolation_level", 0) == 1,

@@ -81,3 +81,35 @@ def test_confluent_producer_sees_message_too_large(limited) -> None:
     assert None in codes  # the small one went through
     port = limited.brokers[1].port
     assert [v for _o, _t, _k, v in fetch_records(port, "default-limit")] == [b"ok"]
+
+
+def test_fetch_max_bytes_caps_every_fetch_answer(cluster_factory) -> None:
+    """KIP-541's broker fetch.max.bytes: a Fetch asking for 64 MiB gets at most the
+    broker's cap of record bytes (whole batches), the rest on the next fetches."""
+    from kafkarepl.cli import wire
+    from kafkarepl.protocol import ApiKey
+
+    cap = 65536
+    c = cluster_factory(1, fetch_max_bytes=cap)
+    c.create_topic("capped", 3, 1)
+    port = c.brokers[1].port
+    batch = bytes(build_batch(1, value_size=20000))
+    for p in range(3):
+        for _ in range(4):
+            assert produce(port, "capped", batch, partition=p)["error_code"] == 0
+
+    def fetch(offsets: dict[int, int]) -> dict[int, int]:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 64 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": "capped", "partitions": [{
+                    "partition": p, "current_leader_epoch": -1, "fetch_offset": o,
+                    "log_start_offset": -1, "partition_max_bytes": 64 << 20} for p, o in offsets.items()]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+        resp = wire.call("127.0.0.1", port, ApiKey.FETCH, 11, body, timeout=15)
+        return {p["partition_index"]: len(p["records"] or b"") for p in resp["responses"][0]["partitions"]}
+
+    sizes = fetch({0: 0, 1: 0, 2: 0})
+    assert 0 < sum(sizes.values()) <= cap, sizes
+    assert sum(sizes.values()) > cap - 2 * len(batch), sizes  # filled with whole batches
+    # Every byte comes, over more fetches: 4 batches per partition, 3 at most per answer.
+    assert fetch({2: 3})[2] == len(batch)
