@@ -19,7 +19,9 @@ class ConfigError(ValueError):
     """A bad configuration value; the message names the property."""
 
 
-def _bool(v: str) -> bool:
+def parse_bool(v: str | bool) -> bool:
+    if isinstance(v, bool):
+        return v
     s = str(v).strip().lower()
     if s in ("true", "1", "yes"):
         return True
@@ -30,7 +32,7 @@ def _bool(v: str) -> bool:
 
 def prop(name: str, default: Any) -> Any:
     """A broker property: its Kafka name, default, and parser (from the default's type)."""
-    conv = _bool if isinstance(default, bool) else type(default)
+    conv = parse_bool if isinstance(default, bool) else type(default)
     return field(default=default, metadata={"prop": name, "conv": conv})
 
 
@@ -197,6 +199,9 @@ class BrokerConfig:
         "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000)
     transactional_id_expiration_ms: int = prop("transactional.id.expiration.ms", 604800000)
     transaction_partition_verification_enable: bool = prop("transaction.partition.verification.enable", True)
+    # KIP-854: a producer id idle this long (no batch, no open transaction) is forgotten
+    producer_id_expiration_ms: int = prop("producer.id.expiration.ms", 86400000)
+    producer_id_expiration_check_interval_ms: int = prop("producer.id.expiration.check.interval.ms", 600000)
     transaction_remove_expired_transaction_cleanup_interval_ms: int = prop(
         "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000)
     offsets_retention_minutes: int = prop("offsets.retention.minutes", 10080)
@@ -269,6 +274,8 @@ class BrokerConfig:
             raise ConfigError("max.connections.per.ip must be >= 1")
         self.connections_per_ip_overrides()  # raises on a malformed one
         self.listener_connection_rates()
+        if self.producer_id_expiration_ms < 1 or self.producer_id_expiration_check_interval_ms < 1:
+            raise ConfigError("producer.id.expiration.ms and producer.id.expiration.check.interval.ms must be >= 1")
         if self.fetch_max_bytes < 1024:
             raise ConfigError("fetch.max.bytes must be >= 1024")
         if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:

@@ -47,6 +47,9 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
     "max.connection.creation.rate",
+    # Kafka's ProducerStateManagerConfig reconfigurables
+    "producer.id.expiration.ms",
+    "transaction.partition.verification.enable",
 })
 OP_SET, OP_DELETE = 0, 1
 Synonym = tuple[str, str, int]  # name, value, source
@@ -189,6 +192,12 @@ class ConfigService:
             try:
                 if k == "max.connections.per.ip.overrides":
                     parse_connections_per_ip_overrides(v)
+                elif k == "transaction.partition.verification.enable":
+                    if str(v).strip().lower() not in ("true", "false"):
+                        raise ValueError
+                elif k == "producer.id.expiration.ms":
+                    if not 1 <= int(v) <= 2**31 - 1:
+                        raise ValueError
                 elif int(v) < (1 if k in ("max.connections", "max.connections.per.ip") else 0) or int(v) > 2**63 - 1:
                     raise ValueError
             except (TypeError, ValueError, ConfigError):

@@ -42,7 +42,11 @@ from kafkarepl.storage.disk_errors import disk_error
 from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from kafkarepl.storage.janitor import JANITOR
 from kafkarepl.storage.loader import load_segments, rebuild_from_headers, scan_directory
-from kafkarepl.storage.producer_state import SNAPSHOT_NAME, ProducerStateTable
+from kafkarepl.storage.producer_state import (
+    PRODUCER_ID_EXPIRATION_MS,
+    SNAPSHOT_NAME,
+    ProducerStateTable,
+)
 from kafkarepl.storage.records import (
     CONTROL_MASK,
     NO_TIMESTAMP,
@@ -905,12 +909,14 @@ class Log:
         self.producer_state.clear()
 
     # ================================================================ retention
+    def expire_producers(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
+        """producer.id.expiration.ms: forget idle producer ids; returns how many."""
+        return self.producer_state.expire(now_ms, expiration_ms)
+
     @_writes
     def delete_old_segments(self, now_ms: int) -> int:
         """Delete whole leading segments (never the active one) past retention.ms or
-        retention.bytes, or wholly below the log start offset. Returns how many.
-        Also expires idle producer ids (producer.id.expiration.ms, 1 day)."""
-        self.producer_state.expire(now_ms)
+        retention.bytes, or wholly below the log start offset. Returns how many."""
         candidates = self._segments[:-1]
         n = 0
         # Segments entirely below the log start offset (DeleteRecords) always go.

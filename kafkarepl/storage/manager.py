@@ -606,6 +606,10 @@ class LogManager:
         return (flush_ms is not None and lg.recovery_point < lg.log_end_offset
                 and now_ms - lg.last_flush_ms >= flush_ms)
 
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """producer.id.expiration.ms over every log; returns how many ids were forgotten."""
+        return sum(lg.expire_producers(now_ms, expiration_ms) for lg in list(self._logs.values()))
+
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention to every log; checkpoints log start offsets when any moved."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms

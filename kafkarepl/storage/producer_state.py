@@ -300,10 +300,11 @@ class ProducerStateTable:
         self.last_marker_offset = -1
 
     def expire(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
-        """Forget producers whose newest batch timestamp is older than expiration_ms (so
-        the table does not grow forever); returns how many were removed."""
+        """Forget producers without an open transaction whose newest batch timestamp is
+        expiration_ms old or more (Kafka's isProducerExpired), so the table does not grow
+        forever; returns how many were removed."""
         doomed = [pid for pid, e in self.producers.items()
-                  if now_ms - e.last_timestamp > expiration_ms and e.current_txn_first_offset < 0]
+                  if now_ms - e.last_timestamp >= expiration_ms and e.current_txn_first_offset < 0]
         for pid in doomed:
             del self.producers[pid]
         return len(doomed)

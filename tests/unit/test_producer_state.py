@@ -169,5 +169,8 @@ def test_idle_producers_expire(log):
                                      timestamp=T0), 0, T0)
     log.append_as_leader(build_batch(1, producer_id=2, producer_epoch=0, base_sequence=0,
                                      timestamp=T0 + 3_600_000), 0, T0)
-    log.delete_old_segments(T0 + 86_400_001)
+    assert log.expire_producers(T0 + 86_399_999) == 0
+    assert log.expire_producers(T0 + 86_400_000) == 1  # idle for exactly the day: gone, as Kafka
     assert log.producer_state.get(1) is None and log.producer_state.get(2) is not None
+    assert log.expire_producers(T0 + 3_600_000 + 1000, expiration_ms=1000) == 1
+    assert log.producer_state.get(2) is None
