@@ -123,6 +123,10 @@ class NetworkBrokerChannel:
             backoff = self.retry_backoff_s
             while not fut.done():
                 try:
+                    if bq.conn is not None and not bq.conn.connected:
+                        # closed since its last request (the broker's connections.max.idle.ms):
+                        # a new one, without the retry and liveness probe of a failed send
+                        self._close_conn(bq)
                     if bq.conn is None:
                         conn = BrokerConnection(bq.address[0], bq.address[1], self.client_id,
                                                 security=self.security)
