@@ -56,3 +56,22 @@ async def _with_timeout_in_wait(aw: Awaitable[T], timeout: float | None) -> T:
 
 
 _with_timeout = _with_timeout_in_timeout if sys.version_info >= (3, 11) else _with_timeout_in_wait
+
+
+class Pacer:
+    """For a loop on the event loop whose length a client sets (the partitions of one
+    request): `if pacer.due(): await asyncio.sleep(0)` lets every other task run once
+    every `every` steps, so one large request does not stall the broker."""
+
+    __slots__ = ("every", "_left")
+
+    def __init__(self, every: int = 1000) -> None:
+        self.every = every
+        self._left = every
+
+    def due(self) -> bool:
+        self._left -= 1
+        if self._left > 0:
+            return False
+        self._left = self.every
+        return True

@@ -626,7 +626,7 @@ class ReplicaManager:
                 res.error, res.base_offset = code, -1  # as Kafka: no offset with an error
         ctx.callback(ctx.results)
 
-    def _missing(self, tp: TopicPartition) -> ErrorCode:
+    def missing_error(self, tp: TopicPartition) -> ErrorCode:
         """The error for a partition not hosted here."""
         if tp in self.offline:
             return ErrorCode.KAFKA_STORAGE_ERROR
@@ -635,7 +635,7 @@ class ReplicaManager:
     def _leader(self, tp: TopicPartition) -> tuple[PartitionState | None, ErrorCode]:
         p = self.partitions.get(tp)
         if p is None:
-            return None, self._missing(tp)
+            return None, self.missing_error(tp)
         if not p.is_leader:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return p, ErrorCode.NONE
@@ -730,7 +730,7 @@ class ReplicaManager:
         tp = f.tp
         p = self.partitions.get(tp)
         if p is None:
-            out.error = self._missing(tp)
+            out.error = self.missing_error(tp)
             return out
         out.error = p.validate_leader_epoch(f.current_leader_epoch)
         if out.error is not ErrorCode.NONE:

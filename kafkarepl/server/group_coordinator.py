@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkarepl import _core
+from kafkarepl.aio import Pacer
 from kafkarepl.coordinator import (
     OFFSETS_TOPIC,
     GroupConfig,
@@ -498,7 +499,10 @@ class GroupCoordinatorService:
         # offsets of the partition pending (UNSTABLE_OFFSET_COMMIT, retriable).
         unstable = self._pending_txn_partitions(b["group_id"]) if b.get("require_stable") and not err else set()
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        pace = Pacer()  # the client names the partitions
         for (topic, index), o in found.items():
+            if pace.due():
+                await asyncio.sleep(0)
             pending = (topic, index) in unstable
             by_topic.setdefault(topic, []).append({
                 "partition_index": index,
@@ -515,7 +519,10 @@ class GroupCoordinatorService:
     async def describe_groups(self, req: Request) -> dict[str, Any]:
         out = []
         ops = authorized_operations(ResourceType.GROUP, req.body.get("include_authorized_operations", False))
+        pace = Pacer()  # the client names the groups
         for gid in req.body["groups"] or []:
+            if pace.due():
+                await asyncio.sleep(0)
             err, d = self.core.describe(gid)
             out.append({"error_code": int(err), "group_id": gid, **d, "authorized_operations": ops})
         return {"throttle_time_ms": 0, "groups": out}

@@ -3,9 +3,11 @@ from ZooKeeper, so a client storm is no ZooKeeper storm)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
+from kafkarepl.aio import Pacer
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import Request
 from kafkarepl.server.authorized_ops import OMITTED, ResourceType, authorized_operations
@@ -53,7 +55,10 @@ class MetadataApis:
         allow_auto = body.get("allow_auto_topic_creation", True) and self.auto_create_topics
         topic_ops = authorized_operations(ResourceType.TOPIC, body.get("include_topic_authorized_operations", False))
         topics_out = []
+        pace = Pacer()  # a client may name any number of topics
         for name in names:
+            if pace.due():
+                await asyncio.sleep(0)
             if name is None:  # asked by topic id, which Metadata does not look up
                 # (the response's name is nullable only from v12: before, answer "")
                 topics_out.append(_topic_error(None if req.api_version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID))

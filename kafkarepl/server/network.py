@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextvars
 import functools
 import logging
@@ -39,6 +40,7 @@ from kafkarepl.protocol import (
     encode_response,
 )
 from kafkarepl.protocol.audit import missing_fields
+from kafkarepl.protocol.error_counts import error_counts
 from kafkarepl.server.listeners import Listener, set_current_listener
 from kafkarepl.server.request_cost import CostSink, RequestCost, set_request_cost
 from kafkarepl.server.request_metrics import RequestMetrics
@@ -178,6 +180,51 @@ class _Tls:
             await self._flush()
 
 
+# The codec thread: decodes of large request frames and encodes of large answers, whose
+# cost a client controls (entries per request), run there rather than on the event loop.
+# It holds the GIL while it works, but the interpreter hands the GIL over every switch
+# interval (5 ms), so the loop keeps serving everyone else meanwhile.
+_CODEC = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="request-codec")
+_OFFLOAD_FRAME_BYTES = 64 * 1024  # ~4,000 partition entries: a few ms to decode
+_OFFLOAD_PRODUCE_BYTES = 1 << 20  # a Produce's bytes are mostly record sets: cheap to decode
+_OFFLOAD_ENTRIES = 1000  # answer entries (topics, partitions, ...) encoded on the loop at most
+
+
+def _offload_decode(frame: bytearray) -> bool:
+    if len(frame) <= _OFFLOAD_FRAME_BYTES:
+        return False
+    return int.from_bytes(frame[:2], "big") != ApiKey.PRODUCE or len(frame) > _OFFLOAD_PRODUCE_BYTES
+
+
+def _decode_or_error(frame: memoryview) -> Request | UnsupportedVersionError:
+    """The request, or the UnsupportedVersionError that is answered (other decode errors
+    raise: the connection closes)."""
+    try:
+        return decode_request(frame)
+    except UnsupportedVersionError as exc:
+        return exc
+
+
+def _entries_over(body: dict[str, Any], limit: int) -> bool:
+    """Whether an answer holds more than `limit` entries in its arrays and their items'
+    arrays (topics and their partitions), counted only until the limit is passed."""
+    n = 0
+    for v in body.values():
+        if not isinstance(v, list):
+            continue
+        n += len(v)
+        if n > limit:
+            return True
+        for item in v:
+            if isinstance(item, dict):
+                for w in item.values():
+                    if isinstance(w, list):
+                        n += len(w)
+                        if n > limit:
+                            return True
+    return False
+
+
 class _Pending:
     """A request in a connection's answer queue."""
 
@@ -287,7 +334,14 @@ class Connection:
             except EOFError:
                 return
             try:
-                self._accept_frame(frame, held)
+                started = time.perf_counter()
+                if _offload_decode(frame):
+                    # A large frame's decode (its cost grows with the entries a client puts
+                    # in it) runs on the codec thread; this connection waits, others run.
+                    req = await self.loop.run_in_executor(_CODEC, _decode_or_error, memoryview(frame))
+                else:
+                    req = _decode_or_error(memoryview(frame))
+                self._accept_frame(req, held, started)
             except BaseException:
                 self.server.pool.release(held)
                 raise
@@ -295,15 +349,13 @@ class Connection:
                 self._room.clear()
                 await self._room.wait()
 
-    def _accept_frame(self, frame: bytearray, held: int) -> None:
-        started = time.perf_counter()
-        try:
-            req = decode_request(memoryview(frame))
-        except UnsupportedVersionError as exc:
+    def _accept_frame(self, req: Request | UnsupportedVersionError, held: int, started: float) -> None:
+        if isinstance(req, UnsupportedVersionError):
+            exc = req
             body = self.server.on_unsupported_version(exc)
             cid = getattr(exc, "correlation_id", None)
             if body is None or cid is None:
-                raise
+                raise exc
             fut = self.loop.create_future()
             fut.set_result(body)
             # The error answer to ApiVersions is always encoded at v0.
@@ -424,16 +476,19 @@ class Connection:
                 await self._pending_changed.wait()
             entry = self._pending[0]
             key, version, cid, cost = entry.key, entry.version, entry.cid, entry.cost
+            errors: dict[int, int] | None = None  # the answer's error counts, when counted here
             try:
                 result = await self._result(entry.fut)
-                if cost is None:
+                encoding = time.perf_counter()
+                if isinstance(result, dict) and _entries_over(result, _OFFLOAD_ENTRIES):
+                    chunks, errors = await self.loop.run_in_executor(
+                        _CODEC, self._encode_counted, key, version, cid, result, entry.name is not None)
+                else:
                     chunks = self._response(key, version, cid, result)
-                else:  # request-time quotas: encoding the answer counts too
-                    encoding = time.perf_counter()
-                    chunks = self._response(key, version, cid, result)
-                    if cost.account is not None and self.server.request_costs is not None:
-                        self.server.request_costs.record_network(
-                            cost.account, cost.network_s + time.perf_counter() - encoding)
+                # request-time quotas: encoding the answer counts too
+                if cost is not None and cost.account is not None and self.server.request_costs is not None:
+                    self.server.request_costs.record_network(
+                        cost.account, cost.network_s + time.perf_counter() - encoding)
             finally:
                 # The connection's teardown may have cleared the queue (and released its
                 # memory) while this waited: only what is still ours is popped and released.
@@ -450,10 +505,16 @@ class Connection:
             if entry.name is not None:
                 done = time.perf_counter()
                 self.server.request_metrics.record(entry.name, key, version, (done - entry.started) * 1000,
-                                                   (done - sending) * 1000, result)
+                                                   (done - sending) * 1000, result, errors)
             if chunks is not None and self._close_after_failure and not self._pending:
                 await asyncio.sleep(self.server.failed_authentication_delay_ms / 1000)
                 raise ConnectionClosing("SASL authentication failed")
+
+    def _encode_counted(self, key: int, version: int, cid: int, body: dict[str, Any],
+                        count: bool) -> tuple[list[Any] | None, dict[int, int] | None]:
+        """On the codec thread: a large answer encoded, and its error codes counted for
+        RequestMetrics (the same walk over every entry) when `count`."""
+        return self._response(key, version, cid, body), error_counts(key, version, body) if count else None
 
     async def _result(self, fut: asyncio.Future) -> dict[str, Any] | None | BaseException:
         """The handler's body; its exception (not raised) when it failed."""

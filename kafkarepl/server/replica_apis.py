@@ -13,9 +13,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from kafkarepl.aio import wait_event
+from kafkarepl.aio import Pacer, wait_event
 from kafkarepl.coordinator.records import build_marker
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import FileRange, Request
@@ -46,6 +47,10 @@ log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+# A Fetch of more partitions outside a session takes the paced path (_large_fetch); every
+# loop over a client's list of partitions lets other tasks run each _CHUNK steps.
+_LARGE_FETCH = 1000
+_CHUNK = 1000
 Body = dict[str, Any]
 T = TypeVar("T")
 # (partition, producer id, producer epoch, committed): a marker was written and committed
@@ -62,6 +67,12 @@ def _batch_head(records: Any) -> tuple[int, int, bool] | None:
     attrs = int.from_bytes(head[21:23], "big")
     return (int.from_bytes(head[43:51], "big", signed=True), int.from_bytes(head[51:53], "big", signed=True),
             bool(attrs & 0x10))
+
+
+def _done_future(value: T) -> asyncio.Future:
+    fut: asyncio.Future = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut
 
 
 def _callback_future() -> tuple[asyncio.Future, Callable[[Any], None]]:
@@ -111,31 +122,78 @@ class ReplicaApis:
         self.topic_overrides = topic_overrides
         self.checkpoint_log_starts = checkpoint_log_starts  # off the loop: fsyncs
         self._orders = asyncio.Lock()
+        self._produce_order = asyncio.Lock()  # held by a large Produce until its append starts
         self._txn_gates: dict[str, _Gate] = {}  # transactional id -> produce order
 
     # ------------------------------------------------------------------ produce -----
     async def produce(self, req: Request) -> Body | None:
+        # A producer's pipelined requests must append in the order they came: nothing
+        # awaits before the append starts, except in a request naming more than _CHUNK
+        # partitions, whose loops let other tasks run; while one does, every Produce
+        # waits its turn on _produce_order (FIFO), so none overtakes it.
+        large = _more_partitions_than(req.body["topic_data"], _CHUNK, "partition_data")
+        if large or self._produce_order.locked():
+            async with self._produce_order:
+                fut, refused, invalid = await self._start_produce(req, Pacer(_CHUNK) if large else None)
+        else:
+            fut, refused, invalid = await self._start_produce(req, None)
+        results = {**await fut, **refused, **invalid}
+        if req.body["acks"] == 0:
+            return None
+        by_topic: dict[str, list[Body]] = {}
+        pace = Pacer(_CHUNK)
+        for tp, r in results.items():
+            if pace.due():
+                await asyncio.sleep(0)
+            by_topic.setdefault(tp.topic, []).append({
+                "index": tp.partition,
+                "error_code": int(r.error),
+                "base_offset": r.base_offset,
+                "log_append_time_ms": r.log_append_time,
+                "log_start_offset": r.log_start_offset,
+                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
+                "error_message": r.error_message,
+            })
+        return {
+            "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
+            "throttle_time_ms": 0,
+        }
+
+    async def _start_produce(self, req: Request, pace: Pacer | None) -> tuple[
+            Awaitable[dict[TopicPartition, PartitionResponse]], dict[TopicPartition, PartitionResponse],
+            dict[TopicPartition, PartitionResponse]]:
+        """Validates the request and starts its append: (the appends' answers, partitions
+        refused by the transaction coordinator, partitions answered without the log). With
+        `pace` None it does not await before the append starts (but for a transaction's
+        verification, ordered by its own gate)."""
         body = req.body
         acks = body["acks"]
         entries: dict[TopicPartition, Any] = {}
         # As Kafka's KafkaApis: a known partition whose records are not exactly one v2
         # batch (ProduceRequest.validateRecords, headers only) is answered INVALID_RECORD
-        # without a message and never reaches the log.
+        # without a message and never reaches the log. A partition not hosted here gets the
+        # replica manager's answer for it without the trip (the client sets how many).
         invalid: dict[TopicPartition, PartitionResponse] = {}
+        hosted, internal = self.replicas.partitions, self.replicas.internal_topics
         for topic in body["topic_data"]:
             for pd in topic["partition_data"]:
                 tp = TopicPartition(topic["name"], pd["index"])
                 err = (produce_records_error(pd["records"], req.api_version)
                        if self.metadata.partition(tp.topic, tp.partition) is not None else None)
-                if err is None:
-                    entries[tp] = pd["records"]
-                else:
+                if err is not None:
                     invalid[tp] = PartitionResponse(err.code)
                     log.debug("%s-%d: produce refused: %s", tp.topic, tp.partition, err)
+                elif tp not in hosted and tp.topic not in internal and acks in (0, 1, -1):
+                    invalid[tp] = PartitionResponse(self.replicas.missing_error(tp))
+                else:
+                    entries[tp] = pd["records"]
+                if pace is not None and pace.due():
+                    await asyncio.sleep(0)
         refused: dict[TopicPartition, PartitionResponse] = {}
         tid = body.get("transactional_id")
         if acks not in (0, 1, -1):
-            results = {tp: PartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS) for tp in entries}
+            results: Awaitable[dict[TopicPartition, PartitionResponse]] = _done_future(
+                {tp: PartitionResponse(ErrorCode.INVALID_REQUIRED_ACKS) for tp in entries})
         elif tid is not None and self.verify_txn is not None:
             # One transactional producer's pipelined requests are verified and appended
             # in arrival order: a request waiting on its coordinator must not let a
@@ -153,27 +211,10 @@ class ReplicaApis:
                 gate.users -= 1
                 if gate.users == 0:
                     del self._txn_gates[tid]
-            results = await fut
+            results = fut
         else:
-            results = await self._append(entries, body["timeout_ms"], acks)
-        results = {**results, **refused, **invalid}
-        if acks == 0:
-            return None
-        by_topic: dict[str, list[Body]] = {}
-        for tp, r in results.items():
-            by_topic.setdefault(tp.topic, []).append({
-                "index": tp.partition,
-                "error_code": int(r.error),
-                "base_offset": r.base_offset,
-                "log_append_time_ms": r.log_append_time,
-                "log_start_offset": r.log_start_offset,
-                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
-                "error_message": r.error_message,
-            })
-        return {
-            "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
-            "throttle_time_ms": 0,
-        }
+            results = self._append(entries, body["timeout_ms"], acks)
+        return results, refused, invalid
 
     def _append(self, entries: dict[TopicPartition, Any], timeout_ms: int, acks: int
                 ) -> asyncio.Future:
@@ -225,6 +266,10 @@ class ReplicaApis:
             follower_reads=req.api_version >= 11,  # KIP-392
             read_committed=body.get("isolation_level", 0) == 1,
         )
+        racks = {b.broker_id: b.rack for b in self.metadata.brokers.values()} if rack else None
+        in_session = params.from_follower and self.sessions is not None and req.api_version >= 7
+        if not in_session and _more_partitions_than(body["topics"], _LARGE_FETCH):
+            return await self._large_fetch(body["topics"], params, racks)
         fetches = [
             PartitionFetch(
                 TopicPartition(topic["topic"], fp["partition"]),
@@ -237,9 +282,8 @@ class ReplicaApis:
             for topic in body["topics"]
             for fp in topic["partitions"]
         ]
-        racks = {b.broker_id: b.rack for b in self.metadata.brokers.values()} if rack else None
         session: FetchSession | None = None
-        if params.from_follower and self.sessions is not None and req.api_version >= 7:
+        if in_session and self.sessions is not None:
             sid, epoch = body.get("session_id", 0), body.get("session_epoch", FINAL_EPOCH)
             if epoch > INITIAL_EPOCH:
                 return await self._session_fetch(body, params, fetches, racks, sid, epoch)
@@ -256,6 +300,52 @@ class ReplicaApis:
         parts = [(f.tp, d) for f, d in zip(fetches, data, strict=True)]
         self._count(parts, params.from_follower)
         return _fetch_response(parts, session.id if session is not None else 0)
+
+    async def _large_fetch(self, topics: list[Body], params: FetchParams,
+                           racks: dict[int, str | None] | None) -> Body:
+        """A Fetch of more than _LARGE_FETCH partitions outside a fetch session, whose
+        size the client sets. Each partition is answered once (Kafka's fetch map keeps one
+        entry per partition, the last one asked, at the place of the first); partitions
+        not hosted here get their error without the replica manager, which reads only the
+        hosted ones (as many as this broker has at most); every loop over the client's
+        list lets other tasks run every _CHUNK steps. As in any Fetch, an error answers at
+        once."""
+        pace = Pacer(_CHUNK)
+        wanted: dict[TopicPartition, PartitionFetch] = {}
+        for topic in topics:
+            name = topic["topic"]
+            for fp in topic["partitions"]:
+                tp = TopicPartition(name, fp["partition"])
+                wanted[tp] = PartitionFetch(tp, fp["fetch_offset"], fp["partition_max_bytes"],
+                                            fp.get("current_leader_epoch", -1), fp.get("last_fetched_epoch", -1),
+                                            fp.get("log_start_offset", -1))
+                if pace.due():
+                    await asyncio.sleep(0)
+        hosted = self.replicas.partitions
+        local: list[PartitionFetch] = []
+        for tp, f in wanted.items():
+            if tp in hosted:
+                local.append(f)
+            if pace.due():
+                await asyncio.sleep(0)
+        if len(local) < len(wanted):
+            params = replace(params, max_wait_ms=0)
+        fut, done = _callback_future()
+        self.replicas.fetch_messages(params, local, done, racks)
+        data = dict(zip((f.tp for f in local), await fut, strict=True))
+        topics_out: list[Body] = []
+        chunk: list[tuple[TopicPartition, FetchPartitionData]] = []
+        for tp in wanted:
+            d = data.get(tp)
+            chunk.append((tp, d if d is not None else FetchPartitionData(error=self.replicas.missing_error(tp))))
+            if len(chunk) == _CHUNK:
+                self._count(chunk, params.from_follower)
+                _add_partitions(topics_out, chunk)
+                chunk = []
+                await asyncio.sleep(0)
+        self._count(chunk, params.from_follower)
+        _add_partitions(topics_out, chunk)
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics_out}
 
     async def _session_fetch(self, body: Body, params: FetchParams, fetches: list[PartitionFetch],
                              racks: dict[int, str | None] | None, session_id: int, epoch: int) -> Body:
@@ -324,12 +414,16 @@ class ReplicaApis:
     # ------------------------------------------------------------- list offsets -----
     async def list_offsets(self, req: Request) -> Body:
         replica_id = req.body.get("replica_id", -1)
+        committed = req.body.get("isolation_level", 0) == 1
+        pace = Pacer(_CHUNK)  # the client sets how many partitions
         topics_out = []
         for topic in req.body["topics"]:
-            committed = req.body.get("isolation_level", 0) == 1
-            parts = [self._list_offset(TopicPartition(topic["name"], lp["partition_index"]), lp, replica_id,
-                                       committed)
-                     for lp in topic["partitions"]]
+            parts = []
+            for lp in topic["partitions"]:
+                parts.append(self._list_offset(TopicPartition(topic["name"], lp["partition_index"]), lp,
+                                               replica_id, committed))
+                if pace.due():
+                    await asyncio.sleep(0)
             topics_out.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics_out}
 
@@ -440,18 +534,29 @@ class ReplicaApis:
         once; the answer waits, as Kafka's, until every live replica's log start reached
         the offset (the low watermark), or timeout_ms."""
         offsets: dict[TopicPartition, int] = {}
+        elsewhere: dict[TopicPartition, tuple[ErrorCode, int]] = {}  # not hosted: answered here
+        pace = Pacer(_CHUNK)  # the client sets how many partitions
+        hosted = self.replicas.partitions
         for t in req.body["topics"]:
             for p in t["partitions"]:
-                offsets[TopicPartition(t["name"], p["partition_index"])] = p["offset"]
+                tp = TopicPartition(t["name"], p["partition_index"])
+                if tp in hosted:
+                    offsets[tp] = p["offset"]
+                else:
+                    elsewhere[tp] = (self.replicas.missing_error(tp), -1)
+                if pace.due():
+                    await asyncio.sleep(0)
         fut, done = _callback_future()
         self.replicas.delete_records(offsets, req.body["timeout_ms"], done)
         if self.checkpoint_log_starts is not None:
             await self.checkpoint_log_starts()
-        results: dict[TopicPartition, tuple[ErrorCode, int]] = await fut
+        results: dict[TopicPartition, tuple[ErrorCode, int]] = {**await fut, **elsewhere}
         topics_out = []
         for t in req.body["topics"]:
             parts = []
             for p in t["partitions"]:
+                if pace.due():
+                    await asyncio.sleep(0)
                 err, low = results[TopicPartition(t["name"], p["partition_index"])]
                 parts.append({"partition_index": p["partition_index"], "low_watermark": low, "error_code": int(err)})
             topics_out.append({"name": t["name"], "partitions": parts})
@@ -460,9 +565,12 @@ class ReplicaApis:
     # --------------------------------------------------- offset for leader epoch -----
     async def offset_for_leader_epoch(self, req: Request) -> Body:
         topics_out = []
+        pace = Pacer(_CHUNK)  # the client sets how many partitions
         for topic in req.body["topics"]:
             parts = []
             for op in topic["partitions"]:
+                if pace.due():
+                    await asyncio.sleep(0)
                 err, eo = self.replicas.last_offset_for_leader_epoch(
                     TopicPartition(topic["topic"], op["partition"]), op["leader_epoch"], op.get("current_leader_epoch", -1)
                 )
@@ -554,7 +662,23 @@ def _monotonic_ms() -> int:
 
 def _fetch_response(parts: list[tuple[TopicPartition, FetchPartitionData]], session_id: int) -> Body:
     topics_out: list[Body] = []
-    last_topic = None
+    _add_partitions(topics_out, parts)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": topics_out}
+
+
+def _more_partitions_than(topics: list[Body], limit: int, key: str = "partitions") -> bool:
+    n = 0
+    for topic in topics:
+        n += len(topic[key])
+        if n > limit:
+            return True
+    return False
+
+
+def _add_partitions(topics_out: list[Body], parts: list[tuple[TopicPartition, FetchPartitionData]]) -> None:
+    """The Fetch answer's entries of `parts`, after those in `topics_out` (a topic's run
+    of partitions under one topic entry)."""
+    last_topic = topics_out[-1]["topic"] if topics_out else None
     for tp, d in parts:
         if tp.topic != last_topic:
             topics_out.append({"topic": tp.topic, "partitions": []})
@@ -576,7 +700,6 @@ def _fetch_response(parts: list[tuple[TopicPartition, FetchPartitionData]], sess
         if d.diverging_epoch is not None:
             out["diverging_epoch"] = {"epoch": d.diverging_epoch.epoch, "end_offset": d.diverging_epoch.end_offset}
         topics_out[-1]["partitions"].append(out)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": topics_out}
 
 
 def _offset_for_timestamp(lg: Any, ts: int) -> tuple[int, int] | None:

@@ -121,9 +121,10 @@ class RequestMetrics:
         return spec.name if spec is not None else str(key)
 
     def record(self, name: str, key: int, version: int, total_ms: float, send_ms: float,
-               answer: dict[str, Any] | None | BaseException) -> None:
+               answer: dict[str, Any] | None | BaseException, errors: dict[int, int] | None = None) -> None:
         """One request answered (or, for acks=0, done): its times and its answer's errors
-        (an answer that failed as a whole counts its error code once)."""
+        (an answer that failed as a whole counts its error code once); `errors`: the
+        answer's error counts when already walked (a large answer, on the codec thread)."""
         m = self._by_name.get(name)
         if m is None:
             m = self._by_name[name] = _PerRequest(self._now, self._window_s)
@@ -135,7 +136,7 @@ class RequestMetrics:
             code = int(getattr(answer, "code", ErrorCode.UNKNOWN_SERVER_ERROR))
             m.errors[code] = m.errors.get(code, 0) + 1
         elif answer is not None:
-            for code, n in error_counts(key, version, answer).items():
+            for code, n in (errors if errors is not None else error_counts(key, version, answer)).items():
                 m.errors[code] = m.errors.get(code, 0) + n
 
     def snapshot(self) -> dict[str, float]:

@@ -249,3 +249,101 @@ def test_connection_limits_changed_dynamically(cluster_factory):
     assert served("127.0.0.2") == 10
     assert alter(1, {"max.connections.per.ip": "", "max.connections.per.ip.overrides": ""}) == 0
     wait_until(lambda: served("127.0.0.1") == 10, 20, "the static limit back")
+
+
+# One request naming N partitions (or topics, or groups) of a topic that does not exist,
+# and the request's own entry: the client sets N, up to socket.request.max.bytes.
+N = 100_000
+
+
+def _big_bodies() -> dict[str, tuple[int, int, dict]]:
+    return {
+        "Fetch": (ApiKey.FETCH, 11, {
+            "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "nope", "partitions": [
+                {"partition": i, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 1024} for i in range(N)]}]}),
+        "ListOffsets": (ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "nope", "partitions": [
+                {"partition_index": i, "current_leader_epoch": -1, "timestamp": -1} for i in range(N)]}]}),
+        "Metadata": (ApiKey.METADATA, 4, {"topics": [{"name": f"nope-{i}"} for i in range(N)],
+                                          "allow_auto_topic_creation": False}),
+        "Produce": (ApiKey.PRODUCE, 7, {"transactional_id": None, "acks": 1, "timeout_ms": 1000, "topic_data": [
+            {"name": "nope", "partition_data": [{"index": i, "records": b"x" * 10} for i in range(N)]}]}),
+        "OffsetForLeaderEpoch": (ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, {"replica_id": -1, "topics": [
+            {"topic": "nope", "partitions": [
+                {"partition": i, "current_leader_epoch": -1, "leader_epoch": 0} for i in range(N)]}]}),
+        "DeleteRecords": (ApiKey.DELETE_RECORDS, 1, {"timeout_ms": 1000, "topics": [
+            {"name": "nope", "partitions": [{"partition_index": i, "offset": 0} for i in range(N)]}]}),
+        "OffsetFetch": (ApiKey.OFFSET_FETCH, 5, {"group_id": "g", "topics": [
+            {"name": "nope", "partition_indexes": list(range(N))}]}),
+        "DescribeGroups": (ApiKey.DESCRIBE_GROUPS, 3, {"groups": [f"g{i}" for i in range(N)],
+                                                       "include_authorized_operations": False}),
+    }
+
+
+@pytest.mark.parametrize("api", list(_big_bodies()))
+def test_request_naming_100k_partitions_does_not_stall_the_broker(broker, api):
+    """Work a client sets the size of runs in slices: other clients are served meanwhile
+    (decoding and encoding on the codec thread, the handlers' loops yielding). Before, one
+    such request held the broker's event loop for all of its 1-3 s: every other client,
+    replication and the ZooKeeper session's work waited behind it. The answer is whole."""
+    key, version, body = _big_bodies()[api]
+    port = broker.brokers[1].port
+    waits: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            t0 = time.monotonic()
+            wire.call(HOST, port, ApiKey.API_VERSIONS, 0, {}, timeout=30)
+            waits.append(time.monotonic() - t0)
+            time.sleep(0.005)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        resp = wire.call(HOST, port, key, version, body, timeout=120)
+        took = time.monotonic() - t0
+        time.sleep(0.1)
+    finally:
+        done.set()
+        prober.join()
+    entries = {
+        "Fetch": lambda r: [p["error_code"] for t in r["responses"] for p in t["partitions"]],
+        "ListOffsets": lambda r: [p["error_code"] for t in r["topics"] for p in t["partitions"]],
+        "Metadata": lambda r: [t["error_code"] for t in r["topics"]],
+        "Produce": lambda r: [p["error_code"] for t in r["responses"] for p in t["partition_responses"]],
+        "OffsetForLeaderEpoch": lambda r: [p["error_code"] for t in r["topics"] for p in t["partitions"]],
+        "DeleteRecords": lambda r: [p["error_code"] for t in r["topics"] for p in t["partitions"]],
+        "OffsetFetch": lambda r: [p["committed_offset"] for t in r["topics"] for p in t["partitions"]],
+        "DescribeGroups": lambda r: [g["group_state"] for g in r["groups"]],
+    }[api](resp)
+    expected = {"OffsetFetch": -1, "DescribeGroups": "Dead"}.get(api, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert len(entries) == N and set(entries) == {expected}, (api, len(entries), set(entries))
+    # Served all along: no probe waited more than a third of the big request's time
+    # (without the slicing the longest wait was all of it).
+    assert len(waits) > 5 and max(waits) < took / 3, (api, took, max(waits), len(waits))
+    assert_unharmed(broker)
+
+
+def test_large_fetch_answers_each_partition_once_with_its_records(broker):
+    """The paced path of a Fetch of many partitions serves the hosted ones as any Fetch
+    (records, HW), the others their error, each partition once as Kafka's fetch map."""
+    port = broker.brokers[1].port
+    parts = [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+              "partition_max_bytes": 1 << 20}] * 2
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "nope", "partitions": [
+                {**parts[0], "partition": i} for i in range(1500)]}, {"topic": TOPIC, "partitions": parts}]}
+    resp = wire.call(HOST, port, ApiKey.FETCH, 11, body, timeout=30)
+    [nope, keep] = resp["responses"]
+    assert (nope["topic"], len(nope["partitions"])) == ("nope", 1500)
+    assert {p["error_code"] for p in nope["partitions"]} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    [p0] = keep["partitions"]
+    assert (p0["error_code"], p0["high_watermark"]) == (0, 3)
+    assert b"before-2" in bytes(p0["records"])

@@ -78,3 +78,10 @@ def test_with_timeout_keeps_a_cancellation_that_comes_with_the_result(
         assert waiting.cancelled()
 
     asyncio.run(main())
+
+
+def test_pacer_is_due_every_n_steps():
+    from kafkarepl.aio import Pacer
+
+    pace = Pacer(3)
+    assert [pace.due() for _ in range(7)] == [False, False, True, False, False, True, False]
