@@ -6,7 +6,7 @@ kafka-broker-api-versions.sh (BrokerApiVersionsCommand) prints them.
 For each broker of the cluster's metadata it connects, takes the broker's ApiVersions
 answer and prints Kafka's NodeApiVersions.toString(true) after the broker's Node:
 
-    127.0.0.1:9092 (id: 1 rack: null) -> (
+    127.0.0.1:9092 (id: 1 rack: null isFenced: false) -> (
     <TAB>Produce(0): 3 to 9 [usable: 9],
     ...
     <TAB>UpdateFeatures(57): UNSUPPORTED
@@ -15,9 +15,10 @@ answer and prints Kafka's NodeApiVersions.toString(true) after the broker's Node
 "The client" is kafkarepl's: `usable` is the lower of the broker's highest version and
 kafkarepl's declared one, and UNSUPPORTED lists the APIs kafkarepl knows (its ApiKey
 enum, in key order) that the broker does not advertise. A broker that cannot be reached
-prints `<node> -> ERROR: <exception>` as Kafka's does. Kafka 3.x's (ZooKeeper-era) Node
-text is used; Kafka 4.x adds ` isFenced: false` inside the parentheses. Brokers come in
-the order Kafka's tool prints them: the iteration order of a Java HashMap keyed by Node.
+prints `<node> -> ERROR: <exception>` as Kafka's does. The Node text is Kafka 4.x's
+(KIP-1073's `isFenced`, false for a broker the metadata lists; 3.x printed none). Brokers
+come in the order Kafka's tool prints them: the iteration order of a Java HashMap keyed by
+Node.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def node_api_versions_text(broker: Mapping[int, tuple[int, int]], line_breaks: b
 
 
 def node_text(host: str, port: int, node_id: int, rack: str | None) -> str:
-    """Kafka 3.x's Node.toString()."""
-    return f"{host}:{port} (id: {node_id} rack: {'null' if rack is None else rack})"
+    """Kafka 4.x's Node.toString() (a listed broker is not fenced)."""
+    return f"{host}:{port} (id: {node_id} rack: {'null' if rack is None else rack} isFenced: false)"
 
 
 def _int32(x: int) -> int:
@@ -117,11 +118,12 @@ def java_string_hash(s: str) -> int:
 
 
 def node_hash(host: str, port: int, node_id: int, rack: str | None) -> int:
-    """Kafka 3.x's Node.hashCode()."""
+    """Kafka 4.x's Node.hashCode() (isFenced false: Boolean.hashCode 1237)."""
     h = _int32(31 + java_string_hash(host))
     h = _int32(31 * h + node_id)
     h = _int32(31 * h + port)
-    return _int32(31 * h + (0 if rack is None else java_string_hash(rack)))
+    h = _int32(31 * h + (0 if rack is None else java_string_hash(rack)))
+    return _int32(31 * h + 1237)
 
 
 def java_hashmap_order(hashes: Sequence[int]) -> list[int]:

@@ -52,7 +52,7 @@ def test_broker_api_versions_and_cluster_id(cluster_factory) -> None:
     # a long ZooKeeper session: a killed broker stays in the metadata long enough to be probed
     c = cluster_factory(2, zookeeper_session_timeout_ms=30000)
     ports = {i: b.port for i, b in c.brokers.items()}
-    nodes = {i: f"127.0.0.1:{p} (id: {i} rack: null)" for i, p in ports.items()}
+    nodes = {i: f"127.0.0.1:{p} (id: {i} rack: null isFenced: false)" for i, p in ports.items()}
 
     r = kafkarepl("broker-api-versions", "--bootstrap-server", c.bootstrap)
     assert r.returncode == 0, r.stderr

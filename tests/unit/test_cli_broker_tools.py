@@ -9,7 +9,6 @@ import pytest
 from kafkarepl.cli import cluster_tool
 from kafkarepl.cli.broker_api_versions import (
     DISCONNECTED,
-    _int32,
     brokers_in_kafka_order,
     error_text,
     java_hashmap_order,
@@ -74,20 +73,21 @@ def test_a_kafkarepl_broker_against_the_kafkarepl_client() -> None:
 
 
 def test_node_text() -> None:
-    assert node_text("127.0.0.1", 9092, 1, None) == "127.0.0.1:9092 (id: 1 rack: null)"
-    assert node_text("h", 9093, 2, "r1") == "h:9093 (id: 2 rack: r1)"
+    # Kafka 4.x's Node.toString (kafka-clients 4.3 here: host, port, idString, rack, isFenced)
+    assert node_text("127.0.0.1", 9092, 1, None) == "127.0.0.1:9092 (id: 1 rack: null isFenced: false)"
+    assert node_text("h", 9093, 2, "r1") == "h:9093 (id: 2 rack: r1 isFenced: false)"
 
 
 def test_java_hashes() -> None:
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("") == 0
     assert java_string_hash("polygenelubricants") == -2147483648  # overflows to Integer.MIN_VALUE
-    # Kafka 4.3's Node(1, "127.0.0.1", 9092) hashes as 3.x's, then folds in isFenced (1237)
-    assert _int32(31 * node_hash("127.0.0.1", 9092, 1, None) + 1237) == -1073917100
+    # Kafka 4.3's Node(1, "127.0.0.1", 9092): 3.x's fields, then isFenced folded in (1237)
+    assert node_hash("127.0.0.1", 9092, 1, None) == -1073917100
 
 
 # HashMap<Node, ...> iteration order printed by Kafka 4.3's classes (Collectors.toMap) for
-# the first n of NODES; the same table logic orders 3.x's Node hashes.
+# the first n of NODES.
 NODES = [(i + 1, "127.0.0.1" if i % 3 == 0 else f"broker-{i}.example.com", 9092 + i * 7,
           None if i % 2 == 0 else f"rack-é{i}") for i in range(40)]
 JAVA_ORDERS = {
@@ -102,7 +102,7 @@ JAVA_ORDERS = {
 
 @pytest.mark.parametrize("n", sorted(JAVA_ORDERS))
 def test_java_hashmap_order(n: int) -> None:
-    hashes = [_int32(31 * node_hash(h, p, i, r) + 1237) for i, h, p, r in NODES[:n]]
+    hashes = [node_hash(h, p, i, r) for i, h, p, r in NODES[:n]]
     assert ",".join(str(NODES[i][0]) for i in java_hashmap_order(hashes)) == JAVA_ORDERS[n]
 
 
