@@ -417,7 +417,10 @@ class GroupCoordinatorService:
                     code = self.core.apply_commit(group_id, to_write)
                 codes.update({tp: code for tp in to_write})
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        pace = Pacer()  # after the write: the next commit's order is settled
         for (topic, index), code in codes.items():
+            if pace.due():
+                await asyncio.sleep(0)
             by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": int(code)})
         return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
