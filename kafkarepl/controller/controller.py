@@ -21,7 +21,7 @@ from typing import Any
 
 from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError
 
-from kafkarepl.aio import wait_event
+from kafkarepl.aio import Pacer, wait_event
 from kafkarepl.controller import election
 from kafkarepl.controller.channel import (
     LEADER_AND_ISR,
@@ -1040,7 +1040,10 @@ class Controller:
             tps = [(t["topic"], p) for t in requested for p in t.get("partitions", [])]
         codes = await self._run_elections(tps, kind)
         by_topic: dict[str, list[dict]] = {}
+        pace = Pacer()  # the client may name any number of partitions
         for (t, p), (code, msg) in codes.items():
+            if pace.due():
+                await asyncio.sleep(0)
             by_topic.setdefault(t, []).append(
                 {"partition_id": p, "error_code": int(code), "error_message": msg}
             )

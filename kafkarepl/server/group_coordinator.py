@@ -580,7 +580,10 @@ class GroupCoordinatorService:
         """DeleteGroups (kafka-consumer-groups.sh --delete): empty groups only; their
         committed offsets are deleted with tombstones, replicated before the answer."""
         results = []
+        pace = Pacer()  # the client names the groups
         for gid in req.body.get("groups_names") or []:
+            if pace.due():
+                await asyncio.sleep(0)
             code, offsets = self.core.prepare_delete(gid)
             if code is ErrorCode.NONE and offsets:
                 code = await self._append(gid, [(encode_key(gid, t, i), None) for t, i in offsets])

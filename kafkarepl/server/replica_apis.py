@@ -510,9 +510,12 @@ class ReplicaApis:
         """kafka-transactions.sh describe-producers: the idempotent producers the leader's
         log knows, with the start offset of each one's open transaction."""
         topics_out = []
+        pace = Pacer(_CHUNK)  # the client sets how many partitions
         for t in req.body["topics"]:
             parts = []
             for i in t["partition_indexes"]:
+                if pace.due():
+                    await asyncio.sleep(0)
                 p, err = self.replicas.leader_partition(TopicPartition(t["name"], i))
                 out: Body = {"partition_index": i, "error_code": int(err), "error_message": None,
                              "active_producers": []}

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kafkarepl.aio import Pacer
 from kafkarepl.controller.placement import (
     assign_new_partitions,
     assign_replicas,
@@ -244,7 +245,10 @@ class TopicApis:
         except KafkaError as exc:  # as Kafka 4.0: the whole request fails, no topic is created
             too_many = exc
         out = []
+        pace = Pacer()  # the client sets how many topics
         for t in body["topics"]:
+            if pace.due():
+                await asyncio.sleep(0)
             assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments") or []}
             configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
             code, msg, created = ErrorCode.NONE, None, None
