@@ -270,18 +270,8 @@ class ReplicaApis:
         in_session = params.from_follower and self.sessions is not None and req.api_version >= 7
         if not in_session and _more_partitions_than(body["topics"], _LARGE_FETCH):
             return await self._large_fetch(body["topics"], params, racks)
-        fetches = [
-            PartitionFetch(
-                TopicPartition(topic["topic"], fp["partition"]),
-                fp["fetch_offset"],
-                fp["partition_max_bytes"],
-                fp.get("current_leader_epoch", -1),
-                fp.get("last_fetched_epoch", -1),
-                fp.get("log_start_offset", -1),
-            )
-            for topic in body["topics"]
-            for fp in topic["partitions"]
-        ]
+        fetches = [_partition_fetch(TopicPartition(topic["topic"], fp["partition"]), fp)
+                   for topic in body["topics"] for fp in topic["partitions"]]
         session: FetchSession | None = None
         if in_session and self.sessions is not None:
             sid, epoch = body.get("session_id", 0), body.get("session_epoch", FINAL_EPOCH)
@@ -316,9 +306,7 @@ class ReplicaApis:
             name = topic["topic"]
             for fp in topic["partitions"]:
                 tp = TopicPartition(name, fp["partition"])
-                wanted[tp] = PartitionFetch(tp, fp["fetch_offset"], fp["partition_max_bytes"],
-                                            fp.get("current_leader_epoch", -1), fp.get("last_fetched_epoch", -1),
-                                            fp.get("log_start_offset", -1))
+                wanted[tp] = _partition_fetch(tp, fp)
                 if pace.due():
                     await asyncio.sleep(0)
         hosted = self.replicas.partitions
@@ -667,6 +655,12 @@ def _fetch_response(parts: list[tuple[TopicPartition, FetchPartitionData]], sess
     topics_out: list[Body] = []
     _add_partitions(topics_out, parts)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": topics_out}
+
+
+def _partition_fetch(tp: TopicPartition, fp: Body) -> PartitionFetch:
+    """A Fetch request's partition entry."""
+    return PartitionFetch(tp, fp["fetch_offset"], fp["partition_max_bytes"], fp.get("current_leader_epoch", -1),
+                          fp.get("last_fetched_epoch", -1), fp.get("log_start_offset", -1))
 
 
 def _more_partitions_than(topics: list[Body], limit: int, key: str = "partitions") -> bool:
