@@ -213,18 +213,27 @@ class Group:
         order = [n for n in next(iter(self.members.values())).protocol_names() if n in common]
         return max(order, key=lambda n: (votes.get(n, 0), -order.index(n)))
 
-    def _fenced(self, member_id: str, instance_id: str | None) -> bool:
-        """A static member's id superseded by a newer join of the same instance."""
-        return instance_id is not None and self.static_members.get(instance_id, member_id) != member_id
+    def _validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's ClassicGroup.validateMember: a group.instance.id given must be known
+        and name this member id, then the member must exist. The instance comes first: a
+        static member whose id was replaced (its successor joined with the same instance
+        id) learns FENCED_INSTANCE_ID and shuts down, where UNKNOWN_MEMBER_ID would make
+        it rejoin and fence its successor in turn."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def _check_generation(self, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
         """The checks SyncGroup, Heartbeat and OffsetCommit share, in Kafka's order."""
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if member_id not in self.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if self._fenced(member_id, instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
+        err = self._validate_member(member_id, instance_id)
+        if err:
+            return err
         if generation_id != self.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
@@ -292,13 +301,15 @@ class Group:
         return parked
 
     def _join_known(self, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
-        m = self.members.get(r.member_id)
-        if m is None:
-            if r.member_id in self.pending_members and r.group_instance_id is None:
+        if r.member_id in self.pending_members:
+            # A MEMBER_ID_REQUIRED id is never static (Kafka throws for one that claims to be).
+            if r.group_instance_id is None:
                 return self._add_member_and_rebalance(r, r.member_id, now_ms)
             return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
-        if self._fenced(r.member_id, r.group_instance_id):
-            return JoinResponse(ErrorCode.FENCED_INSTANCE_ID, r.member_id)
+        err = self._validate_member(r.member_id, r.group_instance_id)
+        if err:
+            return JoinResponse(err, r.member_id)
+        m = self.members[r.member_id]
         same = m.protocols == r.protocols and m.protocol_type == r.protocol_type
         if self.state is GroupState.PREPARING_REBALANCE:
             return self._update_member_and_park(m, r, now_ms)

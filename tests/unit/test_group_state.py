@@ -280,9 +280,31 @@ def test_static_member_rejoin_fences_old_id_without_a_rebalance() -> None:
     assert r.leader_id == old and r.members == []  # the leader as it was: no reassignment
     synced = h.sync(new, 1)
     assert isinstance(synced, SyncResponse) and synced.assignment == b"x"
-    assert h.c.heartbeat(G, old, "inst-1", 1, h.now) in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID)
+    assert h.c.heartbeat(G, old, "inst-1", 1, h.now) is E.FENCED_INSTANCE_ID
     assert h.c.heartbeat(G, new, "inst-1", 1, h.now) is E.NONE
     assert h.c.leave(G, [("", "inst-1")], h.now) == (E.NONE, [E.NONE])
+
+
+def test_a_replaced_static_member_is_fenced_everywhere_and_an_unknown_instance_is_unknown() -> None:
+    # Kafka's ClassicGroup.validateMember checks the group.instance.id before the member
+    # id: the old incarnation of a restarted static member learns FENCED_INSTANCE_ID (it
+    # had UNKNOWN_MEMBER_ID, so it rejoined and fenced its successor: a ping-pong), and an
+    # instance id the group does not know is UNKNOWN_MEMBER_ID even for a known member.
+    h = Harness()
+    old = h.result(h.join(client="s", instance="inst-1")).member_id
+    h.sync(old, 1, {old: b"x"})
+    new = h.join(client="s", instance="inst-1").member_id
+    assert new != old
+    offs = {("t", 0): OffsetAndMetadata(1)}
+    assert h.c.heartbeat(G, old, "inst-1", 1, h.now) is E.FENCED_INSTANCE_ID
+    assert h.c.sync(G, old, "inst-1", 1, None, None, {}, h.now).error is E.FENCED_INSTANCE_ID
+    assert h.c.validate_commit(G, old, "inst-1", 1, offs, h.now)[0] is E.FENCED_INSTANCE_ID
+    assert h.join(old, client="s", instance="inst-1").error is E.FENCED_INSTANCE_ID
+    assert h.c.heartbeat(G, new, "inst-2", 1, h.now) is E.UNKNOWN_MEMBER_ID
+    assert h.c.sync(G, new, "inst-2", 1, None, None, {}, h.now).error is E.UNKNOWN_MEMBER_ID
+    assert h.join(new, client="s", instance="inst-2").error is E.UNKNOWN_MEMBER_ID
+    assert h.c.validate_commit(G, new, "inst-2", 1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
+    assert h.c.heartbeat(G, new, "inst-1", 1, h.now) is E.NONE and h.state() is GroupState.STABLE
 
 
 def test_static_member_rejoining_with_another_protocol_rebalances() -> None:
