@@ -193,10 +193,15 @@ class Group:
         return topics
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """Kafka's ClassicGroup.supportsProtocols: an Empty group takes any; otherwise the
+        type must be the group's and one protocol every member's. By state, not members:
+        a group whose members all left during a rebalance keeps its type until the
+        rebalance completes (to Empty)."""
         names = {n for n, _ in protocols}
-        if not self.members:
+        if self.state is GroupState.EMPTY:
             return bool(protocol_type) and bool(names)
-        return protocol_type == self.protocol_type and bool(names & self._common_protocols())
+        return protocol_type == self.protocol_type and any(
+            all(n in m.protocol_names() for m in self.members.values()) for n in names)
 
     def _common_protocols(self) -> set[str]:
         sets = [set(m.protocol_names()) for m in self.members.values()]
@@ -347,7 +352,7 @@ class Group:
             self.static_members[r.group_instance_id] = member_id
         if self.leader_id is None:
             self.leader_id = member_id
-        if self.protocol_type is None:
+        if len(self.members) == 1:  # the first member sets the type (Kafka's ClassicGroup.add)
             self.protocol_type = r.protocol_type
         if self.state is GroupState.PREPARING_REBALANCE and self._initial_delay_left_ms is not None:
             self._new_member_added = True

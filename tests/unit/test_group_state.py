@@ -153,6 +153,25 @@ def test_inconsistent_protocols_are_refused() -> None:
     assert h.c.join(G, r, h.now).error is E.INCONSISTENT_GROUP_PROTOCOL
 
 
+def test_a_rebalancing_group_keeps_its_protocol_type_with_no_members_and_the_first_member_sets_it() -> None:
+    h = Harness(initial_delay=3000)
+    a = h.join(client="a", v4=False)
+    member = next(iter(h.c.groups[G].members))
+    assert isinstance(a, Parked) and h.state() is GroupState.PREPARING_REBALANCE  # the initial delay
+    h.c.apply_commit(G, {("t", 0): OffsetAndMetadata(1)})  # keeps the group once Empty
+    h.c.leave(G, [(member, None)], h.now)
+    assert h.state() is GroupState.PREPARING_REBALANCE and not h.c.groups[G].members
+    # Kafka's supportsProtocols goes by state: not Empty yet, so the type must match.
+    other = JoinRequest("", "x", SESSION, REBALANCE, "connect", [("range", b"")], require_known_member_id=False)
+    assert h.c.join(G, other, h.now).error is E.INCONSISTENT_GROUP_PROTOCOL
+    h.tick(3000)
+    assert h.state() is GroupState.EMPTY and h.c.groups[G].protocol_type == "consumer"
+    # Empty: any type; the first member sets it, so a consumer can no longer join alongside.
+    assert isinstance(h.c.join(G, other, h.now), Parked)
+    assert h.c.groups[G].protocol_type == "connect"
+    assert h.join(client="b", v4=False).error is E.INCONSISTENT_GROUP_PROTOCOL
+
+
 def test_protocol_chosen_by_votes() -> None:
     h = Harness()
     pa = [("roundrobin", b"1"), ("range", b"2")]
