@@ -517,12 +517,15 @@ class Group:
     # ------------------------------------------------------------ OffsetCommit -----
     def validate_commit(self, member_id: str, instance_id: str | None, generation_id: int,
                         now_ms: int) -> ErrorCode:
+        """Kafka's ClassicGroup.validateOffsetCommit."""
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            # Outside group management (assign() with a group.id, the admin client): any
+            # commit of an Empty group, whatever member or instance id it names.
+            return ErrorCode.NONE
         if generation_id < 0 and not member_id and instance_id is None:
-            # A "simple" consumer (assign() with a group.id) stores offsets only in a
-            # group nobody is a member of.
-            return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID  # not while the group has a generation going
         err = self._check_generation(member_id, instance_id, generation_id)
         if err:
             return err

@@ -420,3 +420,19 @@ def test_offsets_committed_without_membership_expire_from_their_commit_time() ->
     assert h.c.expire_offsets(h.now, 1000 + 3999, 4000) == {}
     assert h.c.expire_offsets(h.now, 5000, 4000) == {h.c.partition_for(G): [(G, ("t", 0))]}
     assert h.c.fetch_offsets(G, None)[1] == {("t", 1): OffsetAndMetadata(1, commit_timestamp_ms=5000)}
+
+
+def test_commit_outside_group_management_into_an_empty_group_names_any_member() -> None:
+    # Kafka's validateOffsetCommit: generation -1 into an Empty group is accepted before
+    # any member check (an assign() consumer may still send its old member or instance id).
+    h = Harness()
+    pending = h.new_member("a")  # a MEMBER_ID_REQUIRED id: the group exists, Empty
+    offs = {("t", 0): OffsetAndMetadata(3)}
+    assert h.c.validate_commit(G, pending, None, -1, offs, h.now)[0] is E.NONE
+    assert h.c.validate_commit(G, "stale-id", "inst-9", -1, offs, h.now)[0] is E.NONE
+    # With a generation going, an anonymous commit is refused, a named one validated.
+    h.c.leave(G, [(pending, None)], h.now)
+    a, _b, gen = stable_pair(h)
+    assert h.c.validate_commit(G, "", None, -1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
+    assert h.c.validate_commit(G, a, None, -1, offs, h.now)[0] is E.ILLEGAL_GENERATION
+    assert h.c.validate_commit(G, a, None, gen, offs, h.now)[0] is E.NONE
