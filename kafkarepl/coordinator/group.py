@@ -474,24 +474,22 @@ class Group:
         out = []
         removed = False
         for member_id, instance_id in members:
-            if instance_id is not None:
-                known = self.static_members.get(instance_id)
-                if known is None:
-                    out.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                    continue
-                if member_id and member_id != known:
-                    out.append(ErrorCode.FENCED_INSTANCE_ID)
-                    continue
-                member_id = known
-            if member_id in self.pending_members:
+            # Kafka's classicGroupLeave: no member id = an admin removing a static member
+            # by instance id; a pending (MEMBER_ID_REQUIRED) id simply goes; else the
+            # member is validated as for the other requests.
+            if not member_id:
+                member_id = self.static_members.get(instance_id, "") if instance_id is not None else ""
+                err = ErrorCode.NONE if member_id else ErrorCode.UNKNOWN_MEMBER_ID
+            elif member_id in self.pending_members:
                 del self.pending_members[member_id]
                 out.append(ErrorCode.NONE)
-            elif member_id in self.members:
+                continue
+            else:
+                err = self._validate_member(member_id, instance_id)
+            if not err:
                 self._remove_member(self.members[member_id], ErrorCode.UNKNOWN_MEMBER_ID)
                 removed = True
-                out.append(ErrorCode.NONE)
-            else:
-                out.append(ErrorCode.UNKNOWN_MEMBER_ID)
+            out.append(err)
         self._after_removal(now_ms, removed)
         return out
 

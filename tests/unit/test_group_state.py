@@ -436,3 +436,12 @@ def test_commit_outside_group_management_into_an_empty_group_names_any_member() 
     assert h.c.validate_commit(G, "", None, -1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
     assert h.c.validate_commit(G, a, None, -1, offs, h.now)[0] is E.ILLEGAL_GENERATION
     assert h.c.validate_commit(G, a, None, gen, offs, h.now)[0] is E.NONE
+
+
+def test_leave_of_a_pending_member_id_needs_no_instance_check() -> None:
+    # Kafka's classicGroupLeave drops a pending (MEMBER_ID_REQUIRED) id before validating
+    # a group.instance.id, which such an id never has (it was UNKNOWN_MEMBER_ID).
+    h = Harness()
+    pending = h.new_member("a")
+    assert h.c.leave(G, [(pending, "inst-1")], h.now) == (E.NONE, [E.NONE])
+    assert h.c.groups.get(G) is None or not h.c.groups[G].pending_members
