@@ -445,3 +445,16 @@ def test_leave_of_a_pending_member_id_needs_no_instance_check() -> None:
     pending = h.new_member("a")
     assert h.c.leave(G, [(pending, "inst-1")], h.now) == (E.NONE, [E.NONE])
     assert h.c.groups.get(G) is None or not h.c.groups[G].pending_members
+
+
+def test_pending_member_ids_do_not_keep_an_empty_group_from_deletion() -> None:
+    # Kafka's validateDeleteGroup goes by state: an Empty group is deleted even while
+    # MEMBER_ID_REQUIRED ids are pending (a client repeating JoinGroup v4 without a
+    # member id kept the group NON_EMPTY_GROUP for ever).
+    h = Harness()
+    h.c.apply_commit(G, {("t", 0): OffsetAndMetadata(1)})
+    pending = h.new_member("a")
+    assert h.state() is GroupState.EMPTY
+    assert h.c.prepare_delete(G) == (E.NONE, [("t", 0)])
+    assert h.c.finish_delete(G) is E.NONE and G not in h.c.groups
+    assert h.join(pending, client="a").error is E.UNKNOWN_MEMBER_ID  # it finds no group
