@@ -430,9 +430,10 @@ class Group:
         if err:
             return SyncResponse(err)
         m = self.members[member_id]
-        if (protocol_type is not None and protocol_type != self.protocol_type) or (
-            protocol_name is not None and protocol_name != self.protocol_name
-        ):
+        # Kafka's isProtocolInconsistent: only when both sides name one (before the first
+        # generation completes the group has no protocol name yet).
+        if any(ours is not None and theirs is not None and ours != theirs for ours, theirs in
+               ((self.protocol_type, protocol_type), (self.protocol_name, protocol_name))):
             return SyncResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if self.state is GroupState.PREPARING_REBALANCE:
             return SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS)

@@ -458,3 +458,14 @@ def test_pending_member_ids_do_not_keep_an_empty_group_from_deletion() -> None:
     assert h.c.prepare_delete(G) == (E.NONE, [("t", 0)])
     assert h.c.finish_delete(G) is E.NONE and G not in h.c.groups
     assert h.join(pending, client="a").error is E.UNKNOWN_MEMBER_ID  # it finds no group
+
+
+def test_sync_naming_a_protocol_before_the_group_has_one_is_not_inconsistent() -> None:
+    # Kafka's isProtocolInconsistent needs both names: in the first rebalance the group
+    # has none yet, so a SyncGroup v5 naming one learns REBALANCE_IN_PROGRESS.
+    h = Harness(initial_delay=3000)
+    member = h.new_member("a")
+    h.join(member, client="a")
+    assert h.state() is GroupState.PREPARING_REBALANCE and h.c.groups[G].protocol_name is None
+    out = h.c.sync(G, member, None, 0, "consumer", "range", {}, h.now)
+    assert out.error is E.REBALANCE_IN_PROGRESS
