@@ -149,6 +149,12 @@ class Group:
         # Empty group expire offsets.retention.minutes after it (KIP-211).
         self.empty_since_ms: int | None = None
         self.rebalance_deadline_ms: int | None = None
+        # Kafka's pending sync (KAFKA-12890): members of the new generation that have not
+        # sent SyncGroup by the rebalance timeout after the join phase are removed, so a
+        # leader that keeps heartbeating but never syncs cannot hold the group (and the
+        # followers' parked SyncGroups) in CompletingRebalance for ever.
+        self.pending_sync: set[str] = set()
+        self.sync_deadline_ms: int | None = None
         # Kafka's InitialDelayedJoin: a rebalance of an Empty group waits
         # group.initial.rebalance.delay.ms, again while members keep arriving, up to
         # the rebalance timeout, so a starting fleet lands in one generation.
@@ -287,6 +293,9 @@ class Group:
         if old.sync_token is not None:
             self.outbox.complete(old.sync_token, SyncResponse(ErrorCode.FENCED_INSTANCE_ID))
         del self.members[old.member_id]
+        if old.member_id in self.pending_sync:  # the new id owes the SyncGroup now
+            self.pending_sync.discard(old.member_id)
+            self.pending_sync.add(member_id)
         m = Member(member_id, r.group_instance_id, r.client_id, r.client_host, r.session_timeout_ms,
                    r.rebalance_timeout_ms, r.protocol_type, list(r.protocols), assignment=old.assignment,
                    is_new=False)
@@ -368,8 +377,9 @@ class Group:
             for m in self.members.values():
                 m.assignment = b""
                 if m.sync_token is not None:
-                    self.outbox.complete(m.sync_token, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS))
-                    m.sync_token = None
+                    self._answer_sync(m, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS), now_ms)
+        self.pending_sync.clear()
+        self.sync_deadline_ms = None
         if self.state is GroupState.EMPTY:
             delay = self.config.initial_rebalance_delay_ms
             self._initial_delay_left_ms = max(self._rebalance_timeout_ms() - delay, 0)
@@ -421,6 +431,8 @@ class Group:
             m.keep_alive(now_ms)
             if token is not None:
                 self.outbox.complete(token, self._current_join_response(m))
+        self.pending_sync = set(self.members)
+        self.sync_deadline_ms = now_ms + self._rebalance_timeout_ms()
 
     # ---------------------------------------------------------------- SyncGroup -----
     def sync(self, member_id: str, instance_id: str | None, generation_id: int,
@@ -437,12 +449,14 @@ class Group:
             return SyncResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if self.state is GroupState.PREPARING_REBALANCE:
             return SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS)
-        if self.state is GroupState.STABLE:
-            m.keep_alive(now_ms)
-            return SyncResponse(ErrorCode.NONE, self.protocol_type, self.protocol_name, m.assignment)
-        if self.state is not GroupState.COMPLETING_REBALANCE:
+        if self.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+        self.pending_sync.discard(member_id)
+        if not self.pending_sync:
+            self.sync_deadline_ms = None
         m.keep_alive(now_ms)
+        if self.state is GroupState.STABLE:
+            return SyncResponse(ErrorCode.NONE, self.protocol_type, self.protocol_name, m.assignment)
         if m.sync_token is not None:
             self.outbox.complete(m.sync_token, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS))
         m.sync_token = self.outbox.park()
@@ -453,10 +467,17 @@ class Group:
             self.state = GroupState.STABLE
             for other in self.members.values():
                 if other.sync_token is not None:
-                    self.outbox.complete(other.sync_token, SyncResponse(
-                        ErrorCode.NONE, self.protocol_type, self.protocol_name, other.assignment))
-                    other.sync_token = None
+                    self._answer_sync(other, SyncResponse(
+                        ErrorCode.NONE, self.protocol_type, self.protocol_name, other.assignment), now_ms)
         return parked
+
+    def _answer_sync(self, m: Member, response: SyncResponse, now_ms: int) -> None:
+        """A parked SyncGroup answered while the member stays: its session restarts now
+        (Kafka's propagateAssignment), as it could not heartbeat while it waited."""
+        assert m.sync_token is not None
+        self.outbox.complete(m.sync_token, response)
+        m.sync_token = None
+        m.keep_alive(now_ms)
 
     # ---------------------------------------------------------------- Heartbeat -----
     def heartbeat(self, member_id: str, instance_id: str | None, generation_id: int, now_ms: int) -> ErrorCode:
@@ -500,6 +521,7 @@ class Group:
         if m.sync_token is not None:
             self.outbox.complete(m.sync_token, SyncResponse(error))
         del self.members[m.member_id]
+        self.pending_sync.discard(m.member_id)
         if m.group_instance_id is not None and self.static_members.get(m.group_instance_id) == m.member_id:
             del self.static_members[m.group_instance_id]
         if self.leader_id == m.member_id:
@@ -536,11 +558,17 @@ class Group:
 
     # ------------------------------------------------------------------ timers -----
     def expire(self, now_ms: int) -> None:
-        """Session expiry of members and pending member ids; rebalance timeout."""
+        """Session expiry of members and pending member ids; rebalance and sync timeouts."""
         for mid, deadline in list(self.pending_members.items()):
             if now_ms >= deadline:
                 del self.pending_members[mid]
         removed = False
+        if self.sync_deadline_ms is not None and now_ms >= self.sync_deadline_ms:
+            for mid in sorted(self.pending_sync):  # no SyncGroup by the rebalance timeout
+                self._remove_member(self.members[mid], ErrorCode.UNKNOWN_MEMBER_ID)
+                removed = True
+            self.pending_sync.clear()
+            self.sync_deadline_ms = None
         for m in list(self.members.values()):
             # A member whose JoinGroup/SyncGroup is parked is waiting on us, not dead:
             # the rebalance timeout bounds that wait instead.
@@ -555,6 +583,8 @@ class Group:
                   if m.join_token is None and m.sync_token is None]
         if self.state is GroupState.PREPARING_REBALANCE and self.rebalance_deadline_ms is not None:
             times.append(self.rebalance_deadline_ms)
+        if self.sync_deadline_ms is not None:
+            times.append(self.sync_deadline_ms)
         return min(times, default=None)
 
     # ------------------------------------------------------------------ unload -----

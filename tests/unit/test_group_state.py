@@ -469,3 +469,63 @@ def test_sync_naming_a_protocol_before_the_group_has_one_is_not_inconsistent() -
     assert h.state() is GroupState.PREPARING_REBALANCE and h.c.groups[G].protocol_name is None
     out = h.c.sync(G, member, None, 0, "consumer", "range", {}, h.now)
     assert out.error is E.REBALANCE_IN_PROGRESS
+
+
+def _completing_pair(h: Harness) -> tuple[str, str, int]:
+    """Two members told generation 2, neither synced yet: (leader, follower, generation)."""
+    a = h.new_member("a")
+    h.join(a, client="a")
+    b = h.new_member("b")
+    pb = h.join(b, client="b")
+    ra = h.result(h.join(a, client="a"))
+    assert ra.leader_id == a and h.result(pb).generation_id == ra.generation_id
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    return a, b, ra.generation_id
+
+
+def test_a_leader_that_heartbeats_but_never_syncs_is_removed_at_the_rebalance_timeout() -> None:
+    # Kafka's pending-sync expiry (KAFKA-12890): members that sent no SyncGroup within the
+    # rebalance timeout after the join phase leave. Without it the follower's SyncGroup
+    # stayed parked (and the group CompletingRebalance) as long as the leader heartbeated.
+    h = Harness()
+    a, b, gen = _completing_pair(h)
+    sb = h.sync(b, gen)
+    for _ in range(REBALANCE // 2000 - 1):
+        h.tick(2000)
+        assert h.c.heartbeat(G, a, None, gen, h.now) is E.NONE
+    assert h.result(sb) is None and h.c.next_deadline() == h.now + 2000
+    h.tick(2000)
+    assert h.result(sb).error is E.REBALANCE_IN_PROGRESS
+    assert a not in h.c.groups[G].members and h.state() is GroupState.PREPARING_REBALANCE
+    r = h.result(h.join(b, client="b"))
+    assert r.error is E.NONE and r.leader_id == b and r.generation_id == gen + 1
+
+
+def test_members_that_all_synced_are_not_expired_by_the_sync_timeout() -> None:
+    h = Harness()
+    a, b, gen = _completing_pair(h)
+    h.sync(b, gen)
+    h.sync(a, gen, {a: b"A", b: b"B"})
+    assert h.state() is GroupState.STABLE and h.c.groups[G].sync_deadline_ms is None
+    for _ in range(3):
+        h.tick(REBALANCE // 2)
+        assert h.c.heartbeat(G, a, None, gen, h.now) is E.NONE
+        assert h.c.heartbeat(G, b, None, gen, h.now) is E.NONE
+    assert h.state() is GroupState.STABLE and len(h.c.groups[G].members) == 2
+
+
+def test_a_parked_sync_answered_late_restarts_the_members_session() -> None:
+    # Kafka's propagateAssignment reschedules the heartbeat of every member it answers: the
+    # member could not heartbeat while its SyncGroup waited. Without that, a follower
+    # answered after its session timeout was removed at the next timer, assignment in hand.
+    h = Harness()
+    a, b, gen = _completing_pair(h)
+    sb = h.sync(b, gen)
+    for _ in range(2):
+        h.tick(SESSION // 2 + 1)  # past b's session, inside the rebalance timeout
+        assert h.c.heartbeat(G, a, None, gen, h.now) is E.NONE
+    sa = h.sync(a, gen, {a: b"A", b: b"B"})
+    assert h.result(sa).assignment == b"A" and h.result(sb).assignment == b"B"
+    h.tick(1)
+    assert b in h.c.groups[G].members and h.state() is GroupState.STABLE
+    assert h.c.heartbeat(G, b, None, gen, h.now) is E.NONE
