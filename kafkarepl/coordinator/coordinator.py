@@ -228,7 +228,10 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, []
-        if g.state is not GroupState.EMPTY or not g.is_empty:
+        # Kafka's validateDeleteGroup: by state. Pending (MEMBER_ID_REQUIRED) ids do not
+        # count: a client repeating JoinGroup without a member id must not keep a group
+        # from being deleted; such an id rejoining later finds no group (UNKNOWN_MEMBER_ID).
+        if g.state is not GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP, []
         return ErrorCode.NONE, sorted(g.offsets)
 
@@ -237,7 +240,7 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             return ErrorCode.GROUP_ID_NOT_FOUND
-        if g.state is not GroupState.EMPTY or not g.is_empty:
+        if g.state is not GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP  # someone joined meanwhile
         g.offsets.clear()
         g.state = GroupState.DEAD

@@ -149,6 +149,12 @@ class Group:
         # Empty group expire offsets.retention.minutes after it (KIP-211).
         self.empty_since_ms: int | None = None
         self.rebalance_deadline_ms: int | None = None
+        # Kafka's pending sync (KAFKA-12890): members of the new generation that have not
+        # sent SyncGroup by the rebalance timeout after the join phase are removed, so a
+        # leader that keeps heartbeating but never syncs cannot hold the group (and the
+        # followers' parked SyncGroups) in CompletingRebalance for ever.
+        self.pending_sync: set[str] = set()
+        self.sync_deadline_ms: int | None = None
         # Kafka's InitialDelayedJoin: a rebalance of an Empty group waits
         # group.initial.rebalance.delay.ms, again while members keep arriving, up to
         # the rebalance timeout, so a starting fleet lands in one generation.
@@ -193,10 +199,15 @@ class Group:
         return topics
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """Kafka's ClassicGroup.supportsProtocols: an Empty group takes any; otherwise the
+        type must be the group's and one protocol every member's. By state, not members:
+        a group whose members all left during a rebalance keeps its type until the
+        rebalance completes (to Empty)."""
         names = {n for n, _ in protocols}
-        if not self.members:
+        if self.state is GroupState.EMPTY:
             return bool(protocol_type) and bool(names)
-        return protocol_type == self.protocol_type and bool(names & self._common_protocols())
+        return protocol_type == self.protocol_type and any(
+            all(n in m.protocol_names() for m in self.members.values()) for n in names)
 
     def _common_protocols(self) -> set[str]:
         sets = [set(m.protocol_names()) for m in self.members.values()]
@@ -213,18 +224,27 @@ class Group:
         order = [n for n in next(iter(self.members.values())).protocol_names() if n in common]
         return max(order, key=lambda n: (votes.get(n, 0), -order.index(n)))
 
-    def _fenced(self, member_id: str, instance_id: str | None) -> bool:
-        """A static member's id superseded by a newer join of the same instance."""
-        return instance_id is not None and self.static_members.get(instance_id, member_id) != member_id
+    def _validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's ClassicGroup.validateMember: a group.instance.id given must be known
+        and name this member id, then the member must exist. The instance comes first: a
+        static member whose id was replaced (its successor joined with the same instance
+        id) learns FENCED_INSTANCE_ID and shuts down, where UNKNOWN_MEMBER_ID would make
+        it rejoin and fence its successor in turn."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def _check_generation(self, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
         """The checks SyncGroup, Heartbeat and OffsetCommit share, in Kafka's order."""
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if member_id not in self.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if self._fenced(member_id, instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
+        err = self._validate_member(member_id, instance_id)
+        if err:
+            return err
         if generation_id != self.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
@@ -273,6 +293,9 @@ class Group:
         if old.sync_token is not None:
             self.outbox.complete(old.sync_token, SyncResponse(ErrorCode.FENCED_INSTANCE_ID))
         del self.members[old.member_id]
+        if old.member_id in self.pending_sync:  # the new id owes the SyncGroup now
+            self.pending_sync.discard(old.member_id)
+            self.pending_sync.add(member_id)
         m = Member(member_id, r.group_instance_id, r.client_id, r.client_host, r.session_timeout_ms,
                    r.rebalance_timeout_ms, r.protocol_type, list(r.protocols), assignment=old.assignment,
                    is_new=False)
@@ -292,13 +315,15 @@ class Group:
         return parked
 
     def _join_known(self, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
-        m = self.members.get(r.member_id)
-        if m is None:
-            if r.member_id in self.pending_members and r.group_instance_id is None:
+        if r.member_id in self.pending_members:
+            # A MEMBER_ID_REQUIRED id is never static (Kafka throws for one that claims to be).
+            if r.group_instance_id is None:
                 return self._add_member_and_rebalance(r, r.member_id, now_ms)
             return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
-        if self._fenced(r.member_id, r.group_instance_id):
-            return JoinResponse(ErrorCode.FENCED_INSTANCE_ID, r.member_id)
+        err = self._validate_member(r.member_id, r.group_instance_id)
+        if err:
+            return JoinResponse(err, r.member_id)
+        m = self.members[r.member_id]
         same = m.protocols == r.protocols and m.protocol_type == r.protocol_type
         if self.state is GroupState.PREPARING_REBALANCE:
             return self._update_member_and_park(m, r, now_ms)
@@ -336,7 +361,7 @@ class Group:
             self.static_members[r.group_instance_id] = member_id
         if self.leader_id is None:
             self.leader_id = member_id
-        if self.protocol_type is None:
+        if len(self.members) == 1:  # the first member sets the type (Kafka's ClassicGroup.add)
             self.protocol_type = r.protocol_type
         if self.state is GroupState.PREPARING_REBALANCE and self._initial_delay_left_ms is not None:
             self._new_member_added = True
@@ -352,8 +377,9 @@ class Group:
             for m in self.members.values():
                 m.assignment = b""
                 if m.sync_token is not None:
-                    self.outbox.complete(m.sync_token, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS))
-                    m.sync_token = None
+                    self._answer_sync(m, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS), now_ms)
+        self.pending_sync.clear()
+        self.sync_deadline_ms = None
         if self.state is GroupState.EMPTY:
             delay = self.config.initial_rebalance_delay_ms
             self._initial_delay_left_ms = max(self._rebalance_timeout_ms() - delay, 0)
@@ -405,6 +431,8 @@ class Group:
             m.keep_alive(now_ms)
             if token is not None:
                 self.outbox.complete(token, self._current_join_response(m))
+        self.pending_sync = set(self.members)
+        self.sync_deadline_ms = now_ms + self._rebalance_timeout_ms()
 
     # ---------------------------------------------------------------- SyncGroup -----
     def sync(self, member_id: str, instance_id: str | None, generation_id: int,
@@ -414,18 +442,21 @@ class Group:
         if err:
             return SyncResponse(err)
         m = self.members[member_id]
-        if (protocol_type is not None and protocol_type != self.protocol_type) or (
-            protocol_name is not None and protocol_name != self.protocol_name
-        ):
+        # Kafka's isProtocolInconsistent: only when both sides name one (before the first
+        # generation completes the group has no protocol name yet).
+        if any(ours is not None and theirs is not None and ours != theirs for ours, theirs in
+               ((self.protocol_type, protocol_type), (self.protocol_name, protocol_name))):
             return SyncResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if self.state is GroupState.PREPARING_REBALANCE:
             return SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS)
-        if self.state is GroupState.STABLE:
-            m.keep_alive(now_ms)
-            return SyncResponse(ErrorCode.NONE, self.protocol_type, self.protocol_name, m.assignment)
-        if self.state is not GroupState.COMPLETING_REBALANCE:
+        if self.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+        self.pending_sync.discard(member_id)
+        if not self.pending_sync:
+            self.sync_deadline_ms = None
         m.keep_alive(now_ms)
+        if self.state is GroupState.STABLE:
+            return SyncResponse(ErrorCode.NONE, self.protocol_type, self.protocol_name, m.assignment)
         if m.sync_token is not None:
             self.outbox.complete(m.sync_token, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS))
         m.sync_token = self.outbox.park()
@@ -436,10 +467,17 @@ class Group:
             self.state = GroupState.STABLE
             for other in self.members.values():
                 if other.sync_token is not None:
-                    self.outbox.complete(other.sync_token, SyncResponse(
-                        ErrorCode.NONE, self.protocol_type, self.protocol_name, other.assignment))
-                    other.sync_token = None
+                    self._answer_sync(other, SyncResponse(
+                        ErrorCode.NONE, self.protocol_type, self.protocol_name, other.assignment), now_ms)
         return parked
+
+    def _answer_sync(self, m: Member, response: SyncResponse, now_ms: int) -> None:
+        """A parked SyncGroup answered while the member stays: its session restarts now
+        (Kafka's propagateAssignment), as it could not heartbeat while it waited."""
+        assert m.sync_token is not None
+        self.outbox.complete(m.sync_token, response)
+        m.sync_token = None
+        m.keep_alive(now_ms)
 
     # ---------------------------------------------------------------- Heartbeat -----
     def heartbeat(self, member_id: str, instance_id: str | None, generation_id: int, now_ms: int) -> ErrorCode:
@@ -458,24 +496,22 @@ class Group:
         out = []
         removed = False
         for member_id, instance_id in members:
-            if instance_id is not None:
-                known = self.static_members.get(instance_id)
-                if known is None:
-                    out.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                    continue
-                if member_id and member_id != known:
-                    out.append(ErrorCode.FENCED_INSTANCE_ID)
-                    continue
-                member_id = known
-            if member_id in self.pending_members:
+            # Kafka's classicGroupLeave: no member id = an admin removing a static member
+            # by instance id; a pending (MEMBER_ID_REQUIRED) id simply goes; else the
+            # member is validated as for the other requests.
+            if not member_id:
+                member_id = self.static_members.get(instance_id, "") if instance_id is not None else ""
+                err = ErrorCode.NONE if member_id else ErrorCode.UNKNOWN_MEMBER_ID
+            elif member_id in self.pending_members:
                 del self.pending_members[member_id]
                 out.append(ErrorCode.NONE)
-            elif member_id in self.members:
+                continue
+            else:
+                err = self._validate_member(member_id, instance_id)
+            if not err:
                 self._remove_member(self.members[member_id], ErrorCode.UNKNOWN_MEMBER_ID)
                 removed = True
-                out.append(ErrorCode.NONE)
-            else:
-                out.append(ErrorCode.UNKNOWN_MEMBER_ID)
+            out.append(err)
         self._after_removal(now_ms, removed)
         return out
 
@@ -485,6 +521,7 @@ class Group:
         if m.sync_token is not None:
             self.outbox.complete(m.sync_token, SyncResponse(error))
         del self.members[m.member_id]
+        self.pending_sync.discard(m.member_id)
         if m.group_instance_id is not None and self.static_members.get(m.group_instance_id) == m.member_id:
             del self.static_members[m.group_instance_id]
         if self.leader_id == m.member_id:
@@ -501,12 +538,15 @@ class Group:
     # ------------------------------------------------------------ OffsetCommit -----
     def validate_commit(self, member_id: str, instance_id: str | None, generation_id: int,
                         now_ms: int) -> ErrorCode:
+        """Kafka's ClassicGroup.validateOffsetCommit."""
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            # Outside group management (assign() with a group.id, the admin client): any
+            # commit of an Empty group, whatever member or instance id it names.
+            return ErrorCode.NONE
         if generation_id < 0 and not member_id and instance_id is None:
-            # A "simple" consumer (assign() with a group.id) stores offsets only in a
-            # group nobody is a member of.
-            return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID  # not while the group has a generation going
         err = self._check_generation(member_id, instance_id, generation_id)
         if err:
             return err
@@ -518,11 +558,17 @@ class Group:
 
     # ------------------------------------------------------------------ timers -----
     def expire(self, now_ms: int) -> None:
-        """Session expiry of members and pending member ids; rebalance timeout."""
+        """Session expiry of members and pending member ids; rebalance and sync timeouts."""
         for mid, deadline in list(self.pending_members.items()):
             if now_ms >= deadline:
                 del self.pending_members[mid]
         removed = False
+        if self.sync_deadline_ms is not None and now_ms >= self.sync_deadline_ms:
+            for mid in sorted(self.pending_sync):  # no SyncGroup by the rebalance timeout
+                self._remove_member(self.members[mid], ErrorCode.UNKNOWN_MEMBER_ID)
+                removed = True
+            self.pending_sync.clear()
+            self.sync_deadline_ms = None
         for m in list(self.members.values()):
             # A member whose JoinGroup/SyncGroup is parked is waiting on us, not dead:
             # the rebalance timeout bounds that wait instead.
@@ -537,6 +583,8 @@ class Group:
                   if m.join_token is None and m.sync_token is None]
         if self.state is GroupState.PREPARING_REBALANCE and self.rebalance_deadline_ms is not None:
             times.append(self.rebalance_deadline_ms)
+        if self.sync_deadline_ms is not None:
+            times.append(self.sync_deadline_ms)
         return min(times, default=None)
 
     # ------------------------------------------------------------------ unload -----

@@ -153,6 +153,25 @@ def test_inconsistent_protocols_are_refused() -> None:
     assert h.c.join(G, r, h.now).error is E.INCONSISTENT_GROUP_PROTOCOL
 
 
+def test_a_rebalancing_group_keeps_its_protocol_type_with_no_members_and_the_first_member_sets_it() -> None:
+    h = Harness(initial_delay=3000)
+    a = h.join(client="a", v4=False)
+    member = next(iter(h.c.groups[G].members))
+    assert isinstance(a, Parked) and h.state() is GroupState.PREPARING_REBALANCE  # the initial delay
+    h.c.apply_commit(G, {("t", 0): OffsetAndMetadata(1)})  # keeps the group once Empty
+    h.c.leave(G, [(member, None)], h.now)
+    assert h.state() is GroupState.PREPARING_REBALANCE and not h.c.groups[G].members
+    # Kafka's supportsProtocols goes by state: not Empty yet, so the type must match.
+    other = JoinRequest("", "x", SESSION, REBALANCE, "connect", [("range", b"")], require_known_member_id=False)
+    assert h.c.join(G, other, h.now).error is E.INCONSISTENT_GROUP_PROTOCOL
+    h.tick(3000)
+    assert h.state() is GroupState.EMPTY and h.c.groups[G].protocol_type == "consumer"
+    # Empty: any type; the first member sets it, so a consumer can no longer join alongside.
+    assert isinstance(h.c.join(G, other, h.now), Parked)
+    assert h.c.groups[G].protocol_type == "connect"
+    assert h.join(client="b", v4=False).error is E.INCONSISTENT_GROUP_PROTOCOL
+
+
 def test_protocol_chosen_by_votes() -> None:
     h = Harness()
     pa = [("roundrobin", b"1"), ("range", b"2")]
@@ -280,9 +299,31 @@ def test_static_member_rejoin_fences_old_id_without_a_rebalance() -> None:
     assert r.leader_id == old and r.members == []  # the leader as it was: no reassignment
     synced = h.sync(new, 1)
     assert isinstance(synced, SyncResponse) and synced.assignment == b"x"
-    assert h.c.heartbeat(G, old, "inst-1", 1, h.now) in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID)
+    assert h.c.heartbeat(G, old, "inst-1", 1, h.now) is E.FENCED_INSTANCE_ID
     assert h.c.heartbeat(G, new, "inst-1", 1, h.now) is E.NONE
     assert h.c.leave(G, [("", "inst-1")], h.now) == (E.NONE, [E.NONE])
+
+
+def test_a_replaced_static_member_is_fenced_everywhere_and_an_unknown_instance_is_unknown() -> None:
+    # Kafka's ClassicGroup.validateMember checks the group.instance.id before the member
+    # id: the old incarnation of a restarted static member learns FENCED_INSTANCE_ID (it
+    # had UNKNOWN_MEMBER_ID, so it rejoined and fenced its successor: a ping-pong), and an
+    # instance id the group does not know is UNKNOWN_MEMBER_ID even for a known member.
+    h = Harness()
+    old = h.result(h.join(client="s", instance="inst-1")).member_id
+    h.sync(old, 1, {old: b"x"})
+    new = h.join(client="s", instance="inst-1").member_id
+    assert new != old
+    offs = {("t", 0): OffsetAndMetadata(1)}
+    assert h.c.heartbeat(G, old, "inst-1", 1, h.now) is E.FENCED_INSTANCE_ID
+    assert h.c.sync(G, old, "inst-1", 1, None, None, {}, h.now).error is E.FENCED_INSTANCE_ID
+    assert h.c.validate_commit(G, old, "inst-1", 1, offs, h.now)[0] is E.FENCED_INSTANCE_ID
+    assert h.join(old, client="s", instance="inst-1").error is E.FENCED_INSTANCE_ID
+    assert h.c.heartbeat(G, new, "inst-2", 1, h.now) is E.UNKNOWN_MEMBER_ID
+    assert h.c.sync(G, new, "inst-2", 1, None, None, {}, h.now).error is E.UNKNOWN_MEMBER_ID
+    assert h.join(new, client="s", instance="inst-2").error is E.UNKNOWN_MEMBER_ID
+    assert h.c.validate_commit(G, new, "inst-2", 1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
+    assert h.c.heartbeat(G, new, "inst-1", 1, h.now) is E.NONE and h.state() is GroupState.STABLE
 
 
 def test_static_member_rejoining_with_another_protocol_rebalances() -> None:
@@ -379,3 +420,112 @@ def test_offsets_committed_without_membership_expire_from_their_commit_time() ->
     assert h.c.expire_offsets(h.now, 1000 + 3999, 4000) == {}
     assert h.c.expire_offsets(h.now, 5000, 4000) == {h.c.partition_for(G): [(G, ("t", 0))]}
     assert h.c.fetch_offsets(G, None)[1] == {("t", 1): OffsetAndMetadata(1, commit_timestamp_ms=5000)}
+
+
+def test_commit_outside_group_management_into_an_empty_group_names_any_member() -> None:
+    # Kafka's validateOffsetCommit: generation -1 into an Empty group is accepted before
+    # any member check (an assign() consumer may still send its old member or instance id).
+    h = Harness()
+    pending = h.new_member("a")  # a MEMBER_ID_REQUIRED id: the group exists, Empty
+    offs = {("t", 0): OffsetAndMetadata(3)}
+    assert h.c.validate_commit(G, pending, None, -1, offs, h.now)[0] is E.NONE
+    assert h.c.validate_commit(G, "stale-id", "inst-9", -1, offs, h.now)[0] is E.NONE
+    # With a generation going, an anonymous commit is refused, a named one validated.
+    h.c.leave(G, [(pending, None)], h.now)
+    a, _b, gen = stable_pair(h)
+    assert h.c.validate_commit(G, "", None, -1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
+    assert h.c.validate_commit(G, a, None, -1, offs, h.now)[0] is E.ILLEGAL_GENERATION
+    assert h.c.validate_commit(G, a, None, gen, offs, h.now)[0] is E.NONE
+
+
+def test_leave_of_a_pending_member_id_needs_no_instance_check() -> None:
+    # Kafka's classicGroupLeave drops a pending (MEMBER_ID_REQUIRED) id before validating
+    # a group.instance.id, which such an id never has (it was UNKNOWN_MEMBER_ID).
+    h = Harness()
+    pending = h.new_member("a")
+    assert h.c.leave(G, [(pending, "inst-1")], h.now) == (E.NONE, [E.NONE])
+    assert h.c.groups.get(G) is None or not h.c.groups[G].pending_members
+
+
+def test_pending_member_ids_do_not_keep_an_empty_group_from_deletion() -> None:
+    # Kafka's validateDeleteGroup goes by state: an Empty group is deleted even while
+    # MEMBER_ID_REQUIRED ids are pending (a client repeating JoinGroup v4 without a
+    # member id kept the group NON_EMPTY_GROUP for ever).
+    h = Harness()
+    h.c.apply_commit(G, {("t", 0): OffsetAndMetadata(1)})
+    pending = h.new_member("a")
+    assert h.state() is GroupState.EMPTY
+    assert h.c.prepare_delete(G) == (E.NONE, [("t", 0)])
+    assert h.c.finish_delete(G) is E.NONE and G not in h.c.groups
+    assert h.join(pending, client="a").error is E.UNKNOWN_MEMBER_ID  # it finds no group
+
+
+def test_sync_naming_a_protocol_before_the_group_has_one_is_not_inconsistent() -> None:
+    # Kafka's isProtocolInconsistent needs both names: in the first rebalance the group
+    # has none yet, so a SyncGroup v5 naming one learns REBALANCE_IN_PROGRESS.
+    h = Harness(initial_delay=3000)
+    member = h.new_member("a")
+    h.join(member, client="a")
+    assert h.state() is GroupState.PREPARING_REBALANCE and h.c.groups[G].protocol_name is None
+    out = h.c.sync(G, member, None, 0, "consumer", "range", {}, h.now)
+    assert out.error is E.REBALANCE_IN_PROGRESS
+
+
+def _completing_pair(h: Harness) -> tuple[str, str, int]:
+    """Two members told generation 2, neither synced yet: (leader, follower, generation)."""
+    a = h.new_member("a")
+    h.join(a, client="a")
+    b = h.new_member("b")
+    pb = h.join(b, client="b")
+    ra = h.result(h.join(a, client="a"))
+    assert ra.leader_id == a and h.result(pb).generation_id == ra.generation_id
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    return a, b, ra.generation_id
+
+
+def test_a_leader_that_heartbeats_but_never_syncs_is_removed_at_the_rebalance_timeout() -> None:
+    # Kafka's pending-sync expiry (KAFKA-12890): members that sent no SyncGroup within the
+    # rebalance timeout after the join phase leave. Without it the follower's SyncGroup
+    # stayed parked (and the group CompletingRebalance) as long as the leader heartbeated.
+    h = Harness()
+    a, b, gen = _completing_pair(h)
+    sb = h.sync(b, gen)
+    for _ in range(REBALANCE // 2000 - 1):
+        h.tick(2000)
+        assert h.c.heartbeat(G, a, None, gen, h.now) is E.NONE
+    assert h.result(sb) is None and h.c.next_deadline() == h.now + 2000
+    h.tick(2000)
+    assert h.result(sb).error is E.REBALANCE_IN_PROGRESS
+    assert a not in h.c.groups[G].members and h.state() is GroupState.PREPARING_REBALANCE
+    r = h.result(h.join(b, client="b"))
+    assert r.error is E.NONE and r.leader_id == b and r.generation_id == gen + 1
+
+
+def test_members_that_all_synced_are_not_expired_by_the_sync_timeout() -> None:
+    h = Harness()
+    a, b, gen = _completing_pair(h)
+    h.sync(b, gen)
+    h.sync(a, gen, {a: b"A", b: b"B"})
+    assert h.state() is GroupState.STABLE and h.c.groups[G].sync_deadline_ms is None
+    for _ in range(3):
+        h.tick(REBALANCE // 2)
+        assert h.c.heartbeat(G, a, None, gen, h.now) is E.NONE
+        assert h.c.heartbeat(G, b, None, gen, h.now) is E.NONE
+    assert h.state() is GroupState.STABLE and len(h.c.groups[G].members) == 2
+
+
+def test_a_parked_sync_answered_late_restarts_the_members_session() -> None:
+    # Kafka's propagateAssignment reschedules the heartbeat of every member it answers: the
+    # member could not heartbeat while its SyncGroup waited. Without that, a follower
+    # answered after its session timeout was removed at the next timer, assignment in hand.
+    h = Harness()
+    a, b, gen = _completing_pair(h)
+    sb = h.sync(b, gen)
+    for _ in range(2):
+        h.tick(SESSION // 2 + 1)  # past b's session, inside the rebalance timeout
+        assert h.c.heartbeat(G, a, None, gen, h.now) is E.NONE
+    sa = h.sync(a, gen, {a: b"A", b: b"B"})
+    assert h.result(sa).assignment == b"A" and h.result(sb).assignment == b"B"
+    h.tick(1)
+    assert b in h.c.groups[G].members and h.state() is GroupState.STABLE
+    assert h.c.heartbeat(G, b, None, gen, h.now) is E.NONE
