@@ -28,7 +28,7 @@ from kafkarepl import _core
 from kafkarepl.client import BrokerConnection
 from kafkarepl.coordinator.offsets import OFFSETS_TOPIC, java_string_hash
 from kafkarepl.coordinator.records import build_batch, iter_records
-from kafkarepl.coordinator.txn import Decision, TxnDecisions
+from kafkarepl.coordinator.txn import Decision, TxnDecisions, epoch_exhausted
 from kafkarepl.coordinator.txn_log import (
     STATE_BY_NAME,
     TXN_TOPIC,
@@ -334,7 +334,7 @@ class TransactionCoordinatorService:
         if err is not ErrorCode.NONE:
             return answer(err)
         current = self.txns.get(tid)
-        needs_id = current is None or current.producer_epoch >= 32766
+        needs_id = current is None or epoch_exhausted(current.producer_epoch)
         try:
             new_pid = await self.new_producer_id() if needs_id else -1
         except KafkaError as exc:
@@ -431,8 +431,7 @@ class TransactionCoordinatorService:
         for m in list(self.txns.values()):
             if not self._owned.get(self.partition_for(m.transactional_id)):
                 continue
-            needs_id = m.producer_epoch >= 32766
-            nxt = self.decisions.timed_out_abort(m, now, await self.new_producer_id() if needs_id else -1)
+            nxt = self.decisions.timed_out_abort(m, now)
             if nxt is None:
                 continue
             log.info("transaction %s timed out after %d ms: aborting (epoch %d -> %d)", m.transactional_id,
