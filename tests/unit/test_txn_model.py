@@ -218,11 +218,20 @@ class TxnModel(RuleBasedStateMachine):
             if hasattr(self, "svc"):
                 self.gate.set()
                 self.settle()
-                self.svc.shutdown()
-            self.loop.run_until_complete(self.tb.stop())
-            for task in asyncio.all_tasks(self.loop):
+                self.svc.shutdown()  # closes its connections: the tiny broker's readers end
+            self.run(self.tb.stop())
+            for _ in range(20):
+                if all(t.done() for t in asyncio.all_tasks(self.loop)):
+                    break
+                self.run(asyncio.sleep(0.001))
+            rest = asyncio.all_tasks(self.loop)
+            for task in rest:
                 task.cancel()
-            self.loop.run_until_complete(asyncio.sleep(0))
+
+            async def cancelled() -> None:
+                await asyncio.gather(*rest, return_exceptions=True)
+
+            self.run(cancelled())
         finally:
             self.loop.close()
             if hasattr(self, "lm"):
@@ -409,7 +418,7 @@ class TxnModel(RuleBasedStateMachine):
     def who(self, i: int, how: str) -> tuple[int | None, tuple[int, int]]:
         if not self.clients:
             return None, (4242, 0)
-        c = i % len(self.clients)
+        c = len(self.clients) - 1 if i % 3 else i % len(self.clients)  # mostly the newest instance
         pid, epoch = self.clients[c]
         if how == "older":
             epoch -= 1
@@ -467,6 +476,14 @@ class TxnModel(RuleBasedStateMachine):
         expected = self.expected_end(pid, epoch, commit)
         body = {"transactional_id": TID, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
         self.send("end", self.svc.end_txn(self.request(ApiKey.END_TXN, 3, body)), expected)
+
+    @rule(commit=st.booleans(), offsets=st.booleans())
+    def transaction(self, commit: bool, offsets: bool) -> None:
+        """The newest instance runs a whole transaction (each step checked as above)."""
+        self.add_partitions(1, "own", {PARTS[0], PARTS[1]})
+        if offsets:
+            self.add_offsets(1, "own")
+        self.end_txn(1, "own", commit)
 
     # -- the environment ----------------------------------------------------------------------
     @precondition(lambda self: self.lagging)
