@@ -116,6 +116,7 @@ class Sent:
     expected: set[object]  # error codes Kafka answers; "write": NONE once the state is written
     client: int | None = None
     gives: tuple[int | None, int] | None = None  # InitProducerId: (id, None = a new one; epoch)
+    old_client: bool = False  # a version before PRODUCER_FENCED: INVALID_PRODUCER_EPOCH instead
 
 
 @dataclass
@@ -301,8 +302,8 @@ class TxnModel(RuleBasedStateMachine):
         return Request(key, version, 1, "model", body, 0)
 
     def send(self, kind: str, coro: Any, expected: set[object], client: int | None = None,
-             gives: tuple[int | None, int] | None = None) -> None:
-        self.sent.append(Sent(kind, self.loop.create_task(coro), expected, client, gives))
+             gives: tuple[int | None, int] | None = None, old_client: bool = False) -> None:
+        self.sent.append(Sent(kind, self.loop.create_task(coro), expected, client, gives, old_client))
         self.pump()
         self.collect()
 
@@ -319,6 +320,8 @@ class TxnModel(RuleBasedStateMachine):
             code = E(body["error_code"]) if "error_code" in body else E(
                 body["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"])
             allowed = {E.NONE if x == "write" else x for x in s.expected}
+            if s.old_client and E.PRODUCER_FENCED in allowed:
+                allowed = allowed - {E.PRODUCER_FENCED} | {E.INVALID_PRODUCER_EPOCH}
             assert code in allowed, f"{s.kind} answered {code.name}, Kafka answers {s.expected}"
             if s.kind == "init" and code is E.NONE:
                 pair = (body["producer_id"], body["producer_epoch"])
@@ -428,13 +431,13 @@ class TxnModel(RuleBasedStateMachine):
             pid += 1
         return c, (pid, epoch)
 
-    @rule(timeout=st.sampled_from([10_000, 10_000, 30_000, 0, MAX_TIMEOUT + 1]))
-    def init_new(self, timeout: int) -> None:
+    @rule(timeout=st.sampled_from([10_000, 10_000, 30_000, 0, MAX_TIMEOUT + 1]), version=st.sampled_from([4, 4, 1]))
+    def init_new(self, timeout: int, version: int = 4) -> None:
         """A producer instance starts: InitProducerId with no id or epoch."""
         expected, gives = self.expected_init(timeout, None)
         body = {"transactional_id": TID, "transaction_timeout_ms": timeout, "producer_id": -1, "producer_epoch": -1}
-        self.send("init", self.svc.init_producer_id(self.request(ApiKey.INIT_PRODUCER_ID, 4, body)), expected,
-                  None, gives)
+        self.send("init", self.svc.init_producer_id(self.request(ApiKey.INIT_PRODUCER_ID, version, body)), expected,
+                  None, gives, version < 4)
 
     @rule(i=st.integers(0, 100), how=st.sampled_from(["own", "own", "older", "other_id"]))
     def init_recover(self, i: int, how: str) -> None:
@@ -447,8 +450,8 @@ class TxnModel(RuleBasedStateMachine):
                   c if how == "own" else None, gives)
 
     @rule(i=st.integers(0, 100), how=st.sampled_from(["own", "own", "own", "older", "newer", "other_id"]),
-          parts=st.sets(st.sampled_from(PARTS), min_size=1))
-    def add_partitions(self, i: int, how: str, parts: set[tuple[str, int]]) -> None:
+          parts=st.sets(st.sampled_from(PARTS), min_size=1), version=st.sampled_from([3, 3, 1]))
+    def add_partitions(self, i: int, how: str, parts: set[tuple[str, int]], version: int = 3) -> None:
         _c, (pid, epoch) = self.who(i, how)
         expected = self.expected_add(pid, epoch, parts)
         if "write" in expected:
@@ -457,8 +460,8 @@ class TxnModel(RuleBasedStateMachine):
                 "v3_and_below_producer_epoch": epoch,
                 "v3_and_below_topics": [{"name": t, "partitions": sorted(p for tt, p in parts if tt == t)}
                                         for t in sorted({t for t, _ in parts})]}
-        self.send("add", self.svc.add_partitions_to_txn(self.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, body)),
-                  expected)
+        self.send("add", self.svc.add_partitions_to_txn(self.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, body)),
+                  expected, old_client=version < 2)
 
     @rule(i=st.integers(0, 100), how=st.sampled_from(["own", "own", "older"]))
     def add_offsets(self, i: int, how: str) -> None:
@@ -470,12 +473,14 @@ class TxnModel(RuleBasedStateMachine):
         self.send("add_offsets", self.svc.add_offsets_to_txn(self.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, body),
                                                              lambda _g: 0), expected)
 
-    @rule(i=st.integers(0, 100), how=st.sampled_from(["own", "own", "own", "older", "other_id"]), commit=st.booleans())
-    def end_txn(self, i: int, how: str, commit: bool) -> None:
+    @rule(i=st.integers(0, 100), how=st.sampled_from(["own", "own", "own", "older", "other_id"]), commit=st.booleans(),
+          version=st.sampled_from([3, 3, 1]))
+    def end_txn(self, i: int, how: str, commit: bool, version: int = 3) -> None:
         _c, (pid, epoch) = self.who(i, how)
         expected = self.expected_end(pid, epoch, commit)
         body = {"transactional_id": TID, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
-        self.send("end", self.svc.end_txn(self.request(ApiKey.END_TXN, 3, body)), expected)
+        self.send("end", self.svc.end_txn(self.request(ApiKey.END_TXN, version, body)), expected,
+                  old_client=version < 2)
 
     @rule(commit=st.booleans(), offsets=st.booleans())
     def transaction(self, commit: bool, offsets: bool) -> None:
