@@ -322,7 +322,7 @@ class TxnModel(RuleBasedStateMachine):
             allowed = {E.NONE if x == "write" else x for x in s.expected}
             if s.old_client and E.PRODUCER_FENCED in allowed:
                 allowed = allowed - {E.PRODUCER_FENCED} | {E.INVALID_PRODUCER_EPOCH}
-            assert code in allowed, f"{s.kind} answered {code.name}, Kafka answers {s.expected}"
+            assert code in allowed, f"{s.kind} answered {code.name}, Kafka answers {allowed} ({s.expected})"
             if s.kind == "init" and code is E.NONE:
                 pair = (body["producer_id"], body["producer_epoch"])
                 assert s.gives is not None
