@@ -60,7 +60,6 @@ class Park:
     member_id: str
     generation: int  # the group's generation when parked
     at_ms: int
-    incarnation: int
 
 
 def kafka_supports(g: Group | None, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
@@ -102,8 +101,7 @@ class GroupModel(RuleBasedStateMachine):
         self.outstanding: dict[int, Park] = {}
         self.answered: set[int] = set()
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        self.incarnation = 0  # a new group object after delete / failover
-        self.group_object: Group | None = None
+        self.group_object: Group | None = None  # a new one after delete, failover, or forgotten when Empty
         # When the current generation's join phase completed, and the group's rebalance
         # timeout then (the longest of its members'): SyncGroups are due by their sum.
         self.sync_due: tuple[int, int] | None = None
@@ -170,7 +168,7 @@ class GroupModel(RuleBasedStateMachine):
 
     def park(self, token: int, kind: str, member_id: str, generation: int) -> None:
         assert token not in self.outstanding and token not in self.answered, f"token {token} reused"
-        self.outstanding[token] = Park(kind, member_id, generation, self.now, self.incarnation)
+        self.outstanding[token] = Park(kind, member_id, generation, self.now)
 
     def drain(self, failover: bool = False) -> None:
         """Every completed parked answer: known, not answered before, a code Kafka sends."""
@@ -289,14 +287,14 @@ class GroupModel(RuleBasedStateMachine):
         else:
             code: object = "ok" if out.error is E.NONE else out.error
             assert code in expected, f"JoinGroup answered {out.error.name}, Kafka answers {expected}: {r}"
+            g = self.g
             if out.error is E.MEMBER_ID_REQUIRED:
-                assert out.member_id in self.g.pending_members
+                assert g is not None and out.member_id in g.pending_members
                 self.issue(out.member_id)
                 self.instance_of[out.member_id] = None
             elif out.error is E.NONE:
-                g = self.g
                 mid = out.member_id
-                assert mid in g.members and out.generation_id == g.generation_id
+                assert g is not None and mid in g.members and out.generation_id == g.generation_id
                 assert g.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
                 self.issue(mid)
                 self.told_gen[mid] = out.generation_id
@@ -410,9 +408,10 @@ class GroupModel(RuleBasedStateMachine):
         g = self.g
         if g is None:
             return
-        order = sorted(g.members, key=lambda m: m == g.leader_id)
+        leader = g.leader_id
+        order = sorted(g.members, key=lambda m: m == leader)
         if not leader_too:
-            order = [m for m in order if m != g.leader_id]
+            order = [m for m in order if m != leader]
         for mid in order:
             g = self.g
             if g is None or mid not in g.members or g.members[mid].sync_token is not None:
@@ -578,7 +577,6 @@ class GroupModel(RuleBasedStateMachine):
         self.drain()
 
     def new_incarnation(self) -> None:
-        self.incarnation += 1
         self.last_gen = 0
         self.told_gen.clear()
         self.assigned.clear()
