@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from kafkarepl.coordinator.txn_log import TxnMetadata, TxnState
 from kafkarepl.errors import ErrorCode
 
-MAX_EPOCH = 32767  # Short.MaxValue: bump to a new producer id after it
+MAX_EPOCH = 32767  # Short.MaxValue
+
+
+def epoch_exhausted(epoch: int) -> bool:
+    """Kafka's TransactionMetadata.isEpochExhausted: the next InitProducerId takes a new
+    producer id (one epoch stays in reserve for fencing an open transaction)."""
+    return epoch >= MAX_EPOCH - 1
 
 
 @dataclass
@@ -42,31 +48,46 @@ class TxnDecisions:
                                                         TxnState.EMPTY, set(), -1, now_ms))
         if current.pending:
             return Decision(ErrorCode.CONCURRENT_TRANSACTIONS)
-        if expected_pid >= 0:  # KIP-360: a producer recovering from an abortable error
-            if expected_pid != current.producer_id or expected_epoch not in (
-                    current.producer_epoch, current.last_producer_epoch):
-                return Decision(ErrorCode.PRODUCER_FENCED)
+        recovering = expected_pid >= 0  # KIP-360: a producer recovering from an abortable error
+        # Stricter than Kafka, which checks the epoch only once no transaction is open (and
+        # meanwhile aborts one with an epoch bump): a zombie must not fence the live producer.
+        if recovering and (expected_pid != current.producer_id or not (
+                expected_epoch == current.producer_epoch
+                or 0 <= expected_epoch == current.last_producer_epoch)):
+            return Decision(ErrorCode.PRODUCER_FENCED)
         if current.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
             return Decision(ErrorCode.CONCURRENT_TRANSACTIONS)
         if current.state is TxnState.ONGOING:
             # A new producer instance: abort what the old one left open (fencing it with
             # an epoch bump), the client retries and then gets its epoch.
-            nxt = self._bumped(current, new_producer_id)
-            nxt.state, nxt.last_update_ms = TxnState.PREPARE_ABORT, now_ms
-            return Decision(ErrorCode.CONCURRENT_TRANSACTIONS, nxt, abort_first=True)
-        nxt = self._bumped(current, new_producer_id)
+            return Decision(ErrorCode.CONCURRENT_TRANSACTIONS, self._fence(current, now_ms), abort_first=True)
+        # Kafka's prepareProducerIdRotation / prepareIncrementProducerEpoch.
+        nxt = current.copy()
+        epoch = current.producer_epoch
+        if epoch_exhausted(epoch) and (not recovering or expected_epoch == epoch):
+            nxt.producer_id, nxt.producer_epoch = new_producer_id, 0
+            nxt.last_producer_epoch = epoch if recovering else -1
+        elif not recovering:
+            # A new instance: no older one may come back through KIP-360 (last epoch -1).
+            nxt.producer_epoch, nxt.last_producer_epoch = epoch + 1, -1
+        elif expected_epoch == epoch:
+            nxt.producer_epoch, nxt.last_producer_epoch = epoch + 1, epoch
+        # else: the last epoch: a retry of a bump whose answer was lost gets that epoch again.
         nxt.state, nxt.timeout_ms, nxt.partitions, nxt.start_ms, nxt.last_update_ms = (
             TxnState.EMPTY, timeout_ms, set(), -1, now_ms)
         return Decision(ErrorCode.NONE, nxt)
 
     @staticmethod
-    def _bumped(current: TxnMetadata, new_producer_id: int) -> TxnMetadata:
+    def _fence(current: TxnMetadata, now_ms: int) -> TxnMetadata:
+        """Kafka's prepareFenceProducerEpoch, then the abort: PrepareAbort with epoch + 1 of
+        the same producer id, whose markers end the open transaction (markers of a new id
+        would leave it open). The epoch may reach Short.MaxValue: it is never handed out,
+        the next InitProducerId takes a new id. Only a client guessing that epoch can open a
+        transaction at it; that one is aborted at the same epoch."""
         nxt = current.copy()
-        if current.producer_epoch >= MAX_EPOCH - 1:
-            nxt.producer_id, nxt.producer_epoch, nxt.last_producer_epoch = new_producer_id, 0, -1
-        else:
-            nxt.last_producer_epoch = current.producer_epoch
-            nxt.producer_epoch = current.producer_epoch + 1
+        nxt.producer_epoch = min(current.producer_epoch + 1, MAX_EPOCH)
+        nxt.last_producer_epoch = -1
+        nxt.state, nxt.last_update_ms = TxnState.PREPARE_ABORT, now_ms
         return nxt
 
     # ----------------------------------------------------- producer validation -----
@@ -134,8 +155,8 @@ class TxnDecisions:
             return Decision(ErrorCode.NONE)  # a retry of the request that completed it
         if (s is TxnState.PREPARE_COMMIT and commit) or (s is TxnState.PREPARE_ABORT and not commit):
             return Decision(ErrorCode.CONCURRENT_TRANSACTIONS)
-        if s is TxnState.EMPTY and not commit:
-            return Decision(ErrorCode.NONE)  # nothing was added: nothing to abort
+        # Empty included, as Kafka before KIP-890 part 2 (EndTxn v5): clients end only a
+        # transaction they added something to.
         return Decision(ErrorCode.INVALID_TXN_STATE)
 
     @staticmethod
@@ -149,13 +170,11 @@ class TxnDecisions:
         return nxt
 
     @staticmethod
-    def timed_out_abort(current: TxnMetadata, now_ms: int, new_producer_id: int) -> TxnMetadata | None:
+    def timed_out_abort(current: TxnMetadata, now_ms: int) -> TxnMetadata | None:
         """An Ongoing transaction past its timeout: abort it with a bumped epoch, which
         fences the producer that let it time out (Kafka's abortTimedOutTransactions)."""
         if current.pending or current.state is not TxnState.ONGOING:
             return None
         if current.start_ms < 0 or now_ms - current.start_ms <= current.timeout_ms:
             return None
-        nxt = TxnDecisions._bumped(current, new_producer_id)
-        nxt.state, nxt.last_update_ms = TxnState.PREPARE_ABORT, now_ms
-        return nxt
+        return TxnDecisions._fence(current, now_ms)

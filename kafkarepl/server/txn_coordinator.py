@@ -28,7 +28,7 @@ from kafkarepl import _core
 from kafkarepl.client import BrokerConnection
 from kafkarepl.coordinator.offsets import OFFSETS_TOPIC, java_string_hash
 from kafkarepl.coordinator.records import build_batch, iter_records
-from kafkarepl.coordinator.txn import Decision, TxnDecisions
+from kafkarepl.coordinator.txn import Decision, TxnDecisions, epoch_exhausted
 from kafkarepl.coordinator.txn_log import (
     STATE_BY_NAME,
     TXN_TOPIC,
@@ -82,6 +82,7 @@ class TransactionCoordinatorService:
         self.decisions = TxnDecisions(config.transaction_max_timeout_ms)
         self.num_partitions = config.transaction_state_log_num_partitions
         self.txns: dict[str, TxnMetadata] = {}
+        self._creating: set[str] = set()  # transactional ids whose first state is being written
         self._owned: dict[int, bool] = {}  # partition -> loaded
         self._epochs: dict[int, int] = {}  # partition -> its leader epoch (the coordinator epoch)
         self._loads: dict[int, asyncio.Task] = {}
@@ -334,7 +335,7 @@ class TransactionCoordinatorService:
         if err is not ErrorCode.NONE:
             return answer(err)
         current = self.txns.get(tid)
-        needs_id = current is None or current.producer_epoch >= 32766
+        needs_id = current is None or epoch_exhausted(current.producer_epoch)
         try:
             new_pid = await self.new_producer_id() if needs_id else -1
         except KafkaError as exc:
@@ -343,14 +344,24 @@ class TransactionCoordinatorService:
         d = self.decisions.init_producer_id(current, tid, b["transaction_timeout_ms"], new_pid,
                                             self.clock.wall_ms(), b.get("producer_id", -1),
                                             b.get("producer_epoch", -1))
-        code = await self._apply(current, d)
+        creating = current is None and d.next is not None
+        if creating:
+            if tid in self._creating:
+                # Another InitProducerId is writing this id's first state: as Kafka, which
+                # caches it (pending) before the write, this one retries.
+                return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+            self._creating.add(tid)
+        try:
+            code = await self._apply(current, d)
+        finally:
+            if creating:
+                self._creating.discard(tid)
         if d.abort_first and code is ErrorCode.CONCURRENT_TRANSACTIONS and d.next is not None:
             self._complete_later(self.txns[tid])
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
-        if code is not ErrorCode.NONE:
+        if code is not ErrorCode.NONE or d.next is None:
             return answer(code)
-        m = self.txns[tid]
-        return answer(ErrorCode.NONE, m.producer_id, m.producer_epoch)
+        return answer(ErrorCode.NONE, d.next.producer_id, d.next.producer_epoch)
 
     def verify(self, tid: str, producer_id: int, epoch: int,
                partitions: set[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
@@ -431,8 +442,7 @@ class TransactionCoordinatorService:
         for m in list(self.txns.values()):
             if not self._owned.get(self.partition_for(m.transactional_id)):
                 continue
-            needs_id = m.producer_epoch >= 32766
-            nxt = self.decisions.timed_out_abort(m, now, await self.new_producer_id() if needs_id else -1)
+            nxt = self.decisions.timed_out_abort(m, now)
             if nxt is None:
                 continue
             log.info("transaction %s timed out after %d ms: aborting (epoch %d -> %d)", m.transactional_id,
@@ -450,7 +460,12 @@ class TransactionCoordinatorService:
             if (self._owned.get(self.partition_for(m.transactional_id)) and not m.pending
                     and m.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
                     and now - m.last_update_ms >= self.config.transactional_id_expiration_ms):
-                if await self._write(m, None) is ErrorCode.NONE and self.txns.get(m.transactional_id) is m:
+                m.pending = True  # as Kafka's prepareDead: requests meanwhile retry
+                try:
+                    code = await self._write(m, None)
+                finally:
+                    m.pending = False
+                if code is ErrorCode.NONE and self.txns.get(m.transactional_id) is m:
                     del self.txns[m.transactional_id]
                     n += 1
         return n
