@@ -87,6 +87,16 @@ def validate_member(g: Group, member_id: str, instance_id: str | None) -> E:
     return E.NONE if member_id in g.members else E.UNKNOWN_MEMBER_ID
 
 
+def member_of_generation(g: Group | None, member_id: str, instance_id: str | None, gen: int) -> E:
+    """The checks SyncGroup and Heartbeat share: the group, the member, its generation."""
+    if g is None:
+        return E.UNKNOWN_MEMBER_ID
+    err = validate_member(g, member_id, instance_id)
+    if err:
+        return err
+    return E.ILLEGAL_GENERATION if gen != g.generation_id else E.NONE
+
+
 class GroupModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -353,13 +363,10 @@ class GroupModel(RuleBasedStateMachine):
     # -- SyncGroup ---------------------------------------------------------------------
     def expected_sync(self, g: Group | None, member_id: str, instance: str | None, gen: int,
                       ptype: str | None, pname: str | None) -> object:
-        if g is None:
-            return E.UNKNOWN_MEMBER_ID
-        err = validate_member(g, member_id, instance)
+        err = member_of_generation(g, member_id, instance, gen)
         if err:
             return err
-        if gen != g.generation_id:
-            return E.ILLEGAL_GENERATION
+        assert g is not None
         if (ptype is not None and g.protocol_type is not None and ptype != g.protocol_type) or (
                 pname is not None and g.protocol_name is not None and pname != g.protocol_name):
             return E.INCONSISTENT_GROUP_PROTOCOL
@@ -433,13 +440,10 @@ class GroupModel(RuleBasedStateMachine):
 
     # -- Heartbeat ---------------------------------------------------------------------
     def expected_heartbeat(self, g: Group | None, member_id: str, instance: str | None, gen: int) -> E:
-        if g is None:
-            return E.UNKNOWN_MEMBER_ID
-        err = validate_member(g, member_id, instance)
+        err = member_of_generation(g, member_id, instance, gen)
         if err:
             return err
-        if gen != g.generation_id:
-            return E.ILLEGAL_GENERATION
+        assert g is not None
         return {GroupState.EMPTY: E.UNKNOWN_MEMBER_ID, GroupState.PREPARING_REBALANCE: E.REBALANCE_IN_PROGRESS,
                 GroupState.COMPLETING_REBALANCE: E.NONE, GroupState.STABLE: E.NONE}[g.state]
 
