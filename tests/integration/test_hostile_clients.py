@@ -347,7 +347,7 @@ def test_request_naming_100k_partitions_does_not_stall_the_broker(broker, api):
     assert len(entries) == (N // 10 if api == "CreateTopics" else N), (api, len(entries))
     assert set(entries) == {expected}, (api, set(entries))
     # Served all along: no probe waited a quarter of the big request's time (here 3-6%, a
-    # CI run once 14%, a garbage collection; without the slicing 19-59%, all of it before
+    # CI run once 14%, probably a garbage collection; without the slicing 19-59%, all of it before
     # the codec thread).
     assert len(waits) > 5 and max(waits) < took / 4, (api, took, max(waits), len(waits))
     assert_unharmed(broker)
