@@ -479,7 +479,7 @@ class Connection:
             errors: dict[int, int] | None = None  # the answer's error counts, when counted here
             try:
                 result = await self._result(entry.fut)
-                encoding = time.perf_counter()
+                encoding = time.perf_counter() if cost is not None else 0.0
                 if isinstance(result, dict) and _entries_over(result, _OFFLOAD_ENTRIES):
                     chunks, errors = await self.loop.run_in_executor(
                         _CODEC, self._encode_counted, key, version, cid, result, entry.name is not None)
