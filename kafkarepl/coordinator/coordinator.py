@@ -7,6 +7,8 @@ APIs, `poll(now_ms)` at `next_deadline()`, and `drain()` for parked JoinGroup/Sy
 responses completed by any of those calls. Offsets are committed in two steps:
 `validate_commit` before the broker writes them to the log, `apply_commit` once the
 write is replicated (acks=all), so the cache never holds an offset the log could lose.
+Group records (membership) the groups ask for come out of `drain_stores()`; the
+broker writes them in that order and reports each outcome with `store_done`.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from kafkarepl.coordinator.group import (
     JoinResponse,
     Outbox,
     Parked,
+    StoreRequest,
     SyncResponse,
 )
+from kafkarepl.coordinator.group_records import GroupSnapshot, decode_group_key, decode_group_value
 from kafkarepl.coordinator.offsets import OffsetAndMetadata, decode_key, decode_value, partition_for
 from kafkarepl.errors import ErrorCode
 
@@ -68,16 +72,24 @@ class GroupCoordinator:
         self.unload(partition)
         self._owned[partition] = False
 
-    def load(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
-        """Replay (key, value) records of the partition's log, oldest first; records of
-        other kinds are skipped. Returns how many offset records were applied."""
+    def load(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]],
+             now_ms: int = 0, wall_ms: int = 0) -> int:
+        """Replay (key, value) records of the partition's log, oldest first: committed
+        offsets, and each group's last membership record (its members' sessions start
+        at now_ms; wall_ms is the clock of the records' timestamps). Records of other
+        kinds are skipped. Returns how many records were applied."""
         applied = 0
+        snapshots: dict[str, GroupSnapshot | None] = {}
         for key, value in records:
             if key is None:
                 continue
             try:
                 k = decode_key(key)
                 if k is None:
+                    gid = decode_group_key(key)
+                    if gid is not None:
+                        snapshots[gid] = decode_group_value(value)
+                        applied += 1
                     continue
                 v = decode_value(value)
             except (ValueError, UnicodeDecodeError):
@@ -88,6 +100,14 @@ class GroupCoordinator:
             else:
                 group.offsets[(k.topic, k.partition)] = v
             applied += 1
+        for gid, snap in snapshots.items():
+            if snap is None:
+                continue  # a tombstone: no membership (its offsets, if any, make it Empty)
+            ts = snap.state_timestamp_ms
+            since = None if ts < 0 else now_ms - max(0, wall_ms - ts)
+            group = self._group(gid, create=True)
+            assert group is not None
+            group.restore(snap, now_ms, since)
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
             self._gc(gid)
         return applied
@@ -116,6 +136,8 @@ class GroupCoordinator:
         if g is not None and g.state is GroupState.EMPTY and g.is_empty and not g.offsets:
             g.state = GroupState.DEAD
             del self.groups[group_id]
+            if g.persisted:  # Kafka's cleanupGroupMetadata: the group's record goes too
+                self.outbox.store(group_id, None)
 
     # ------------------------------------------------------------------ groups -----
     def join(self, group_id: str, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
@@ -244,6 +266,7 @@ class GroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP  # someone joined meanwhile
         g.offsets.clear()
         g.state = GroupState.DEAD
+        g.persisted = False  # the caller wrote the group's tombstone with its offsets'
         del self.groups[group_id]
         return ErrorCode.NONE
 
@@ -329,3 +352,13 @@ class GroupCoordinator:
 
     def drain(self) -> list[tuple[int, JoinResponse | SyncResponse]]:
         return self.outbox.drain()
+
+    def drain_stores(self) -> list[StoreRequest]:
+        return self.outbox.drain_stores()
+
+    def store_done(self, group_id: str, store_id: int, error: ErrorCode, now_ms: int) -> None:
+        """A group record asked for by drain_stores() is replicated (NONE) or failed."""
+        g = self.groups.get(group_id)
+        if g is not None:
+            g.store_done(store_id, error, now_ms)
+            self._gc(group_id)

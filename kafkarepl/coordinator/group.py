@@ -11,6 +11,14 @@ every member's SyncGroup with its own assignment.
 JoinGroup and SyncGroup responses that must wait are *parked*: the call returns
 `Parked(token)` and the response appears later in the shared `Outbox` as
 (token, response). Time is the caller's `now_ms`; nothing here sleeps or does I/O.
+
+Membership is persisted as Kafka's GroupMetadataManager does, so a new coordinator
+resumes the group (kafkarepl/coordinator/group_records.py): the leader's assignment
+before the group turns Stable, a static member's new id before its JoinGroup is
+answered, and an Empty group after its last rebalance. The group asks for each write
+with `Outbox.store` and learns its outcome through `store_done`; a failed write of an
+assignment fails the SyncGroups and starts a rebalance, of a static member's new id
+puts the old member back.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkarepl.coordinator.group_records import GroupSnapshot, MemberSnapshot
 from kafkarepl.coordinator.offsets import OffsetAndMetadata
 from kafkarepl.errors import ErrorCode
 
@@ -72,12 +81,24 @@ class JoinRequest:
     require_known_member_id: bool = True  # JoinGroup v4+: MEMBER_ID_REQUIRED first
 
 
+@dataclass(frozen=True)
+class StoreRequest:
+    """A group record to write: the snapshot (its state timestamp on the core's clock),
+    or None for a tombstone. The writer reports back with `store_done(store_id, ...)`."""
+
+    group_id: str
+    store_id: int
+    snapshot: GroupSnapshot | None
+
+
 class Outbox:
-    """Tokens for parked responses, and the responses completed since the last drain."""
+    """Tokens for parked responses, and the responses completed since the last drain;
+    group records to write, in the order they were asked for."""
 
     def __init__(self) -> None:
         self._next = 0
         self._done: list[tuple[int, Any]] = []
+        self._stores: list[StoreRequest] = []
 
     def park(self) -> int:
         self._next += 1
@@ -89,6 +110,15 @@ class Outbox:
     def drain(self) -> list[tuple[int, Any]]:
         done, self._done = self._done, []
         return done
+
+    def store(self, group_id: str, snapshot: GroupSnapshot | None) -> int:
+        self._next += 1
+        self._stores.append(StoreRequest(group_id, self._next, snapshot))
+        return self._next
+
+    def drain_stores(self) -> list[StoreRequest]:
+        stores, self._stores = self._stores, []
+        return stores
 
 
 @dataclass
@@ -119,6 +149,16 @@ class Member:
 
     def keep_alive(self, now_ms: int) -> None:
         self.heartbeat_deadline_ms = now_ms + self.session_timeout_ms
+
+
+@dataclass
+class _StaticReplacement:
+    """A static member's new id in a Stable group, answered once it is stored."""
+
+    token: int
+    old: Member
+    new_id: str
+    response: JoinResponse
 
 
 @dataclass(frozen=True)
@@ -160,6 +200,10 @@ class Group:
         # the rebalance timeout, so a starting fleet lands in one generation.
         self._initial_delay_left_ms: int | None = None
         self._new_member_added = False
+        self.persisted = False  # a record of the group is in the log (a tombstone owed when it goes)
+        self._sync_store: int | None = None  # the leader's assignment being written
+        self._pending_assignment: dict[str, bytes] = {}
+        self._static_stores: dict[int, _StaticReplacement] = {}
 
     # -------------------------------------------------------------------- views -----
     @property
@@ -305,8 +349,14 @@ class Group:
         if self.leader_id == old.member_id:
             self.leader_id = member_id
         if self.state is GroupState.STABLE and self.select_protocol() == self.protocol_name:
-            return JoinResponse(ErrorCode.NONE, member_id, self.generation_id, self.protocol_type,
-                                self.protocol_name, current_leader, [])
+            # Answered once the new id is stored: a coordinator taking over from the log
+            # must not know only the old id, which would fence the live member.
+            token = self.outbox.park()
+            store_id = self._store(now_ms)
+            self._static_stores[store_id] = _StaticReplacement(token, old, member_id, JoinResponse(
+                ErrorCode.NONE, member_id, self.generation_id, self.protocol_type, self.protocol_name,
+                current_leader, []))
+            return Parked(token)
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(now_ms)  # the protocol changes, or assignments are in flight
         m.join_token = self.outbox.park()
@@ -380,6 +430,8 @@ class Group:
                     self._answer_sync(m, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS), now_ms)
         self.pending_sync.clear()
         self.sync_deadline_ms = None
+        self._sync_store = None  # its outcome no longer matters
+        self._pending_assignment = {}
         if self.state is GroupState.EMPTY:
             delay = self.config.initial_rebalance_delay_ms
             self._initial_delay_left_ms = max(self._rebalance_timeout_ms() - delay, 0)
@@ -419,6 +471,7 @@ class Group:
             self.empty_since_ms = now_ms
             self.protocol_name = None
             self.leader_id = None  # the protocol type stays (Kafka lists it as "consumer")
+            self._store(now_ms)
             return
         self.protocol_name = self.select_protocol()
         self.protocol_type = next(iter(self.members.values())).protocol_type
@@ -461,15 +514,28 @@ class Group:
             self.outbox.complete(m.sync_token, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS))
         m.sync_token = self.outbox.park()
         parked = Parked(m.sync_token)
-        if member_id == self.leader_id:
-            for other in self.members.values():
-                other.assignment = assignments.get(other.member_id, b"")
-            self.state = GroupState.STABLE
-            for other in self.members.values():
-                if other.sync_token is not None:
-                    self._answer_sync(other, SyncResponse(
-                        ErrorCode.NONE, self.protocol_type, self.protocol_name, other.assignment), now_ms)
+        if member_id == self.leader_id and self._sync_store is None:
+            # Stable once the assignment is in the log (Kafka's storeGroup in SyncGroup).
+            self._pending_assignment = {mid: assignments.get(mid, b"") for mid in self.members}
+            self._sync_store = self._store(now_ms, self._pending_assignment)
         return parked
+
+    def _assignment_stored(self, error: ErrorCode, now_ms: int) -> None:
+        assignment, self._pending_assignment = self._pending_assignment, {}
+        self._sync_store = None
+        if error:  # Kafka's resetAndPropagateAssignmentError, then a new rebalance
+            for m in self.members.values():
+                if m.sync_token is not None:
+                    self._answer_sync(m, SyncResponse(error), now_ms)
+            self._prepare_rebalance(now_ms)
+            return
+        for m in self.members.values():
+            m.assignment = assignment.get(m.member_id, b"")
+        self.state = GroupState.STABLE
+        for m in self.members.values():
+            if m.sync_token is not None:
+                self._answer_sync(m, SyncResponse(ErrorCode.NONE, self.protocol_type, self.protocol_name,
+                                                  m.assignment), now_ms)
 
     def _answer_sync(self, m: Member, response: SyncResponse, now_ms: int) -> None:
         """A parked SyncGroup answered while the member stays: its session restarts now
@@ -587,9 +653,79 @@ class Group:
             times.append(self.sync_deadline_ms)
         return min(times, default=None)
 
+    # --------------------------------------------------------------- the log -----
+    def _store(self, now_ms: int, assignments: dict[str, bytes] | None = None) -> int:
+        """Ask for the group's record to be written (with `assignments` in place of the
+        members' current ones); returns the store id `store_done` will name."""
+        self.persisted = True
+        return self.outbox.store(self.group_id, self.snapshot(now_ms, assignments))
+
+    def snapshot(self, now_ms: int, assignments: dict[str, bytes] | None = None) -> GroupSnapshot:
+        since = self.empty_since_ms if self.state is GroupState.EMPTY else now_ms
+        return GroupSnapshot(
+            self.protocol_type or "", self.generation_id, self.protocol_name, self.leader_id,
+            -1 if since is None else since,
+            tuple(MemberSnapshot(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                 m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(self.protocol_name),
+                                 m.assignment if assignments is None else assignments.get(m.member_id, b""))
+                  for m in self.members.values()))
+
+    def store_done(self, store_id: int, error: ErrorCode, now_ms: int) -> None:
+        """The outcome of a write the group asked for (NONE: replicated)."""
+        if store_id == self._sync_store and self.state is GroupState.COMPLETING_REBALANCE:
+            self._assignment_stored(error, now_ms)
+            return
+        r = self._static_stores.pop(store_id, None)
+        if r is None:
+            return  # an Empty group's record, or an outcome overtaken by a rebalance
+        if error and self.members.get(r.new_id) is not None and r.old.group_instance_id is not None \
+                and self.static_members.get(r.old.group_instance_id) == r.new_id:
+            # Kafka puts the old member back: the log still names it.
+            new = self.members.pop(r.new_id)
+            old = r.old
+            old.join_token = old.sync_token = None
+            old.keep_alive(now_ms)
+            self.members[old.member_id] = old
+            self.static_members[r.old.group_instance_id] = old.member_id
+            if self.leader_id == new.member_id:
+                self.leader_id = old.member_id
+            if new.member_id in self.pending_sync:
+                self.pending_sync.discard(new.member_id)
+                self.pending_sync.add(old.member_id)
+        self.outbox.complete(r.token, r.response if not error else JoinResponse(error, ""))
+
+    def restore(self, snap: GroupSnapshot, now_ms: int, state_since_ms: int | None) -> None:
+        """Take the group over from its record (Kafka's loadGroup): Stable with the
+        stored members, their assignments and sessions starting now, or Empty."""
+        self.generation_id = snap.generation_id
+        self.protocol_type = snap.protocol_type or None
+        self.protocol_name = snap.protocol_name
+        self.members.clear()
+        self.static_members.clear()
+        for ms in snap.members:
+            m = Member(ms.member_id, ms.group_instance_id, ms.client_id, ms.client_host, ms.session_timeout_ms,
+                       ms.rebalance_timeout_ms, snap.protocol_type, [(snap.protocol_name or "", ms.subscription)],
+                       assignment=ms.assignment, is_new=False)
+            m.keep_alive(now_ms)
+            self.members[m.member_id] = m
+            if m.group_instance_id is not None:
+                self.static_members[m.group_instance_id] = m.member_id
+        if self.members:
+            self.state = GroupState.STABLE
+            self.leader_id = snap.leader_id if snap.leader_id in self.members else next(iter(self.members))
+            self.empty_since_ms = None
+        else:
+            self.state = GroupState.EMPTY
+            self.leader_id = self.protocol_name = None
+            self.empty_since_ms = state_since_ms
+        self.persisted = True
+
     # ------------------------------------------------------------------ unload -----
     def shut_down(self, error: ErrorCode) -> None:
         """The coordinator gave the group up: answer every parked request, become Dead."""
+        for r in self._static_stores.values():
+            self.outbox.complete(r.token, JoinResponse(error, r.new_id))
+        self._static_stores.clear()
         for m in list(self.members.values()):
             if m.join_token is not None:
                 self.outbox.complete(m.join_token, JoinResponse(error, m.member_id))

@@ -4,7 +4,7 @@ Key (OffsetCommitKey v1): int16 version=1, string group, string topic, int32 par
 Value (OffsetCommitValue v3): int16 version=3, int64 offset, int32 leader_epoch,
 string metadata, int64 commit_timestamp. A null value (tombstone) deletes the offset.
 Strings are int16 length + UTF-8. Values v0-v2 (older Kafka) are read too; keys of
-version 2 (group metadata) are recognised and skipped: membership is not persisted.
+version 2 (group metadata) are not offsets: kafkarepl/coordinator/group_records.py.
 
 Group -> partition is Kafka's: abs(java String.hashCode(group_id)) % partitions.
 """
@@ -64,7 +64,9 @@ def encode_value(o: OffsetAndMetadata) -> bytes:
             + _I64.pack(o.commit_timestamp_ms))
 
 
-class _Reader:
+class Reader:
+    """Kafka's fixed-width record fields, bounds-checked (ValueError past the end)."""
+
     def __init__(self, data: bytes) -> None:
         self.data, self.pos = data, 0
 
@@ -84,20 +86,28 @@ class _Reader:
     def i64(self) -> int:
         return self._unpack(_I64)
 
-    def string(self) -> str:
-        n = self.i16()
-        if n < 0:
-            return ""
-        if self.pos + n > len(self.data):
-            raise ValueError("string runs past the record")
-        s = self.data[self.pos : self.pos + n].decode()
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ValueError("field runs past the record")
+        b = bytes(self.data[self.pos : self.pos + n])
         self.pos += n
-        return s
+        return b
+
+    def nullable_string(self) -> str | None:
+        n = self.i16()
+        return None if n < 0 else self._take(n).decode()
+
+    def string(self) -> str:
+        return self.nullable_string() or ""
+
+    def bytes_(self) -> bytes:
+        n = self.i32()
+        return b"" if n < 0 else self._take(n)
 
 
 def decode_key(key: bytes) -> OffsetKey | None:
     """The offset key, or None for another record kind (group metadata, unknown)."""
-    r = _Reader(key)
+    r = Reader(key)
     if r.i16() not in (0, 1):
         return None
     return OffsetKey(r.string(), r.string(), r.i32())
@@ -107,7 +117,7 @@ def decode_value(value: bytes | None) -> OffsetAndMetadata | None:
     """None for a tombstone."""
     if value is None:
         return None
-    r = _Reader(value)
+    r = Reader(value)
     version = r.i16()
     if version < 0 or version > 3:
         raise ValueError(f"unknown offset value version {version}")

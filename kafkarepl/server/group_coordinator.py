@@ -7,7 +7,8 @@ JoinGroup/SyncGroup responses it parks, and the `__consumer_offsets` log.
 - Leadership of a `__consumer_offsets` partition (ReplicaManager.partition_changed):
   becoming leader loads the partition's committed offsets from its log (requests for its
   groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile); losing it drops its groups
-  (NOT_COORDINATOR). Membership is not persisted: after a failover members rejoin.
+  (NOT_COORDINATOR). Membership is in the log too (group records, written as the core
+  asks: `_store`), so after a failover the members carry on in their generation.
 - OffsetCommit: validated by the core, written as records through the leader append
   path, answered once the HW passes them (acks=all), then applied to the cache.
 """
@@ -15,9 +16,10 @@ JoinGroup/SyncGroup responses it parks, and the `__consumer_offsets` log.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kafkarepl import _core
@@ -29,7 +31,10 @@ from kafkarepl.coordinator import (
     JoinRequest,
     OffsetAndMetadata,
     Parked,
+    StoreRequest,
     build_batch,
+    encode_group_key,
+    encode_group_value,
     encode_key,
     encode_value,
     iter_records,
@@ -68,6 +73,8 @@ _APPEND_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
+# ... and of a group record, to the members waiting on it (Kafka's storeGroup).
+_STORE_ERRORS = {**COORDINATOR_APPEND_ERRORS, ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS}
 
 
 class GroupCoordinatorService:
@@ -103,11 +110,17 @@ class GroupCoordinatorService:
         self._txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._loads: dict[int, asyncio.Task] = {}
+        self._stores: set[asyncio.Task] = set()
         self._create_lock = asyncio.Lock()
 
     # ------------------------------------------------------------- plumbing -----
     def _after(self) -> None:
-        """Deliver what the core completed; re-arm the timer for its next deadline."""
+        """Write the group records the core asked for, deliver what it completed, and
+        re-arm the timer for its next deadline."""
+        for store in self.core.drain_stores():
+            task = asyncio.ensure_future(self._store(store))  # started in order: appended in order
+            self._stores.add(task)
+            task.add_done_callback(self._stores.discard)
         for token, response in self.core.drain():
             fut = self._waiters.pop(token, None)
             if fut is not None and not fut.done():
@@ -119,6 +132,21 @@ class GroupCoordinatorService:
         if deadline is not None:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(max(0, deadline - self.clock.monotonic_ms()) / 1000, self._on_timer)
+
+    async def _store(self, req: StoreRequest) -> None:
+        snap = req.snapshot
+        value = None
+        if snap is not None:
+            ts = snap.state_timestamp_ms  # the core's clock; the record carries the wall clock
+            if ts >= 0:
+                snap = dataclasses.replace(snap, state_timestamp_ms=self.clock.wall_ms() - (self.clock.monotonic_ms() - ts))
+            value = encode_group_value(snap)
+        code = await self._append_to(self.core.partition_for(req.group_id), [(encode_group_key(req.group_id), value)],
+                                     errors=_STORE_ERRORS)
+        if code is not ErrorCode.NONE:
+            log.info("group %s: its record was not written: %s", req.group_id, code.name)
+        self.core.store_done(req.group_id, req.store_id, code, self.clock.monotonic_ms())
+        self._after()
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -146,6 +174,8 @@ class GroupCoordinatorService:
         for task in self._loads.values():
             task.cancel()
         self._loads.clear()
+        for task in self._stores:
+            task.cancel()
         for idx in self.core.owned_partitions():
             self.core.unload(idx)
         self._after()
@@ -184,7 +214,7 @@ class GroupCoordinatorService:
                 await asyncio.sleep(LOAD_RETRY_S)
         if self._loads.get(idx) is not asyncio.current_task():
             return
-        n = self.core.load(idx, records)
+        n = self.core.load(idx, records, self.clock.monotonic_ms(), self.clock.wall_ms())
         for pid, held in open_txns.items():  # their markers may still come
             for key, value in held:
                 k, o = decode_key(key) if key else None, decode_value(value) if value else None
@@ -193,7 +223,7 @@ class GroupCoordinatorService:
         self.core.finish_loading(idx)
         self._loads.pop(idx, None)
         self._after()
-        log.info("group coordinator: loaded %s-%d (%d offset records)", OFFSETS_TOPIC, idx, n)
+        log.info("group coordinator: loaded %s-%d (%d group and offset records)", OFFSETS_TOPIC, idx, n)
 
     @staticmethod
     async def _read_offsets_log(p: PartitionState) -> tuple[list[tuple[bytes | None, bytes | None]],
@@ -478,18 +508,19 @@ class GroupCoordinatorService:
         return await self._append(group_id, [(encode_key(group_id, t, i), encode_value(o))
                                              for (t, i), o in offsets.items()])
 
-    async def _append(self, group_id: str, records: list[tuple[bytes | None, bytes | None]]) -> ErrorCode:
+    async def _append(self, group_id: str, records: Sequence[tuple[bytes | None, bytes | None]]) -> ErrorCode:
         return await self._append_to(self.core.partition_for(group_id), records)
 
-    async def _append_to(self, partition: int, records: list[tuple[bytes | None, bytes | None]],
-                         producer: tuple[int, int] | None = None) -> ErrorCode:
+    async def _append_to(self, partition: int, records: Sequence[tuple[bytes | None, bytes | None]],
+                         producer: tuple[int, int] | None = None,
+                         errors: Mapping[ErrorCode, ErrorCode] = _APPEND_ERRORS) -> ErrorCode:
         if producer is None:
             batch = memoryview(build_batch(records, self.clock.wall_ms()))
         else:  # a transactional offset commit: part of the producer's transaction
             batch = memoryview(build_batch(records, self.clock.wall_ms(), producer_id=producer[0],
                                            producer_epoch=producer[1], attributes=TRANSACTIONAL_BIT))
         return await append_as_coordinator(self.replicas, TopicPartition(OFFSETS_TOPIC, partition), batch,
-                                           self.config.offsets_commit_timeout_ms, _APPEND_ERRORS)
+                                           self.config.offsets_commit_timeout_ms, errors)
 
     async def offset_fetch(self, req: Request) -> dict[str, Any]:
         b, v = req.body, req.api_version
@@ -585,8 +616,9 @@ class GroupCoordinatorService:
             if pace.due():
                 await asyncio.sleep(0)
             code, offsets = self.core.prepare_delete(gid)
-            if code is ErrorCode.NONE and offsets:
-                code = await self._append(gid, [(encode_key(gid, t, i), None) for t, i in offsets])
+            if code is ErrorCode.NONE:  # the group's record goes with its offsets (Kafka's the same)
+                code = await self._append(gid, [(encode_key(gid, t, i), None) for t, i in offsets]
+                                          + [(encode_group_key(gid), None)])
             if code is ErrorCode.NONE:
                 code = self.core.finish_delete(gid)
             results.append({"group_id": gid, "error_code": int(code)})

@@ -393,6 +393,70 @@ def test_committed_offsets_survive_coordinator_kill(cluster_factory) -> None:
         cons.close()
 
 
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_members_carry_on_without_a_rebalance_when_the_coordinator_fails(cluster_factory, how: str) -> None:
+    # Kafka persists membership (GroupMetadataValue) with the assignment before the group
+    # turns Stable, so the coordinator that takes over resumes the group: the members'
+    # heartbeats and commits go on in their generation; no revoke, no new assignment.
+    # Before, the new coordinator knew only the offsets: every member rejoined (a rolling
+    # restart rebalanced every group of the cluster).
+    c = cluster_factory(3, group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=3,
+                        offsets_topic_replication_factor=3)
+    topic, group = "resumed", "resumed-group"
+    c.create_topic(topic, 4, 3)
+    events: dict[str, list[tuple[str, list[int]]]] = {"a": [], "b": []}
+
+    def consumer(name: str) -> Consumer:
+        cons = confluent_consumer(c, group, **{"session.timeout.ms": 20000, "client.id": name,
+                                               "partition.assignment.strategy": "range"})
+        cons.subscribe([topic],
+                       on_assign=lambda _c, ps: events[name].append(("assign", sorted(p.partition for p in ps))),
+                       on_revoke=lambda _c, ps: events[name].append(("revoke", sorted(p.partition for p in ps))))
+        return cons
+
+    a, b = consumer("a"), consumer("b")
+    got: list[bytes] = []
+
+    def poll_both(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for x in (a, b):
+                m = x.poll(0.05)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+
+    try:
+        deadline = time.monotonic() + 40
+        while not (len(assigned(a)) + len(assigned(b)) == 4 and assigned(a) and assigned(b)):
+            assert time.monotonic() < deadline, events
+            poll_both(0.2)
+        poll_both(2)  # settled: nothing else comes
+        before = {n: list(e) for n, e in events.items()}
+        coordinator = find_coordinator(c, group)
+        if how == "kill":
+            c.kill(coordinator)
+        else:
+            assert c.stop(coordinator) == 0
+        new = find_coordinator(c, group, timeout=30)
+        assert new != coordinator
+        sent = produce(c.alive_bootstrap(), topic, 4, 5, tag="after-")
+        deadline = time.monotonic() + 40
+        while not sent <= set(got):
+            assert time.monotonic() < deadline, f"missing {sorted(sent - set(got))[:5]}; events {events}"
+            poll_both(0.2)
+        poll_both(4)  # a few heartbeat intervals at the new coordinator
+        # Commits in the generation the members had still count.
+        for x in (a, b):
+            parts = [TopicPartition(topic, p, 3) for p in sorted(assigned(x))]
+            assert all(tp.error is None for tp in x.commit(offsets=parts, asynchronous=False))
+        assert events == before, events
+        d = group_call(c, group, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"][0]
+        assert d["group_state"] == "Stable" and sorted(m["client_id"] for m in d["members"]) == ["a", "b"]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_restarted_static_member_rejoins_without_a_rebalance(cluster_factory) -> None:
     # KIP-345 (librdkafka's 0102_static_group_rebalance): a static member that restarts
     # within session.timeout.ms gets its partitions back; the other member sees no

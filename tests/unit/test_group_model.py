@@ -3,8 +3,9 @@ protocol, driven by confused and hostile clients.
 
 Random sequences of JoinGroup (with and without member id, v3 and v4, static members,
 changed protocols and protocol types), SyncGroup, Heartbeat, batch LeaveGroup,
-OffsetCommit/OffsetFetch, DescribeGroups, DeleteGroups, coordinator failover and time
-advances (the broker's timer: poll at every next_deadline()). Each synchronous answer is
+OffsetCommit/OffsetFetch, DescribeGroups, DeleteGroups, coordinator failover (a new
+coordinator loading the group records and offsets the old one wrote; here every write
+succeeds at once) and time advances (the broker's timer: poll at every next_deadline()). Each synchronous answer is
 compared with what Kafka's GroupMetadataManager/ClassicGroup (group-coordinator module,
 3.7+; GroupCoordinator.scala before it) answers in the same state; each parked
 JoinGroup/SyncGroup answer must arrive exactly once, in bounded time, with a code
@@ -30,6 +31,8 @@ from kafkarepl.coordinator import (
     OffsetAndMetadata,
     Parked,
     SyncResponse,
+    encode_group_key,
+    encode_group_value,
     encode_key,
     encode_value,
 )
@@ -56,7 +59,7 @@ TPS = [("t", 0), ("t", 1), ("u", 0)]
 
 @dataclass
 class Park:
-    kind: str  # "join" | "sync"
+    kind: str  # "join" | "sync" | "rejoin" (a static member's new id, answered once stored)
     member_id: str
     generation: int  # the group's generation when parked
     at_ms: int
@@ -117,6 +120,10 @@ class GroupModel(RuleBasedStateMachine):
         self.sync_due: tuple[int, int] | None = None
         self.last_gen = 0
         self.commit_ts = itertools.count(1)
+        self.group_record: bytes | None = None  # the group's last record in the log
+        # Members a new coordinator resumed in the stored generation, though they had
+        # been told a newer one (a failover mid-rebalance): they learn ILLEGAL_GENERATION.
+        self.resumed: set[str] = set()
 
     def _coordinator(self, delay: int) -> GroupCoordinator:
         ids = itertools.count(1)
@@ -181,7 +188,13 @@ class GroupModel(RuleBasedStateMachine):
         self.outstanding[token] = Park(kind, member_id, generation, self.now)
 
     def drain(self, failover: bool = False) -> None:
-        """Every completed parked answer: known, not answered before, a code Kafka sends."""
+        """The group records asked for are written; then every completed parked answer:
+        known, not answered before, a code Kafka sends."""
+        while stores := self.c.drain_stores():
+            for st_ in stores:
+                assert st_.group_id == G
+                self.group_record = None if st_.snapshot is None else encode_group_value(st_.snapshot)
+                self.c.store_done(G, st_.store_id, E.NONE, self.now)
         for token, resp in self.c.drain():
             assert token not in self.answered, f"token {token} answered twice: {resp}"
             assert token in self.outstanding, f"answer for a token never parked: {token} {resp}"
@@ -192,7 +205,7 @@ class GroupModel(RuleBasedStateMachine):
                 continue
             g = self.g
             present = g is not None and p.member_id in g.members
-            if p.kind == "join":
+            if p.kind in ("join", "rejoin"):
                 assert isinstance(resp, JoinResponse), (p, resp)
                 self._check_join_answer(p, resp, g, present)
             else:
@@ -203,12 +216,16 @@ class GroupModel(RuleBasedStateMachine):
         if resp.error is E.NONE:
             assert g is not None and present, f"JoinGroup NONE for a member not in the group: {p} {resp}"
             assert resp.member_id == p.member_id
-            assert p.generation < resp.generation_id <= g.generation_id, (p, resp, g.generation_id)
+            if p.kind == "rejoin":  # the current generation, as it was
+                assert p.generation == resp.generation_id <= g.generation_id, (p, resp, g.generation_id)
+            else:
+                assert p.generation < resp.generation_id <= g.generation_id, (p, resp, g.generation_id)
             if resp.leader_id == p.member_id:
                 assert p.member_id in [m for m, _, _ in resp.members], resp
             else:
                 assert resp.members == [], resp
             self.told_gen[p.member_id] = resp.generation_id
+            self.resumed.discard(p.member_id)
         elif resp.error is E.REBALANCE_IN_PROGRESS:  # a newer JoinGroup of the member took its place
             assert g is not None and present and g.members[p.member_id].join_token is not None, (p, resp)
         elif resp.error is E.UNKNOWN_MEMBER_ID:
@@ -282,15 +299,19 @@ class GroupModel(RuleBasedStateMachine):
         gen_before = g.generation_id if g else 0
         out = self.c.join(G, r, self.now)
         if isinstance(out, Parked):
-            assert "parked" in expected, f"parked, Kafka answers {expected}"
             g = self.g
+            assert g is not None
+            # A static member's new id in a Stable group: Kafka's "ok", once stored.
+            rejoin = replaced is not None and g.state is GroupState.STABLE and "ok" in expected
+            assert "parked" in expected or rejoin, f"parked, Kafka answers {expected}"
+
             assert g is not None
             new = set(g.members) - before
             mid = r.member_id or new.pop()
             new.discard(mid)
             assert not new and mid in g.members
             self.issue(mid)
-            self.park(out.token, "join", mid, gen_before)
+            self.park(out.token, "rejoin" if rejoin else "join", mid, gen_before)
             self.protocols_of[mid] = list(r.protocols)
             self.instance_of[mid] = g.members[mid].group_instance_id
             self._carry_over(replaced, mid)
@@ -308,6 +329,7 @@ class GroupModel(RuleBasedStateMachine):
                 assert g.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
                 self.issue(mid)
                 self.told_gen[mid] = out.generation_id
+                self.resumed.discard(mid)
                 self.protocols_of[mid] = list(r.protocols)
                 self.instance_of[mid] = g.members[mid].group_instance_id
                 self._carry_over(replaced, mid)
@@ -576,11 +598,13 @@ class GroupModel(RuleBasedStateMachine):
         if not err:
             assert sorted(tombstones) == sorted(self.offsets)
             assert self.c.finish_delete(G) is E.NONE
+            self.group_record = None  # the broker writes the group's tombstone with the offsets'
             assert G not in self.c.groups
             self.offsets.clear()
         self.drain()
 
     def new_incarnation(self) -> None:
+        self.resumed.clear()
         self.last_gen = 0
         self.told_gen.clear()
         self.assigned.clear()
@@ -589,14 +613,23 @@ class GroupModel(RuleBasedStateMachine):
     @rule()
     def failover(self) -> None:
         """The partition's leadership moves away and back: parked requests learn
-        NOT_COORDINATOR, membership is gone, committed offsets come back from the log."""
+        NOT_COORDINATOR; the group (its last stored generation, members and assignments)
+        and the committed offsets come back from the log."""
         self.c.unload(0)
         self.drain(failover=True)
         assert not self.outstanding
         self.c.begin_loading(0)
         assert self.c.heartbeat(G, "x", None, 1, self.now) is E.COORDINATOR_LOAD_IN_PROGRESS
-        self.c.load(0, [(encode_key(G, t, p), encode_value(o)) for (t, p), o in self.offsets.items()])
+        records = [(encode_key(G, t, p), encode_value(o)) for (t, p), o in self.offsets.items()]
+        self.c.load(0, [(encode_group_key(G), self.group_record), *records], self.now, 0)
         self.c.finish_loading(0)
+        self.drain()
+        g = self.g
+        if g is not None and self.group_object is not None:
+            self.group_object = g  # the same group, resumed: not a new incarnation
+            assert g.generation_id <= self.last_gen
+            self.last_gen = g.generation_id
+            self.resumed = {m for m in g.members if self.told_gen.get(m) != g.generation_id}
 
     # -- time ----------------------------------------------------------------------------
     def advance_to(self, target: int, keepalive: str | None) -> None:
@@ -678,7 +711,7 @@ class GroupModel(RuleBasedStateMachine):
         waiting = {t: (p.kind, p.member_id) for t, p in self.outstanding.items()}
         assert held == waiting, f"parked answers lost or phantom: held {held}, clients wait for {waiting}"
         if s in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            for mid in g.members:
+            for mid in set(g.members) - self.resumed:
                 assert self.told_gen.get(mid) == g.generation_id, \
                     f"{mid} is in generation {g.generation_id} but was told {self.told_gen.get(mid)}"
 

@@ -15,6 +15,7 @@ from kafkarepl.coordinator import (
     JoinResponse,
     OffsetAndMetadata,
     Parked,
+    StoreRequest,
     SyncResponse,
     encode_key,
     encode_value,
@@ -37,9 +38,27 @@ class Harness:
         self.c.begin_loading(0)
         self.c.finish_loading(0)
         self.done: dict[int, JoinResponse | SyncResponse] = {}
+        self.records: list[StoreRequest] = []  # every group record written, in order
+        self.hold_stores = False  # True: group records wait in `held` for store_done
+        self.held: list[StoreRequest] = []
 
     def _collect(self) -> None:
+        """Parked answers, after writing the group records asked for (at once, unless held)."""
+        while stores := self.c.drain_stores():
+            if self.hold_stores:
+                self.held += stores
+                continue
+            for s in stores:
+                self.records.append(s)
+                self.c.store_done(s.group_id, s.store_id, E.NONE, self.now)
         self.done.update(self.c.drain())
+
+    def finish_store(self, error: E = E.NONE) -> None:
+        s = self.held.pop(0)
+        if not error:
+            self.records.append(s)
+        self.c.store_done(s.group_id, s.store_id, error, self.now)
+        self._collect()
 
     def tick(self, ms: int) -> None:
         self.now += ms
@@ -292,9 +311,10 @@ def test_static_member_rejoin_fences_old_id_without_a_rebalance() -> None:
     old = h.result(p1).member_id
     h.sync(old, 1, {old: b"x"})
     assert h.state() is GroupState.STABLE
-    r = h.join(client="s", instance="inst-1")
+    r = h.result(h.join(client="s", instance="inst-1"))  # answered once the new id is stored
     assert isinstance(r, JoinResponse) and r.error is E.NONE
     new = r.member_id
+    assert [m.member_id for m in h.records[-1].snapshot.members] == [new]
     assert new != old and r.generation_id == 1 and h.state() is GroupState.STABLE
     assert r.leader_id == old and r.members == []  # the leader as it was: no reassignment
     synced = h.sync(new, 1)
@@ -312,7 +332,7 @@ def test_a_replaced_static_member_is_fenced_everywhere_and_an_unknown_instance_i
     h = Harness()
     old = h.result(h.join(client="s", instance="inst-1")).member_id
     h.sync(old, 1, {old: b"x"})
-    new = h.join(client="s", instance="inst-1").member_id
+    new = h.result(h.join(client="s", instance="inst-1")).member_id
     assert new != old
     offs = {("t", 0): OffsetAndMetadata(1)}
     assert h.c.heartbeat(G, old, "inst-1", 1, h.now) is E.FENCED_INSTANCE_ID
