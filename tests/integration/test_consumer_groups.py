@@ -457,6 +457,79 @@ def test_members_carry_on_without_a_rebalance_when_the_coordinator_fails(cluster
         b.close()
 
 
+def test_java_consumers_carry_on_when_the_coordinator_is_killed(cluster_factory) -> None:
+    # The same with Kafka's own consumer (classic protocol), the reference client: after
+    # the coordinator's kill -9 its heartbeats and commitSync go on in its generation,
+    # no rebalance callback runs (onPartitionsLost/Revoked would, on UNKNOWN_MEMBER_ID).
+    import threading
+
+    from tests import java_tools
+
+    cp, main = java_tools.compiled()
+    c = cluster_factory(3, group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=3,
+                        offsets_topic_replication_factor=3)
+    topic, group = "jresumed", "jresumed-group"
+    c.create_topic(topic, 4, 3)
+    procs = [subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, main, "group-member",
+                               c.bootstrap, group, topic, "120"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+
+    def tell(command: str) -> None:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(command + "\n")
+            p.stdin.flush()
+
+    lines: list[list[str]] = [[], []]
+
+    def reader(i: int) -> None:
+        out = procs[i].stdout
+        assert out is not None
+        for line in out:
+            lines[i].append(line.strip())
+
+    threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+
+    def current() -> list[set[int]]:
+        last = [next((ln for ln in reversed(ls) if ln.split(" ")[0] in ("assigned", "revoked", "lost")), "")
+                for ls in lines]
+        return [set(map(int, ln.split(" ")[1].split(","))) if ln.startswith("assigned ") and ln != "assigned "
+                else set() for ln in last]
+
+    try:
+        wait_until(lambda: (lambda a: a[0] and a[1] and a[0] | a[1] == {0, 1, 2, 3})(current()), 60,
+                   f"both Java members assigned: {lines}")
+        time.sleep(2)
+        before = [list(ls) for ls in lines]
+        assert current()[0] | current()[1] == {0, 1, 2, 3}, lines
+        coordinator = find_coordinator(c, group)
+        c.kill(coordinator)
+        assert find_coordinator(c, group, timeout=30) != coordinator
+        produce(c.alive_bootstrap(), topic, 4, 5, tag="after-")
+        time.sleep(6)  # a dozen heartbeats at the new coordinator
+        tell("stop")  # both stop polling and commit; only then does either leave
+        wait_until(lambda: all(any(ln.startswith("records ") for ln in ls) for ls in lines), 60,
+                   f"both members' commits: {lines}")
+        tell("close")
+        for p in procs:
+            p.wait(timeout=60)
+        for t in threads:
+            t.join(10)
+        for i in range(2):
+            assert lines[i][:len(before[i])] == before[i]
+            after = lines[i][len(before[i]):]
+            after = after[:after.index("closing")] if "closing" in after else after  # close() revokes
+            assert after[:1] == ["commit ok"] and after[-1].startswith("records "), lines
+            assert not any(ln.split(" ")[0] in ("assigned", "revoked", "lost") for ln in after), lines[i]
+        assert sum(int(next(ln for ln in ls if ln.startswith("records ")).split(" ")[1]) for ls in lines) >= 20
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
 def test_restarted_static_member_rejoins_without_a_rebalance(cluster_factory) -> None:
     # KIP-345 (librdkafka's 0102_static_group_rebalance): a static member that restarts
     # within session.timeout.ms gets its partitions back; the other member sees no

@@ -543,6 +543,63 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "group-member": {  // a subscribe() consumer: GROUP TOPIC MAX_SECONDS, driven by stdin
+                // Polls until the line "stop" (or MAX_SECONDS), printing its rebalance
+                // callbacks as they come ("assigned 0,1", "revoked ...", "lost ..."); then
+                // "commit ok" (or the failure) for a commitSync of its positions and
+                // "records N"; then waits for "close" and prints "closing" before close()
+                // (which revokes). Two steps, so no member leaves while another still polls.
+                Properties p = new Properties();
+                p.put("bootstrap.servers", bootstrap);
+                p.put("group.id", args[2]);
+                p.put("key.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
+                p.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
+                p.put("enable.auto.commit", "false");
+                p.put("auto.offset.reset", "earliest");
+                p.put("heartbeat.interval.ms", "500");
+                p.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor");
+                BlockingQueue<String> commands = new LinkedBlockingQueue<>();
+                Thread stdin = new Thread(() -> {
+                    try (java.io.BufferedReader r = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {
+                        for (String line; (line = r.readLine()) != null; ) commands.add(line.trim());
+                    } catch (java.io.IOException e) {
+                        commands.add("close");
+                    }
+                });
+                stdin.setDaemon(true);
+                stdin.start();
+                try (org.apache.kafka.clients.consumer.KafkaConsumer<String, String> c =
+                         new org.apache.kafka.clients.consumer.KafkaConsumer<>(p)) {
+                    c.subscribe(List.of(args[3]), new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
+                        void show(String what, Collection<org.apache.kafka.common.TopicPartition> ps) {
+                            StringJoiner j = new StringJoiner(",");
+                            ps.stream().map(org.apache.kafka.common.TopicPartition::partition).sorted()
+                                .forEach(x -> j.add(String.valueOf(x)));
+                            System.out.println(what + " " + j);
+                            System.out.flush();
+                        }
+                        public void onPartitionsAssigned(Collection<org.apache.kafka.common.TopicPartition> ps) { show("assigned", ps); }
+                        public void onPartitionsRevoked(Collection<org.apache.kafka.common.TopicPartition> ps) { show("revoked", ps); }
+                        public void onPartitionsLost(Collection<org.apache.kafka.common.TopicPartition> ps) { show("lost", ps); }
+                    });
+                    long records = 0, deadline = System.currentTimeMillis() + 1000L * Integer.parseInt(args[4]);
+                    while (System.currentTimeMillis() < deadline && !"stop".equals(commands.peek()))
+                        records += c.poll(java.time.Duration.ofMillis(200)).count();
+                    commands.poll();
+                    try {
+                        c.commitSync(java.time.Duration.ofSeconds(20));
+                        System.out.println("commit ok");
+                    } catch (Exception e) {
+                        System.out.println("commit failed: " + e);
+                    }
+                    System.out.println("records " + records);
+                    System.out.flush();
+                    commands.poll(Math.max(1, deadline - System.currentTimeMillis()) + 30000, TimeUnit.MILLISECONDS);
+                    System.out.println("closing");
+                    System.out.flush();
+                }
+                break;
+            }
             default:
                 throw new IllegalArgumentException(cmd);
         }
