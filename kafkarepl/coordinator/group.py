@@ -3,8 +3,8 @@
 States (Kafka's names): Empty -> PreparingRebalance -> CompletingRebalance -> Stable,
 and Dead once the coordinator drops the group. A rebalance starts when a member joins,
 leaves, changes its protocols, or misses its session timeout; it completes when every
-known member has rejoined or the rebalance timeout expires (members that did not rejoin
-are removed). The new generation's leader gets the member list in its JoinGroup
+known member has rejoined or the rebalance timeout expires (dynamic members that did not
+rejoin are removed, static ones stay: KIP-345). The new generation's leader gets the member list in its JoinGroup
 response and hands the assignments back in SyncGroup; the coordinator then answers
 every member's SyncGroup with its own assignment.
 
@@ -460,8 +460,17 @@ class Group:
             self._complete_join(now_ms)
 
     def _complete_join(self, now_ms: int) -> None:
-        for m in [m for m in self.members.values() if not m.awaiting_join]:
+        # Dynamic members that did not rejoin go; static ones stay in the new generation
+        # (KIP-345: a bouncing static member keeps its place, it has the rebalance
+        # timeout again to sync before the pending-sync expiry removes it).
+        for m in [m for m in self.members.values() if not m.awaiting_join and m.group_instance_id is None]:
             self._remove_member(m, ErrorCode.UNKNOWN_MEMBER_ID)
+        if self.members and not self._elect_joined_leader():
+            # Only static members that did not rejoin (Kafka: "could not complete
+            # rebalance because no members rejoined"): wait another rebalance timeout,
+            # their sessions expire meanwhile unless they come back.
+            self.rebalance_deadline_ms = now_ms + self._rebalance_timeout_ms()
+            return
         self._initial_delay_left_ms = None
         self._new_member_added = False
         self.rebalance_deadline_ms = None
@@ -475,8 +484,6 @@ class Group:
             return
         self.protocol_name = self.select_protocol()
         self.protocol_type = next(iter(self.members.values())).protocol_type
-        if self.leader_id not in self.members:
-            self.leader_id = next(iter(self.members))
         self.state = GroupState.COMPLETING_REBALANCE
         for m in self.members.values():
             token, m.join_token = m.join_token, None
@@ -486,6 +493,18 @@ class Group:
                 self.outbox.complete(token, self._current_join_response(m))
         self.pending_sync = set(self.members)
         self.sync_deadline_ms = now_ms + self._rebalance_timeout_ms()
+
+    def _elect_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: the leader must be a member that rejoined;
+        False when none did."""
+        leader = self.members.get(self.leader_id or "")
+        if leader is not None and leader.awaiting_join:
+            return True
+        joined = next((mid for mid, m in self.members.items() if m.awaiting_join), None)
+        if joined is None:
+            return False
+        self.leader_id = joined
+        return True
 
     # ---------------------------------------------------------------- SyncGroup -----
     def sync(self, member_id: str, instance_id: str | None, generation_id: int,

@@ -73,8 +73,6 @@ _APPEND_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
-# ... and of a group record, to the members waiting on it (Kafka's storeGroup).
-_STORE_ERRORS = {**COORDINATOR_APPEND_ERRORS, ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS}
 
 
 class GroupCoordinatorService:
@@ -142,7 +140,7 @@ class GroupCoordinatorService:
                 snap = dataclasses.replace(snap, state_timestamp_ms=self.clock.wall_ms() - (self.clock.monotonic_ms() - ts))
             value = encode_group_value(snap)
         code = await self._append_to(self.core.partition_for(req.group_id), [(encode_group_key(req.group_id), value)],
-                                     errors=_STORE_ERRORS)
+                                     errors=COORDINATOR_APPEND_ERRORS)  # Kafka 4's, for group records
         if code is not ErrorCode.NONE:
             log.info("group %s: its record was not written: %s", req.group_id, code.name)
         self.core.store_done(req.group_id, req.store_id, code, self.clock.monotonic_ms())

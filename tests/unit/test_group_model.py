@@ -711,7 +711,10 @@ class GroupModel(RuleBasedStateMachine):
         waiting = {t: (p.kind, p.member_id) for t, p in self.outstanding.items()}
         assert held == waiting, f"parked answers lost or phantom: held {held}, clients wait for {waiting}"
         if s in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            for mid in set(g.members) - self.resumed:
+            # KIP-345: a static member that did not rejoin is carried into the generation
+            # untold; it owes a SyncGroup (after a rejoin) or goes at the pending-sync expiry.
+            carried = {mid for mid in g.pending_sync if g.members[mid].group_instance_id is not None}
+            for mid in set(g.members) - self.resumed - carried:
                 assert self.told_gen.get(mid) == g.generation_id, \
                     f"{mid} is in generation {g.generation_id} but was told {self.told_gen.get(mid)}"
 

@@ -238,6 +238,85 @@ def test_rebalance_timeout_removes_members_that_did_not_rejoin() -> None:
     assert h.c.heartbeat(G, b, None, gen, h.now) is E.UNKNOWN_MEMBER_ID
 
 
+def _static_pair(h: Harness) -> tuple[str, str, int]:
+    """A dynamic leader and a static member ("inst-b", a session longer than the
+    rebalance timeout, as KIP-345 recommends) in a Stable generation."""
+    a = h.new_member("a")
+    h.join(a, client="a")
+    pb = h.join(client="b", instance="inst-b", session=3 * REBALANCE)
+    pa = h.join(a, client="a")
+    gen = h.result(pa).generation_id
+    b = h.result(pb).member_id
+    h.sync(b, gen)
+    h.sync(a, gen, {a: b"A", b: b"B"})
+    assert h.state() is GroupState.STABLE
+    return a, b, gen
+
+
+def test_a_static_member_that_did_not_rejoin_stays_in_the_next_generation() -> None:
+    # KIP-345 (Kafka's completeClassicGroupJoin removes only *dynamic* members that did
+    # not rejoin): a bouncing static member keeps its place and gets an assignment; when
+    # it comes back it syncs into the generation, and nobody rebalances again.
+    h = Harness()
+    a, b, gen = _static_pair(h)
+    c = h.new_member("c")
+    pc = h.join(c, client="c")
+    pa = h.join(a, client="a")
+    h.tick(REBALANCE)  # b (silent: restarting) never rejoins
+    ra, rc = h.result(pa), h.result(pc)
+    assert ra.generation_id == rc.generation_id == gen + 1 and ra.leader_id == a
+    assert sorted(m[0] for m in ra.members) == sorted([a, b, c])  # the leader assigns b too
+    assert (b, "inst-b") in [(m[0], m[1]) for m in ra.members]
+    h.sync(c, gen + 1)
+    h.sync(a, gen + 1, {a: b"A2", b: b"B2", c: b"C2"})
+    assert h.state() is GroupState.STABLE and b in h.c.groups[G].pending_sync
+    # b is back within its session: with its member id it learns the generation and
+    # syncs its assignment; or, restarted, with a new id it takes the old one's place.
+    assert h.c.heartbeat(G, b, "inst-b", gen, h.now) is E.ILLEGAL_GENERATION
+    rb = h.join(b, client="b", instance="inst-b")
+    assert isinstance(rb, JoinResponse) and rb.generation_id == gen + 1 and h.state() is GroupState.STABLE
+    assert h.sync(b, gen + 1).assignment == b"B2"
+    assert h.c.groups[G].pending_sync == set() and h.state() is GroupState.STABLE
+    for mid in (a, b, c):
+        assert h.c.heartbeat(G, mid, "inst-b" if mid == b else None, gen + 1, h.now) is E.NONE
+
+
+def test_a_carried_static_member_that_never_syncs_goes_at_the_pending_sync_expiry() -> None:
+    h = Harness()
+    a, b, gen = _static_pair(h)
+    c = h.new_member("c")
+    h.join(c, client="c")
+    h.join(a, client="a")
+    h.tick(REBALANCE)
+    assert b in h.c.groups[G].members
+    h.sync(c, gen + 1)
+    h.sync(a, gen + 1, {a: b"A2", b: b"B2", c: b"C2"})
+    h.tick(REBALANCE // 2)
+    for mid in (a, c):
+        h.c.heartbeat(G, mid, None, gen + 1, h.now)
+    h.tick(REBALANCE // 2)  # the rebalance timeout after the join phase: no SyncGroup from b
+    assert b not in h.c.groups[G].members and "inst-b" not in h.c.groups[G].static_members
+    assert h.state() is GroupState.PREPARING_REBALANCE
+
+
+def test_a_rebalance_no_member_rejoined_waits_for_the_static_members_sessions() -> None:
+    # Kafka: "could not complete rebalance because no members rejoined": the join phase
+    # is rescheduled; the generation stays until the members come back or expire.
+    h = Harness()
+    p1 = h.join(client="s", instance="i1", session=3 * REBALANCE)
+    s1 = h.result(p1).member_id
+    h.sync(s1, 1, {s1: b"x"})
+    p2 = h.join(client="t", instance="i2", session=3 * REBALANCE)  # a second static member: rebalance
+    h.tick(REBALANCE)  # s1 (silent) never rejoined; i2 did
+    assert h.result(p2).generation_id == 2 and h.c.groups[G].leader_id != s1
+    g = h.c.groups[G]
+    h.c.leave(G, [(h.result(p2).member_id, "i2")], h.now)  # i2 leaves: only s1, silent, is left
+    h.tick(REBALANCE)
+    assert g.state is GroupState.PREPARING_REBALANCE and g.generation_id == 2 and list(g.members) == [s1]
+    h.tick(3 * REBALANCE)  # s1's session runs out: the group empties
+    assert G not in h.c.groups or h.state() is GroupState.EMPTY
+
+
 def test_leave_rebalances_and_last_leave_empties_group() -> None:
     h = Harness()
     a, b, gen = stable_pair(h)
