@@ -21,6 +21,7 @@ from .codec import (
     compile_encoder,
     read_uvarint,
 )
+from .codec import entry_budget as set_entry_budget
 from .messages import APIS
 from .schema import ApiKey, ApiSpec
 
@@ -120,8 +121,9 @@ def _skip_tags(mv: memoryview, pos: int) -> int:
     return pos
 
 
-def decode_request(frame: memoryview | bytes | bytearray) -> Request:
-    """Decode one request frame (the bytes after the 4-byte size prefix)."""
+def decode_request(frame: memoryview | bytes | bytearray, entry_budget: int | None = None) -> Request:
+    """Decode one request frame (the bytes after the 4-byte size prefix). With an
+    `entry_budget`, EntryBudgetExceeded once its arrays hold more entries than that."""
     mv = frame if isinstance(frame, memoryview) else memoryview(frame)
     if len(mv) < _HEADER_FIXED.size:
         raise invalid_request(f"request of {len(mv)} bytes is shorter than a request header")
@@ -146,7 +148,12 @@ def decode_request(frame: memoryview | bytes | bytearray) -> Request:
         if flexible:
             pos = _skip_tags(mv, pos)
         header_size = pos
-        body, _ = body_decoder(api_key, api_version, True)(mv, pos)
+        set_entry_budget(entry_budget)
+        try:
+            body, _ = body_decoder(api_key, api_version, True)(mv, pos)
+        finally:
+            if entry_budget is not None:
+                set_entry_budget(None)
     except _DECODE_FAILURES as e:
         raise invalid_request(f"malformed {spec.name} v{api_version} request: {_describe(e)}",
                               correlation_id) from None

@@ -14,6 +14,7 @@ at the decoded version, and tagged fields not sent, hold their default.
 from __future__ import annotations
 
 import struct
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +43,21 @@ from .schema import (
 
 class DecodeError(Exception):
     """Malformed input (truncated, bad length, bad varint, non-null field sent as null)."""
+
+
+class EntryBudgetExceeded(Exception):  # noqa: N818 - a signal, not an error of the input
+    """A decode under `entry_budget` met more array entries than allowed: the caller
+    decodes the frame elsewhere (off the event loop) instead."""
+
+
+# Per thread: array entries a decode may still read (None: no budget). The event loop
+# decodes small frames inline under a budget, the codec thread without one.
+_budget = threading.local()
+
+
+def entry_budget(left: int | None) -> None:
+    """Set (or clear, with None) this thread's entry budget for the decodes that follow."""
+    _budget.left = left
 
 
 class EncodeError(ValueError):
@@ -282,6 +298,12 @@ def _array_reader(field: Field, t: Array, version: int, flexible: bool, nullable
         # every element takes at least one byte: bounds the loop and the allocation
         if n * item_size > len(mv) - pos:
             raise DecodeError(f"{name}: {n} elements cannot fit in the frame")
+        left = getattr(_budget, "left", None)
+        if left is not None:
+            left -= n >> 4 if fixed else n  # fixed-size items: one C unpack for all of them
+            if left < 0:
+                raise EntryBudgetExceeded(name)
+            _budget.left = left
         if fixed:
             fmt = f">{n}{fixed}"
             return list(struct.unpack_from(fmt, mv, pos)), pos + n * item_size

@@ -40,6 +40,7 @@ from kafkarepl.protocol import (
     encode_response,
 )
 from kafkarepl.protocol.audit import missing_fields
+from kafkarepl.protocol.codec import EntryBudgetExceeded
 from kafkarepl.protocol.error_counts import error_counts
 from kafkarepl.server.listeners import Listener, set_current_listener
 from kafkarepl.server.request_cost import CostSink, RequestCost, set_request_cost
@@ -196,11 +197,11 @@ def _offload_decode(frame: bytearray) -> bool:
     return int.from_bytes(frame[:2], "big") != ApiKey.PRODUCE or len(frame) > _OFFLOAD_PRODUCE_BYTES
 
 
-def _decode_or_error(frame: memoryview) -> Request | UnsupportedVersionError:
+def _decode_or_error(frame: memoryview, entry_budget: int | None = None) -> Request | UnsupportedVersionError:
     """The request, or the UnsupportedVersionError that is answered (other decode errors
-    raise: the connection closes)."""
+    raise: the connection closes; EntryBudgetExceeded past `entry_budget`)."""
     try:
-        return decode_request(frame)
+        return decode_request(frame, entry_budget)
     except UnsupportedVersionError as exc:
         return exc
 
@@ -335,12 +336,20 @@ class Connection:
                 return
             try:
                 started = time.perf_counter()
-                if _offload_decode(frame):
-                    # A large frame's decode (its cost grows with the entries a client puts
-                    # in it) runs on the codec thread; this connection waits, others run.
+                # A decode's cost grows with the entries a client puts in the frame: a
+                # large frame's, or one with more than _OFFLOAD_ENTRIES (a Produce of
+                # many tiny partitions), runs on the codec thread; this connection
+                # waits, others run.
+                req = None
+                if not _offload_decode(frame):
+                    # Every entry takes a byte at least: a shorter frame needs no budget.
+                    budget = _OFFLOAD_ENTRIES if len(frame) > _OFFLOAD_ENTRIES else None
+                    try:
+                        req = _decode_or_error(memoryview(frame), budget)
+                    except EntryBudgetExceeded:
+                        pass
+                if req is None:
                     req = await self.loop.run_in_executor(_CODEC, _decode_or_error, memoryview(frame))
-                else:
-                    req = _decode_or_error(memoryview(frame))
                 self._accept_frame(req, held, started)
             except BaseException:
                 self.server.pool.release(held)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from kafkarepl.aio import Pacer, wait_event
+from kafkarepl.aio import Pacer, paced, wait_event
 from kafkarepl.coordinator.records import build_marker
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import FileRange, Request
@@ -464,17 +464,32 @@ class ReplicaApis:
         (INVALID_PRODUCER_EPOCH); a marker on `__consumer_offsets` completes the
         producer's transactional offset commits there."""
         jobs: list[tuple[int, str, int, asyncio.Future]] = []  # (marker index, topic, partition, result)
+        # Whoever sends it sets how many partitions: appended _CHUNK at a time, every loop
+        # paced (the markers of different partitions are independent of each other).
+        pace = Pacer(_CHUNK)
         for i, m in enumerate(req.body["markers"]):
             batch = build_marker(m["producer_id"], m["producer_epoch"], m["transaction_result"],
                                  m["coordinator_epoch"], self.clock_ms())
-            entries = {TopicPartition(t["name"], pi): batch for t in m["topics"] for pi in t["partition_indexes"]}
-            fut, done = _callback_future()
-            self.replicas.append_records(self.marker_timeout_ms, -1, {tp: bytearray(b) for tp, b in entries.items()},
-                                         done, internal_topics_allowed=True, markers=True, client=False)
-            for tp in entries:
-                jobs.append((i, tp.topic, tp.partition, fut))
+            named: dict[TopicPartition, None] = {}  # each partition once
+            for t in m["topics"]:
+                if pace.due():
+                    await asyncio.sleep(0)
+                for pi in t["partition_indexes"]:
+                    if pace.due():
+                        await asyncio.sleep(0)
+                    named[TopicPartition(t["name"], pi)] = None
+            if pace.due():
+                await asyncio.sleep(0)
+            tps = list(named)
+            for start in range(0, len(tps), _CHUNK):
+                chunk = tps[start:start + _CHUNK]
+                fut, done = _callback_future()
+                self.replicas.append_records(self.marker_timeout_ms, -1, {tp: bytearray(batch) for tp in chunk},
+                                             done, internal_topics_allowed=True, markers=True, client=False)
+                jobs.extend((i, tp.topic, tp.partition, fut) for tp in chunk)
+                await asyncio.sleep(0)
         results: dict[tuple[int, str, int], int] = {}
-        for i, topic, partition, fut in jobs:
+        async for i, topic, partition, fut in paced(jobs):
             answers: dict[TopicPartition, PartitionResponse] = await fut
             res = answers[TopicPartition(topic, partition)]
             results[(i, topic, partition)] = int(res.error)
@@ -487,9 +502,18 @@ class ReplicaApis:
                     log.exception("%s-%d: txn marker listener failed", topic, partition)
         markers_out = []
         for i, m in enumerate(req.body["markers"]):
-            topics_out = [{"name": t["name"], "partitions": [
-                {"partition_index": pi, "error_code": results[(i, t["name"], pi)]} for pi in t["partition_indexes"]]}
-                for t in m["topics"]]
+            if pace.due():
+                await asyncio.sleep(0)
+            topics_out = []
+            for t in m["topics"]:
+                if pace.due():
+                    await asyncio.sleep(0)
+                parts = []
+                for pi in t["partition_indexes"]:
+                    if pace.due():
+                        await asyncio.sleep(0)
+                    parts.append({"partition_index": pi, "error_code": results[(i, t["name"], pi)]})
+                topics_out.append({"name": t["name"], "partitions": parts})
             markers_out.append({"producer_id": m["producer_id"], "topics": topics_out})
         return {"markers": markers_out}
 

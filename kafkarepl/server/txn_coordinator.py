@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkarepl import _core
+from kafkarepl.aio import Pacer, paced
 from kafkarepl.client import BrokerConnection
 from kafkarepl.coordinator.offsets import OFFSETS_TOPIC, java_string_hash
 from kafkarepl.coordinator.records import build_batch, iter_records
@@ -373,41 +374,66 @@ class TransactionCoordinatorService:
 
     async def add_partitions_to_txn(self, req: Request) -> Body:
         b = req.body
+        # The client sets how many transactions and partitions: every loop over them is paced.
+        pace = Pacer()
         if req.api_version >= 4:  # from a broker: a batch of transactions (verify_only: KIP-890)
             results: list[Body] = []
             for t in b["transactions"] or []:
-                parts = {(x["name"], i) for x in t["topics"] for i in x["partitions"]}
+                if pace.due():
+                    await asyncio.sleep(0)
+                parts = await self._partitions(t["topics"], pace)
                 if t["verify_only"]:
                     codes = self.verify(t["transactional_id"], t["producer_id"], t["producer_epoch"], parts)
                 else:
                     codes = dict.fromkeys(parts, ErrorCode.INVALID_REQUEST)  # KIP-890 part 2: not served
                 results.append({"transactional_id": t["transactional_id"],
-                                "topic_results": self._add_partitions_answer(
-                                    {"v3_and_below_topics": t["topics"]}, codes)["results_by_topic_v3_and_below"]})
+                                "topic_results": await self._results(t["topics"], codes.__getitem__, pace)})
             return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
         tid = b["v3_and_below_transactional_id"]
-        parts = {(t["name"], i) for t in b["v3_and_below_topics"] for i in t["partitions"]}
+        topics = b["v3_and_below_topics"]
+        parts = await self._partitions(topics, pace)
         code = self._coordinator_error(tid)
         if code is ErrorCode.NONE:
-            unknown = {(t, i) for t, i in parts if self.metadata.partition(t, i) is None}
+            unknown = {tp async for tp in paced(parts) if self.metadata.partition(*tp) is None}
             if unknown:
-                codes = {tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                              else ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in parts}
-                return self._add_partitions_answer(b, codes)
+                return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": await self._results(
+                    topics, lambda tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                    else ErrorCode.OPERATION_NOT_ATTEMPTED, pace)}
             current = self.txns.get(tid)
             d = self.decisions.add_partitions(current, b["v3_and_below_producer_id"],
                                               b["v3_and_below_producer_epoch"], parts, self.clock.wall_ms())
             code = await self._apply(current, d)
         code = self._compat(code, req.api_version < 2)
-        return self._add_partitions_answer(b, {tp: code for tp in parts})
+        return {"throttle_time_ms": 0,
+                "results_by_topic_v3_and_below": await self._results(topics, lambda _tp: code, pace)}
 
     @staticmethod
-    def _add_partitions_answer(b: Body, results: dict[tuple[str, int], ErrorCode]) -> Body:
-        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
-            {"name": t["name"], "results_by_partition": [
-                {"partition_index": i, "partition_error_code": int(results[(t["name"], i)])}
-                for i in t["partitions"]]}
-            for t in b["v3_and_below_topics"]]}
+    async def _partitions(topics: list[Body], pace: Pacer) -> set[tuple[str, int]]:
+        parts: set[tuple[str, int]] = set()
+        for t in topics:
+            if pace.due():
+                await asyncio.sleep(0)
+            for i in t["partitions"]:
+                if pace.due():
+                    await asyncio.sleep(0)
+                parts.add((t["name"], i))
+        return parts
+
+    @staticmethod
+    async def _results(topics: list[Body], code_of: Callable[[tuple[str, int]], ErrorCode],
+                       pace: Pacer) -> list[Body]:
+        """AddPartitionsToTxn's per-topic results, in the request's order."""
+        out: list[Body] = []
+        for t in topics:
+            if pace.due():
+                await asyncio.sleep(0)
+            parts = []
+            for i in t["partitions"]:
+                if pace.due():
+                    await asyncio.sleep(0)
+                parts.append({"partition_index": i, "partition_error_code": int(code_of((t["name"], i)))})
+            out.append({"name": t["name"], "results_by_partition": parts})
+        return out
 
     async def add_offsets_to_txn(self, req: Request, offsets_partition: Callable[[str], int]) -> Body:
         b = req.body
@@ -473,7 +499,7 @@ class TransactionCoordinatorService:
     # ----------------------------------------------------------------- describe -----
     async def describe_transactions(self, req: Request) -> Body:
         out = []
-        for tid in req.body["transactional_ids"] or []:
+        async for tid in paced(req.body["transactional_ids"] or []):  # the client names them
             err = self._coordinator_error(tid)
             m = self.txns.get(tid) if err is ErrorCode.NONE else None
             if err is ErrorCode.NONE and m is None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kafkarepl.errors import ErrorCode
-from kafkarepl.protocol import decode_response, encode_request
+from kafkarepl.protocol import ApiKey, decode_response, encode_request
 from kafkarepl.server.network import SocketServer
 
 HEARTBEAT = 12  # response has a top-level error_code
@@ -320,5 +320,53 @@ def test_negative_connections_max_idle_ms_never_closes():
         assert not await closed_within(r, 0.5)
         w.write(heartbeat_frame(9))
         assert decode_response(HEARTBEAT, 0, await read_response(r))[0] == 9
+        await s.stop()
+    run(main())
+
+
+def _produce_frame(partitions: int, cid: int = 9) -> bytes:
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": i, "records": b"x"} for i in range(partitions)]}]}
+    return encode_request(ApiKey.PRODUCE, 7, cid, "c", body)
+
+
+def test_a_small_frame_with_many_entries_is_decoded_on_the_codec_thread(monkeypatch):
+    # A decode's cost grows with the entries a client puts in the frame, not its bytes: a
+    # 20 KB Produce of 2,000 one-byte partitions costs what 2,000 real ones do. The event
+    # loop decodes inline under an entry budget and hands such a frame to the codec
+    # thread; an ordinary one stays on the loop (no thread hop).
+    import threading
+
+    from kafkarepl.server import network
+
+    where: list[str] = []
+    real = network._decode_or_error
+
+    def spy(frame, entry_budget=None):
+        where.append(threading.current_thread().name)
+        return real(frame, entry_budget)
+
+    monkeypatch.setattr(network, "_decode_or_error", spy)
+    partitions: list[int] = []
+
+    async def handler(req, conn):
+        partitions.append(len(req.body["topic_data"][0]["partition_data"]))
+        return {"responses": [], "throttle_time_ms": 0}
+
+    async def main():
+        s = await start(handler)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        main_thread = threading.current_thread().name
+        w.write(_produce_frame(6, 1))
+        await read_response(r)
+        assert where == [main_thread]
+        where.clear()
+        frame = _produce_frame(2000, 2)
+        assert len(frame) < 64 * 1024  # not sent to the codec thread for its size
+        w.write(frame)
+        await read_response(r)
+        assert where[0] == main_thread and where[1].startswith("request-codec"), where
+        assert partitions == [6, 2000]
+        w.close()
         await s.stop()
     run(main())

@@ -194,3 +194,22 @@ def test_truncated_responses_raise_malformed_response() -> None:
         for n in range(0, len(wire), max(1, len(wire) // 20)):
             with pytest.raises(MalformedResponseError):
                 decode_response(api_key, version, memoryview(wire[:n]))
+
+
+def test_an_entry_budget_stops_a_decode_and_is_cleared_after_it() -> None:
+    from kafkarepl.protocol.codec import EntryBudgetExceeded
+
+    def produce(partitions: int) -> bytes:
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 1000, "topic_data": [
+            {"name": "t", "partition_data": [{"index": i, "records": b"x"} for i in range(partitions)]}]}
+        return encode_request(ApiKey.PRODUCE, 7, 1, "c", body)[4:]
+
+    assert len(decode_request(produce(998), 1000).body["topic_data"][0]["partition_data"]) == 998
+    with pytest.raises(EntryBudgetExceeded):
+        decode_request(produce(1000), 1000)  # 1 topic + 1,000 partitions
+    # The budget ends with its decode: the next one, without a budget, reads everything.
+    assert len(decode_request(produce(5000)).body["topic_data"][0]["partition_data"]) == 5000
+    # Arrays of fixed-size items are one C unpack: they count a sixteenth.
+    fetch = encode_request(ApiKey.OFFSET_FETCH, 5, 1, "c", {"group_id": "g", "topics": [
+        {"name": "t", "partition_indexes": list(range(8000))}]})[4:]
+    assert len(decode_request(fetch, 1000).body["topics"][0]["partition_indexes"]) == 8000
