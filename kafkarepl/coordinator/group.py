@@ -4,9 +4,9 @@ States (Kafka's names): Empty -> PreparingRebalance -> CompletingRebalance -> St
 and Dead once the coordinator drops the group. A rebalance starts when a member joins,
 leaves, changes its protocols, or misses its session timeout; it completes when every
 known member has rejoined or the rebalance timeout expires (dynamic members that did not
-rejoin are removed, static ones stay: KIP-345). The new generation's leader gets the member list in its JoinGroup
-response and hands the assignments back in SyncGroup; the coordinator then answers
-every member's SyncGroup with its own assignment.
+rejoin are removed, static ones stay: KIP-345). The new generation's leader gets the
+member list in its JoinGroup response and hands the assignments back in SyncGroup; the
+coordinator then answers every member's SyncGroup with its own assignment.
 
 JoinGroup and SyncGroup responses that must wait are *parked*: the call returns
 `Parked(token)` and the response appears later in the shared `Outbox` as
