@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from kafkarepl.coordinator.offsets import Reader
+from kafkarepl.coordinator.offsets import string_field as _str
 
 GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3
@@ -51,13 +52,6 @@ class GroupSnapshot:
     leader_id: str | None
     state_timestamp_ms: int
     members: tuple[MemberSnapshot, ...]
-
-
-def _str(s: str | None) -> bytes:
-    if s is None:
-        return _I16.pack(-1)
-    b = s.encode()
-    return _I16.pack(len(b)) + b
 
 
 def _bytes(b: bytes) -> bytes:

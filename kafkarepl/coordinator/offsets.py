@@ -50,17 +50,20 @@ class OffsetKey:
     partition: int
 
 
-def _str(s: str) -> bytes:
+def string_field(s: str | None) -> bytes:
+    """A record string: int16 length + UTF-8, -1 for null."""
+    if s is None:
+        return _I16.pack(-1)
     b = s.encode()
     return _I16.pack(len(b)) + b
 
 
 def encode_key(group_id: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(1) + _str(group_id) + _str(topic) + _I32.pack(partition)
+    return _I16.pack(1) + string_field(group_id) + string_field(topic) + _I32.pack(partition)
 
 
 def encode_value(o: OffsetAndMetadata) -> bytes:
-    return (_I16.pack(3) + _I64.pack(o.offset) + _I32.pack(o.leader_epoch) + _str(o.metadata or "")
+    return (_I16.pack(3) + _I64.pack(o.offset) + _I32.pack(o.leader_epoch) + string_field(o.metadata or "")
             + _I64.pack(o.commit_timestamp_ms))
 
 

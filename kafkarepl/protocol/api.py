@@ -148,11 +148,14 @@ def decode_request(frame: memoryview | bytes | bytearray, entry_budget: int | No
         if flexible:
             pos = _skip_tags(mv, pos)
         header_size = pos
-        set_entry_budget(entry_budget)
-        try:
-            body, _ = body_decoder(api_key, api_version, True)(mv, pos)
-        finally:
-            if entry_budget is not None:
+        decode = body_decoder(api_key, api_version, True)
+        if entry_budget is None:  # the thread's budget is None outside a budgeted decode
+            body, _ = decode(mv, pos)
+        else:
+            set_entry_budget(entry_budget)
+            try:
+                body, _ = decode(mv, pos)
+            finally:
                 set_entry_budget(None)
     except _DECODE_FAILURES as e:
         raise invalid_request(f"malformed {spec.name} v{api_version} request: {_describe(e)}",

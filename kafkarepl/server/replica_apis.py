@@ -487,7 +487,8 @@ class ReplicaApis:
                 self.replicas.append_records(self.marker_timeout_ms, -1, {tp: bytearray(batch) for tp in chunk},
                                              done, internal_topics_allowed=True, markers=True, client=False)
                 jobs.extend((i, tp.topic, tp.partition, fut) for tp in chunk)
-                await asyncio.sleep(0)
+                if start + _CHUNK < len(tps):  # more to append: others run between chunks
+                    await asyncio.sleep(0)
         results: dict[tuple[int, str, int], int] = {}
         async for i, topic, partition, fut in paced(jobs):
             answers: dict[TopicPartition, PartitionResponse] = await fut
