@@ -77,6 +77,17 @@ class Pacer:
         return True
 
 
+def more_partitions_than(topics: list[dict], limit: int, key: str = "partitions") -> bool:
+    """Whether a request body's topics name more than `limit` partitions (entries of
+    each topic's `key` list): a request whose loops are paced."""
+    n = 0
+    for topic in topics:
+        n += len(topic[key] or ())
+        if n > limit:
+            return True
+    return False
+
+
 async def paced(items: Iterable[T], every: int = 1000) -> AsyncIterator[T]:
     """`items`, letting every other task run once every `every` of them: Pacer for a
     loop (or a comprehension turned into one) over what a client sent."""

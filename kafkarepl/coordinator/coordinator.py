@@ -206,11 +206,13 @@ class GroupCoordinator:
             err = group.validate_commit(member_id, instance_id, generation_id, now_ms)
         if err:
             return err, {}
-        return ErrorCode.NONE, {
-            tp: ErrorCode.OFFSET_METADATA_TOO_LARGE
-            if len((o.metadata or "").encode()) > self.config.max_metadata_bytes else ErrorCode.NONE
-            for tp, o in offsets.items()
-        }
+        return ErrorCode.NONE, {tp: self.offset_error(o) for tp, o in offsets.items()}
+
+    def offset_error(self, o: OffsetAndMetadata) -> ErrorCode:
+        """One offset of a commit the group may make: NONE (write it) or why not."""
+        if len((o.metadata or "").encode()) > self.config.max_metadata_bytes:
+            return ErrorCode.OFFSET_METADATA_TOO_LARGE
+        return ErrorCode.NONE
 
     def apply_commit(self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
         """The commit's records are replicated: make the offsets visible."""
@@ -271,21 +273,23 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def prepare_offset_delete(
-        self, group_id: str, partitions: list[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """OffsetDelete, first step: per partition NONE (write its tombstone, then
-        apply_offset_delete) or GROUP_SUBSCRIBED_TO_TOPIC (a member consumes it), as Kafka."""
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], list[TopicPartition]]:
+        """OffsetDelete, first step: per partition NONE or GROUP_SUBSCRIBED_TO_TOPIC (a
+        member consumes it), as Kafka; and the partitions with a committed offset to
+        delete (write their tombstones, then apply_offset_delete)."""
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
-            return err, {}
+            return err, {}, []
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}, []
         subscribed = g.subscribed_topics()
-        return ErrorCode.NONE, {
+        codes = {
             tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if subscribed is None or tp[0] in subscribed else ErrorCode.NONE
             for tp in partitions
         }
+        return ErrorCode.NONE, codes, [tp for tp, code in codes.items() if not code and tp in g.offsets]
 
     def apply_offset_delete(self, group_id: str, partitions: list[TopicPartition]) -> None:
         g = self.groups.get(group_id)

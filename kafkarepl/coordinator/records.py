@@ -34,24 +34,45 @@ def _bytes_field(b: bytes | None) -> bytes:
     return _zigzag(-1) if b is None else _zigzag(len(b)) + b
 
 
+class BatchBuilder:
+    """One uncompressed v2 batch built a record at a time, so a caller on the event loop
+    can yield between records of a large batch (an OffsetCommit of many partitions)."""
+
+    __slots__ = ("_body", "count")
+
+    def __init__(self) -> None:
+        self._body = bytearray()
+        self.count = 0
+
+    def add(self, key: bytes | None, value: bytes | None) -> None:
+        rec = b"\x00" + _zigzag(0) + _zigzag(self.count) + _bytes_field(key) + _bytes_field(value) + _zigzag(0)
+        self._body += _zigzag(len(rec)) + rec
+        self.count += 1
+
+    def build(self, timestamp_ms: int, *, producer_id: int = -1, producer_epoch: int = -1,
+              base_sequence: int = -1, attributes: int = 0) -> bytearray:
+        """The batch (offsets from 0, no producer id unless given); the log assigns the
+        real base offset and leader epoch in place on append."""
+        if not self.count:
+            raise ValueError("a batch needs at least one record")
+        header = bytearray(_HEADER.pack(
+            0, _HEADER.size - 12 + len(self._body), -1, 2, 0, attributes, self.count - 1,
+            timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, self.count,
+        ))
+        batch = header + self._body
+        struct.pack_into(">I", batch, 17, _core.crc32c(memoryview(batch)[_CRC_START:]))
+        return batch
+
+
 def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                 attributes: int = 0) -> bytearray:
-    """One uncompressed v2 batch (offsets from 0, no producer id unless given); the log
-    assigns the real base offset and leader epoch in place on append."""
-    if not records:
-        raise ValueError("a batch needs at least one record")
-    body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        rec = b"\x00" + _zigzag(0) + _zigzag(delta) + _bytes_field(key) + _bytes_field(value) + _zigzag(0)
-        body += _zigzag(len(rec)) + rec
-    header = bytearray(_HEADER.pack(
-        0, _HEADER.size - 12 + len(body), -1, 2, 0, attributes, len(records) - 1,
-        timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, len(records),
-    ))
-    batch = header + body
-    struct.pack_into(">I", batch, 17, _core.crc32c(memoryview(batch)[_CRC_START:]))
-    return batch
+    """One uncompressed v2 batch of `records` (BatchBuilder.build)."""
+    builder = BatchBuilder()
+    for key, value in records:
+        builder.add(key, value)
+    return builder.build(timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                         base_sequence=base_sequence, attributes=attributes)
 
 
 TRANSACTIONAL_BIT = 0x10

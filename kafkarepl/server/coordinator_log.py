@@ -36,17 +36,25 @@ async def append_as_coordinator(replicas: ReplicaManager, tp: TopicPartition, ba
     """Append `batch` to `tp` (acks=all) and wait for it: NONE, or the error the
     coordinator's client gets (NOT_COORDINATOR when this broker does not lead `tp`;
     a code `errors` does not know becomes UNKNOWN_SERVER_ERROR, as Kafka's)."""
+    return await start_append_as_coordinator(replicas, tp, batch, timeout_ms, errors)
+
+
+def start_append_as_coordinator(replicas: ReplicaManager, tp: TopicPartition, batch: memoryview,
+                                timeout_ms: int,
+                                errors: Mapping[ErrorCode, ErrorCode] = COORDINATOR_APPEND_ERRORS,
+                                ) -> asyncio.Future[ErrorCode]:
+    """append_as_coordinator's append, issued before this returns (so appends issued in
+    some order reach the log in that order); the future holds its outcome."""
+    fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
     p = replicas.get(tp)
     if p is None or not p.is_leader:
-        return ErrorCode.NOT_COORDINATOR
-    fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        fut.set_result(ErrorCode.NOT_COORDINATOR)
+        return fut
 
     def done(results: dict[TopicPartition, PartitionResponse]) -> None:
         if not fut.done():
-            fut.set_result(results[tp].error)
+            code = results[tp].error
+            fut.set_result(code if code is ErrorCode.NONE else errors.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
 
     replicas.append_records(timeout_ms, -1, {tp: batch}, done, internal_topics_allowed=True, client=False)
-    code = await fut
-    if code is ErrorCode.NONE:
-        return code
-    return errors.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+    return fut

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from kafkarepl.aio import Pacer, paced, wait_event
+from kafkarepl.aio import Pacer, more_partitions_than, paced, wait_event
 from kafkarepl.coordinator.records import build_marker
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import FileRange, Request
@@ -131,7 +131,7 @@ class ReplicaApis:
         # awaits before the append starts, except in a request naming more than _CHUNK
         # partitions, whose loops let other tasks run; while one does, every Produce
         # waits its turn on _produce_order (FIFO), so none overtakes it.
-        large = _more_partitions_than(req.body["topic_data"], _CHUNK, "partition_data")
+        large = more_partitions_than(req.body["topic_data"], _CHUNK, "partition_data")
         if large or self._produce_order.locked():
             async with self._produce_order:
                 fut, refused, invalid = await self._start_produce(req, Pacer(_CHUNK) if large else None)
@@ -268,7 +268,7 @@ class ReplicaApis:
         )
         racks = {b.broker_id: b.rack for b in self.metadata.brokers.values()} if rack else None
         in_session = params.from_follower and self.sessions is not None and req.api_version >= 7
-        if not in_session and _more_partitions_than(body["topics"], _LARGE_FETCH):
+        if not in_session and more_partitions_than(body["topics"], _LARGE_FETCH):
             return await self._large_fetch(body["topics"], params, racks)
         fetches = [_partition_fetch(TopicPartition(topic["topic"], fp["partition"]), fp)
                    for topic in body["topics"] for fp in topic["partitions"]]
@@ -686,15 +686,6 @@ def _partition_fetch(tp: TopicPartition, fp: Body) -> PartitionFetch:
     """A Fetch request's partition entry."""
     return PartitionFetch(tp, fp["fetch_offset"], fp["partition_max_bytes"], fp.get("current_leader_epoch", -1),
                           fp.get("last_fetched_epoch", -1), fp.get("log_start_offset", -1))
-
-
-def _more_partitions_than(topics: list[Body], limit: int, key: str = "partitions") -> bool:
-    n = 0
-    for topic in topics:
-        n += len(topic[key])
-        if n > limit:
-            return True
-    return False
 
 
 def _add_partitions(topics_out: list[Body], parts: list[tuple[TopicPartition, FetchPartitionData]]) -> None:

@@ -5,11 +5,13 @@ is alive, answers Metadata within 2 s and the data written before reads back unc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 import zstandard
@@ -17,7 +19,7 @@ from confluent_kafka import Consumer, Producer
 
 from kafkarepl.cli import wire
 from kafkarepl.errors import ErrorCode
-from kafkarepl.protocol import ApiKey
+from kafkarepl.protocol import ApiKey, decode_response, encode_request
 from tests.batches import build_batch
 from tests.fixtures.cluster import TestCluster
 from tests.integration.chaos import wait_until
@@ -391,3 +393,89 @@ def test_large_fetch_answers_each_partition_once_with_its_records(broker):
     [p0] = keep["partitions"]
     assert (p0["error_code"], p0["high_watermark"]) == (0, 3)
     assert b"before-2" in bytes(p0["records"])
+
+
+def _commit_body(group: str, topic: str, offsets: list[tuple[int, int]], generation: int = -1) -> dict:
+    return {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1, "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p, o in offsets]}]}
+
+
+@contextlib.contextmanager
+def _probed(port: int) -> Iterator[list[float]]:
+    """ApiVersions answer times, measured all along the block (which runs from 0.2 s after
+    the probe starts); the block's own time is appended last."""
+    waits: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            t0 = time.monotonic()
+            wire.call(HOST, port, ApiKey.API_VERSIONS, 0, {}, timeout=30)
+            waits.append(time.monotonic() - t0)
+            time.sleep(0.005)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        yield waits
+        took = time.monotonic() - t0
+    finally:
+        done.set()
+        prober.join()
+    # served all along: no probe waited a quarter of the block's time
+    assert len(waits) > 5 and max(waits) < took / 4, (took, max(waits), len(waits))
+
+
+def test_commit_and_offset_delete_naming_100k_known_partitions_are_paced(broker):
+    """An OffsetCommit of a known topic's partitions, named 100,000 times over, is read,
+    checked and turned into records in slices (before, all of it on the loop: 0.2-0.3 s
+    here); it is written whole, the last offset named for each partition winning, and a
+    small commit pipelined behind it on the same connection is written after it, never
+    overtaking it while its slices let other tasks run. An OffsetDelete naming them as
+    often is sliced too and writes one tombstone per committed offset."""
+    parts, port = 200, broker.brokers[1].port
+    broker.create_topic("wide", parts, 1)
+    wait_until(lambda: wire.call(HOST, port, ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+               ["error_code"] == 0 and wire.call(HOST, port, ApiKey.OFFSET_COMMIT, 6, _commit_body(
+                   "g", "wide", [(0, 0)]))["topics"][0]["partitions"][0]["error_code"] == 0,
+               30, "the group's coordinator ready")
+    frames = [encode_request(ApiKey.OFFSET_COMMIT, 6, cid, "hostile", body) for cid, body in (
+        (1, _commit_body("g", "wide", [(i % parts, i) for i in range(N)])),
+        (2, _commit_body("g", "wide", [(0, 7)])))]
+    with _probed(port), socket.create_connection((HOST, port), timeout=120) as s:
+        s.sendall(b"".join(frames))  # pipelined, as a client's in-flight requests
+        with s.makefile("rb") as f:
+            answers = [decode_response(ApiKey.OFFSET_COMMIT, 6, memoryview(_read_frame(f)))[1] for _ in frames]
+    codes = [p["error_code"] for a in answers for t in a["topics"] for p in t["partitions"]]
+    assert set(codes) == {0} and len(codes) == parts + 1, (set(codes), len(codes))
+
+    def committed() -> dict[int, int]:
+        fetched = wire.call(HOST, port, ApiKey.OFFSET_FETCH, 5, {"group_id": "g", "topics": [
+            {"name": "wide", "partition_indexes": list(range(parts))}]})
+        return {p["partition_index"]: p["committed_offset"] for p in fetched["topics"][0]["partitions"]}
+
+    assert committed() == {0: 7, **{p: N - parts + p for p in range(1, parts)}}
+    offsets_end = sum(log_end_offset(port, "__consumer_offsets", p) for p in range(50))
+
+    with _probed(port):
+        resp = wire.call(HOST, port, ApiKey.OFFSET_DELETE, 0, {"group_id": "g", "topics": [
+            {"name": "wide", "partitions": [{"partition_index": i % parts} for i in range(N)]},
+            {"name": TOPIC, "partitions": [{"partition_index": 0}]}]}, timeout=120)
+    assert resp["error_code"] == 0
+    codes = [p["error_code"] for t in resp["topics"] for p in t["partitions"]]
+    assert set(codes) == {0} and len(codes) == N + 1, (set(codes), len(codes))
+    assert committed() == dict.fromkeys(range(parts), -1)
+    # one tombstone per committed offset; none for the partition without one (Kafka's the same)
+    assert sum(log_end_offset(port, "__consumer_offsets", p) for p in range(50)) == offsets_end + parts
+    assert_unharmed(broker)
+
+
+def _read_frame(f) -> bytes:
+    size = struct.unpack(">i", f.read(4))[0]
+    frame = f.read(size)
+    assert len(frame) == size, "connection closed by the broker"
+    return frame
