@@ -19,6 +19,7 @@ from .codec import (
     FileRange,
     compile_decoder,
     compile_encoder,
+    entry_budget_left,
     read_uvarint,
 )
 from .codec import entry_budget as set_entry_budget
@@ -41,6 +42,7 @@ class Request(NamedTuple):
     body: dict
     header_size: int  # bytes of the frame taken by the request header
     size: int = 0  # bytes of the whole frame (client quotas count them)
+    entries: int = 0  # array entries of the body, when decoded under an entry budget
 
 
 class MalformedResponseError(KafkaError):
@@ -121,9 +123,15 @@ def _skip_tags(mv: memoryview, pos: int) -> int:
     return pos
 
 
+# The int arrays of the controller's requests are replica lists, which stay ints; in the
+# others they name partitions, each of which becomes an entry of the answer (codec).
+_FIXED_SHIFT = {ApiKey.LEADER_AND_ISR: 4, ApiKey.UPDATE_METADATA: 4, ApiKey.STOP_REPLICA: 4}
+
+
 def decode_request(frame: memoryview | bytes | bytearray, entry_budget: int | None = None) -> Request:
     """Decode one request frame (the bytes after the 4-byte size prefix). With an
-    `entry_budget`, EntryBudgetExceeded once its arrays hold more entries than that."""
+    `entry_budget`, EntryBudgetExceeded once its arrays hold more entries than that, and
+    the request's `entries` says how many it holds."""
     mv = frame if isinstance(frame, memoryview) else memoryview(frame)
     if len(mv) < _HEADER_FIXED.size:
         raise invalid_request(f"request of {len(mv)} bytes is shorter than a request header")
@@ -149,18 +157,20 @@ def decode_request(frame: memoryview | bytes | bytearray, entry_budget: int | No
             pos = _skip_tags(mv, pos)
         header_size = pos
         decode = body_decoder(api_key, api_version, True)
+        entries = 0
         if entry_budget is None:  # the thread's budget is None outside a budgeted decode
             body, _ = decode(mv, pos)
         else:
-            set_entry_budget(entry_budget)
+            set_entry_budget(entry_budget, _FIXED_SHIFT.get(api_key, 0))
             try:
                 body, _ = decode(mv, pos)
+                entries = entry_budget - (entry_budget_left() or 0)
             finally:
                 set_entry_budget(None)
     except _DECODE_FAILURES as e:
         raise invalid_request(f"malformed {spec.name} v{api_version} request: {_describe(e)}",
                               correlation_id) from None
-    return Request(spec.key, api_version, correlation_id, client_id, body, header_size, len(mv))
+    return Request(spec.key, api_version, correlation_id, client_id, body, header_size, len(mv), entries)
 
 
 def _describe(e: Exception) -> str:

@@ -50,14 +50,22 @@ class EntryBudgetExceeded(Exception):  # noqa: N818 - a signal, not an error of 
     decodes the frame elsewhere (off the event loop) instead."""
 
 
-# Per thread: array entries a decode may still read (None: no budget). The event loop
-# decodes small frames inline under a budget, the codec thread without one.
+# Per thread: array entries a decode may still read (None: no budget), and how many items
+# of a fixed-size array (ints) count as one entry, as a shift: 0 where each may become an
+# entry of the answer (a partition index), 4 (a sixteenth: one C unpack, ~36 bytes each)
+# where they stay ints (the replica lists of the controller's requests).
 _budget = threading.local()
 
 
-def entry_budget(left: int | None) -> None:
+def entry_budget(left: int | None, fixed_shift: int = 0) -> None:
     """Set (or clear, with None) this thread's entry budget for the decodes that follow."""
     _budget.left = left
+    _budget.fixed_shift = fixed_shift
+
+
+def entry_budget_left() -> int | None:
+    """This thread's entry budget left (None: no budget)."""
+    return getattr(_budget, "left", None)
 
 
 class EncodeError(ValueError):
@@ -300,7 +308,7 @@ def _array_reader(field: Field, t: Array, version: int, flexible: bool, nullable
             raise DecodeError(f"{name}: {n} elements cannot fit in the frame")
         left = getattr(_budget, "left", None)
         if left is not None:
-            left -= n >> 4 if fixed else n  # fixed-size items: one C unpack for all of them
+            left -= n >> _budget.fixed_shift if fixed else n
             if left < 0:
                 raise EntryBudgetExceeded(name)
             _budget.left = left

@@ -238,6 +238,7 @@ class Broker:
             max_connections_per_ip=config.max_connections_per_ip,
             max_connections_per_ip_overrides=config.connections_per_ip_overrides(),
             max_decompressed_request_bytes=config.max_decompressed_request_bytes,
+            max_request_entries=config.max_request_entries,
             ssl_context=first.ssl_context, sasl_factory=first.sasl_factory,
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             listener_name=first.name, principal_name=first.principal_name, more_listeners=more,

@@ -113,6 +113,11 @@ class BrokerConfig:
     # compressed batches of one produce request (Kafka has no such bound).
     max_decompressed_request_bytes: int = prop("kafkarepl.max.decompressed.request.bytes",
                                                67108864)
+    # kafkarepl's own: array entries (topics, partitions, ...) one request may hold. A
+    # decoded entry and what its handling builds take ~1 KiB here, against a few bytes on
+    # the wire (Kafka has no such bound); a request past it has its connection closed.
+    # The controller's UpdateMetadata names every partition with its replica lists.
+    max_request_entries: int = prop("kafkarepl.max.request.entries", 1000000)
     replica_lag_time_max_ms: int = prop("replica.lag.time.max.ms", 30000)
     min_insync_replicas: int = prop("min.insync.replicas", 1)
     unclean_leader_election_enable: bool = prop("unclean.leader.election.enable", False)
@@ -282,6 +287,8 @@ class BrokerConfig:
             raise ConfigError("queued.max.request.bytes must be -1 (unbounded) or > 0")
         if self.log_segment_delete_delay_ms < 0:
             raise ConfigError("log.segment.delete.delay.ms must be >= 0")
+        if self.max_request_entries < 1000:
+            raise ConfigError("kafkarepl.max.request.entries must be >= 1000")
         if self.max_decompressed_request_bytes <= 0:
             raise ConfigError("kafkarepl.max.decompressed.request.bytes must be > 0")
         if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:

@@ -63,6 +63,11 @@ _MAX_PIPELINED = 64  # requests read ahead of their responses before reading pau
 # bytes read but not yet answered stay bounded whatever the clients do.
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS_PER_IP = 2147483647  # Kafka's default
+DEFAULT_MAX_REQUEST_ENTRIES = 1_000_000  # kafkarepl.max.request.entries
+# What one decoded array entry is charged to the request memory pool: the decoded dict and
+# what its handling builds (answer entry, lookups) take ~0.8 KiB here (an OffsetFetch of
+# 4M partitions, 15 MiB on the wire, peaked at 3 GiB before this charge existed).
+DECODED_ENTRY_BYTES = 1024
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's default
 
 
@@ -85,6 +90,11 @@ class RequestMemoryPool:
         while not self._fits(size):
             self._freed.clear()
             await self._freed.wait()
+        self.used += size
+
+    def take(self, size: int) -> None:
+        """Charge `size` without waiting (what a frame decoded into): the pool may go over
+        its limit, and the next frame of any connection then waits until it is back under."""
         self.used += size
 
     def release(self, size: int) -> None:
@@ -342,14 +352,15 @@ class Connection:
                 # waits, others run.
                 req = None
                 if not _offload_decode(frame):
-                    # Every entry takes a byte at least: a shorter frame needs no budget.
-                    budget = _OFFLOAD_ENTRIES if len(frame) > _OFFLOAD_ENTRIES else None
                     try:
-                        req = _decode_or_error(memoryview(frame), budget)
+                        req = _decode_or_error(memoryview(frame), _OFFLOAD_ENTRIES)
                     except EntryBudgetExceeded:
                         pass
                 if req is None:
-                    req = await self.loop.run_in_executor(_CODEC, _decode_or_error, memoryview(frame))
+                    req, charge = await self._decode_large(frame)
+                else:
+                    charge = self._charge(req)
+                held += charge
                 self._accept_frame(req, held, started)
             except BaseException:
                 self.server.pool.release(held)
@@ -357,6 +368,31 @@ class Connection:
             if len(self._pending) >= _MAX_PIPELINED:
                 self._room.clear()
                 await self._room.wait()
+
+    async def _decode_large(self, frame: bytearray) -> tuple[Request | UnsupportedVersionError, int]:
+        """A frame's decode on the codec thread, and what it is charged: one at a time
+        over all connections, each started only while the request memory pool is not over
+        its limit, so decoded requests stay bounded (the pool, plus one decode of at most
+        kafkarepl.max.request.entries)."""
+        server = self.server
+        async with server.large_decodes:
+            await server.pool.acquire(0)  # the pool back under its limit
+            try:
+                req = await self.loop.run_in_executor(
+                    _CODEC, _decode_or_error, memoryview(frame), server.max_request_entries)
+            except EntryBudgetExceeded:
+                raise ConnectionClosing(f"a request of more than {server.max_request_entries} array entries "
+                                        "(kafkarepl.max.request.entries)") from None
+            return req, self._charge(req)
+
+    def _charge(self, req: Request | UnsupportedVersionError) -> int:
+        """A decoded entry weighs ~1 KiB against a few bytes on the wire: the request
+        memory pool (queued.max.request.bytes) holds that until the answer is sent."""
+        if not isinstance(req, Request) or not req.entries:
+            return 0
+        charge = req.entries * DECODED_ENTRY_BYTES
+        self.server.pool.take(charge)
+        return charge
 
     def _accept_frame(self, req: Request | UnsupportedVersionError, held: int, started: float) -> None:
         if isinstance(req, UnsupportedVersionError):
@@ -695,6 +731,7 @@ class SocketServer:
         max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP,
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+        max_request_entries: int = DEFAULT_MAX_REQUEST_ENTRIES,
         ssl_context: ssl.SSLContext | None = None,
         sasl_factory: Callable[[], Any] | None = None,
         failed_authentication_delay_ms: int = 100,
@@ -720,8 +757,10 @@ class SocketServer:
         self.max_connections_per_ip = max_connections_per_ip
         self.max_connections_per_ip_overrides = max_connections_per_ip_overrides or {}
         self.max_decompressed_request_bytes = max_decompressed_request_bytes
+        self.max_request_entries = max_request_entries
         self.connections_max_idle_ms = connections_max_idle_ms
         self.pool = RequestMemoryPool(queued_max_request_bytes)
+        self.large_decodes = asyncio.Lock()  # decodes on the codec thread, one at a time
         self.connections: set[Connection] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
         # IP address -> ms to hold a new connection before closing it unserved (0: serve it)

@@ -370,3 +370,94 @@ def test_a_small_frame_with_many_entries_is_decoded_on_the_codec_thread(monkeypa
         w.close()
         await s.stop()
     run(main())
+
+
+def test_decoded_entries_are_charged_to_the_pool_until_answered():
+    # A decoded entry weighs ~1 KiB against a few bytes on the wire: the request memory
+    # pool (queued.max.request.bytes) holds that too, until the answer is sent.
+    from kafkarepl.server.network import DECODED_ENTRY_BYTES
+
+    release = asyncio.Event()
+
+    async def slow(req, conn):
+        await release.wait()
+        return {"responses": [], "throttle_time_ms": 0}
+
+    async def main():
+        s = await start(slow)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        for partitions in (6, 2000):  # decoded on the loop, then on the codec thread
+            frame = _produce_frame(partitions)
+            w.write(frame)
+            await asyncio.sleep(0.2)
+            # the frame (after its size) and its entries: the partitions and their topic
+            assert s.pool.used == len(frame) - 4 + (partitions + 1) * DECODED_ENTRY_BYTES
+            release.set()
+            await read_response(r)
+            await asyncio.sleep(0.05)
+            assert s.pool.used == 0
+            release.clear()
+        w.close()
+        await s.stop()
+    run(main())
+
+
+def test_a_request_over_max_request_entries_closes_its_connection():
+    served: list[int] = []
+
+    async def handler(req, conn):
+        served.append(len(req.body["topic_data"][0]["partition_data"]))
+        return {"responses": [], "throttle_time_ms": 0}
+
+    async def main():
+        s = await start(handler, max_request_entries=1500)
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(_produce_frame(1499))  # 1 topic + 1,499 partitions: at the limit
+        await read_response(r)
+        w.write(_produce_frame(1500))
+        assert await closed_within(r, 2)
+        assert served == [1499] and s.pool.used == 0
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)  # others are served
+        w.write(_produce_frame(3))
+        await read_response(r)
+        w.close()
+        await s.stop()
+    run(main())
+
+
+def test_large_decodes_wait_until_the_pool_has_room():
+    # Decodes on the codec thread run one at a time, each only while the pool is not over
+    # its limit: a second large request stays undecoded (its frame bytes held) until the
+    # first's answer frees the pool, whatever number of connections send them.
+    from kafkarepl.server.network import DECODED_ENTRY_BYTES
+
+    release = asyncio.Event()
+    served: list[int] = []
+
+    async def slow(req, conn):
+        served.append(req.correlation_id)
+        await release.wait()
+        return {"responses": [], "throttle_time_ms": 0}
+
+    async def main():
+        s = await start(slow, queued_max_request_bytes=64 * 1024)
+        first, second = _produce_frame(2000, 1), _produce_frame(2000, 2)
+        r1, w1 = await asyncio.open_connection("127.0.0.1", s.port)
+        r2, w2 = await asyncio.open_connection("127.0.0.1", s.port)
+        w1.write(first)
+        w2.write(second)
+        await asyncio.sleep(0.3)
+        assert served == [1]
+        charged = len(first) - 4 + 2001 * DECODED_ENTRY_BYTES
+        # the second frame read before the first's decode was charged, or waiting to be read
+        assert s.pool.used in (charged, charged + len(second) - 4), s.pool.used
+        release.set()
+        await read_response(r1)
+        await read_response(r2)
+        assert served == [1, 2]
+        await asyncio.sleep(0.05)
+        assert s.pool.used == 0
+        w1.close()
+        w2.close()
+        await s.stop()
+    run(main())

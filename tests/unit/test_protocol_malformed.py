@@ -209,7 +209,21 @@ def test_an_entry_budget_stops_a_decode_and_is_cleared_after_it() -> None:
         decode_request(produce(1000), 1000)  # 1 topic + 1,000 partitions
     # The budget ends with its decode: the next one, without a budget, reads everything.
     assert len(decode_request(produce(5000)).body["topic_data"][0]["partition_data"]) == 5000
-    # Arrays of fixed-size items are one C unpack: they count a sixteenth.
-    fetch = encode_request(ApiKey.OFFSET_FETCH, 5, 1, "c", {"group_id": "g", "topics": [
-        {"name": "t", "partition_indexes": list(range(8000))}]})[4:]
-    assert len(decode_request(fetch, 1000).body["topics"][0]["partition_indexes"]) == 8000
+    # Items of fixed-size arrays count too: each may become an entry of the answer.
+    def offset_fetch(partitions: int) -> bytes:
+        return encode_request(ApiKey.OFFSET_FETCH, 5, 1, "c", {"group_id": "g", "topics": [
+            {"name": "t", "partition_indexes": list(range(partitions))}]})[4:]
+
+    assert decode_request(offset_fetch(999), 1000).entries == 1000  # 1 topic + 999 partitions
+    with pytest.raises(EntryBudgetExceeded):
+        decode_request(offset_fetch(1000), 1000)
+    assert decode_request(offset_fetch(999)).entries == 0  # counted only under a budget
+    # The controller's replica lists stay ints: a sixteenth each (one C unpack).
+    states = [{"topic_name": "t", "partition_index": i, "controller_epoch": 1, "leader": 1, "leader_epoch": 0,
+               "isr": list(range(32)), "zk_version": 0, "replicas": list(range(32)), "offline_replicas": []}
+              for i in range(100)]
+    update = encode_request(ApiKey.UPDATE_METADATA, 5, 1, "c", {
+        "controller_id": 1, "controller_epoch": 1, "broker_epoch": 1, "live_brokers": [],
+        "topic_states": [{"topic_name": "t", "partition_states": states}]})[4:]
+    # 1 topic + 100 partitions + their 6,400 replica and ISR ints (400)
+    assert decode_request(update, 1000).entries == 501
