@@ -48,6 +48,15 @@ def test_produce_request_decode(benchmark, partitions: int, size: int) -> None:
     assert len(req.body["topic_data"][0]["partition_data"]) == partitions
 
 
+@pytest.mark.parametrize("budget", [None, 1000], ids=["no-budget", "budget"])
+def test_small_request_decode_as_the_broker_does(benchmark, budget: int | None) -> None:
+    """The broker decodes every frame under an entry budget (counting the entries it
+    charges to the request memory pool): its cost against a decode without one."""
+    frame = produce_frame(1, 16 << 10)
+    req = benchmark(decode_request, frame, budget)
+    assert req.entries == (2 if budget else 0)
+
+
 def test_produce_request_encode_small(benchmark) -> None:
     body = {"acks": 1, "timeout_ms": 30000, "topic_data": [{"name": "bench", "partition_data": [
         {"index": 0, "records": memoryview(b"\x00" * (16 << 10))}]}]}
