@@ -1,8 +1,12 @@
-"""`kafkarepl dump-log PATH...`: show segment files, indexes and checkpoints.
+"""`kafkarepl dump-log PATH...` (or Kafka's `--files a,b`): show segment files, indexes
+and checkpoints, as kafka-dump-log.sh does.
 
-.log files: one line per batch (offsets, position, size, epoch, timestamps, producer
-fields, codec, flags, CRC and whether it matches). .index / .timeindex: their entries
-(.index entries are checked against the batches of the .log beside it).
+.log files: one line per batch in Kafka's format (offsets, sequences, producer, epoch,
+flags, position, timestamp, size, codec, CRC and whether it matches); with
+--deep-iteration a line per record under it, and with --print-data-log its key and value
+(UTF-8), or with --offsets-decoder / --transaction-log-decoder the records of
+__consumer_offsets / __transaction_state as Kafka 4's JSON. .index / .timeindex: their
+entries (.index entries are checked against the batches of the .log beside it).
 leader-epoch-checkpoint, *-checkpoint, producer-state-checkpoint: their content.
 A directory dumps every such file in it. Exit code 1 when anything is corrupt.
 """
@@ -13,13 +17,25 @@ import argparse
 import json
 import mmap
 import os
+import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from kafkarepl import _core
-from kafkarepl.errors import CheckpointCorruptError
+from kafkarepl.errors import CheckpointCorruptError, KafkaError
+from kafkarepl.protocol.coordinator_schemas import (
+    CONSUMER_PROTOCOL_ASSIGNMENT,
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    CONSUMER_PROTOCOL_VERSIONS,
+    OFFSETS_TOPIC_RECORDS,
+    TRANSACTION_TOPIC_RECORDS,
+    read_versioned,
+    to_json,
+)
 from kafkarepl.storage.index import OFFSET_DTYPE, TIME_DTYPE
 from kafkarepl.storage.records import (
     CODECS,
@@ -30,6 +46,7 @@ from kafkarepl.storage.records import (
     TRANSACTIONAL_MASK,
     batch_crc_valid,
 )
+from kafkarepl.storage.timestamps import read_varint, records_section
 
 _SUFFIXES = (".log", ".index", ".timeindex")
 
@@ -37,8 +54,19 @@ _SUFFIXES = (".log", ".index", ".timeindex")
 def register(subparsers) -> None:
     p = subparsers.add_parser("dump-log", help="print segments, indexes and checkpoints",
                               description=__doc__)
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument("--files", help="Kafka's spelling: a comma separated list of files (or directories)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--deep-iteration", action="store_true", help="a line per record, under its batch")
+    p.add_argument("--print-data-log", action="store_true",
+                   help="each record's key and value too (implies --deep-iteration)")
+    p.add_argument("--skip-record-metadata", action="store_true",
+                   help="record lines without offset, timestamp, sizes, sequence and header keys")
+    decoder = p.add_mutually_exclusive_group()
+    decoder.add_argument("--offsets-decoder", action="store_true",
+                         help="records of __consumer_offsets as Kafka's JSON (implies --print-data-log)")
+    decoder.add_argument("--transaction-log-decoder", action="store_true",
+                         help="records of __transaction_state as Kafka's JSON (implies --print-data-log)")
     p.set_defaults(func=run)
 
 
@@ -49,7 +77,8 @@ def _base_offset(path: Path) -> int:
         return 0
 
 
-def dump_log_file(path: Path) -> dict:
+def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None = None) -> dict:
+    """The file's batches; with `records` (deep iteration) each batch's records too."""
     batches = []
     error = None
     size = path.stat().st_size
@@ -78,12 +107,150 @@ def dump_log_file(path: Path) -> dict:
                     "isControl": bool(attrs & CONTROL_MASK),
                     "crc": b.crc,
                     "crcValid": ok,
+                    "lastSequence": _last_sequence(b.base_sequence, b.last_offset_delta),
+                    "deleteHorizonMs": b.first_timestamp if attrs & DELETE_HORIZON_MASK else None,
                 })
                 if not ok and error is None:
                     error = {"position": b.position, "reason": "CRC32C mismatch"}
+                if records is not None:
+                    with memoryview(mm) as view:
+                        batch = view[b.position:b.position + b.size]
+                        try:
+                            batches[-1]["records"] = records(batch)
+                        except (KafkaError, ValueError) as exc:
+                            batches[-1]["records"] = []
+                            if error is None:
+                                error = {"position": b.position, "reason": f"records: {exc}"}
+                        finally:
+                            batch.release()
             if reason is not None and error is None:
                 error = {"position": position, "reason": reason}
     return {"path": str(path), "type": "log", "batches": batches, "error": error}
+
+
+DELETE_HORIZON_MASK = 0x40  # KIP-534: the batch's base timestamp is its delete horizon
+_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+
+
+def _last_sequence(base: int, delta: int) -> int:
+    """Kafka's lastSequence: wraps past Integer.MAX_VALUE; -1 without a producer."""
+    return -1 if base < 0 else (base + delta) % (1 << 31)
+
+
+def batch_records(batch: memoryview, parse: Callable[[bytes | None, bytes | None], dict] | None) -> list[dict]:
+    """The records of one whole v2 batch (inflated within the default decompression
+    budget), each as Kafka's DumpLogSegments shows it; `parse` adds the key and payload."""
+    (base_offset, _len, _epoch, _magic, _crc, attrs, _delta, base_ts, max_ts,
+     _pid, _pe, base_seq, count) = HEADER.unpack_from(batch, 0)
+    data = records_section(batch)
+    out: list[dict] = []
+    pos = 0
+    for _ in range(count):
+        length, pos = read_varint(data, pos)
+        end = pos + length
+        if length < 0 or end > len(data):
+            raise ValueError(f"record {len(out)} runs past its batch")
+        pos += 1  # attributes
+        ts_delta, pos = read_varint(data, pos)
+        off_delta, pos = read_varint(data, pos)
+        key, pos = _varbytes(data, pos, end)
+        value, pos = _varbytes(data, pos, end)
+        n_headers, pos = read_varint(data, pos)
+        header_keys = []
+        for _ in range(max(n_headers, 0)):
+            hkey, pos = _varbytes(data, pos, end)
+            _hvalue, pos = _varbytes(data, pos, end)
+            header_keys.append((hkey or b"").decode("utf-8", "replace"))
+        if pos != end:
+            raise ValueError(f"record {len(out)} is not its declared {length} bytes")
+        rec: dict[str, Any] = {
+            "offset": base_offset + off_delta,
+            "timestamp": max_ts if attrs & TIMESTAMP_TYPE_MASK else base_ts + ts_delta,
+            "keySize": -1 if key is None else len(key),
+            "valueSize": -1 if value is None else len(value),
+            "sequence": -1 if base_seq < 0 else (base_seq + off_delta) % (1 << 31),
+            "headerKeys": header_keys,
+        }
+        if attrs & CONTROL_MASK:
+            if key is not None and len(key) >= 4:
+                ctype = struct.unpack_from(">h", key, 2)[0]
+                rec["controlType"] = _CONTROL_TYPES.get(ctype, f"UNKNOWN({ctype})")
+                if ctype in _CONTROL_TYPES and value is not None and len(value) >= 6:
+                    rec["coordinatorEpoch"] = struct.unpack_from(">i", value, 2)[0]
+        elif parse is not None:
+            rec.update(parse(key, value))
+        out.append(rec)
+    return out
+
+
+def _varbytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    n, pos = read_varint(data, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > end:
+        raise ValueError("a record field runs past its record")
+    return data[pos:pos + n], pos + n
+
+
+def parse_plain(key: bytes | None, value: bytes | None) -> dict:
+    """Kafka's default StringDecoder for key and value."""
+    out = {}
+    if key is not None:
+        out["key"] = key.decode("utf-8", "replace")
+    if value is not None:
+        out["payload"] = value.decode("utf-8", "replace")
+    return out
+
+
+def _json(doc: Any) -> str:
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+def _parse_coordinator_record(records: dict[int, tuple[str, Any, Any, range]], key: bytes | None,
+                              value: bytes | None) -> dict:
+    """A coordinator record as Kafka 4's --offsets-decoder shows it: the key as
+    {"type": key version, "data": ...}, the value as {"version": ..., "data": ...}, a
+    tombstone as <DELETE>."""
+    if key is None or len(key) < 2:
+        return {"key": "Error: a coordinator record needs a key, skipping."}
+    (kind,) = struct.unpack_from(">h", key, 0)
+    if kind not in records:
+        return {"key": f"Unknown record type {kind}, skipping."}
+    name, key_fields, value_fields, value_versions = records[kind]
+    try:
+        kv, k = read_versioned(key, key_fields, range(kind, kind + 1))
+        out = {"key": _json({"type": str(kv), "data": to_json(key_fields, kv, k)})}
+        if value is None:
+            out["payload"] = "<DELETE>"
+            return out
+        vv, v = read_versioned(value, value_fields, value_versions)
+        data = to_json(value_fields, vv, v)
+        if name == "GroupMetadata" and v.get("protocol_type") == "consumer":
+            for member, decoded in zip(data["members"], v["members"], strict=True):
+                _embedded(member, "subscription", decoded["subscription"], CONSUMER_PROTOCOL_SUBSCRIPTION)
+                _embedded(member, "assignment", decoded["assignment"], CONSUMER_PROTOCOL_ASSIGNMENT)
+        out["payload"] = _json({"version": str(vv), "data": data})
+        return out
+    except ValueError as exc:
+        return {"key": f"Error: {name} record: {exc}, skipping."}
+
+
+def _embedded(member: dict, field: str, raw: bytes, fields: Any) -> None:
+    """As Kafka: the consumer protocol's subscription or assignment shown decoded; the
+    base64 bytes kept when they do not decode."""
+    try:
+        version, body = read_versioned(bytes(raw), fields, CONSUMER_PROTOCOL_VERSIONS)
+    except ValueError:
+        return
+    member[field] = to_json(fields, version, body)
+
+
+def parse_offsets(key: bytes | None, value: bytes | None) -> dict:
+    return _parse_coordinator_record(OFFSETS_TOPIC_RECORDS, key, value)
+
+
+def parse_transactions(key: bytes | None, value: bytes | None) -> dict:
+    return _parse_coordinator_record(TRANSACTION_TOPIC_RECORDS, key, value)
 
 
 def _index_entries(path: Path, dtype: np.dtype) -> np.ndarray:
@@ -145,18 +312,18 @@ def _is_checkpoint(path: Path) -> bool:
     return path.name.endswith("checkpoint")
 
 
-def dump_path(path: Path) -> list[dict]:
+def dump_path(path: Path, records: Callable[[memoryview], list[dict]] | None = None) -> list[dict]:
     if path.is_dir():
         out = []
         for child in sorted(path.iterdir()):
             if child.is_dir() or child.suffix in _SUFFIXES or _is_checkpoint(child):
-                out.extend(dump_path(child))
+                out.extend(dump_path(child, records))
         return out
     if not path.exists():
         return [{"path": str(path), "type": "missing", "error":
                  {"position": None, "reason": "no such file"}}]
     if path.suffix == ".log":
-        return [dump_log_file(path)]
+        return [dump_log_file(path, records)]
     if path.suffix in (".index", ".timeindex"):
         return [dump_index_file(path)]
     if _is_checkpoint(path):
@@ -174,17 +341,21 @@ def _describe_error(doc: dict) -> str:
     return f"{doc['path']}: {err['reason']}"
 
 
-def _print_text(doc: dict, out) -> None:
+def _print_text(doc: dict, out, skip_record_metadata: bool = False) -> None:
     print(f"Dumping {doc['path']}", file=out)
     if doc["type"] == "log":
+        print(f"Log starting offset: {_base_offset(Path(doc['path']))}", file=out)
         for b in doc["batches"]:
-            print("baseOffset: {baseOffset} lastOffset: {lastOffset} count: {count} "
-                  "position: {position} size: {size} partitionLeaderEpoch: "
-                  "{partitionLeaderEpoch} {timestampType} firstTimestamp: {firstTimestamp} "
-                  "maxTimestamp: {maxTimestamp} producerId: {producerId} producerEpoch: "
-                  "{producerEpoch} baseSequence: {baseSequence} compression: {compression} "
-                  "isTransactional: {isTransactional} isControl: {isControl} crc: {crc} "
-                  "isValid: {crcValid}".format(**b), file=out)
+            horizon = b["deleteHorizonMs"]
+            print("baseOffset: {baseOffset} lastOffset: {lastOffset} count: {count} baseSequence: {baseSequence} "
+                  "lastSequence: {lastSequence} producerId: {producerId} producerEpoch: {producerEpoch} "
+                  "partitionLeaderEpoch: {partitionLeaderEpoch} isTransactional: {tx} isControl: {ctl} "
+                  "deleteHorizonMs: {horizon} position: {position} {timestampType}: {maxTimestamp} size: {size} "
+                  "magic: 2 compresscodec: {compression} crc: {crc} isvalid: {ok}".format(
+                      **b, tx=_bool(b["isTransactional"]), ctl=_bool(b["isControl"]), ok=_bool(b["crcValid"]),
+                      horizon="OptionalLong.empty" if horizon is None else f"OptionalLong[{horizon}]"), file=out)
+            for r in b.get("records", ()):
+                print(_record_line(r, b["timestampType"], skip_record_metadata), file=out)
     elif doc["type"] == "index":
         for e in doc["entries"]:
             print(f"offset: {e['offset']} position: {e['position']}", file=out)
@@ -196,11 +367,53 @@ def _print_text(doc: dict, out) -> None:
             print(line, file=out)
 
 
+def _bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def _record_line(r: dict, timestamp_type: str, skip_metadata: bool) -> str:
+    """A record under its batch, as Kafka's DumpLogSegments prints it."""
+    parts = ["|"]
+    if not skip_metadata:
+        parts.append(f"offset: {r['offset']} {timestamp_type}: {r['timestamp']} keySize: {r['keySize']} "
+                     f"valueSize: {r['valueSize']} sequence: {r['sequence']} "
+                     f"headerKeys: [{','.join(r['headerKeys'])}]")
+        if "controlType" in r:
+            if "coordinatorEpoch" in r:
+                parts.append(f"endTxnMarker: {r['controlType']} coordinatorEpoch: {r['coordinatorEpoch']}")
+            else:
+                parts.append(f"controlType: {r['controlType']}")
+    if "key" in r:
+        parts.append(f"key: {r['key']}")
+    if "payload" in r:
+        parts.append(f"payload: {r['payload']}")
+    return " ".join(parts)
+
+
+def _records_reader(args: argparse.Namespace) -> Callable[[memoryview], list[dict]] | None:
+    if args.offsets_decoder:
+        parse: Callable[[bytes | None, bytes | None], dict] | None = parse_offsets
+    elif args.transaction_log_decoder:
+        parse = parse_transactions
+    elif args.print_data_log:
+        parse = parse_plain
+    elif args.deep_iteration:
+        parse = None
+    else:
+        return None
+    return lambda batch: batch_records(batch, parse)
+
+
 def run(args: argparse.Namespace) -> int:
+    paths = list(args.paths) + [p for p in (args.files or "").split(",") if p]
+    if not paths:
+        print("dump-log: give the files to dump (PATH... or --files a,b)", file=sys.stderr)
+        return 2
+    records = _records_reader(args)
     docs: list[dict] = []
-    for p in args.paths:
+    for p in paths:
         try:
-            docs.extend(dump_path(Path(p)))
+            docs.extend(dump_path(Path(p), records))
         except OSError as exc:
             docs.append({"path": p, "type": "unreadable",
                          "error": {"position": None, "reason": os.strerror(exc.errno or 0)}})
@@ -210,7 +423,7 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         for d in docs:
-            _print_text(d, sys.stdout)
+            _print_text(d, sys.stdout, args.skip_record_metadata)
     for d in failed:
         print(_describe_error(d), file=sys.stderr)
     return 1 if failed else 0

@@ -37,13 +37,18 @@ def partition(tmp_path) -> Path:
 def test_text_output(partition):
     r = dump(str(partition / f"{0:020d}.log"))
     assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1] == "Log starting offset: 0"
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("baseOffset")]
     assert len(lines) == 3
-    assert "baseOffset: 0 lastOffset: 2 count: 3 position: 0" in lines[0]
-    assert "compression: gzip" in lines[0] and "partitionLeaderEpoch: 2" in lines[0]
-    assert "producerId: 7 producerEpoch: 1 baseSequence: 0" in lines[1]
-    assert f"maxTimestamp: {T0 + 5}" in lines[1] and "CreateTime" in lines[1]
-    assert "compression: zstd" in lines[2] and "isValid: True" in lines[2]
+    # Kafka's DumpLogSegments batch line, field for field
+    assert lines[0].startswith(
+        "baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
+        "partitionLeaderEpoch: 2 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty "
+        f"position: 0 CreateTime: {T0} size: ")
+    assert " magic: 2 compresscodec: gzip crc: " in lines[0] and lines[0].endswith(" isvalid: true")
+    assert "baseSequence: 0 lastSequence: 0 producerId: 7 producerEpoch: 1" in lines[1]
+    assert f"CreateTime: {T0 + 5} size: " in lines[1]
+    assert "compresscodec: zstd" in lines[2] and "isvalid: true" in lines[2]
 
 
 def test_json_output_of_a_directory(partition):
@@ -70,7 +75,7 @@ def test_corrupt_batch_exit_code(partition):
     r = dump(str(seg))
     assert r.returncode == 1
     assert f"{seg}: corrupt batch at position {second}: CRC32C mismatch" in r.stderr
-    assert "isValid: False" in r.stdout
+    assert "isvalid: false" in r.stdout
     seg.write_bytes(bytes(data[: second + 30]))  # torn
     r = dump("--json", str(seg))
     assert r.returncode == 1
@@ -100,3 +105,101 @@ def test_index_entries_are_checked_against_the_log(partition):
     r = dump(str(idx))
     assert r.returncode == 1
     assert f"{idx}: corrupt index: index entry 0 says offset 2" in r.stderr
+
+
+def _write_log(tmp_path: Path, name: str, batches: list[bytes]) -> Path:
+    log = Log.open(tmp_path / name, LogConfig())
+    for b in batches:
+        log.append_as_leader(bytearray(b), 0, T0, control_allowed=True)
+    log.close()
+    return tmp_path / name / f"{0:020d}.log"
+
+
+def test_records_with_print_data_log(tmp_path):
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=False, producer_id=3,
+                                        producer_epoch=0, base_sequence=5, batch_size=1 << 20)
+    builder.append(0, timestamp=T0, key=b"k\xc3\xa9", value=b"v0", headers=[("h1", b"x"), ("h2", None)])
+    builder.append(1, timestamp=T0 + 2, key=None, value=None, headers=[])
+    seg = _write_log(tmp_path, "data-0", [builder.build()])
+    r = dump("--deep-iteration", str(seg))
+    assert r.returncode == 0, r.stderr
+    recs = [ln for ln in r.stdout.splitlines() if ln.startswith("|")]
+    assert recs == [
+        f"| offset: 0 CreateTime: {T0} keySize: 3 valueSize: 2 sequence: 5 headerKeys: [h1,h2]",
+        f"| offset: 1 CreateTime: {T0 + 2} keySize: -1 valueSize: -1 sequence: 6 headerKeys: []",
+    ]
+    r = dump("--files", str(seg), "--print-data-log")  # Kafka's spelling
+    recs = [ln for ln in r.stdout.splitlines() if ln.startswith("|")]
+    assert recs[0].endswith("headerKeys: [h1,h2] key: k\u00e9 payload: v0")
+    assert recs[1].endswith("headerKeys: []")  # null key and value: neither shown
+    r = dump("--print-data-log", "--skip-record-metadata", str(seg))
+    assert [ln for ln in r.stdout.splitlines() if ln.startswith("|")] == ["| key: k\u00e9 payload: v0", "|"]
+    docs = json.loads(dump("--json", "--print-data-log", str(seg)).stdout)
+    assert [(x["offset"], x.get("key"), x.get("payload")) for x in docs[0]["batches"][0]["records"]] == [
+        (0, "k\u00e9", "v0"), (1, None, None)]
+
+
+def test_offsets_decoder_shows_kafka_json(tmp_path):
+    from kafkarepl.coordinator import OffsetAndMetadata, build_batch, encode_key, encode_value
+    from kafkarepl.coordinator.group_records import (
+        GroupSnapshot,
+        MemberSnapshot,
+        encode_group_key,
+        encode_group_value,
+    )
+    from kafkarepl.coordinator.records import build_marker
+
+    subscription = bytes.fromhex("0001" "00000001" "0001" "74" "ffffffff" "00000000")  # v1: ["t"], no data
+    assignment = bytes.fromhex("0000" "00000001" "0001" "74" "00000002" "00000000" "00000001" "ffffffff")
+    member = MemberSnapshot("m-1", "inst-1", "c1", "/127.0.0.1", 60000, 45000, subscription, assignment)
+    group = GroupSnapshot("consumer", 4, "range", "m-1", T0, (member,))
+    seg = _write_log(tmp_path, "__consumer_offsets-0", [
+        build_batch([(encode_key("g", "t", 1), encode_value(OffsetAndMetadata(42, 3, "md", T0)))], T0),
+        build_batch([(encode_group_key("g"), encode_group_value(group))], T0),
+        build_batch([(encode_key("g", "t", 1), None)], T0),
+        build_marker(9, 0, True, 5, T0),
+    ])
+    r = dump("--offsets-decoder", str(seg))
+    assert r.returncode == 0, r.stderr
+    recs = [ln for ln in r.stdout.splitlines() if ln.startswith("|")]
+    assert recs[0].endswith(
+        ' key: {"type":"1","data":{"group":"g","topic":"t","partition":1}} payload: {"version":"3","data":'
+        f'{{"offset":42,"leaderEpoch":3,"metadata":"md","commitTimestamp":{T0}}}}}')
+    key, payload = recs[1].split(" key: ")[1].split(" payload: ")
+    assert key == '{"type":"2","data":{"group":"g"}}'
+    value = json.loads(payload)
+    assert value["version"] == "3"
+    assert {k: v for k, v in value["data"].items() if k != "members"} == {
+        "protocolType": "consumer", "generation": 4, "protocol": "range", "leader": "m-1",
+        "currentStateTimestamp": T0}
+    assert value["data"]["members"] == [{
+        "memberId": "m-1", "groupInstanceId": "inst-1", "clientId": "c1", "clientHost": "/127.0.0.1",
+        "rebalanceTimeout": 60000, "sessionTimeout": 45000,
+        # the consumer protocol's data shown decoded, as Kafka does
+        "subscription": {"topics": ["t"], "userData": None, "ownedPartitions": []},
+        "assignment": {"assignedPartitions": [{"topic": "t", "partitions": [0, 1]}], "userData": None}}]
+    assert recs[2].endswith(' key: {"type":"1","data":{"group":"g","topic":"t","partition":1}} payload: <DELETE>')
+    assert recs[3].endswith("endTxnMarker: COMMIT coordinatorEpoch: 5")
+
+
+def test_transaction_log_decoder_shows_kafka_json(tmp_path):
+    from kafkarepl.coordinator import build_batch
+    from kafkarepl.coordinator.txn_log import TxnMetadata, TxnState, encode_key, encode_value
+
+    meta = TxnMetadata("tx-1", 1000, 2, 60000, TxnState.ONGOING, {("t", 0), ("t", 2), ("u", 1)}, T0, T0 + 1)
+    seg = _write_log(tmp_path, "__transaction_state-0", [
+        build_batch([(encode_key("tx-1"), encode_value(meta))], T0),
+        build_batch([(encode_key("tx-1"), None)], T0),
+    ])
+    r = dump("--transaction-log-decoder", str(seg))
+    assert r.returncode == 0, r.stderr
+    recs = [ln for ln in r.stdout.splitlines() if ln.startswith("|")]
+    key, payload = recs[0].split(" key: ")[1].split(" payload: ")
+    assert key == '{"type":"0","data":{"transactionalId":"tx-1"}}'
+    assert json.loads(payload) == {"version": "0", "data": {
+        "producerId": 1000, "producerEpoch": 2, "transactionTimeoutMs": 60000, "transactionStatus": 1,
+        "transactionPartitions": [{"topic": "t", "partitionIds": [0, 2]}, {"topic": "u", "partitionIds": [1]}],
+        "transactionLastUpdateTimestampMs": T0 + 1, "transactionStartTimestampMs": T0}}
+    assert recs[1].endswith('{"type":"0","data":{"transactionalId":"tx-1"}} payload: <DELETE>')

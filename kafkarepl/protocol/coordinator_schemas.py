@@ -1,0 +1,142 @@
+"""Kafka's schemas of the coordinators' log records (`__consumer_offsets`,
+`__transaction_state`) and of the consumer protocol's subscription and assignment, declared
+as data the way messages.py declares the APIs, for tools that show such records as Kafka's
+generated JSON converters do (dump-log's --offsets-decoder and --transaction-log-decoder).
+
+Every record's key and value start with an int16 version; the key's version says which
+record it is (OffsetCommit: 0-1, GroupMetadata: 2, TransactionLog: 0 in its own topic).
+The non-flexible versions are declared: those kafkarepl and Kafka 4.0's coordinators write.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from typing import Any
+
+from .codec import DecodeError, compile_decoder
+from .schema import BYTES, INT8, INT16, INT32, INT64, STRING, in_range
+from .schema import Array as A
+from .schema import Field as F
+from .schema import Struct as S
+
+Fields = tuple[F, ...]
+
+OFFSET_COMMIT_KEY: Fields = (
+    F('Group', STRING, '0+'),
+    F('Topic', STRING, '0+'),
+    F('Partition', INT32, '0+'),
+)
+OFFSET_COMMIT_VALUE: Fields = (
+    F('Offset', INT64, '0+'),
+    F('LeaderEpoch', INT32, '3+', default=-1),
+    F('Metadata', STRING, '0+'),
+    F('CommitTimestamp', INT64, '0+'),
+    F('ExpireTimestamp', INT64, '1', default=-1),
+)
+GROUP_METADATA_KEY: Fields = (F('Group', STRING, '0+'),)
+GROUP_METADATA_VALUE: Fields = (
+    F('ProtocolType', STRING, '0+'),
+    F('Generation', INT32, '0+'),
+    F('Protocol', STRING, '0+', nullable='0+'),
+    F('Leader', STRING, '0+', nullable='0+'),
+    F('CurrentStateTimestamp', INT64, '2+', default=-1),
+    F('Members', A(S(
+        F('MemberId', STRING, '0+'),
+        F('GroupInstanceId', STRING, '3+', nullable='3+', default=None),
+        F('ClientId', STRING, '0+'),
+        F('ClientHost', STRING, '0+'),
+        F('RebalanceTimeout', INT32, '1+', default=-1),
+        F('SessionTimeout', INT32, '0+'),
+        F('Subscription', BYTES, '0+'),
+        F('Assignment', BYTES, '0+'),
+    )), '0+'),
+)
+TRANSACTION_LOG_KEY: Fields = (F('TransactionalId', STRING, '0+'),)
+TRANSACTION_LOG_VALUE: Fields = (
+    F('ProducerId', INT64, '0+'),
+    F('ProducerEpoch', INT16, '0+'),
+    F('TransactionTimeoutMs', INT32, '0+'),
+    F('TransactionStatus', INT8, '0+'),
+    F('TransactionPartitions', A(S(
+        F('Topic', STRING, '0+'),
+        F('PartitionIds', A(INT32), '0+'),
+    )), '0+', nullable='0+'),
+    F('TransactionLastUpdateTimestampMs', INT64, '0+'),
+    F('TransactionStartTimestampMs', INT64, '0+'),
+)
+CONSUMER_PROTOCOL_SUBSCRIPTION: Fields = (
+    F('Topics', A(STRING), '0+'),
+    F('UserData', BYTES, '0+', nullable='0+', default=None),
+    F('OwnedPartitions', A(S(
+        F('Topic', STRING, '1+'),
+        F('Partitions', A(INT32), '1+'),
+    )), '1+'),
+    F('GenerationId', INT32, '2+', default=-1),
+    F('RackId', STRING, '3+', nullable='3+', default=None),
+)
+CONSUMER_PROTOCOL_ASSIGNMENT: Fields = (
+    F('AssignedPartitions', A(S(
+        F('Topic', STRING, '0+'),
+        F('Partitions', A(INT32), '0+'),
+    )), '0+'),
+    F('UserData', BYTES, '0+', nullable='0+', default=None),
+)
+
+# key version -> (record type, key fields, value fields, the value versions declared)
+OFFSETS_TOPIC_RECORDS: dict[int, tuple[str, Fields, Fields, range]] = {
+    0: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE, range(0, 4)),
+    1: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE, range(0, 4)),
+    2: ("GroupMetadata", GROUP_METADATA_KEY, GROUP_METADATA_VALUE, range(0, 4)),
+}
+TRANSACTION_TOPIC_RECORDS: dict[int, tuple[str, Fields, Fields, range]] = {
+    0: ("TransactionLog", TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE, range(0, 1)),
+}
+CONSUMER_PROTOCOL_VERSIONS = range(0, 4)
+
+_VERSION = struct.Struct(">h")
+
+
+class UnknownVersionError(ValueError):
+    """A record or embedded struct of a version not declared here."""
+
+
+def read_versioned(data: bytes, fields: Fields, versions: range) -> tuple[int, dict[str, Any]]:
+    """(version, decoded dict) of `data`: an int16 version, then `fields` at it. Raises
+    UnknownVersionError for another version, ValueError when malformed."""
+    if len(data) < _VERSION.size:
+        raise ValueError("shorter than its version")
+    (version,) = _VERSION.unpack_from(data, 0)
+    if version not in versions:
+        raise UnknownVersionError(f"version {version}")
+    mv = memoryview(data)
+    try:
+        body, pos = compile_decoder(fields, version, False)(mv, _VERSION.size)
+    except (DecodeError, IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"malformed at version {version}: {exc}") from None
+    if pos != len(data):
+        raise ValueError(f"{len(data) - pos} bytes left over at version {version}")
+    return version, body
+
+
+def to_json(fields: Fields, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as Kafka's generated JsonConverter writes it at `version`: the fields of that
+    version in declaration order, named camelCase, bytes in base64."""
+    out: dict[str, Any] = {}
+    for f in fields:
+        if not in_range(version, f.versions):
+            continue
+        out[f.name[0].lower() + f.name[1:]] = _json_value(f.type, version, body[f.key])
+    return out
+
+
+def _json_value(t: Any, version: int, v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(t, A):
+        return [_json_value(t.item, version, x) for x in v]
+    if isinstance(t, S):
+        return to_json(t.fields, version, v)
+    if t == BYTES:
+        return base64.b64encode(bytes(v)).decode()
+    return v
