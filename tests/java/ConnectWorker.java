@@ -29,6 +29,9 @@ public class ConnectWorker {
         String bootstrap = args[0], group = args[1], input = args[2], topic = args[3], output = args[4];
         Path stop = Paths.get(args[5]);
         String rf = args[6];
+        // A worker's identity in its group: the URL it advertises (the leader names workers
+        // by it in assignments); several workers of one group need their own.
+        String workerUrl = args.length > 7 ? args[7] : "http://127.0.0.1:0/";
         Map<String, String> props = new HashMap<>();
         props.put("bootstrap.servers", bootstrap);
         props.put("group.id", group);
@@ -56,16 +59,26 @@ public class ConnectWorker {
         KafkaOffsetBackingStore offsets = new KafkaOffsetBackingStore(sharedAdmin, () -> clientIdBase,
             plugins.newInternalConverter(true, JsonConverter.class.getName(), Map.of("schemas.enable", "false")));
         offsets.configure(config);
-        Worker worker = new Worker("worker-1", Time.SYSTEM, plugins, config, offsets, policy);
+        Worker worker = new Worker(workerUrl, Time.SYSTEM, plugins, config, offsets, policy);
         Converter internal = worker.getInternalValueConverter();
         StatusBackingStore status = new KafkaStatusBackingStore(Time.SYSTEM, internal, sharedAdmin, clientIdBase);
         status.configure(config);
         ConfigBackingStore configs = new KafkaConfigBackingStore(internal, config, worker.configTransformer(),
             sharedAdmin, clientIdBase);
         DistributedHerder herder = new DistributedHerder(config, Time.SYSTEM, worker, clusterId, status, configs,
-            "http://127.0.0.1:0/", new RestClient(config), policy, Collections.emptyList(), sharedAdmin);
+            workerUrl, new RestClient(config), policy, Collections.emptyList(), sharedAdmin);
         herder.start();
 
+        if (args.length > 8 && args[8].equals("join-only")) {
+            // Another worker of the group: it runs what the leader assigns it (creating the
+            // connectors here would need the REST forwarding to the leader left out).
+            System.out.println("joined");
+            System.out.flush();
+            while (!Files.exists(stop))
+                Thread.sleep(100);
+            herder.stop();
+            System.exit(0);
+        }
         put(herder, "file-source", Map.of("connector.class", "org.apache.kafka.connect.file.FileStreamSourceConnector",
             "tasks.max", "1", "file", input, "topic", topic));
         put(herder, "file-sink", Map.of("connector.class", "org.apache.kafka.connect.file.FileStreamSinkConnector",
