@@ -66,10 +66,10 @@ GROUP_TYPE_CLASSIC = "classic"
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 LOAD_CHUNK_BYTES = 1 << 20
-_CHUNK = 1000  # partitions of a request handled between two yields
-_T = TypeVar("_T")
 LOAD_RETRY_S = 1.0
 METADATA_WAIT_S = 5.0
+_CHUNK = 1000  # partitions of a request handled between two yields
+_T = TypeVar("_T")
 
 # How a failed append of offset records is reported to the committer (Kafka's mapping):
 # the coordinators' common one, and a batch too large is the commit's metadata.
@@ -413,13 +413,13 @@ class GroupCoordinatorService:
     # --------------------------------------------------------------- offsets -----
     async def _requested_offsets(self, topics: list[dict[str, Any]] | None, client_timestamps: bool,
                                  pace: Pacer | None,
-                                 ) -> tuple[dict[tuple[str, int], OffsetAndMetadata], dict[tuple[str, int], Any]]:
+                                 ) -> tuple[dict[tuple[str, int], OffsetAndMetadata], dict[tuple[str, int], ErrorCode | None]]:
         """An (Txn)OffsetCommit's offsets of known partitions, and a code per requested
         partition in request order (UNKNOWN_TOPIC_OR_PARTITION for the others).
         client_timestamps: OffsetCommit v1's commit_timestamp, when set, is kept."""
         now = self.clock.wall_ms()
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        codes: dict[tuple[str, int], Any] = {}
+        codes: dict[tuple[str, int], ErrorCode | None] = {}
         for t in topics or []:
             info = self.metadata.topics.get(t["name"])
             for p in t["partitions"] or []:
@@ -436,7 +436,7 @@ class GroupCoordinatorService:
         return offsets, codes
 
     async def _commit_records(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata],
-                              codes: dict[tuple[str, int], Any], pace: Pacer | None,
+                              codes: dict[tuple[str, int], ErrorCode | None], pace: Pacer | None,
                               ) -> tuple[dict[tuple[str, int], OffsetAndMetadata], BatchBuilder]:
         """The offsets a commit may write and their records; the others' codes set."""
         to_write: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -464,7 +464,7 @@ class GroupCoordinatorService:
                 return await start(Pacer(_CHUNK) if large else None)
         return await start(None)
 
-    async def _answer(self, codes: dict[tuple[str, int], Any], written: ErrorCode) -> list[dict[str, Any]]:
+    async def _answer(self, codes: dict[tuple[str, int], ErrorCode | None], written: ErrorCode) -> list[dict[str, Any]]:
         """A commit's answer per topic, in request order; the written partitions (code
         None) get the write's outcome."""
         by_topic: dict[str, list[dict[str, Any]]] = {}
