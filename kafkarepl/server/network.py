@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kafkarepl import _core
-from kafkarepl.aio import with_timeout
+from kafkarepl.aio import wait_event, with_timeout
 from kafkarepl.errors import (
     ErrorCode,
     InvalidRequestError,
@@ -59,6 +59,12 @@ UnsupportedVersionHandler = Callable[[UnsupportedVersionError], dict[str, Any] |
 _READ_CHUNK = 256 * 1024  # most bytes asked of one recv
 _SMALL_BUF = 16 * 1024  # per-connection read buffer: thousands of idle connections stay cheap
 _MAX_PIPELINED = 64  # requests read ahead of their responses before reading pauses
+_SEND_SLICE = 1 << 20  # an answer's bytes sent a slice at a time: its progress is seen
+# A connection whose answer has got no byte out for this long while the request memory
+# pool is full is closed: its client does not read, and the requests it pipelined behind
+# that answer hold room every connection's next read waits for. A client's default
+# request.timeout.ms: such a client has given up on the answer anyway.
+STALLED_ANSWER_S = 30.0
 # queued.max.request.bytes: Kafka's default is -1 (unbounded); here 256 MiB, so request
 # bytes read but not yet answered stay bounded whatever the clients do.
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
@@ -76,12 +82,17 @@ class RequestMemoryPool:
     connections. A connection whose next frame does not fit waits before reading it
     (backpressure; its bytes stay in the kernel's socket buffer) until responses free
     room. A frame larger than the whole pool is let in when the pool is empty, so it
-    cannot wait forever. limit <= 0: unbounded (Kafka's -1)."""
+    cannot wait forever. limit <= 0: unbounded (Kafka's -1). While a frame waits,
+    `on_pressure` is called every PRESSURE_CHECK_S (SocketServer: drop connections that
+    hold room without reading their answers)."""
+
+    PRESSURE_CHECK_S = 0.5
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
         self._freed = asyncio.Event()
+        self.on_pressure: Callable[[], None] | None = None
 
     def _fits(self, size: int) -> bool:
         return self.limit <= 0 or self.used == 0 or self.used + size <= self.limit
@@ -89,7 +100,8 @@ class RequestMemoryPool:
     async def acquire(self, size: int) -> None:
         while not self._fits(size):
             self._freed.clear()
-            await self._freed.wait()
+            if not await wait_event(self._freed, self.PRESSURE_CHECK_S) and self.on_pressure is not None:
+                self.on_pressure()
         self.used += size
 
     def take(self, size: int) -> None:
@@ -276,6 +288,8 @@ class Connection:
         self._idle = asyncio.Event()  # set when no request is pending
         self.quota_tail: asyncio.Future | None = None  # server/quota_gate.py
         self.last_active = self.loop.time()  # bytes last read or written (idle expiry)
+        self._sending_since: float | None = None  # an answer's send started, not finished
+        self._sent_at = 0.0  # loop time of the last bytes an answer's send got out
         self.serving: asyncio.Future | None = None  # serve(), cancelled to close it
 
     # -- reading --------------------------------------------------------------------
@@ -615,17 +629,33 @@ class Connection:
 
     async def send_chunks(self, chunks: list[Any]) -> None:
         tls = self.tls
-        for chunk in chunks:
-            if isinstance(chunk, FileRange):
-                if tls is not None:  # TLS encrypts in user space: no sendfile
-                    await self._send_file_range_tls(tls, chunk)
+        self._sending_since = self._sent_at = self.loop.time()
+        try:
+            for chunk in chunks:
+                if isinstance(chunk, FileRange):
+                    if tls is not None:  # TLS encrypts in user space: no sendfile
+                        await self._send_file_range_tls(tls, chunk)
+                    else:
+                        await self._sendfile(chunk)
                 else:
-                    await self._sendfile(chunk)
-            elif tls is not None:
-                await tls.sendall(chunk)
-            else:
-                await self.loop.sock_sendall(self.sock, chunk)
-            self.last_active = self.loop.time()
+                    view = memoryview(chunk).cast("B")
+                    for i in range(0, len(view), _SEND_SLICE):  # progress seen slice by slice
+                        if tls is not None:
+                            await tls.sendall(view[i:i + _SEND_SLICE])
+                        else:
+                            await self.loop.sock_sendall(self.sock, view[i:i + _SEND_SLICE])
+                        self._sent_at = self.loop.time()
+                self.last_active = self._sent_at = self.loop.time()
+        finally:
+            self._sending_since = None
+
+    def stalled_for(self, now: float) -> float:
+        """Seconds an answer's send has got no byte out (0 when none is being sent)."""
+        return 0.0 if self._sending_since is None else now - self._sent_at
+
+    def pool_bytes(self) -> int:
+        """Request memory pool bytes its requests read and not yet answered hold."""
+        return sum(e.held for e in self._pending)
 
     async def _send_file_range_tls(self, tls: _Tls, rng: FileRange) -> None:
         offset, left = rng.position, rng.size
@@ -650,7 +680,7 @@ class Connection:
                 offset += n
                 left -= n
                 idle = 0
-                self.last_active = self.loop.time()
+                self.last_active = self._sent_at = self.loop.time()
                 continue
             idle += 1
             if idle > 2:
@@ -732,6 +762,7 @@ class SocketServer:
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
         max_request_entries: int = DEFAULT_MAX_REQUEST_ENTRIES,
+        stalled_answer_s: float = STALLED_ANSWER_S,
         ssl_context: ssl.SSLContext | None = None,
         sasl_factory: Callable[[], Any] | None = None,
         failed_authentication_delay_ms: int = 100,
@@ -760,6 +791,8 @@ class SocketServer:
         self.max_request_entries = max_request_entries
         self.connections_max_idle_ms = connections_max_idle_ms
         self.pool = RequestMemoryPool(queued_max_request_bytes)
+        self.pool.on_pressure = self._drop_stalled
+        self.stalled_answer_s = stalled_answer_s
         self.large_decodes = asyncio.Lock()  # decodes on the codec thread, one at a time
         self.connections: set[Connection] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
@@ -805,6 +838,19 @@ class SocketServer:
             self._accept_tasks.append(asyncio.ensure_future(self._accept_loop(lsock, lst)))
         if self.connections_max_idle_ms >= 0:
             self._accept_tasks.append(asyncio.ensure_future(self._expire_idle()))
+
+    def _drop_stalled(self) -> None:
+        """The request memory pool is full: close the connections whose answers have got no
+        byte out for stalled_answer_s while their requests hold room in it (they are not
+        reading; the others' reads wait on that room)."""
+        now = asyncio.get_running_loop().time()
+        for conn in list(self.connections):
+            if conn.stalled_for(now) >= self.stalled_answer_s and conn.serving is not None \
+                    and not conn.serving.done() and conn.pool_bytes():
+                log.warning("closing connection from %s: its answers unread for %.0f s while it holds %d bytes "
+                            "of the full request memory pool (queued.max.request.bytes)",
+                            conn.peer, conn.stalled_for(now), conn.pool_bytes())
+                conn.serving.cancel()
 
     async def _expire_idle(self) -> None:
         """connections.max.idle.ms: a connection with no bytes read or written for that

@@ -461,3 +461,36 @@ def test_large_decodes_wait_until_the_pool_has_room():
         w2.close()
         await s.stop()
     run(main())
+
+
+def test_a_connection_not_reading_its_answers_is_dropped_when_the_pool_is_full():
+    # A client that stops reading pins what it pipelined behind its blocked answer; once
+    # the pool is full every connection's next read waits on that room. Such a connection
+    # (no byte of its answer out for stalled_answer_s) is closed, and the others go on.
+    async def handler(req, conn):
+        if req.api_key == ApiKey.FETCH:  # an answer larger than the socket buffers hold
+            return {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [
+                {"partition_index": 0, "error_code": 0, "high_watermark": 0, "last_stable_offset": 0,
+                 "aborted_transactions": None, "records": b"x" * (32 << 20)}]}]}
+        return {"responses": [], "throttle_time_ms": 0} if req.api_key == ApiKey.PRODUCE else {"error_code": 0}
+
+    fetch = encode_request(ApiKey.FETCH, 4, 1, "c", {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 30, "isolation_level": 0,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 30}]}]})
+
+    async def main():
+        s = await start(handler, queued_max_request_bytes=256 * 1024, stalled_answer_s=0.5)
+        stuck = socket.create_connection(("127.0.0.1", s.port))
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        # its Fetch answer cannot all go out; the Produce behind it holds ~2 MiB of the pool
+        stuck.sendall(fetch + _produce_frame(2000, 2))
+        await asyncio.sleep(1.0)
+        assert s.pool.used > 256 * 1024
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        w.write(heartbeat_frame(3))
+        assert decode_response(HEARTBEAT, 0, await read_response(r, timeout=10))[0] == 3
+        assert s.pool.used < 256 * 1024
+        stuck.close()
+        w.close()
+        await s.stop()
+    run(main())
