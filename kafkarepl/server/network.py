@@ -637,17 +637,25 @@ class Connection:
                         await self._send_file_range_tls(tls, chunk)
                     else:
                         await self._sendfile(chunk)
+                elif len(chunk) > _SEND_SLICE:
+                    await self._send_sliced(chunk)
+                elif tls is not None:
+                    await tls.sendall(chunk)
                 else:
-                    view = memoryview(chunk).cast("B")
-                    for i in range(0, len(view), _SEND_SLICE):  # progress seen slice by slice
-                        if tls is not None:
-                            await tls.sendall(view[i:i + _SEND_SLICE])
-                        else:
-                            await self.loop.sock_sendall(self.sock, view[i:i + _SEND_SLICE])
-                        self._sent_at = self.loop.time()
+                    await self.loop.sock_sendall(self.sock, chunk)
                 self.last_active = self._sent_at = self.loop.time()
         finally:
             self._sending_since = None
+
+    async def _send_sliced(self, chunk: Any) -> None:
+        """A large chunk a slice at a time: its progress is seen (stalled_for)."""
+        view = memoryview(chunk).cast("B")
+        for i in range(0, len(view), _SEND_SLICE):
+            if self.tls is not None:
+                await self.tls.sendall(view[i:i + _SEND_SLICE])
+            else:
+                await self.loop.sock_sendall(self.sock, view[i:i + _SEND_SLICE])
+            self._sent_at = self.loop.time()
 
     def stalled_for(self, now: float) -> float:
         """Seconds an answer's send has got no byte out (0 when none is being sent)."""
