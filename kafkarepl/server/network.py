@@ -60,10 +60,11 @@ _READ_CHUNK = 256 * 1024  # most bytes asked of one recv
 _SMALL_BUF = 16 * 1024  # per-connection read buffer: thousands of idle connections stay cheap
 _MAX_PIPELINED = 64  # requests read ahead of their responses before reading pauses
 _SEND_SLICE = 1 << 20  # an answer's bytes sent a slice at a time: its progress is seen
-# A connection whose answer has got no byte out for this long while the request memory
-# pool is full is closed: its client does not read, and the requests it pipelined behind
-# that answer hold room every connection's next read waits for. A client's default
-# request.timeout.ms: such a client has given up on the answer anyway.
+# A connection whose answer has got no byte out for this long, or whose request has been
+# arriving this long, while the request memory pool is full is closed: the room it holds
+# (requests pipelined behind the unread answer, the announced frame) is what every
+# connection's next read waits for. A client's default request.timeout.ms: such a client
+# has given up on that request anyway.
 STALLED_ANSWER_S = 30.0
 # queued.max.request.bytes: Kafka's default is -1 (unbounded); here 256 MiB, so request
 # bytes read but not yet answered stay bounded whatever the clients do.
@@ -289,6 +290,7 @@ class Connection:
         self.quota_tail: asyncio.Future | None = None  # server/quota_gate.py
         self.last_active = self.loop.time()  # bytes last read or written (idle expiry)
         self._sending_since: float | None = None  # an answer's send started, not finished
+        self._arriving: tuple[float, int] | None = None  # a frame's (start, pool bytes) while its body arrives
         self._sent_at = 0.0  # loop time of the last bytes an answer's send got out
         self.serving: asyncio.Future | None = None  # serve(), cancelled to close it
 
@@ -337,6 +339,7 @@ class Connection:
             frame = bytearray(self._buf[self._start : self._end])
             self._start = self._end = 0
             got = len(frame)
+            self._arriving = (self.loop.time(), size)
             while got < size:
                 if got == len(frame):  # grow geometrically, only as bytes arrive
                     frame.extend(bytes(min(size, max(2 * got, _SMALL_BUF)) - got))
@@ -345,6 +348,8 @@ class Connection:
         except BaseException:
             self.server.pool.release(size)
             raise
+        finally:
+            self._arriving = None
 
     def _compact(self) -> None:
         if self._start:
@@ -658,12 +663,17 @@ class Connection:
             self._sent_at = self.loop.time()
 
     def stalled_for(self, now: float) -> float:
-        """Seconds an answer's send has got no byte out (0 when none is being sent)."""
-        return 0.0 if self._sending_since is None else now - self._sent_at
+        """Seconds this connection has held up the request memory pool's turnover: an
+        answer's send that got no byte out for that long (its client does not read), or a
+        frame whose body has been arriving that long (0 when neither)."""
+        sending = 0.0 if self._sending_since is None else now - self._sent_at
+        arriving = 0.0 if self._arriving is None else now - self._arriving[0]
+        return max(sending, arriving)
 
     def pool_bytes(self) -> int:
-        """Request memory pool bytes its requests read and not yet answered hold."""
-        return sum(e.held for e in self._pending)
+        """Request memory pool bytes its requests read and not yet answered hold, and the
+        frame being read."""
+        return sum(e.held for e in self._pending) + (self._arriving[1] if self._arriving else 0)
 
     async def _send_file_range_tls(self, tls: _Tls, rng: FileRange) -> None:
         offset, left = rng.position, rng.size
@@ -848,16 +858,17 @@ class SocketServer:
             self._accept_tasks.append(asyncio.ensure_future(self._expire_idle()))
 
     def _drop_stalled(self) -> None:
-        """The request memory pool is full: close the connections whose answers have got no
-        byte out for stalled_answer_s while their requests hold room in it (they are not
-        reading; the others' reads wait on that room)."""
+        """The request memory pool is full: close the connections holding room in it that
+        have stalled for stalled_answer_s: an answer that got no byte out (the client does
+        not read) or a frame still arriving (a client's request.timeout.ms has passed:
+        it has given up on it). The others' reads wait on that room."""
         now = asyncio.get_running_loop().time()
         for conn in list(self.connections):
             if conn.stalled_for(now) >= self.stalled_answer_s and conn.serving is not None \
                     and not conn.serving.done() and conn.pool_bytes():
-                log.warning("closing connection from %s: its answers unread for %.0f s while it holds %d bytes "
-                            "of the full request memory pool (queued.max.request.bytes)",
-                            conn.peer, conn.stalled_for(now), conn.pool_bytes())
+                log.warning("closing connection from %s: stalled for %.0f s (an answer unread or a request "
+                            "still arriving) while it holds %d bytes of the full request memory pool "
+                            "(queued.max.request.bytes)", conn.peer, conn.stalled_for(now), conn.pool_bytes())
                 conn.serving.cancel()
 
     async def _expire_idle(self) -> None:

@@ -494,3 +494,36 @@ def test_a_connection_not_reading_its_answers_is_dropped_when_the_pool_is_full()
         w.close()
         await s.stop()
     run(main())
+
+
+def test_a_frame_still_arriving_is_dropped_when_the_pool_is_full():
+    # A frame's announced size is taken from the pool when its size prefix arrives; a client
+    # trickling the body (a byte now and then keeps it from idling out) held that room
+    # while others' frames waited. Under pool pressure, one arriving for stalled_answer_s is
+    # dropped and the others go on.
+    async def main():
+        s = await start(ok_handler, queued_max_request_bytes=256 * 1024, stalled_answer_s=0.5)
+        slow = socket.create_connection(("127.0.0.1", s.port))
+        slow.sendall(struct.pack(">i", 200_000) + b"\x00" * 10)
+        await asyncio.sleep(0.2)
+        assert s.pool.used == 200_000
+        r, w = await asyncio.open_connection("127.0.0.1", s.port)
+        big = heartbeat_frame(4)
+        big = struct.pack(">i", len(big) - 4 + 100_000) + big[4:] + b"\x00" * 100_000  # fits once slow is gone
+        w.write(big)
+        assert decode_response(HEARTBEAT, 0, await read_response(r, timeout=10))[0] == 4
+        assert await closed_within_sock(slow, 5)
+        w.close()
+        await s.stop()
+    run(main())
+
+
+async def closed_within_sock(sock: socket.socket, seconds: float) -> bool:
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    try:
+        return await asyncio.wait_for(loop.sock_recv(sock, 1), seconds) == b""
+    except ConnectionResetError:
+        return True
+    finally:
+        sock.close()
