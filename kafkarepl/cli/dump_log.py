@@ -77,9 +77,12 @@ def _base_offset(path: Path) -> int:
         return 0
 
 
-def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None = None) -> dict:
-    """The file's batches; with `records` (deep iteration) each batch's records too."""
-    batches = []
+def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None = None,
+                  on_batch: Callable[[dict], None] | None = None) -> dict:
+    """The file's batches; with `records` (deep iteration) each batch's records too. With
+    `on_batch`, each batch goes there as it is read instead (the doc lists none): a
+    segment's records are never all in memory at once."""
+    batches: list[dict] = []
     error = None
     size = path.stat().st_size
     if size:
@@ -123,6 +126,8 @@ def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None
                                 error = {"position": b.position, "reason": f"records: {exc}"}
                         finally:
                             batch.release()
+                if on_batch is not None:
+                    on_batch(batches.pop())
             if reason is not None and error is None:
                 error = {"position": position, "reason": reason}
     return {"path": str(path), "type": "log", "batches": batches, "error": error}
@@ -312,13 +317,29 @@ def _is_checkpoint(path: Path) -> bool:
     return path.name.endswith("checkpoint")
 
 
-def dump_path(path: Path, records: Callable[[memoryview], list[dict]] | None = None) -> list[dict]:
+def dump_path(path: Path, records: Callable[[memoryview], list[dict]] | None = None,
+              out: Any = None, skip_record_metadata: bool = False) -> list[dict]:
+    """The docs of `path` (a directory: of each file in it). With `out` (text), each is
+    printed there as it is made, a segment's batches as they are read."""
     if path.is_dir():
-        out = []
+        docs = []
         for child in sorted(path.iterdir()):
             if child.is_dir() or child.suffix in _SUFFIXES or _is_checkpoint(child):
-                out.extend(dump_path(child, records))
-        return out
+                docs.extend(dump_path(child, records, out, skip_record_metadata))
+        return docs
+    if out is not None and path.suffix == ".log" and path.exists():
+        print(f"Dumping {path}", file=out)
+        print(f"Log starting offset: {_base_offset(path)}", file=out)
+        doc = dump_log_file(path, records, lambda b: _print_batch(b, out, skip_record_metadata))
+        return [doc]
+    docs = _dump_file(path, records)
+    if out is not None:
+        for d in docs:
+            _print_text(d, out)
+    return docs
+
+
+def _dump_file(path: Path, records: Callable[[memoryview], list[dict]] | None) -> list[dict]:
     if not path.exists():
         return [{"path": str(path), "type": "missing", "error":
                  {"position": None, "reason": "no such file"}}]
@@ -341,22 +362,23 @@ def _describe_error(doc: dict) -> str:
     return f"{doc['path']}: {err['reason']}"
 
 
-def _print_text(doc: dict, out, skip_record_metadata: bool = False) -> None:
+def _print_batch(b: dict, out: Any, skip_record_metadata: bool) -> None:
+    """A batch and its records, in Kafka's DumpLogSegments lines."""
+    horizon = b["deleteHorizonMs"]
+    print("baseOffset: {baseOffset} lastOffset: {lastOffset} count: {count} baseSequence: {baseSequence} "
+          "lastSequence: {lastSequence} producerId: {producerId} producerEpoch: {producerEpoch} "
+          "partitionLeaderEpoch: {partitionLeaderEpoch} isTransactional: {tx} isControl: {ctl} "
+          "deleteHorizonMs: {horizon} position: {position} {timestampType}: {maxTimestamp} size: {size} "
+          "magic: 2 compresscodec: {compression} crc: {crc} isvalid: {ok}".format(
+              **b, tx=_bool(b["isTransactional"]), ctl=_bool(b["isControl"]), ok=_bool(b["crcValid"]),
+              horizon="OptionalLong.empty" if horizon is None else f"OptionalLong[{horizon}]"), file=out)
+    for r in b.get("records", ()):
+        print(_record_line(r, b["timestampType"], skip_record_metadata), file=out)
+
+
+def _print_text(doc: dict, out: Any) -> None:
     print(f"Dumping {doc['path']}", file=out)
-    if doc["type"] == "log":
-        print(f"Log starting offset: {_base_offset(Path(doc['path']))}", file=out)
-        for b in doc["batches"]:
-            horizon = b["deleteHorizonMs"]
-            print("baseOffset: {baseOffset} lastOffset: {lastOffset} count: {count} baseSequence: {baseSequence} "
-                  "lastSequence: {lastSequence} producerId: {producerId} producerEpoch: {producerEpoch} "
-                  "partitionLeaderEpoch: {partitionLeaderEpoch} isTransactional: {tx} isControl: {ctl} "
-                  "deleteHorizonMs: {horizon} position: {position} {timestampType}: {maxTimestamp} size: {size} "
-                  "magic: 2 compresscodec: {compression} crc: {crc} isvalid: {ok}".format(
-                      **b, tx=_bool(b["isTransactional"]), ctl=_bool(b["isControl"]), ok=_bool(b["crcValid"]),
-                      horizon="OptionalLong.empty" if horizon is None else f"OptionalLong[{horizon}]"), file=out)
-            for r in b.get("records", ()):
-                print(_record_line(r, b["timestampType"], skip_record_metadata), file=out)
-    elif doc["type"] == "index":
+    if doc["type"] == "index":
         for e in doc["entries"]:
             print(f"offset: {e['offset']} position: {e['position']}", file=out)
     elif doc["type"] == "timeindex":
@@ -410,20 +432,20 @@ def run(args: argparse.Namespace) -> int:
         print("dump-log: give the files to dump (PATH... or --files a,b)", file=sys.stderr)
         return 2
     records = _records_reader(args)
+    out = None if args.json else sys.stdout  # text: printed as read
     docs: list[dict] = []
     for p in paths:
         try:
-            docs.extend(dump_path(Path(p), records))
+            docs.extend(dump_path(Path(p), records, out, args.skip_record_metadata))
         except OSError as exc:
-            docs.append({"path": p, "type": "unreadable",
-                         "error": {"position": None, "reason": os.strerror(exc.errno or 0)}})
+            doc = {"path": p, "type": "unreadable", "error": {"position": None, "reason": os.strerror(exc.errno or 0)}}
+            docs.append(doc)
+            if out is not None:
+                _print_text(doc, out)
     failed = [d for d in docs if d.get("error")]
     if args.json:
         json.dump(docs, sys.stdout, indent=1)
         print()
-    else:
-        for d in docs:
-            _print_text(d, sys.stdout, args.skip_record_metadata)
     for d in failed:
         print(_describe_error(d), file=sys.stderr)
     return 1 if failed else 0
