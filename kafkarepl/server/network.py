@@ -904,7 +904,8 @@ class SocketServer:
                 wait_ms = self.accept_throttle(listener.name, listener.name == self.protected_listener)
                 if wait_ms > 0:  # this one is served after the wait; later ones queue in the backlog
                     await asyncio.sleep(wait_ms / 1000)
-            if len(self.connections) + len(self._throttled) >= self.max_connections:
+            if len(self.connections) + len(self._throttled) >= self.max_connections \
+                    and not (listener.name == self.protected_listener and self._close_lru_client()):
                 log.warning("max.connections=%d reached: refusing %s", self.max_connections, peer)
                 sock.close()
                 continue
@@ -930,6 +931,23 @@ class SocketServer:
             conn.serving = task
             self._tasks.add(task)
             task.add_done_callback(functools.partial(self._closed, conn=conn, ip=ip))
+
+    def _close_lru_client(self) -> bool:
+        """KIP-402: max.connections is reached and a broker connects on the inter-broker
+        listener: the least recently active connection of another listener is closed to
+        make room (as Kafka's ConnectionQuotas), so clients cannot lock replication and
+        the controller out. False when there is none to close."""
+        others = [c for c in self.connections if c.listener.name != self.protected_listener
+                  and not c.closed and c.serving is not None and not c.serving.done()]
+        if not others:
+            return False
+        lru = min(others, key=lambda c: c.last_active)
+        log.info("max.connections=%d reached: closing the least recently active client connection, from %s, "
+                 "for a connection on the inter-broker listener", self.max_connections, lru.peer)
+        assert lru.serving is not None
+        lru.closed = True  # not picked again before its task ends
+        lru.serving.cancel()
+        return True
 
     def _close_throttled(self, sock: socket.socket) -> None:
         self._throttled.pop(sock, None)

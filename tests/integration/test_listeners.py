@@ -79,3 +79,68 @@ def test_three_listeners_per_broker(cluster_factory, tmp_path) -> None:
     assert roundtrip(c, "multi", ext, b"over three listeners")
     leader = c.leader_of("multi")
     assert _established_to(replication[leader]) >= 2  # the two followers' fetchers
+
+
+def test_brokers_get_in_on_the_inter_broker_listener_when_clients_hold_max_connections(cluster_factory) -> None:
+    """KIP-402: once clients hold max.connections of a broker, a broker connecting on the
+    inter-broker listener still gets in: the least recently active client connection is
+    closed to make room. Before, the restarted follower's fetcher was refused like any
+    client and its replica never rejoined the ISR."""
+    import socket
+
+    from kafkarepl.protocol import ApiKey, encode_request
+    from tests.integration.chaos import wait_until
+
+    c = cluster_factory(2, start=False)
+    for b in c.brokers.values():
+        text = b.config.read_text().replace(
+            f"listeners=PLAINTEXT://127.0.0.1:{b.port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{b.port},REPLICATION://127.0.0.1:{free_port()}")
+        text += ("listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT\n"
+                 "inter.broker.listener.name=REPLICATION\nmax.connections=12\n")
+        b.config.write_text(text)
+    c.start()
+    c.create_topic("guarded", 1, 2)
+    leader = c.leader_of("guarded")
+    follower = next(i for i in c.brokers if i != leader)
+
+    def isr() -> set[int]:  # asked of the follower: the leader has no connection to spare
+        md = wire.metadata("127.0.0.1", c.brokers[follower].port, ["guarded"])
+        return set(md["topics"][0]["partitions"][0]["isr_nodes"])
+
+    wait_until(lambda: isr() == {leader, follower}, 30, "both replicas in the ISR")
+    c.stop(follower)  # its connections to the leader go; clients take their room
+    held: list[socket.socket] = []
+    refused = False
+    for _ in range(40):  # clients take every connection the leader allows
+        s = socket.create_connection(("127.0.0.1", c.brokers[leader].port), timeout=5)
+        s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "hog", {}))
+        try:
+            answered = s.recv(4) != b""
+        except OSError:
+            answered = False
+        if not answered:
+            s.close()
+            refused = True
+            break
+        held.append(s)
+    try:
+        assert refused and held, len(held)
+        c.restart(follower)  # its fetcher connects to the leader's REPLICATION listener
+        wait_until(lambda: isr() == {leader, follower}, 30, "the restarted follower back in the ISR")
+        # the room was made by closing a client connection (the least recently active)
+        closed = 0
+        for s in held:
+            s.setblocking(False)
+            try:
+                while chunk := s.recv(65536):
+                    del chunk
+                closed += 1  # EOF
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed += 1
+        assert closed >= 1
+    finally:
+        for s in held:
+            s.close()
