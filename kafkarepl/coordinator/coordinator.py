@@ -108,6 +108,7 @@ class GroupCoordinator:
             group = self._group(gid, create=True)
             assert group is not None
             group.restore(snap, now_ms, since)
+            group.rebalance_if_over_max_size(now_ms)
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
             self._gc(gid)
         return applied

@@ -167,6 +167,7 @@ class GroupConfig:
     max_session_timeout_ms: int = 1800000
     initial_rebalance_delay_ms: int = 3000
     max_metadata_bytes: int = 4096  # offset.metadata.max.bytes
+    max_size: int = 2147483647  # group.max.size (Kafka's default: no limit)
 
 
 class Group:
@@ -307,9 +308,38 @@ class Group:
             return JoinResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE, r.member_id)
         if not self.supports(r.protocol_type, r.protocols):
             return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
+        if not self._accepts(r.member_id):
+            m = self.members.get(r.member_id)
+            if m is not None:  # over the limit, e.g. lowered since: it leaves the group
+                self._remove_member(m, ErrorCode.GROUP_MAX_SIZE_REACHED)
+                self._after_removal(now_ms, True)
+            self.pending_members.pop(r.member_id, None)
+            return JoinResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, "")
         if not r.member_id:
             return self._join_new(r, now_ms)
         return self._join_known(r, now_ms)
+
+    def rebalance_if_over_max_size(self, now_ms: int) -> None:
+        """A group loaded with more members than group.max.size (lowered since it was
+        written) rebalances; the members rejoining past the limit are left out (Kafka's
+        "Freshly-loaded group is over capacity")."""
+        if len(self.members) > self.config.max_size and self.state in (
+                GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(now_ms)
+
+    def _accepts(self, member_id: str) -> bool:
+        """group.max.size, as Kafka's acceptJoiningMember: while a rebalance gathers its
+        members, an existing member already rejoined, or anyone while fewer than the limit
+        have (those rejoining last when the limit was lowered are the ones left out);
+        otherwise a member, or anyone while the group is under the limit."""
+        if self.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if self.state is GroupState.PREPARING_REBALANCE:
+            m = self.members.get(member_id)
+            if m is not None and m.awaiting_join:
+                return True
+            return sum(1 for x in self.members.values() if x.awaiting_join) < self.config.max_size
+        return member_id in self.members or len(self.members) < self.config.max_size
 
     def _join_new(self, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
         member_id = self._new_member_id(r.client_id)

@@ -221,6 +221,7 @@ class BrokerConfig:
         return self.offsets_retention_minutes * 60_000
     offsets_commit_timeout_ms: int = prop("offsets.commit.timeout.ms", 5000)
     offset_metadata_max_bytes: int = prop("offset.metadata.max.bytes", 4096)
+    group_max_size: int = prop("group.max.size", 2147483647)  # members of a classic group
     group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", 3000)
     group_min_session_timeout_ms: int = prop("group.min.session.timeout.ms", 6000)
     group_max_session_timeout_ms: int = prop("group.max.session.timeout.ms", 1800000)

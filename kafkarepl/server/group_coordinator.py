@@ -104,6 +104,7 @@ class GroupCoordinatorService:
                 max_session_timeout_ms=cfg.group_max_session_timeout_ms,
                 initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
                 max_metadata_bytes=cfg.offset_metadata_max_bytes,
+                max_size=cfg.group_max_size,
             ),
             cfg.offsets_topic_num_partitions,
         )

@@ -30,10 +30,10 @@ REBALANCE = 10000
 class Harness:
     """A coordinator owning every partition, a clock, and the parked responses."""
 
-    def __init__(self, initial_delay: int = 0) -> None:
+    def __init__(self, initial_delay: int = 0, max_size: int = 2147483647) -> None:
         ids = itertools.count(1)
         self.now = 1_000_000
-        self.c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=initial_delay), 1,
+        self.c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=initial_delay, max_size=max_size), 1,
                                   new_member_id=lambda client: f"{client}-{next(ids)}")
         self.c.begin_loading(0)
         self.c.finish_loading(0)
@@ -628,3 +628,42 @@ def test_a_parked_sync_answered_late_restarts_the_members_session() -> None:
     h.tick(1)
     assert b in h.c.groups[G].members and h.state() is GroupState.STABLE
     assert h.c.heartbeat(G, b, None, gen, h.now) is E.NONE
+
+
+def test_group_max_size_refuses_members_past_the_limit() -> None:
+    # group.max.size, as Kafka's acceptJoiningMember: a full Stable group takes no new
+    # member (not even a member id: no MEMBER_ID_REQUIRED round trip), its members rejoin.
+    h = Harness(max_size=2)
+    a, b, gen = stable_pair(h)
+    refused = h.join(client="c")
+    assert refused == JoinResponse(E.GROUP_MAX_SIZE_REACHED, "")
+    assert h.c.groups[G].pending_members == {} and h.state() is GroupState.STABLE
+    assert h.join(b, client="b").error is E.NONE  # a member still rejoins (its current answer)
+    # A member leaves: there is room again.
+    assert h.c.leave(G, [(b, None)], h.now)[1] == [E.NONE]
+    assert h.new_member("c")
+
+
+def test_group_max_size_lowered_leaves_out_the_last_to_rejoin() -> None:
+    # A group loaded with more members than the limit (lowered since it was written)
+    # rebalances; while it gathers its members, those rejoining once the limit is reached
+    # are removed with GROUP_MAX_SIZE_REACHED (Kafka's "Freshly-loaded group is over
+    # capacity"), and the generation completes with the others.
+    h = Harness()
+    a, b, gen = stable_pair(h)
+    group_records = [r for r in h.records if r.group_id == G]
+    lowered = Harness(max_size=1)
+    lowered.c.unload(0)
+    lowered.c.begin_loading(0)
+    snap = group_records[-1].snapshot
+    from kafkarepl.coordinator.group_records import encode_group_key, encode_group_value
+    lowered.c.load(0, [(encode_group_key(G), encode_group_value(snap))], lowered.now, lowered.now)
+    lowered.c.finish_loading(0)
+    assert lowered.state() is GroupState.PREPARING_REBALANCE
+    pa = lowered.join(a, client="a")  # the first to rejoin is in
+    assert lowered.result(pa) is None or lowered.result(pa).error is E.NONE
+    rb = lowered.join(b, client="b")  # the limit is reached: b is out
+    assert rb == JoinResponse(E.GROUP_MAX_SIZE_REACHED, "")
+    assert b not in lowered.c.groups[G].members
+    ra = lowered.result(pa)
+    assert ra.error is E.NONE and ra.generation_id == gen + 1 and [m[0] for m in ra.members] == [a]
