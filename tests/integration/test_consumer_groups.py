@@ -614,3 +614,39 @@ def test_committed_offsets_of_an_empty_group_expire_with_tombstones(cluster_fact
             values.append(m.value())
     reader.close()
     assert len(values) == 2 and values[0] is not None and values[1] is None, values  # commit, then tombstone
+
+
+def test_group_max_size_refuses_the_consumer_past_it(cluster_factory) -> None:
+    """group.max.size=1: a second librdkafka consumer of the group is refused with
+    GROUP_MAX_SIZE_REACHED (it sees the error; the first keeps every partition); once the
+    first leaves, the second gets in."""
+    from confluent_kafka import KafkaError
+
+    c = cluster_factory(1, group_max_size=1, **FAST)
+    topic, group = "capped", "capped-group"
+    c.create_topic(topic, 2, 1)
+    errors: list[int] = []
+    c1 = confluent_consumer(c, group)
+    c2 = confluent_consumer(c, group, error_cb=lambda e: errors.append(e.code()))
+    try:
+        c1.subscribe([topic])
+        wait_until(lambda: (c1.poll(0.2), assigned(c1) == {0, 1})[1], 25, "the first consumer's assignment")
+
+        def refused() -> bool:
+            m = c2.poll(0.2)
+            if m is not None and m.error():
+                errors.append(m.error().code())
+            c1.poll(0)
+            return KafkaError.GROUP_MAX_SIZE_REACHED in errors
+
+        c2.subscribe([topic])
+        wait_until(refused, 25, "GROUP_MAX_SIZE_REACHED for the second consumer")
+        assert assigned(c1) == {0, 1} and not assigned(c2)
+        c1.close()
+        wait_until(lambda: (c2.poll(0.2), assigned(c2) == {0, 1})[1], 30, "the second consumer in, alone")
+    finally:
+        for cons in (c1, c2):
+            try:
+                cons.close()
+            except RuntimeError:  # closed above
+                pass
