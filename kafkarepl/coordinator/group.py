@@ -31,6 +31,13 @@ from typing import Any
 from kafkarepl.coordinator.group_records import GroupSnapshot, MemberSnapshot
 from kafkarepl.coordinator.offsets import OffsetAndMetadata
 from kafkarepl.errors import ErrorCode
+from kafkarepl.protocol.coordinator_schemas import (
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    CONSUMER_PROTOCOL_VERSIONS,
+    RecordSchema,
+)
+
+_SUBSCRIPTION = RecordSchema(CONSUMER_PROTOCOL_SUBSCRIPTION, CONSUMER_PROTOCOL_VERSIONS)
 
 
 class GroupState(enum.Enum):
@@ -218,9 +225,10 @@ class Group:
         return not self.pending_members and all(m.awaiting_join for m in self.members.values())
 
     def subscribed_topics(self) -> set[str] | None:
-        """Topics the members consume (Kafka's consumer protocol subscription: int16
-        version, then an array of topic names); None when a member's metadata cannot be
-        read (then every topic counts as subscribed: never delete offsets in use)."""
+        """Topics the members consume (their consumer protocol subscriptions, read as
+        Kafka's ConsumerProtocol does: a newer version as the latest known); None when a
+        member's cannot be read (then every topic counts as subscribed: never delete
+        offsets in use)."""
         if not self.members:
             return set()
         if self.protocol_type != "consumer":
@@ -229,18 +237,10 @@ class Group:
         for m in self.members.values():
             data = m.metadata(self.protocol_name) if self.protocol_name else (m.protocols[0][1] if m.protocols else b"")
             try:
-                n = int.from_bytes(data[2:6], "big", signed=True)
-                if n < 0 or n > len(data):
-                    return None
-                pos = 6
-                for _ in range(n):
-                    size = int.from_bytes(data[pos:pos + 2], "big", signed=True)
-                    if size < 0 or pos + 2 + size > len(data):
-                        return None
-                    topics.add(bytes(data[pos + 2:pos + 2 + size]).decode())
-                    pos += 2 + size
-            except (UnicodeDecodeError, IndexError):
+                _, sub = _SUBSCRIPTION.read(bytes(data), exact=False, newer_as_latest=True)
+            except ValueError:
                 return None
+            topics.update(sub["topics"])
         return topics
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:

@@ -3,29 +3,26 @@ coordinator that takes a partition over resumes its groups where the last one le
 them (Kafka's GroupMetadataManager.storeGroup / loadGroup) instead of making every
 member rejoin.
 
-Key (GroupMetadataKey): int16 version=2, string group. A null value (tombstone) says
-the group is gone.
-Value (GroupMetadataValue v3, what Kafka writes; v0-v2 are read too): string
-protocol_type, int32 generation, nullable string protocol, nullable string leader,
-int64 current_state_timestamp (v2+), then int32 count of members: string member_id,
-nullable string group_instance_id (v3+), string client_id, string client_host, int32
-rebalance_timeout (v1+), int32 session_timeout, bytes subscription, bytes assignment.
-Strings are int16 length + UTF-8 (-1: null), bytes int32 length.
+Key: GroupMetadataKey (version 2, the group id); a null value (tombstone) says the group
+is gone. Value: GroupMetadataValue v3 (what Kafka writes; v0-v2 are read too), declared in
+kafkarepl/protocol/coordinator_schemas.py.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from kafkarepl.coordinator.offsets import Reader
-from kafkarepl.coordinator.offsets import string_field as _str
+from kafkarepl.protocol.coordinator_schemas import (
+    GROUP_METADATA_KEY,
+    GROUP_METADATA_VALUE,
+    RecordSchema,
+    record_version,
+)
 
 GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+_KEY = RecordSchema(GROUP_METADATA_KEY, range(GROUP_KEY_VERSION, GROUP_KEY_VERSION + 1))
+_VALUE = RecordSchema(GROUP_METADATA_VALUE, range(0, GROUP_VALUE_VERSION + 1))
 
 
 @dataclass(frozen=True)
@@ -54,57 +51,38 @@ class GroupSnapshot:
     members: tuple[MemberSnapshot, ...]
 
 
-def _bytes(b: bytes) -> bytes:
-    return _I32.pack(len(b)) + b
-
-
 def encode_group_key(group_id: str) -> bytes:
-    return _I16.pack(GROUP_KEY_VERSION) + _str(group_id)
+    return _KEY.write(GROUP_KEY_VERSION, {"group": group_id})
 
 
 def decode_group_key(key: bytes) -> str | None:
     """The group id of a group metadata key, or None for another record kind."""
-    r = Reader(key)
-    if r.i16() != GROUP_KEY_VERSION:
+    if record_version(key) != GROUP_KEY_VERSION:
         return None
-    return r.string()
+    _, k = _KEY.read(key, exact=False)
+    return str(k["group"])
 
 
 def encode_group_value(g: GroupSnapshot) -> bytes:
-    out = [_I16.pack(GROUP_VALUE_VERSION), _str(g.protocol_type), _I32.pack(g.generation_id),
-           _str(g.protocol_name), _str(g.leader_id), _I64.pack(g.state_timestamp_ms), _I32.pack(len(g.members))]
-    for m in g.members:
-        out += [_str(m.member_id), _str(m.group_instance_id), _str(m.client_id), _str(m.client_host),
-                _I32.pack(m.rebalance_timeout_ms), _I32.pack(m.session_timeout_ms),
-                _bytes(m.subscription), _bytes(m.assignment)]
-    return b"".join(out)
+    return _VALUE.write(GROUP_VALUE_VERSION, {
+        "protocol_type": g.protocol_type, "generation": g.generation_id, "protocol": g.protocol_name,
+        "leader": g.leader_id, "current_state_timestamp": g.state_timestamp_ms,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "client_id": m.client_id, "client_host": m.client_host,
+                     "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
+                     "subscription": m.subscription, "assignment": m.assignment} for m in g.members]})
 
 
 def decode_group_value(value: bytes | None) -> GroupSnapshot | None:
     """None for a tombstone; ValueError for a version or layout this does not know."""
     if value is None:
         return None
-    r = Reader(value)
-    version = r.i16()
-    if not 0 <= version <= GROUP_VALUE_VERSION:
-        raise ValueError(f"unknown group metadata value version {version}")
-    protocol_type = r.string()
-    generation = r.i32()
-    protocol = r.nullable_string()
-    leader = r.nullable_string()
-    timestamp = r.i64() if version >= 2 else -1
-    count = r.i32()
-    if count < 0 or count > len(value):
-        raise ValueError(f"bad member count {count}")
-    members = []
-    for _ in range(count):
-        member_id = r.string()
-        instance = r.nullable_string() if version >= 3 else None
-        client_id, client_host = r.string(), r.string()
-        if version >= 1:
-            rebalance, session = r.i32(), r.i32()
-        else:  # v0 had one timeout for both (Kafka's loader does the same)
-            session = rebalance = r.i32()
-        members.append(MemberSnapshot(member_id, instance, client_id, client_host, rebalance, session,
-                                      r.bytes_(), r.bytes_()))
-    return GroupSnapshot(protocol_type, generation, protocol, leader, timestamp, tuple(members))
+    version, v = _VALUE.read(value, exact=False)
+    members = tuple(
+        MemberSnapshot(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
+                       # v0 had one timeout for both (Kafka's loader does the same)
+                       m["rebalance_timeout"] if version >= 1 else m["session_timeout"],
+                       m["session_timeout"], m["subscription"], m["assignment"])
+        for m in v["members"])
+    return GroupSnapshot(v["protocol_type"], v["generation"], v["protocol"], v["leader"],
+                         v["current_state_timestamp"], members)

@@ -1,23 +1,30 @@
-"""Committed offsets as `__consumer_offsets` records, in Kafka's own schemas.
+"""Committed offsets as `__consumer_offsets` records, in Kafka's own schemas (declared in
+kafkarepl/protocol/coordinator_schemas.py).
 
-Key (OffsetCommitKey v1): int16 version=1, string group, string topic, int32 partition.
-Value (OffsetCommitValue v3): int16 version=3, int64 offset, int32 leader_epoch,
-string metadata, int64 commit_timestamp. A null value (tombstone) deletes the offset.
-Strings are int16 length + UTF-8. Values v0-v2 (older Kafka) are read too; keys of
-version 2 (group metadata) are not offsets: kafkarepl/coordinator/group_records.py.
+Key: OffsetCommitKey v1 (group, topic, partition). Value: OffsetCommitValue v3 (offset,
+leader epoch, metadata, commit timestamp), what Kafka writes; v0-v2 (older Kafka) are read
+too. A null value (tombstone) deletes the offset. Keys of version 2 (group metadata) are
+not offsets: kafkarepl/coordinator/group_records.py.
 
 Group -> partition is Kafka's: abs(java String.hashCode(group_id)) % partitions.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from kafkarepl.protocol.coordinator_schemas import (
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_VALUE,
+    RecordSchema,
+    record_version,
+)
+
 OFFSETS_TOPIC = "__consumer_offsets"
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+KEY_VERSION = 1  # OffsetCommitKey: 0 and 1 are offsets, 2 group metadata
+VALUE_VERSION = 3
+_KEY = RecordSchema(OFFSET_COMMIT_KEY, range(0, 2))
+_VALUE = RecordSchema(OFFSET_COMMIT_VALUE, range(0, VALUE_VERSION + 1))
 
 
 def java_string_hash(s: str) -> int:
@@ -50,82 +57,27 @@ class OffsetKey:
     partition: int
 
 
-def string_field(s: str | None) -> bytes:
-    """A record string: int16 length + UTF-8, -1 for null."""
-    if s is None:
-        return _I16.pack(-1)
-    b = s.encode()
-    return _I16.pack(len(b)) + b
-
-
 def encode_key(group_id: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(1) + string_field(group_id) + string_field(topic) + _I32.pack(partition)
+    return _KEY.write(KEY_VERSION, {"group": group_id, "topic": topic, "partition": partition})
 
 
 def encode_value(o: OffsetAndMetadata) -> bytes:
-    return (_I16.pack(3) + _I64.pack(o.offset) + _I32.pack(o.leader_epoch) + string_field(o.metadata or "")
-            + _I64.pack(o.commit_timestamp_ms))
-
-
-class Reader:
-    """Kafka's fixed-width record fields, bounds-checked (ValueError past the end)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def _unpack(self, s: struct.Struct) -> int:
-        if self.pos + s.size > len(self.data):
-            raise ValueError("record shorter than its schema")
-        (v,) = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return v
-
-    def i16(self) -> int:
-        return self._unpack(_I16)
-
-    def i32(self) -> int:
-        return self._unpack(_I32)
-
-    def i64(self) -> int:
-        return self._unpack(_I64)
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ValueError("field runs past the record")
-        b = bytes(self.data[self.pos : self.pos + n])
-        self.pos += n
-        return b
-
-    def nullable_string(self) -> str | None:
-        n = self.i16()
-        return None if n < 0 else self._take(n).decode()
-
-    def string(self) -> str:
-        return self.nullable_string() or ""
-
-    def bytes_(self) -> bytes:
-        n = self.i32()
-        return b"" if n < 0 else self._take(n)
+    return _VALUE.write(VALUE_VERSION, {"offset": o.offset, "leader_epoch": o.leader_epoch,
+                                        "metadata": o.metadata or "", "commit_timestamp": o.commit_timestamp_ms})
 
 
 def decode_key(key: bytes) -> OffsetKey | None:
-    """The offset key, or None for another record kind (group metadata, unknown)."""
-    r = Reader(key)
-    if r.i16() not in (0, 1):
+    """The offset key, or None for another record kind (group metadata, unknown);
+    ValueError when malformed."""
+    if record_version(key) not in _KEY.versions:
         return None
-    return OffsetKey(r.string(), r.string(), r.i32())
+    _, k = _KEY.read(key, exact=False)
+    return OffsetKey(k["group"], k["topic"], k["partition"])
 
 
 def decode_value(value: bytes | None) -> OffsetAndMetadata | None:
-    """None for a tombstone."""
+    """None for a tombstone; ValueError for an unknown version or a malformed value."""
     if value is None:
         return None
-    r = Reader(value)
-    version = r.i16()
-    if version < 0 or version > 3:
-        raise ValueError(f"unknown offset value version {version}")
-    offset = r.i64()
-    epoch = r.i32() if version >= 3 else -1
-    metadata = r.string()
-    ts = r.i64()
-    return OffsetAndMetadata(offset, epoch, metadata, ts)
+    _, v = _VALUE.read(value, exact=False)
+    return OffsetAndMetadata(v["offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"])

@@ -1,24 +1,27 @@
 """Transaction metadata and its `__transaction_state` records, in Kafka's own schemas.
 
-Key (TransactionLogKey v0): int16 version 0, string transactional id.
-Value (TransactionLogValue v0): int16 version 0, int64 producer id, int16 producer epoch,
-int32 transaction timeout ms, int8 state, nullable array of (string topic, int32 array of
-partitions), int64 last update timestamp, int64 start timestamp. A null value (tombstone)
-removes the transactional id (transactional.id.expiration.ms).
+Key: TransactionLogKey v0 (the transactional id). Value: TransactionLogValue v0 (producer
+id and epoch, timeout, state, the partitions by topic, last update and start timestamps),
+declared in kafkarepl/protocol/coordinator_schemas.py. A null value (tombstone) removes
+the transactional id (transactional.id.expiration.ms).
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-TXN_TOPIC = "__transaction_state"
+from kafkarepl.protocol.coordinator_schemas import (
+    TRANSACTION_LOG_KEY,
+    TRANSACTION_LOG_VALUE,
+    RecordSchema,
+    record_version,
+)
 
-_I16 = struct.Struct(">h")
-_VALUE_HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, state
-_I32 = struct.Struct(">i")
-_I64x2 = struct.Struct(">qq")
+TXN_TOPIC = "__transaction_state"
+# v1 of the value (flexible, Kafka 4's transaction version 2 fields) is not read here.
+_KEY = RecordSchema(TRANSACTION_LOG_KEY, range(0, 1))
+_VALUE = RecordSchema(TRANSACTION_LOG_VALUE, range(0, 1))
 
 
 class TxnState(IntEnum):
@@ -61,55 +64,35 @@ class TxnMetadata:
                            self.last_producer_epoch)
 
 
-def _string(s: str) -> bytes:
-    b = s.encode()
-    return _I16.pack(len(b)) + b
-
-
 def encode_key(transactional_id: str) -> bytes:
-    return _I16.pack(0) + _string(transactional_id)
+    return _KEY.write(0, {"transactional_id": transactional_id})
 
 
 def decode_key(data: bytes) -> str | None:
-    if len(data) < 4 or _I16.unpack_from(data, 0)[0] != 0:
+    """The transactional id, or None for a key of another version or a malformed one."""
+    try:
+        if record_version(data) not in _KEY.versions:
+            return None
+        return str(_KEY.read(data, exact=False)[1]["transactional_id"])
+    except ValueError:
         return None
-    n = _I16.unpack_from(data, 2)[0]
-    if n < 0 or 4 + n > len(data):
-        return None
-    return data[4 : 4 + n].decode()
 
 
 def encode_value(m: TxnMetadata) -> bytes:
-    out = bytearray(_VALUE_HEAD.pack(0, m.producer_id, m.producer_epoch, m.timeout_ms, int(m.state)))
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(m.partitions):
         by_topic.setdefault(t, []).append(p)
-    out += _I32.pack(len(by_topic))
-    for t, ps in by_topic.items():
-        out += _string(t) + _I32.pack(len(ps)) + b"".join(_I32.pack(p) for p in ps)
-    out += _I64x2.pack(m.last_update_ms, m.start_ms)
-    return bytes(out)
+    return _VALUE.write(0, {
+        "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
+        "transaction_timeout_ms": m.timeout_ms, "transaction_status": int(m.state),
+        "transaction_partitions": [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()],
+        "transaction_last_update_timestamp_ms": m.last_update_ms, "transaction_start_timestamp_ms": m.start_ms})
 
 
 def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
-    """Raises ValueError (struct.error) for a malformed or unknown-version value."""
-    version, pid, epoch, timeout, state = _VALUE_HEAD.unpack_from(data, 0)
-    if version not in (0, 1):
-        raise ValueError(f"unknown transaction log value version {version}")
-    pos = _VALUE_HEAD.size
-    if version == 1:  # flexible: compact arrays and strings (uvarint n+1), tagged fields
-        raise ValueError("transaction log value v1 is not read by this version")
-    (n,) = _I32.unpack_from(data, pos)
-    pos += 4
-    partitions: set[tuple[str, int]] = set()
-    for _ in range(max(n, 0)):
-        (tl,) = _I16.unpack_from(data, pos)
-        topic = data[pos + 2 : pos + 2 + tl].decode()
-        pos += 2 + tl
-        (k,) = _I32.unpack_from(data, pos)
-        pos += 4
-        for _ in range(k):
-            partitions.add((topic, _I32.unpack_from(data, pos)[0]))
-            pos += 4
-    last_update, start = _I64x2.unpack_from(data, pos)
-    return TxnMetadata(transactional_id, pid, epoch, timeout, TxnState(state), partitions, start, last_update)
+    """ValueError for a malformed or unknown-version value."""
+    _, v = _VALUE.read(data, exact=False)
+    partitions = {(tp["topic"], p) for tp in v["transaction_partitions"] or () for p in tp["partition_ids"]}
+    return TxnMetadata(transactional_id, v["producer_id"], v["producer_epoch"], v["transaction_timeout_ms"],
+                       TxnState(v["transaction_status"]), partitions, v["transaction_start_timestamp_ms"],
+                       v["transaction_last_update_timestamp_ms"])

@@ -1,7 +1,9 @@
 """Kafka's schemas of the coordinators' log records (`__consumer_offsets`,
 `__transaction_state`) and of the consumer protocol's subscription and assignment, declared
-as data the way messages.py declares the APIs, for tools that show such records as Kafka's
-generated JSON converters do (dump-log's --offsets-decoder and --transaction-log-decoder).
+as data the way messages.py declares the APIs: the coordinators write and read their
+records from these declarations (kafkarepl/coordinator/offsets.py, group_records.py,
+txn_log.py), and dump-log shows them as Kafka's generated JSON converters do
+(--offsets-decoder, --transaction-log-decoder).
 
 Every record's key and value start with an int16 version; the key's version says which
 record it is (OffsetCommit: 0-1, GroupMetadata: 2, TransactionLog: 0 in its own topic).
@@ -14,7 +16,7 @@ import base64
 import struct
 from typing import Any
 
-from .codec import DecodeError, compile_decoder
+from .codec import DecodeError, compile_decoder, compile_encoder
 from .schema import BYTES, INT8, INT16, INT32, INT64, STRING, in_range
 from .schema import Array as A
 from .schema import Field as F
@@ -101,22 +103,52 @@ class UnknownVersionError(ValueError):
     """A record or embedded struct of a version not declared here."""
 
 
-def read_versioned(data: bytes, fields: Fields, versions: range) -> tuple[int, dict[str, Any]]:
-    """(version, decoded dict) of `data`: an int16 version, then `fields` at it. Raises
-    UnknownVersionError for another version, ValueError when malformed."""
+def record_version(data: bytes) -> int:
+    """The int16 version a record's key or value starts with; ValueError when shorter."""
     if len(data) < _VERSION.size:
         raise ValueError("shorter than its version")
-    (version,) = _VERSION.unpack_from(data, 0)
-    if version not in versions:
-        raise UnknownVersionError(f"version {version}")
-    mv = memoryview(data)
-    try:
-        body, pos = compile_decoder(fields, version, False)(mv, _VERSION.size)
-    except (DecodeError, IndexError, struct.error, UnicodeDecodeError) as exc:
-        raise ValueError(f"malformed at version {version}: {exc}") from None
-    if pos != len(data):
-        raise ValueError(f"{len(data) - pos} bytes left over at version {version}")
-    return version, body
+    return int(_VERSION.unpack_from(data, 0)[0])
+
+
+class RecordSchema:
+    """A record key's or value's fields at the versions declared, their readers and writers
+    compiled once (the coordinators read and write their records through these)."""
+
+    def __init__(self, fields: Fields, versions: range) -> None:
+        self.fields, self.versions = fields, versions
+        self._readers = {v: compile_decoder(fields, v, False) for v in versions}
+        self._writers = {v: compile_encoder(fields, v, False) for v in versions}
+
+    def read(self, data: bytes, *, exact: bool = True, newer_as_latest: bool = False) -> tuple[int, dict[str, Any]]:
+        """(version, decoded dict) of `data`: an int16 version, then the fields at it.
+        Raises UnknownVersionError for an undeclared version, ValueError when malformed.
+        exact: bytes left over are an error (else ignored, as Kafka's generated readers
+        do); newer_as_latest: a version past those declared is read as the latest (Kafka's
+        ConsumerProtocol does so with subscriptions and assignments)."""
+        version = record_version(data)
+        if newer_as_latest and version > self.versions[-1]:
+            version = self.versions[-1]
+        reader = self._readers.get(version)
+        if reader is None:
+            raise UnknownVersionError(f"version {version}")
+        try:
+            body, pos = reader(memoryview(data), _VERSION.size)
+        except (DecodeError, IndexError, struct.error, UnicodeDecodeError) as exc:
+            raise ValueError(f"malformed at version {version}: {exc}") from None
+        if exact and pos != len(data):
+            raise ValueError(f"{len(data) - pos} bytes left over at version {version}")
+        return version, body
+
+    def write(self, version: int, body: dict[str, Any]) -> bytes:
+        """`body` as a record key or value: the int16 version, then the fields at it."""
+        out: list[Any] = [_VERSION.pack(version)]
+        self._writers[version](out, body)
+        return b"".join(out)
+
+
+def read_versioned(data: bytes, fields: Fields, versions: range, **kw: bool) -> tuple[int, dict[str, Any]]:
+    """RecordSchema(fields, versions).read(data, **kw), for tools reading any record kind."""
+    return RecordSchema(fields, versions).read(data, **kw)
 
 
 def to_json(fields: Fields, version: int, body: dict[str, Any]) -> dict[str, Any]:

@@ -510,6 +510,22 @@ def test_offsets_of_an_empty_group_expire_after_retention_from_when_it_emptied()
     assert G not in h.c.groups  # an Empty group without offsets is gone (Dead)
 
 
+@pytest.mark.parametrize(("subscription", "topics"), [
+    # v3: topics, user data, owned partitions, generation, rack
+    (bytes.fromhex("0003" "00000002" "0001" "74" "0001" "75" "00000002" "abcd" "00000001" "0001" "74" "00000001"
+                   "00000000" "00000005" "0002" "7231"), {"t", "u"}),
+    # a version from the future, with fields after the known ones: read as v3 (Kafka's ConsumerProtocol)
+    (bytes.fromhex("0009" "00000001" "0001" "77" "ffffffff" "00000000" "ffffffff" "ffff" "0102030405"), {"w"}),
+    (bytes.fromhex("0001" "00000005" "0001" "74"), None),  # cut short: every topic counts as subscribed
+])
+def test_subscribed_topics_read_the_members_consumer_protocol_subscriptions(
+        subscription: bytes, topics: set[str] | None) -> None:
+    h = Harness()
+    m = h.new_member("a")
+    h.result(h.join(m, client="a", protocols=(("range", subscription),)))
+    assert h.c.groups[G].subscribed_topics() == topics
+
+
 def test_offsets_committed_without_membership_expire_from_their_commit_time() -> None:
     from kafkarepl.coordinator.offsets import OffsetAndMetadata
 
