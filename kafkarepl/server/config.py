@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkarepl.errors import KafkaError
+from kafkarepl.server.io_priority import parse_io_priority
 from kafkarepl.storage.config import LogConfig
 
 
@@ -159,6 +160,10 @@ class BrokerConfig:
     log_cleaner_thread_nice: int = prop("kafkarepl.log.cleaner.thread.nice", 0)
     # Or the SCHED_IDLE policy for them (wins over the nice value); measured worse too.
     log_cleaner_thread_sched_idle: bool = prop("kafkarepl.log.cleaner.thread.sched.idle", False)
+    # The cleaner threads' Linux I/O priority, as ionice: "" (unchanged), "idle", or
+    # "best-effort:N" (N 0-7). Block schedulers that honour it (mq-deadline, bfq) serve
+    # the bios the cleaner's own writeback and fsyncs submit after everyone else's.
+    log_cleaner_thread_io_priority: str = prop("kafkarepl.log.cleaner.thread.io.priority", "")
     # Test-only: hold each cleaning this long with its cleaned segments staged, before the
     # swap, so fault tests can kill a broker at that point. 0 (never) outside tests.
     log_cleaner_test_pause_before_swap_ms: int = prop("kafkarepl.log.cleaner.test.pause.before.swap.ms", 0)
@@ -292,6 +297,11 @@ class BrokerConfig:
             raise ConfigError("kafkarepl.max.request.entries must be >= 1000")
         if self.max_decompressed_request_bytes <= 0:
             raise ConfigError("kafkarepl.max.decompressed.request.bytes must be > 0")
+        if self.log_cleaner_thread_io_priority:
+            try:
+                parse_io_priority(self.log_cleaner_thread_io_priority)
+            except ValueError as exc:
+                raise ConfigError(f"kafkarepl.log.cleaner.thread.io.priority: {exc}") from None
         if self.offsets_topic_num_partitions < 1 or self.offsets_topic_replication_factor < 1:
             raise ConfigError("offsets.topic.num.partitions and offsets.topic.replication.factor must be >= 1")
         if min(self.delegation_token_max_lifetime_ms, self.delegation_token_expiry_time_ms,

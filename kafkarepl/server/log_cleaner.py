@@ -36,6 +36,7 @@ from pathlib import Path
 from kafkarepl import _core
 from kafkarepl.errors import CheckpointCorruptError
 from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.io_priority import set_thread_io_priority
 from kafkarepl.storage.checkpoints import read_offsets, write_offsets
 from kafkarepl.storage.cleaner import (
     MAP_SLOT_BYTES,
@@ -63,7 +64,7 @@ SWITCH_INTERVAL_S = 0.001
 
 # Errors of the disk or file system (not e.g. ENOMEM for the offset map): the cleaner
 # fails the log dir on these, as Kafka's on an IOException.
-def _cleaner_thread_started(yield_interval_us: int, nice: int, sched_idle: bool) -> None:
+def _cleaner_thread_started(yield_interval_us: int, nice: int, sched_idle: bool, io_priority: str) -> None:
     if sys.getswitchinterval() > SWITCH_INTERVAL_S:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
     _core.set_bulk_yield_interval(yield_interval_us * 1000)
@@ -75,6 +76,11 @@ def _cleaner_thread_started(yield_interval_us: int, nice: int, sched_idle: bool)
             os.setpriority(os.PRIO_PROCESS, tid, nice)
     except (OSError, AttributeError) as exc:
         log.warning("cleaner thread priority (nice %d, SCHED_IDLE %s) not set: %s", nice, sched_idle, exc)
+    if io_priority:
+        try:
+            set_thread_io_priority(tid, io_priority)
+        except OSError as exc:
+            log.warning("cleaner thread I/O priority %r not set: %s", io_priority, exc)
 
 # Between two swap steps (one cleaned group each, 0.1-0.3 ms on the loop) the loop runs
 # for this long: a request needs several loop turns (read, handle, append, answer), and
@@ -120,7 +126,7 @@ class LogCleanerService:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             threads, thread_name_prefix="log-cleaner", initializer=_cleaner_thread_started,
             initargs=(config.log_cleaner_yield_interval_us, config.log_cleaner_thread_nice,
-                      config.log_cleaner_thread_sched_idle))
+                      config.log_cleaner_thread_sched_idle, config.log_cleaner_thread_io_priority))
         # Checkpoint files are written by one thread, in the order the loop asks: with
         # log.cleaner.threads > 1 two writes of one dir's file would share its `.tmp`.
         self._checkpoint_writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cleaner-checkpoint")

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 
 import pytest
 
 from kafkarepl import _core
-from kafkarepl.server.config import BrokerConfig
+from kafkarepl.server.config import BrokerConfig, ConfigError
+from kafkarepl.server.io_priority import IOPRIO_CLASS_SHIFT, parse_io_priority, thread_io_priority
 from kafkarepl.server.log_cleaner import HORIZON_CHECKPOINT, LogCleanerService
 from kafkarepl.storage import LogConfig
 from kafkarepl.storage.manager import LogManager
@@ -124,6 +126,33 @@ def test_cleaner_threads_can_run_sched_idle(tmp_path) -> None:
     finally:
         svc.shutdown()
         lm.shutdown()
+
+
+def test_cleaner_threads_run_at_the_configured_io_priority(tmp_path) -> None:
+    lm = LogManager([tmp_path / "logs"], LogConfig())
+    lm.startup()
+    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                   "kafkarepl.log.cleaner.thread.io.priority": "idle"})
+    svc = LogCleanerService(lm, cfg, lambda t, p: None, lambda: T0)
+    try:
+        idle = 3 << IOPRIO_CLASS_SHIFT
+        assert svc._executor.submit(lambda: thread_io_priority(threading.get_native_id())).result() == idle
+        assert thread_io_priority(threading.get_native_id()) != idle  # the loop's thread untouched
+    finally:
+        svc.shutdown()
+        lm.shutdown()
+
+
+@pytest.mark.parametrize(("text", "value"), [("idle", 3 << 13), ("best-effort:7", (2 << 13) | 7),
+                                             ("best-effort", (2 << 13) | 4), ("realtime:0", 1 << 13)])
+def test_io_priorities_parse_as_ionice_classes(text: str, value: int) -> None:
+    assert parse_io_priority(text) == value
+
+
+@pytest.mark.parametrize("text", ["idle:3", "best-effort:8", "background", "best-effort:x"])
+def test_a_bad_io_priority_fails_the_broker_config(text: str) -> None:
+    with pytest.raises(ConfigError, match="io.priority"):
+        BrokerConfig.from_props({"broker.id": "0", "kafkarepl.log.cleaner.thread.io.priority": text}).validate()
 
 
 def _compacted(tmp_path, **kw) -> tuple[LogManager, object]:
