@@ -5,8 +5,11 @@ write, and the horizon survives a restart of the service (its checkpoint file)."
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -99,48 +102,38 @@ def test_cleaner_threads_segment_passes_yield_at_the_configured_interval(tmp_pat
         lm.shutdown()
 
 
-def test_cleaner_threads_run_at_the_configured_nice_value(tmp_path) -> None:
+@contextlib.contextmanager
+def _cleaner_threads(tmp_path, prop: str, value: str) -> Iterator[concurrent.futures.Executor]:
+    """A cleaner service configured with `prop`; yields its threads' executor."""
     lm = LogManager([tmp_path / "logs"], LogConfig())
     lm.startup()
-    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"),
-                                   "kafkarepl.log.cleaner.thread.nice": "7"})
+    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"), prop: value})
     svc = LogCleanerService(lm, cfg, lambda t, p: None, lambda: T0)
     try:
-        # getpriority(PRIO_PROCESS, 0) is the calling thread's own nice value on Linux
-        assert svc._executor.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == 7
-        assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # the loop's thread untouched
+        yield svc._executor
     finally:
         svc.shutdown()
         lm.shutdown()
+
+
+def test_cleaner_threads_run_at_the_configured_nice_value(tmp_path) -> None:
+    with _cleaner_threads(tmp_path, "kafkarepl.log.cleaner.thread.nice", "7") as threads:
+        # getpriority(PRIO_PROCESS, 0) is the calling thread's own nice value on Linux
+        assert threads.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == 7
+        assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # the loop's thread untouched
 
 
 def test_cleaner_threads_can_run_sched_idle(tmp_path) -> None:
-    lm = LogManager([tmp_path / "logs"], LogConfig())
-    lm.startup()
-    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"),
-                                   "kafkarepl.log.cleaner.thread.sched.idle": "true"})
-    svc = LogCleanerService(lm, cfg, lambda t, p: None, lambda: T0)
-    try:
-        assert svc._executor.submit(os.sched_getscheduler, 0).result() == os.SCHED_IDLE
+    with _cleaner_threads(tmp_path, "kafkarepl.log.cleaner.thread.sched.idle", "true") as threads:
+        assert threads.submit(os.sched_getscheduler, 0).result() == os.SCHED_IDLE
         assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the loop's thread untouched
-    finally:
-        svc.shutdown()
-        lm.shutdown()
 
 
 def test_cleaner_threads_run_at_the_configured_io_priority(tmp_path) -> None:
-    lm = LogManager([tmp_path / "logs"], LogConfig())
-    lm.startup()
-    cfg = BrokerConfig.from_props({"broker.id": "0", "log.dirs": str(tmp_path / "logs"),
-                                   "kafkarepl.log.cleaner.thread.io.priority": "idle"})
-    svc = LogCleanerService(lm, cfg, lambda t, p: None, lambda: T0)
-    try:
+    with _cleaner_threads(tmp_path, "kafkarepl.log.cleaner.thread.io.priority", "idle") as threads:
         idle = 3 << IOPRIO_CLASS_SHIFT
-        assert svc._executor.submit(lambda: thread_io_priority(threading.get_native_id())).result() == idle
+        assert threads.submit(lambda: thread_io_priority(threading.get_native_id())).result() == idle
         assert thread_io_priority(threading.get_native_id()) != idle  # the loop's thread untouched
-    finally:
-        svc.shutdown()
-        lm.shutdown()
 
 
 @pytest.mark.parametrize(("text", "value"), [("idle", 3 << 13), ("best-effort:7", (2 << 13) | 7),
