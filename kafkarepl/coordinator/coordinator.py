@@ -191,23 +191,16 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------- offsets -----
     def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
-                        offsets: dict[TopicPartition, OffsetAndMetadata], now_ms: int,
-                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """Whether the commit may be written: a group-wide error, else per-partition
-        codes (NONE = write it)."""
+                        now_ms: int) -> ErrorCode:
+        """Whether the member may commit for the group (NONE: yes; each offset is then
+        checked by offset_error)."""
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
-            return err, {}
+            return err
         group = self._group(group_id)
         if group is None:
-            if generation_id >= 0:
-                return ErrorCode.ILLEGAL_GENERATION, {}
-            err = ErrorCode.NONE
-        else:
-            err = group.validate_commit(member_id, instance_id, generation_id, now_ms)
-        if err:
-            return err, {}
-        return ErrorCode.NONE, {tp: self.offset_error(o) for tp, o in offsets.items()}
+            return ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 else ErrorCode.NONE
+        return group.validate_commit(member_id, instance_id, generation_id, now_ms)
 
     def offset_error(self, o: OffsetAndMetadata) -> ErrorCode:
         """One offset of a commit the group may make: NONE (write it) or why not."""

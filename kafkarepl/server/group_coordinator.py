@@ -484,9 +484,9 @@ class GroupCoordinatorService:
         async def start(pace: Pacer | None) -> tuple[Awaitable[ErrorCode] | None, dict, dict]:
             offsets, codes = await self._requested_offsets(b["topics"], v == 1, pace)
             to_write, records = await self._commit_records(group_id, offsets, codes, pace)
-            err, _ = self.core.validate_commit(
+            err = self.core.validate_commit(
                 group_id, b.get("member_id") or "", b.get("group_instance_id"),
-                b.get("generation_id_or_member_epoch", -1), {}, self.clock.monotonic_ms())
+                b.get("generation_id_or_member_epoch", -1), self.clock.monotonic_ms())
             self._after()
             if err:
                 codes.update(dict.fromkeys(offsets, err))
@@ -515,8 +515,8 @@ class GroupCoordinatorService:
             to_write, records = await self._commit_records(group_id, offsets, codes, pace)
             err = self.core.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
             if not err and v >= 3 and b.get("generation_id", -1) >= 0:
-                err, _ = self.core.validate_commit(group_id, b.get("member_id") or "", b.get("group_instance_id"),
-                                                   b["generation_id"], {}, self.clock.monotonic_ms())
+                err = self.core.validate_commit(group_id, b.get("member_id") or "", b.get("group_instance_id"),
+                                                b["generation_id"], self.clock.monotonic_ms())
                 self._after()
             if err:
                 codes.update(dict.fromkeys(offsets, err))

@@ -156,11 +156,10 @@ def test_two_members_split_and_illegal_generation() -> None:
     a, b, gen = stable_pair(h)
     assert h.c.heartbeat(G, b, None, gen - 1, h.now) is E.ILLEGAL_GENERATION
     assert h.sync(b, gen + 1).error is E.ILLEGAL_GENERATION
-    offs = {("t", 0): OffsetAndMetadata(5)}
-    assert h.c.validate_commit(G, b, None, gen - 1, offs, h.now)[0] is E.ILLEGAL_GENERATION
-    assert h.c.validate_commit(G, b, None, gen, offs, h.now) == (E.NONE, {("t", 0): E.NONE})
+    assert h.c.validate_commit(G, b, None, gen - 1, h.now) is E.ILLEGAL_GENERATION
+    assert h.c.validate_commit(G, b, None, gen, h.now) is E.NONE
     # A simple (generation -1) commit into a group with members is refused.
-    assert h.c.validate_commit(G, "", None, -1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
+    assert h.c.validate_commit(G, "", None, -1, h.now) is E.UNKNOWN_MEMBER_ID
 
 
 def test_inconsistent_protocols_are_refused() -> None:
@@ -327,14 +326,14 @@ def test_leave_rebalances_and_last_leave_empties_group() -> None:
     h.sync(a, gen + 1, {a: b"everything"})
     # Commit something so the group outlives its members (offsets keep it, as in Kafka).
     offs = {("t", 0): OffsetAndMetadata(7)}
-    assert h.c.validate_commit(G, a, None, gen + 1, offs, h.now)[0] is E.NONE
+    assert h.c.validate_commit(G, a, None, gen + 1, h.now) is E.NONE
     h.c.apply_commit(G, offs)
     assert h.c.leave(G, [(a, None)], h.now) == (E.NONE, [E.NONE])
     assert h.state() is GroupState.EMPTY
     assert h.c.groups[G].generation_id == gen + 2
     assert h.c.fetch_offsets(G, [("t", [0, 1])]) == (E.NONE, {("t", 0): OffsetAndMetadata(7), ("t", 1): None})
     # Simple commits are accepted by an Empty group.
-    assert h.c.validate_commit(G, "", None, -1, offs, h.now)[0] is E.NONE
+    assert h.c.validate_commit(G, "", None, -1, h.now) is E.NONE
 
 
 def test_rebalance_during_completing_voids_pending_syncs() -> None:
@@ -413,15 +412,14 @@ def test_a_replaced_static_member_is_fenced_everywhere_and_an_unknown_instance_i
     h.sync(old, 1, {old: b"x"})
     new = h.result(h.join(client="s", instance="inst-1")).member_id
     assert new != old
-    offs = {("t", 0): OffsetAndMetadata(1)}
     assert h.c.heartbeat(G, old, "inst-1", 1, h.now) is E.FENCED_INSTANCE_ID
     assert h.c.sync(G, old, "inst-1", 1, None, None, {}, h.now).error is E.FENCED_INSTANCE_ID
-    assert h.c.validate_commit(G, old, "inst-1", 1, offs, h.now)[0] is E.FENCED_INSTANCE_ID
+    assert h.c.validate_commit(G, old, "inst-1", 1, h.now) is E.FENCED_INSTANCE_ID
     assert h.join(old, client="s", instance="inst-1").error is E.FENCED_INSTANCE_ID
     assert h.c.heartbeat(G, new, "inst-2", 1, h.now) is E.UNKNOWN_MEMBER_ID
     assert h.c.sync(G, new, "inst-2", 1, None, None, {}, h.now).error is E.UNKNOWN_MEMBER_ID
     assert h.join(new, client="s", instance="inst-2").error is E.UNKNOWN_MEMBER_ID
-    assert h.c.validate_commit(G, new, "inst-2", 1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
+    assert h.c.validate_commit(G, new, "inst-2", 1, h.now) is E.UNKNOWN_MEMBER_ID
     assert h.c.heartbeat(G, new, "inst-1", 1, h.now) is E.NONE and h.state() is GroupState.STABLE
 
 
@@ -478,8 +476,8 @@ def test_commit_metadata_limit(metadata: str, code: E) -> None:
     c = GroupCoordinator(GroupConfig(), 1)
     c.begin_loading(0)
     c.finish_loading(0)
-    offs = {("t", 0): OffsetAndMetadata(1, metadata=metadata)}
-    assert c.validate_commit("g", "", None, -1, offs, 0) == (E.NONE, {("t", 0): code})
+    assert c.validate_commit("g", "", None, -1, 0) is E.NONE
+    assert c.offset_error(OffsetAndMetadata(1, metadata=metadata)) is code
 
 
 def test_offsets_of_an_empty_group_expire_after_retention_from_when_it_emptied() -> None:
@@ -542,15 +540,14 @@ def test_commit_outside_group_management_into_an_empty_group_names_any_member() 
     # any member check (an assign() consumer may still send its old member or instance id).
     h = Harness()
     pending = h.new_member("a")  # a MEMBER_ID_REQUIRED id: the group exists, Empty
-    offs = {("t", 0): OffsetAndMetadata(3)}
-    assert h.c.validate_commit(G, pending, None, -1, offs, h.now)[0] is E.NONE
-    assert h.c.validate_commit(G, "stale-id", "inst-9", -1, offs, h.now)[0] is E.NONE
+    assert h.c.validate_commit(G, pending, None, -1, h.now) is E.NONE
+    assert h.c.validate_commit(G, "stale-id", "inst-9", -1, h.now) is E.NONE
     # With a generation going, an anonymous commit is refused, a named one validated.
     h.c.leave(G, [(pending, None)], h.now)
     a, _b, gen = stable_pair(h)
-    assert h.c.validate_commit(G, "", None, -1, offs, h.now)[0] is E.UNKNOWN_MEMBER_ID
-    assert h.c.validate_commit(G, a, None, -1, offs, h.now)[0] is E.ILLEGAL_GENERATION
-    assert h.c.validate_commit(G, a, None, gen, offs, h.now)[0] is E.NONE
+    assert h.c.validate_commit(G, "", None, -1, h.now) is E.UNKNOWN_MEMBER_ID
+    assert h.c.validate_commit(G, a, None, -1, h.now) is E.ILLEGAL_GENERATION
+    assert h.c.validate_commit(G, a, None, gen, h.now) is E.NONE
 
 
 def test_leave_of_a_pending_member_id_needs_no_instance_check() -> None:
