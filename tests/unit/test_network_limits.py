@@ -8,6 +8,7 @@ import asyncio
 import socket
 import struct
 import tracemalloc
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,6 +44,48 @@ async def read_response(reader: asyncio.StreamReader, timeout: float = 3.0) -> b
 
 async def ok_handler(req, conn) -> dict:
     return {"error_code": 0, "throttle_time_ms": 0}
+
+
+class HeldHandler:
+    """Records each request's correlation id and answers `answer` once `release` is set
+    (only the requests `holds` says so wait)."""
+
+    def __init__(self, answer: dict, holds: Callable[[Any], bool] = lambda req: True) -> None:
+        self.answer, self.holds = answer, holds
+        self.release = asyncio.Event()
+        self.served: list[int] = []
+
+    async def __call__(self, req, conn) -> dict:
+        self.served.append(req.correlation_id)
+        if self.holds(req):
+            await self.release.wait()
+        return dict(self.answer)
+
+
+PRODUCE_ANSWER = {"responses": [], "throttle_time_ms": 0}
+
+
+async def two_requests_held(s: SocketServer, held: HeldHandler, first: bytes, second: bytes,
+                            while_held: Callable[[], None]) -> tuple[bytes, bytes]:
+    """`first` (correlation id 1) and then `second` (2) sent on two connections while the
+    handler holds its answers; `while_held` checks the server then; both answers come once
+    released, and the pool is empty after. Stops the server."""
+    r1, w1 = await asyncio.open_connection("127.0.0.1", s.port)
+    r2, w2 = await asyncio.open_connection("127.0.0.1", s.port)
+    w1.write(first)
+    await asyncio.sleep(0.2)
+    w2.write(second)
+    await asyncio.sleep(0.3)
+    while_held()
+    held.release.set()
+    answers = await read_response(r1), await read_response(r2)
+    assert held.served == [1, 2]
+    await asyncio.sleep(0.05)
+    assert s.pool.used == 0
+    w1.close()
+    w2.close()
+    await s.stop()
+    return answers
 
 
 def run(coro) -> Any:
@@ -132,34 +175,17 @@ def test_announced_frame_is_not_allocated_up_front():
 
 
 def test_request_pool_applies_backpressure():
-    release = asyncio.Event()
-    seen: list[int] = []
-
-    async def slow(req, conn):
-        seen.append(req.correlation_id)
-        if req.correlation_id == 1:
-            await release.wait()
-        return {"error_code": 0}
+    slow = HeldHandler({"error_code": 0}, holds=lambda req: req.correlation_id == 1)
 
     async def main():
         frame = heartbeat_frame(1)
         s = await start(slow, queued_max_request_bytes=len(frame) + 10)
-        r1, w1 = await asyncio.open_connection("127.0.0.1", s.port)
-        r2, w2 = await asyncio.open_connection("127.0.0.1", s.port)
-        w1.write(frame)
-        await asyncio.sleep(0.2)
-        w2.write(heartbeat_frame(2))
-        await asyncio.sleep(0.3)
-        assert seen == [1] and s.pool.used > 0  # the second request waits for room
-        release.set()
-        assert decode_response(HEARTBEAT, 0, await read_response(r1))[0] == 1
-        assert decode_response(HEARTBEAT, 0, await read_response(r2))[0] == 2
-        assert seen == [1, 2]
-        await asyncio.sleep(0.05)
-        assert s.pool.used == 0
-        w1.close()
-        w2.close()
-        await s.stop()
+
+        def waiting() -> None:
+            assert slow.served == [1] and s.pool.used > 0  # the second request waits for room
+
+        a1, a2 = await two_requests_held(s, slow, frame, heartbeat_frame(2), waiting)
+        assert decode_response(HEARTBEAT, 0, a1)[0] == 1 and decode_response(HEARTBEAT, 0, a2)[0] == 2
     run(main())
 
 
@@ -377,11 +403,8 @@ def test_decoded_entries_are_charged_to_the_pool_until_answered():
     # pool (queued.max.request.bytes) holds that too, until the answer is sent.
     from kafkarepl.server.network import DECODED_ENTRY_BYTES
 
-    release = asyncio.Event()
-
-    async def slow(req, conn):
-        await release.wait()
-        return {"responses": [], "throttle_time_ms": 0}
+    slow = HeldHandler(PRODUCE_ANSWER)
+    release = slow.release
 
     async def main():
         s = await start(slow)
@@ -431,35 +454,19 @@ def test_large_decodes_wait_until_the_pool_has_room():
     # first's answer frees the pool, whatever number of connections send them.
     from kafkarepl.server.network import DECODED_ENTRY_BYTES
 
-    release = asyncio.Event()
-    served: list[int] = []
-
-    async def slow(req, conn):
-        served.append(req.correlation_id)
-        await release.wait()
-        return {"responses": [], "throttle_time_ms": 0}
+    slow = HeldHandler(PRODUCE_ANSWER)
 
     async def main():
         s = await start(slow, queued_max_request_bytes=64 * 1024)
         first, second = _produce_frame(2000, 1), _produce_frame(2000, 2)
-        r1, w1 = await asyncio.open_connection("127.0.0.1", s.port)
-        r2, w2 = await asyncio.open_connection("127.0.0.1", s.port)
-        w1.write(first)
-        w2.write(second)
-        await asyncio.sleep(0.3)
-        assert served == [1]
-        charged = len(first) - 4 + 2001 * DECODED_ENTRY_BYTES
-        # the second frame read before the first's decode was charged, or waiting to be read
-        assert s.pool.used in (charged, charged + len(second) - 4), s.pool.used
-        release.set()
-        await read_response(r1)
-        await read_response(r2)
-        assert served == [1, 2]
-        await asyncio.sleep(0.05)
-        assert s.pool.used == 0
-        w1.close()
-        w2.close()
-        await s.stop()
+
+        def waiting() -> None:
+            assert slow.served == [1]
+            charged = len(first) - 4 + 2001 * DECODED_ENTRY_BYTES
+            # the second frame read before the first's decode was charged, or waiting to be read
+            assert s.pool.used in (charged, charged + len(second) - 4), s.pool.used
+
+        await two_requests_held(s, slow, first, second, waiting)
     run(main())
 
 
