@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kafkarepl.storage import Log, LogConfig  # noqa: E402
-from kafkarepl.storage.cleaner import clean, fsync_dir, new_offset_map  # noqa: E402
+from kafkarepl.storage.cleaner import clean, new_offset_map  # noqa: E402
+from kafkarepl.storage.fsync import fsync_dir  # noqa: E402
 from tests.batches import build_batch  # noqa: E402
 
 T0 = 1_700_000_000_000

@@ -45,9 +45,9 @@ from kafkarepl.storage.cleaner import (
     MapBuffer,
     Throttle,
     clean,
-    fsync_dir,
 )
 from kafkarepl.storage.disk_errors import DISK_ONLY, disk_error
+from kafkarepl.storage.fsync import fsync_dir
 from kafkarepl.storage.log import Log
 from kafkarepl.storage.manager import LogManager
 

@@ -30,7 +30,7 @@ from kafkarepl.errors import ErrorCode
 from kafkarepl.replication import ReplicaManager, TopicPartition
 from kafkarepl.storage import Log
 from kafkarepl.storage.cleaner import Throttle
-from kafkarepl.storage.log import _fsync_dir
+from kafkarepl.storage.fsync import fsync_dir
 from kafkarepl.storage.log_copy import LogCopy, RestartCopy, future_dir_name
 from kafkarepl.storage.manager import LogManager
 
@@ -149,7 +149,7 @@ class LogDirMover:
                     fut = None
                 if fut is None:
                     fut = lm.create_future_log(tp.topic, tp.partition, move.dest)
-                    await self._on_thread(_fsync_dir, move.dest)
+                    await self._on_thread(fsync_dir, move.dest)
                     log.info("%s-%d: moving from %s to %s", tp.topic, tp.partition,
                              lm.log_dir_of(tp.topic, tp.partition), move.dest)
                 if await self._copy(move, source, fut):
@@ -281,7 +281,7 @@ def _presync(fut: Log, source_fds: list[int], dirs: list[Path]) -> None:
         for fd in source_fds:
             os.close(fd)
     for d in dirs:
-        _fsync_dir(d)
+        fsync_dir(d)
 
 
 def _copy_chunk(copy: LogCopy, chunk: Any, throttle: Throttle) -> int:

@@ -63,6 +63,7 @@ import numpy as np
 from kafkarepl import _core
 from kafkarepl.errors import CorruptBatchError
 from kafkarepl.storage import codecs
+from kafkarepl.storage.fsync import fsync_dir
 from kafkarepl.storage.records import (
     CONTROL_ABORT,
     CONTROL_MASK,
@@ -478,14 +479,6 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return result
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _core.OffsetMap,

@@ -40,6 +40,7 @@ from kafkarepl.storage.codecs import recompress_batches
 from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.disk_errors import disk_error
 from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
+from kafkarepl.storage.fsync import fsync_dir
 from kafkarepl.storage.janitor import JANITOR
 from kafkarepl.storage.loader import load_segments, rebuild_from_headers, scan_directory
 from kafkarepl.storage.producer_state import (
@@ -341,10 +342,10 @@ class Log:
         try:
             if not self.begin_swap(plan, result):
                 return False
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             if not self.complete_swap(plan, result):
                 return False
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             return True
         finally:
             result.close()  # the opened segments of groups not swapped in
@@ -1131,10 +1132,3 @@ class PendingFlush:
                 self.on_io_error(error)
             raise KafkaStorageError(f"{self.dir}: flush failed: {error}") from error
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -85,8 +85,9 @@ from kafkarepl.storage.checkpoints import (
 )
 from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.disk_errors import disk_error
+from kafkarepl.storage.fsync import fsync_dir
 from kafkarepl.storage.janitor import JANITOR
-from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, Log, _fsync_dir, parse_partition_dir
+from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, Log, parse_partition_dir
 from kafkarepl.storage.log_copy import FUTURE_SUFFIX, future_dir_name, parse_future_dir
 
 log = logging.getLogger("kafkarepl.storage")
@@ -221,7 +222,7 @@ class LogManager:
             self.high_watermarks[tp] = min(hws.get(tp, 0), lg.log_end_offset)
         if clean:
             marker.unlink()
-            _fsync_dir(d)
+            fsync_dir(d)
 
     def _load_future(self, tp: TopicPartition, path: Path, hw: int) -> None:
         """A future log found at startup (see the module docstring): with its current log,
@@ -249,7 +250,7 @@ class LogManager:
                     path, *tp)
         start = _marked_log_start(path / SWAP_MARKER)
         os.rename(path, current)
-        _fsync_dir(d)
+        fsync_dir(d)
         (current / SWAP_MARKER).unlink(missing_ok=True)  # not fsynced: a current log's marker is never read
         cfg = self.topic_configs.get(tp[0], self.default_config)
         lg = Log.open(current, cfg, 0, start, clean_shutdown=False, lazy_empty=True)
@@ -266,7 +267,7 @@ class LogManager:
         doomed = _delete_name(path)
         os.rename(path, doomed)
         if durable:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         JANITOR.remove_tree(doomed)
 
     def _lock(self, d: Path) -> None:
@@ -467,13 +468,13 @@ class LogManager:
         # files go only once their rename away is durable: unlinks that outlived a lost
         # rename would leave a damaged log under the partition's name.
         try:
-            _fsync_dir(old_dir)
+            fsync_dir(old_dir)
             JANITOR.remove_tree(source.dir)
         except OSError as exc:
             self.dir_failed(old_dir, exc)  # the next start of that dir finishes the deletion
         try:
             fut.rename_dir(new_parent / f"{topic}-{partition}")
-            _fsync_dir(new_parent)
+            fsync_dir(new_parent)
         except OSError as exc:
             self.dir_failed(new_parent, exc)
             return fut
@@ -679,7 +680,7 @@ def _write_marker(path: Path, content: bytes = b"") -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _marked_log_start(marker: Path) -> int | None:
