@@ -136,6 +136,7 @@ class BrokerConfig:
     replica_selector_class: str = prop("replica.selector.class", "")
     log_segment_bytes: int = prop("log.segment.bytes", 1073741824)
     log_roll_ms: int = prop("log.roll.ms", 7 * 24 * 3600 * 1000)
+    log_roll_jitter_ms: int = prop("log.roll.jitter.ms", 0)
     log_retention_ms: int = prop("log.retention.ms", 7 * 24 * 3600 * 1000)
     log_retention_bytes: int = prop("log.retention.bytes", -1)
     log_retention_check_interval_ms: int = prop("log.retention.check.interval.ms", 300000)
@@ -441,6 +442,7 @@ class BrokerConfig:
         return {
             "segment.bytes": str(self.log_segment_bytes),
             "segment.ms": str(self.log_roll_ms),
+            "segment.jitter.ms": str(self.log_roll_jitter_ms),
             "retention.ms": str(self.log_retention_ms),
             "retention.bytes": str(self.log_retention_bytes),
             "index.interval.bytes": str(self.log_index_interval_bytes),
@@ -511,13 +513,14 @@ def _properties() -> dict[str, tuple[str, Any]]:
 
 
 # Kafka settings read only as other settings' fallbacks: log.dir for log.dirs, and the
-# coarser units of log.retention.ms and log.roll.ms (Kafka's own server.properties sets
+# coarser units of log.retention.ms, log.roll.ms and log.roll.jitter.ms (Kafka's own server.properties sets
 # log.retention.hours=168).
 ALIAS_PROPERTIES: dict[str, type] = {"log.retention.minutes": int, "log.retention.hours": int,
-                                     "log.roll.hours": int, "log.dir": str}
+                                     "log.roll.hours": int, "log.roll.jitter.hours": int, "log.dir": str}
 # attribute -> (its own property, the coarser ones standing for it when it is not set)
 _COARSE_TIME_SETTINGS = {"log_retention_ms": ("log.retention.ms", ("log.retention.minutes", "log.retention.hours")),
-                         "log_roll_ms": ("log.roll.ms", ("log.roll.hours",))}
+                         "log_roll_ms": ("log.roll.ms", ("log.roll.hours",)),
+                         "log_roll_jitter_ms": ("log.roll.jitter.ms", ("log.roll.jitter.hours",))}
 
 
 def _coarse_time_settings(props: dict[str, str]) -> dict[str, int]:
@@ -531,7 +534,8 @@ def _coarse_time_settings(props: dict[str, str]) -> dict[str, int]:
         resolved = LogConfig.from_props(coarse)
     except KafkaError as exc:
         raise ConfigError(str(exc)) from None
-    values = {"log_retention_ms": max(resolved.retention_ms, -1), "log_roll_ms": resolved.segment_ms}
+    values = {"log_retention_ms": max(resolved.retention_ms, -1), "log_roll_ms": resolved.segment_ms,
+              "log_roll_jitter_ms": resolved.segment_jitter_ms}
     return {attr: values[attr] for attr, (ms, names) in _COARSE_TIME_SETTINGS.items()
             if ms not in props and any(n in props for n in names)}
 

@@ -61,6 +61,7 @@ def broker_synonyms(topic_config: str) -> list[str]:
     special = {
         "retention.ms": ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
         "segment.ms": ["log.roll.ms", "log.roll.hours"],
+        "segment.jitter.ms": ["log.roll.jitter.ms", "log.roll.jitter.hours"],
         "max.message.bytes": ["message.max.bytes"],
         "cleanup.policy": ["log.cleanup.policy"],
         "delete.retention.ms": ["log.cleaner.delete.retention.ms"],

@@ -36,7 +36,7 @@ ZERO_UUID = uuid.UUID(int=0)
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 TOPIC_CONFIG_NAMES = frozenset(
     {
-        "segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "index.interval.bytes",
+        "segment.bytes", "segment.ms", "segment.jitter.ms", "retention.ms", "retention.bytes", "index.interval.bytes",
         "segment.index.bytes", "max.message.bytes", "message.timestamp.type", "min.insync.replicas",
         "unclean.leader.election.enable", "flush.messages", "flush.ms", "cleanup.policy",
         "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,9 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "segment.ms": ("segment_ms", _LONG, 1),
     "log.roll.ms": ("segment_ms", _LONG, 1),
     "log.roll.hours": ("segment_ms", _INT, 3600 * 1000),
+    "segment.jitter.ms": ("segment_jitter_ms", _LONG, 1),
+    "log.roll.jitter.ms": ("segment_jitter_ms", _LONG, 1),
+    "log.roll.jitter.hours": ("segment_jitter_ms", _INT, 3600 * 1000),
     "index.interval.bytes": ("index_interval_bytes", _INT, 1),
     "log.index.interval.bytes": ("index_interval_bytes", _INT, 1),
     "segment.index.bytes": ("segment_index_bytes", _INT, 1),
@@ -124,7 +127,8 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
 
 # A topic-level name beats a broker-level one; among broker names for one setting in
 # several units, Kafka prefers ms over minutes over hours.
-_PRECEDENCE = {"log.roll.ms": 2, "log.roll.hours": 1, "log.retention.ms": 3,
+_PRECEDENCE = {"log.roll.ms": 2, "log.roll.hours": 1, "log.roll.jitter.ms": 2, "log.roll.jitter.hours": 1,
+               "log.retention.ms": 3,
                "log.retention.minutes": 2, "log.retention.hours": 1}
 
 
@@ -138,6 +142,9 @@ def _rank(name: str) -> int:
 class LogConfig:
     segment_bytes: int = 1 << 30
     segment_ms: int = 7 * DAY_MS
+    # Each segment rolls up to this much before segment.ms (a random share, drawn per
+    # segment): partitions created together do not all roll at the same moment.
+    segment_jitter_ms: int = 0
     index_interval_bytes: int = 4096
     segment_index_bytes: int = 10 << 20
     retention_ms: int = 7 * DAY_MS  # -1 = keep forever
@@ -182,6 +189,8 @@ class LogConfig:
             problems.append(f"segment.bytes {self.segment_bytes} < 14")
         if self.segment_ms < 1:
             problems.append(f"segment.ms {self.segment_ms} < 1")
+        if self.segment_jitter_ms < 0:
+            problems.append(f"segment.jitter.ms {self.segment_jitter_ms} < 0")
         if self.segment_index_bytes < 12:
             problems.append(f"segment.index.bytes {self.segment_index_bytes} < 12")
         if self.index_interval_bytes < 0:
@@ -213,6 +222,13 @@ class LogConfig:
             problems.append(f"cleanup.policy {self.cleanup_policy[:100]!r}: a list of compact and delete")
         if problems:
             raise KafkaError("; ".join(problems), ErrorCode.INVALID_CONFIG)
+
+    def random_segment_jitter(self, draw: Callable[[int], int]) -> int:
+        """A new segment's roll jitter (Kafka's LogConfig.randomSegmentJitter): draw(n) is
+        uniform in [0, n), n the smaller of segment.jitter.ms and segment.ms."""
+        if self.segment_jitter_ms == 0:
+            return 0
+        return draw(min(self.segment_jitter_ms, self.segment_ms))
 
     @property
     def log_append_time(self) -> bool:

@@ -11,6 +11,7 @@ import bisect
 import functools
 import logging
 import os
+import random
 import re
 import shutil
 import time
@@ -148,6 +149,7 @@ class Log:
         self._pending_swap: dict[int, list[Path]] | None = None  # group base -> swap files (begin_swap)
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
+        self._roll_jitter: tuple[LogSegment, int] | None = None  # the active segment's segment.jitter.ms share
         self._closed = False
         # Told of every I/O error of a write or a read (the owner takes the log dir down); None: only raised.
         self.on_io_error: Callable[[BaseException], None] | None = None
@@ -758,10 +760,17 @@ class Log:
             return seg
         cfg = self.config
         if (seg.size + size > cfg.segment_bytes
-                or now_ms - seg.rolling_base_ms() > cfg.segment_ms
+                or now_ms - seg.rolling_base_ms() > cfg.segment_ms - self._jitter_of(seg)
                 or not seg.can_hold(first, last)):
             return self.roll()
         return seg
+
+    def _jitter_of(self, seg: LogSegment) -> int:
+        """The active segment's roll jitter, drawn once for it (Kafka draws it as it
+        creates the segment, loaded ones included)."""
+        if self._roll_jitter is None or self._roll_jitter[0] is not seg:
+            self._roll_jitter = (seg, self.config.random_segment_jitter(random.randrange))
+        return self._roll_jitter[1]
 
     @_writes
     def roll(self) -> LogSegment:

@@ -176,6 +176,13 @@ def test_retention_and_roll_in_coarser_units_as_kafka(props, retention_ms, roll_
     assert (int(defaults["retention.ms"]), int(defaults["segment.ms"])) == (retention_ms, roll_ms)
 
 
+def test_roll_jitter_in_hours_or_ms_as_kafka() -> None:
+    assert BrokerConfig.from_props({}).topic_defaults()["segment.jitter.ms"] == "0"
+    assert BrokerConfig.from_props({"log.roll.jitter.hours": "1"}).topic_defaults()["segment.jitter.ms"] == "3600000"
+    both = {"log.roll.jitter.ms": "250", "log.roll.jitter.hours": "1"}
+    assert BrokerConfig.from_props(both).topic_defaults()["segment.jitter.ms"] == "250"
+
+
 def test_a_bad_coarse_time_setting_is_refused() -> None:
     with pytest.raises(ConfigError):
         BrokerConfig.from_props({"log.retention.hours": "a week"})

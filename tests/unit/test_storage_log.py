@@ -11,6 +11,7 @@ import shutil
 import struct
 import threading
 import time
+import types
 
 import pytest
 
@@ -18,6 +19,7 @@ from kafkarepl import _core
 from kafkarepl.errors import (
     CorruptBatchError,
     InvalidRecordError,
+    KafkaError,
     KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -211,6 +213,33 @@ def test_roll_by_segment_ms(open_log):
     assert len(log.segments) == 1
     log.append_as_leader(build_batch(1), 0, T0 + 1001)
     assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_segment_jitter_rolls_each_segment_up_to_its_share_early(open_log, monkeypatch):
+    # Kafka's segment.jitter.ms: each new segment draws a share in [0, min(jitter, segment.ms))
+    # and rolls once segment.ms minus that share has passed.
+    draws: list[int] = []
+
+    def randrange(n: int) -> int:
+        draws.append(n)
+        return 300 if len(draws) == 1 else 0
+    monkeypatch.setattr("kafkarepl.storage.log.random", types.SimpleNamespace(randrange=randrange))
+    log = open_log(LogConfig(segment_ms=1000, segment_jitter_ms=5000))
+    log.append_as_leader(build_batch(1), 0, T0)
+    log.append_as_leader(build_batch(1), 0, T0 + 700)  # 1000 - 300: not yet
+    assert len(log.segments) == 1
+    log.append_as_leader(build_batch(1), 0, T0 + 701)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    log.append_as_leader(build_batch(1), 0, T0 + 1701)  # the new segment drew 0: segment.ms
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    assert draws == [1000, 1000]  # bounded by segment.ms, one draw per segment
+
+
+def test_segment_jitter_is_drawn_below_the_smaller_bound() -> None:
+    assert LogConfig(segment_jitter_ms=0).random_segment_jitter(lambda n: 1 / 0) == 0
+    assert LogConfig(segment_ms=1000, segment_jitter_ms=10).random_segment_jitter(lambda n: n - 1) == 9
+    with pytest.raises(KafkaError, match="segment.jitter.ms"):
+        LogConfig(segment_jitter_ms=-1)
 
 
 def test_offset_for_timestamp(open_log):
