@@ -137,6 +137,11 @@ class BrokerConfig:
     log_segment_bytes: int = prop("log.segment.bytes", 1073741824)
     log_roll_ms: int = prop("log.roll.ms", 7 * 24 * 3600 * 1000)
     log_roll_jitter_ms: int = prop("log.roll.jitter.ms", 0)
+    # Tiered storage's local retention defaults (-2: the topic's retention), accepted for
+    # topics to describe as Kafka's do; tiered storage itself is not built.
+    log_local_retention_ms: int = prop("log.local.retention.ms", -2)
+    log_local_retention_bytes: int = prop("log.local.retention.bytes", -2)
+    log_message_downconversion_enable: bool = prop("log.message.downconversion.enable", True)
     log_retention_ms: int = prop("log.retention.ms", 7 * 24 * 3600 * 1000)
     log_retention_bytes: int = prop("log.retention.bytes", -1)
     log_retention_check_interval_ms: int = prop("log.retention.check.interval.ms", 300000)
@@ -466,6 +471,9 @@ class BrokerConfig:
             "compression.zstd.level": str(self.compression_zstd_level),
             "file.delete.delay.ms": str(self.log_segment_delete_delay_ms),
             "preallocate": str(self.log_preallocate).lower(),
+            "local.retention.ms": str(self.log_local_retention_ms),
+            "local.retention.bytes": str(self.log_local_retention_bytes),
+            "message.downconversion.enable": str(self.log_message_downconversion_enable).lower(),
         }
 
 

@@ -35,7 +35,8 @@ TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
     "message.timestamp.after.max.ms": T.LONG, "message.timestamp.before.max.ms": T.LONG,
     "message.timestamp.difference.max.ms": T.LONG, "message.timestamp.type": T.STRING,
     "min.cleanable.dirty.ratio": T.DOUBLE, "min.compaction.lag.ms": T.LONG, "min.insync.replicas": T.INT,
-    "preallocate": T.BOOLEAN, "remote.storage.enable": T.BOOLEAN, "retention.bytes": T.LONG,
+    "preallocate": T.BOOLEAN, "remote.storage.enable": T.BOOLEAN, "remote.log.copy.disable": T.BOOLEAN,
+    "remote.log.delete.on.disable": T.BOOLEAN, "retention.bytes": T.LONG,
     "retention.ms": T.LONG, "segment.bytes": T.INT, "segment.index.bytes": T.INT, "segment.jitter.ms": T.LONG,
     "segment.ms": T.LONG, "unclean.leader.election.enable": T.BOOLEAN,
 }
@@ -44,6 +45,7 @@ TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
 _BROKER_LONG = frozenset({
     "connections.max.idle.ms", "connections.max.reauth.ms", "queued.max.request.bytes", "replica.lag.time.max.ms",
     "replica.high.watermark.checkpoint.interval.ms", "log.roll.ms", "log.roll.jitter.ms", "log.retention.ms",
+    "log.local.retention.ms", "log.local.retention.bytes",
     "log.retention.bytes", "log.retention.check.interval.ms", "log.cleaner.dedupe.buffer.size",
     "log.cleaner.backoff.ms", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms", "log.flush.interval.messages", "log.flush.interval.ms",

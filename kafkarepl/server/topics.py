@@ -46,11 +46,13 @@ TOPIC_CONFIG_NAMES = frozenset(
         "min.compaction.lag.ms", "max.compaction.lag.ms",
         "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
         "kafkarepl.validate.uncompressed.records",
+        "remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable",
+        "local.retention.ms", "local.retention.bytes", "message.downconversion.enable",
     }
 )
 # Topic configs without a broker setting that Kafka's DescribeConfigs (and CreateTopics
 # v5+) still lists for every topic, with LogConfig's default: the throttled replica lists
-# (empty: none). file.delete.delay.ms and preallocate have their broker defaults
+# (empty: none) and tiered storage's switches (off; it is not built). file.delete.delay.ms and preallocate have their broker defaults
 # (log.segment.delete.delay.ms, log.preallocate; BrokerConfig.topic_defaults): the first
 # is honoured per topic (how long a retired segment's data stays for readers, storage/
 # log.py), the second accepted and not honoured (segments are never preallocated;
@@ -58,7 +60,8 @@ TOPIC_CONFIG_NAMES = frozenset(
 # topic has it, as Kafka 4.0, which removed it and its broker default
 # log.message.timestamp.difference.max.ms (KIP-937); a topic that has it is still bound by
 # it, as Kafka 3.x bound it (storage/config.py).
-TOPIC_ONLY_DEFAULTS: dict[str, str] = {LEADER_REPLICAS: "", FOLLOWER_REPLICAS: ""}
+TOPIC_ONLY_DEFAULTS: dict[str, str] = {LEADER_REPLICAS: "", FOLLOWER_REPLICAS: "", "remote.storage.enable": "false",
+                                       "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false"}
 Body = dict[str, Any]
 
 

@@ -121,6 +121,19 @@ _PROPS: dict[str, tuple[str, Any, int]] = {
     "log.cleaner.min.compaction.lag.ms": ("min_compaction_lag_ms", _LONG, 1),
     "max.compaction.lag.ms": ("max_compaction_lag_ms", _LONG, 1),
     "log.cleaner.max.compaction.lag.ms": ("max_compaction_lag_ms", _LONG, 1),
+    # Tiered storage (KIP-405) is not built: a topic may say so (remote.storage.enable=false,
+    # the default) and carry the local retention settings, which mean nothing without it,
+    # as on a Kafka broker with remote.log.storage.system.enable=false.
+    "remote.storage.enable": ("remote_storage_enable", _bool, 1),
+    "remote.log.copy.disable": ("remote_log_copy_disable", _bool, 1),
+    "remote.log.delete.on.disable": ("remote_log_delete_on_disable", _bool, 1),
+    "local.retention.ms": ("local_retention_ms", _LONG, 1),
+    "log.local.retention.ms": ("local_retention_ms", _LONG, 1),
+    "local.retention.bytes": ("local_retention_bytes", _LONG, 1),
+    "log.local.retention.bytes": ("local_retention_bytes", _LONG, 1),
+    # A no-op in Kafka 4.0 (no message format v0/v1 to convert to), still a topic config.
+    "message.downconversion.enable": ("message_downconversion_enable", _bool, 1),
+    "log.message.downconversion.enable": ("message_downconversion_enable", _bool, 1),
     # kafkarepl's own (docs/operations.md "Limits"): Kafka always walks these records
     "kafkarepl.validate.uncompressed.records": ("validate_uncompressed_records", _bool, 1),
 }
@@ -178,6 +191,13 @@ class LogConfig:
     # Kafka's preallocate: parsed and validated, not honoured (docs/operations.md): on
     # Linux Kafka's RandomAccessFile.setLength only makes a sparse file.
     preallocate: bool = False
+    # Tiered storage settings: accepted as Kafka accepts them with tiered storage off.
+    remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    local_retention_ms: int = -2  # -2: retention.ms
+    local_retention_bytes: int = -2  # -2: retention.bytes
+    message_downconversion_enable: bool = True
     # Walk the records of uncompressed produced batches too (compressed ones always are),
     # as Kafka's LogValidator does: a CRC-valid batch with malformed records would
     # otherwise be stored and break every consumer of the partition.
@@ -220,6 +240,11 @@ class LogConfig:
         policies = [p.strip() for p in self.cleanup_policy.split(",") if p.strip()]
         if any(p not in ("compact", "delete") for p in policies):  # Kafka's ValidList.in(compact, delete)
             problems.append(f"cleanup.policy {self.cleanup_policy[:100]!r}: a list of compact and delete")
+        if self.remote_storage_enable:  # Kafka's words, from a broker without tiered storage
+            problems.append("Tiered Storage functionality is disabled in the broker. "
+                            "Topic cannot be configured with remote log storage.")
+        if min(self.local_retention_ms, self.local_retention_bytes) < -2:
+            problems.append("local.retention.ms / local.retention.bytes must be >= -2")
         if problems:
             raise KafkaError("; ".join(problems), ErrorCode.INVALID_CONFIG)
 

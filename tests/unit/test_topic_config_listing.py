@@ -1,14 +1,19 @@
 """DescribeConfigs of a topic (and CreateTopics' configs) list every topic config Kafka's
 LogConfig lists that kafkarepl has, set or not, as a Java AdminClient or UI expects to
-find them: the throttled replica lists empty (no broker setting); file.delete.delay.ms and
-preallocate at their broker defaults (log.segment.delete.delay.ms, log.preallocate) with
-those as synonyms; message.timestamp.difference.max.ms only when a topic has it, as Kafka
+find them: the throttled replica lists and tiered storage's switches at LogConfig's
+defaults (no broker setting); file.delete.delay.ms, preallocate, segment.jitter.ms, the
+local retentions and message.downconversion.enable at their broker defaults with those as
+synonyms; remote.storage.enable=true refused, as by a broker without tiered storage; message.timestamp.difference.max.ms only when a topic has it, as Kafka
 4.0, which removed it and its broker default."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
+import pytest
+
+from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.configs import (
     CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER,
@@ -17,15 +22,28 @@ from kafkarepl.server.configs import (
     RESOURCE_TOPIC,
     ConfigService,
 )
-from kafkarepl.server.topics import CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_TOPIC, TopicService
+from kafkarepl.server.topics import (
+    CONFIG_SOURCE_DEFAULT,
+    CONFIG_SOURCE_TOPIC,
+    TopicService,
+    validate_topic_configs,
+)
+from kafkarepl.storage import LogConfig
 
 LISTED = {  # no broker setting: Kafka's LogConfig default, no synonyms
     "leader.replication.throttled.replicas": "",
     "follower.replication.throttled.replicas": "",
+    "remote.storage.enable": "false",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
 }
 BROKER_BACKED = {  # topic config -> (broker synonym, Kafka's default)
     "file.delete.delay.ms": ("log.segment.delete.delay.ms", "60000"),
     "preallocate": ("log.preallocate", "false"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "0"),
+    "local.retention.ms": ("log.local.retention.ms", "-2"),
+    "local.retention.bytes": ("log.local.retention.bytes", "-2"),
+    "message.downconversion.enable": ("log.message.downconversion.enable", "true"),
 }
 
 
@@ -106,3 +124,16 @@ def test_create_topics_lists_them_too() -> None:
     assert "message.timestamp.difference.max.ms" not in configs
     for name in LISTED:
         assert configs[name] == (LISTED[name], CONFIG_SOURCE_DEFAULT), name
+
+
+@pytest.mark.parametrize(("configs", "error"), [
+    ({"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled in the broker"),
+    ({"local.retention.ms": "-3"}, "local.retention.ms"),
+    ({"message.downconversion.enable": "sometimes"}, "message.downconversion.enable"),
+])
+def test_tiered_storage_settings_are_refused_as_a_broker_without_it_refuses_them(configs, error) -> None:
+    storage = SimpleNamespace(log_config=lambda overrides: LogConfig.from_props(overrides))
+    validate_topic_configs({"remote.storage.enable": "false", "local.retention.bytes": "-2"}, storage)
+    with pytest.raises(KafkaError, match=error) as err:
+        validate_topic_configs(configs, storage)
+    assert err.value.code is ErrorCode.INVALID_CONFIG
