@@ -178,7 +178,7 @@ def set_policy(admin: AdminClient, topic: str, policy: str) -> None:
 
 
 CLEANED = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO \[kafkarepl\.server\.log_cleaner\] "
-                     r"(\S+)-(\d+): cleaned up to offset .* in ([\d.]+) s \(swap ([\d.]+) ms")
+                     r"(\S+)-(\d+): cleaned up to offset .* in ([\d.]+) s \(offset map ([\d.]+) s; swap ([\d.]+) ms")
 
 
 def cleanings(broker_log: Path, topic: str) -> list[tuple[float, float]]:
@@ -189,7 +189,17 @@ def cleanings(broker_log: Path, topic: str) -> list[tuple[float, float]]:
         m = CLEANED.match(line)
         if m and m.group(2) == topic:
             end = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            out.append((end - float(m.group(4)) - float(m.group(5)) / 1000, end))
+            out.append((end - float(m.group(4)) - float(m.group(6)) / 1000, end))
+    return out
+
+
+def map_passes(broker_log: Path, topic: str) -> dict[float, float]:
+    """The cleanings' end -> how long their offset map pass (the first) took."""
+    out = {}
+    for line in broker_log.read_text(errors="replace").splitlines():
+        m = CLEANED.match(line)
+        if m and m.group(2) == topic:
+            out[datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()] = float(m.group(5))
     return out
 
 
@@ -201,7 +211,7 @@ def swaps_of(broker_log: Path, topic: str) -> list[tuple[float, float]]:
         m = CLEANED.match(line)
         if m and m.group(2) == topic:
             end = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            out.append((end - float(m.group(5)) / 1000, end))
+            out.append((end - float(m.group(6)) / 1000, end))
     return out
 
 
@@ -379,9 +389,10 @@ def main() -> None:
             swap_spans = [] if args.interference else swaps_of(broker_log, topic)
             in_swap = [lat for t, lat in lp.samples if any(a <= t <= b for a, b in swap_spans)]
             # the slowest records of the cleaning sample: when sent, in seconds after the
-            # start of the cleaning they fell in, and that cleaning's length
+            # start of the cleaning they fell in, that cleaning's length and its map pass's
             slow = sorted(((lat, t) for t, lat in lp.samples if covers(t)), reverse=True)[:3]
-            where = [(round(lat * 1000, 1), next((round(t - a, 3), round(b - a, 3))
+            maps = map_passes(broker_log, topic)
+            where = [(round(lat * 1000, 1), next((round(t - a, 3), round(b - a, 3), maps.get(b))
                                                 for a, b in spans if a <= t <= b)) for lat, t in slow]
             lp.samples = []
             lp.run(args.idle)

@@ -338,9 +338,10 @@ class LogCleanerService:
             except OSError as exc:
                 log.error("%s-%d: cleaned, but its cleaner checkpoints could not be written: %s", *tp, exc)
             log.info("%s-%d: cleaned up to offset %d: %d segments -> %d, %d records removed, "
-                     "%d -> %d bytes in %.2f s (swap %.1f ms, %.1f ms of it on the loop)", tp[0], tp[1],
-                     result.cleaned_up_to, len(plan.segments), len(result.groups), result.records_removed,
-                     result.bytes_read, result.bytes_written, t1 - t0, swap_ms, on_loop_ms)
+                     "%d -> %d bytes in %.2f s (offset map %.2f s; swap %.1f ms, %.1f ms of it on the loop)",
+                     tp[0], tp[1], result.cleaned_up_to, len(plan.segments), len(result.groups),
+                     result.records_removed, result.bytes_read, result.bytes_written, t1 - t0,
+                     result.map_seconds, swap_ms, on_loop_ms)
             self._last_stats.append(CleanerStats(
                 result.bytes_read, result.bytes_written, time.monotonic() - t0,
                 result.map_entries / max(1, self._map_bytes // MAP_SLOT_BYTES)))

@@ -149,6 +149,7 @@ class CleaningResult:
     bytes_written: int = 0
     records_removed: int = 0
     map_entries: int = 0  # keys in the offset map (the dedupe buffer's use)
+    map_seconds: float = 0.0  # the offset map pass (Kafka's "Indexed ... in N seconds")
     # the earliest delete horizon of the kept batches holding tombstones or markers
     # (KIP-534); None: none left
     delete_horizon: int | None = None
@@ -462,7 +463,9 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
     if offset_map is None:
         offset_map = sized_offset_map(plan, map_budget_bytes, load_factor, map_buffer)
     result = CleaningResult()
+    t0 = time.monotonic()
     end = build_offset_map(plan, offset_map, throttle)
+    result.map_seconds = time.monotonic() - t0
     result.cleaned_up_to = end
     result.map_entries = offset_map.size
     staging = plan.dir / STAGING_DIR
