@@ -19,11 +19,13 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from kafkarepl import _core
+from kafkarepl.storage.janitor import JANITOR
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
@@ -47,6 +49,7 @@ class _SparseIndex:
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
         self._mm: mmap.mmap | None = None
         self._mapped_entries = 0
+        self._shrinking: threading.Event | None = None  # a shrink of the file on the janitor's thread
         self._appendable = False  # preallocate once the file exists
         self.torn = False
         self.n_entries = 0
@@ -77,15 +80,32 @@ class _SparseIndex:
             self._map(self.max_entries)
 
     # -- mapping -------------------------------------------------------------------
-    def _map(self, entries: int) -> None:
+    def _map(self, entries: int, shrink_later: bool = False) -> None:
         # The new mapping first: if it fails (ENOMEM, EMFILE: mmap dups the descriptor),
         # the old one still serves the written entries, which lie inside both sizes.
-        os.ftruncate(self._fd, entries * self.ENTRY.size)
-        new = mmap.mmap(self._fd, entries * self.ENTRY.size) if entries else None
+        # shrink_later: a smaller file's ftruncate goes to the janitor's thread (freeing
+        # the preallocated blocks waits on the journal); the new mapping lies inside both
+        # sizes, and any later resize of this file waits for it first.
+        self._await_shrink()
+        size = entries * self.ENTRY.size
+        later = shrink_later and entries < self._mapped_entries
+        if not later:
+            os.ftruncate(self._fd, size)
+        new = mmap.mmap(self._fd, size) if entries else None
         if self._mm is not None:
             self._mm.close()
         self._mm = new
         self._mapped_entries = entries
+        if later:
+            try:
+                self._shrinking = JANITOR.shrink(os.dup(self._fd), size)
+            except OSError:  # no descriptor to spare: shrink it here
+                os.ftruncate(self._fd, size)
+
+    def _await_shrink(self) -> None:
+        if self._shrinking is not None:
+            self._shrinking.wait()
+            self._shrinking = None
 
     def make_appendable(self) -> None:
         """Grow the file to its preallocated size (the segment became active); without a
@@ -94,11 +114,12 @@ class _SparseIndex:
         if self._fd >= 0 and self._mapped_entries < self.max_entries:
             self._map(self.max_entries)
 
-    def trim(self) -> None:
-        """Shrink the file to the written entries (segment rolled or closing)."""
+    def trim(self, shrink_later: bool = False) -> None:
+        """Shrink the file to the written entries (segment rolled or closing);
+        shrink_later: the file's ftruncate on the janitor's thread (a roll on the loop)."""
         self._appendable = False
         if self._fd >= 0 and self._mapped_entries != self.n_entries:
-            self._map(self.n_entries)
+            self._map(self.n_entries, shrink_later)
 
     # -- entries -------------------------------------------------------------------
     @property
@@ -189,6 +210,7 @@ class _SparseIndex:
             self._mm.flush()
 
     def close(self) -> None:
+        self._await_shrink()  # closed files are at their size (a reopen trusts a clean one)
         if self._mm is not None:
             self._mm.close()
             self._mm = None

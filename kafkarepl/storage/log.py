@@ -779,7 +779,7 @@ class Log:
         if seg.size == 0:
             return seg
         base = self.log_end_offset
-        seg.make_inactive()
+        seg.make_inactive(shrink_later=True)
         for suffix in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX):
             stale = self.dir / f"{base:020d}{suffix}"
             if stale.exists():

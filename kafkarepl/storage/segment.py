@@ -386,17 +386,18 @@ class LogSegment:
         self.offset_index.make_appendable()
         self.time_index.make_appendable()
 
-    def make_inactive(self) -> None:
+    def make_inactive(self, shrink_later: bool = False) -> None:
         """Rolled (or written by the cleaner): record the final max timestamp and trim
-        both indexes, whose files exist from now on even for an empty segment."""
+        both indexes, whose files exist from now on even for an empty segment.
+        shrink_later: the files' shrinks on the janitor's thread (a roll on the loop)."""
         self._ensure_index_files()
-        self._finish_indexes()
+        self._finish_indexes(shrink_later)
 
-    def _finish_indexes(self) -> None:
+    def _finish_indexes(self, shrink_later: bool = False) -> None:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.offset_index.trim()
-        self.time_index.trim()
+        self.offset_index.trim(shrink_later)
+        self.time_index.trim(shrink_later)
 
     def flush(self) -> None:
         if self.fd >= 0:

@@ -206,6 +206,54 @@ def test_read_at_segment_end_moves_to_next_segment(open_log):
     assert offsets(read_bytes(log, 2)) == [2, 3]
 
 
+def test_a_roll_shrinks_the_rolled_indexes_on_the_janitors_thread(open_log, monkeypatch):
+    # The preallocated .index/.timeindex shrink (ftruncate: blocks freed, under a busy
+    # journal 1-3 ms) is the janitor's job, not the loop's; the rolled segment's indexes
+    # serve lookups at once, and a truncation back into it grows its files again only
+    # after that shrink.
+    from kafkarepl.storage.janitor import JANITOR
+
+    held = threading.Event()
+    monkeypatch.setattr(JANITOR, "_submit", _gated_submit(JANITOR._submit, held))
+    log = open_log(LogConfig(index_interval_bytes=1))
+    for _ in range(5):
+        log.append_as_leader(build_batch(2), 0, T0)
+    first = log.active_segment
+    log.roll()
+    index_path = first.log_path.with_suffix(".index")
+    assert index_path.stat().st_size == LogConfig().segment_index_bytes // 8 * 8  # not shrunk yet
+    assert first.offset_index.lookup(5)[0] == 5 and offsets(read_bytes(log, 4)) == [4, 5, 6, 7, 8, 9]
+    held.set()
+    assert JANITOR.wait(10)
+    assert index_path.stat().st_size == first.offset_index.n_entries * 8 == 4 * 8  # a batch each but the first
+    assert first.log_path.with_suffix(".timeindex").stat().st_size == 12  # its max timestamp's entry
+
+    # rolled again and truncated back into the rolled segment before the janitor ran
+    held.clear()
+    second = log.active_segment
+    for _ in range(3):
+        log.append_as_leader(build_batch(1), 0, T0)
+    log.roll()
+    threading.Timer(0.3, held.set).start()
+    t0 = time.monotonic()
+    log.truncate_to(12)  # the segment is active again: its indexes grow once the shrink is done
+    assert log.active_segment is second and time.monotonic() - t0 >= 0.25
+    assert second.log_path.with_suffix(".index").stat().st_size == LogConfig().segment_index_bytes // 8 * 8
+    log.append_as_leader(build_batch(3), 0, T0)
+    assert offsets(read_bytes(log, 10)) == [10, 11, 12, 13, 14]
+    assert second.offset_index.lookup(14)[0] == 14
+
+
+def _gated_submit(submit, gate: threading.Event):
+    """The janitor's submit, each job waiting for `gate` first."""
+    def gated(job):
+        def run():
+            gate.wait(10)
+            job()
+        submit(run)
+    return gated
+
+
 def test_roll_by_segment_ms(open_log):
     log = open_log(LogConfig(segment_ms=1000))
     log.append_as_leader(build_batch(1), 0, T0)
