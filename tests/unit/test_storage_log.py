@@ -244,6 +244,29 @@ def test_a_roll_shrinks_the_rolled_indexes_on_the_janitors_thread(open_log, monk
     assert second.offset_index.lookup(14)[0] == 14
 
 
+def test_a_crash_before_the_deferred_shrink_rebuilds_the_untrimmed_index(open_log, tmp_path, monkeypatch):
+    # The rolled index still at its preallocated size with zeros after its entries (the
+    # janitor had not run): a restart's sanity check refuses it and rebuilds it from the log.
+    from kafkarepl.storage.janitor import JANITOR
+
+    held = threading.Event()
+    monkeypatch.setattr(JANITOR, "_submit", _gated_submit(JANITOR._submit, held))
+    log = open_log(LogConfig(index_interval_bytes=1))
+    for _ in range(5):
+        log.append_as_leader(build_batch(2), 0, T0)
+    log.roll()
+    log.append_as_leader(build_batch(2), 0, T0)
+    log.flush()
+    crashed = tmp_path / "crashed" / "topic-0"
+    shutil.copytree(log.dir, crashed)  # the files as a kill -9 leaves them
+    held.set()
+    assert (crashed / "00000000000000000000.index").stat().st_size > 4 * 8
+    reopened = open_log(LogConfig(index_interval_bytes=1), name="crashed/topic-0", recovery_point=12)
+    first = reopened.segments[0]
+    assert first.offset_index.n_entries == 4 and first.offset_index.lookup(7)[0] == 7
+    assert offsets(read_bytes(reopened, 6)) == [6, 7, 8, 9] and reopened.log_end_offset == 12
+
+
 def _gated_submit(submit, gate: threading.Event):
     """The janitor's submit, each job waiting for `gate` first."""
     def gated(job):
