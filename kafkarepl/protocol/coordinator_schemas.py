@@ -13,7 +13,9 @@ The non-flexible versions are declared: those kafkarepl and Kafka 4.0's coordina
 from __future__ import annotations
 
 import base64
+import functools
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from .codec import DecodeError, compile_decoder, compile_encoder
@@ -117,7 +119,7 @@ class RecordSchema:
     def __init__(self, fields: Fields, versions: range) -> None:
         self.fields, self.versions = fields, versions
         self._readers = {v: compile_decoder(fields, v, False) for v in versions}
-        self._writers = {v: compile_encoder(fields, v, False) for v in versions}
+        self._writers: dict[int, Callable[[list, dict], None]] = {}  # compiled at first use
 
     def read(self, data: bytes, *, exact: bool = True, newer_as_latest: bool = False) -> tuple[int, dict[str, Any]]:
         """(version, decoded dict) of `data`: an int16 version, then the fields at it.
@@ -141,14 +143,22 @@ class RecordSchema:
 
     def write(self, version: int, body: dict[str, Any]) -> bytes:
         """`body` as a record key or value: the int16 version, then the fields at it."""
+        writer = self._writers.get(version)
+        if writer is None:
+            writer = self._writers[version] = compile_encoder(self.fields, version, False)
         out: list[Any] = [_VERSION.pack(version)]
-        self._writers[version](out, body)
+        writer(out, body)
         return b"".join(out)
 
 
 def read_versioned(data: bytes, fields: Fields, versions: range, **kw: bool) -> tuple[int, dict[str, Any]]:
     """RecordSchema(fields, versions).read(data, **kw), for tools reading any record kind."""
-    return RecordSchema(fields, versions).read(data, **kw)
+    return _schema(fields, versions).read(data, **kw)
+
+
+@functools.cache
+def _schema(fields: Fields, versions: range) -> RecordSchema:
+    return RecordSchema(fields, versions)
 
 
 def to_json(fields: Fields, version: int, body: dict[str, Any]) -> dict[str, Any]:

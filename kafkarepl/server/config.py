@@ -521,8 +521,8 @@ def _properties() -> dict[str, tuple[str, Any]]:
 
 
 # Kafka settings read only as other settings' fallbacks: log.dir for log.dirs, and the
-# coarser units of log.retention.ms, log.roll.ms and log.roll.jitter.ms (Kafka's own server.properties sets
-# log.retention.hours=168).
+# coarser units of log.retention.ms, log.roll.ms and log.roll.jitter.ms (Kafka's own
+# server.properties sets log.retention.hours=168).
 ALIAS_PROPERTIES: dict[str, type] = {"log.retention.minutes": int, "log.retention.hours": int,
                                      "log.roll.hours": int, "log.roll.jitter.hours": int, "log.dir": str}
 # attribute -> (its own property, the coarser ones standing for it when it is not set)

@@ -36,8 +36,8 @@ ZERO_UUID = uuid.UUID(int=0)
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 TOPIC_CONFIG_NAMES = frozenset(
     {
-        "segment.bytes", "segment.ms", "segment.jitter.ms", "retention.ms", "retention.bytes", "index.interval.bytes",
-        "segment.index.bytes", "max.message.bytes", "message.timestamp.type", "min.insync.replicas",
+        "segment.bytes", "segment.ms", "segment.jitter.ms", "retention.ms", "retention.bytes",
+        "index.interval.bytes", "segment.index.bytes", "max.message.bytes", "message.timestamp.type", "min.insync.replicas",
         "unclean.leader.election.enable", "flush.messages", "flush.ms", "cleanup.policy",
         "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
         "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
@@ -52,8 +52,9 @@ TOPIC_CONFIG_NAMES = frozenset(
 )
 # Topic configs without a broker setting that Kafka's DescribeConfigs (and CreateTopics
 # v5+) still lists for every topic, with LogConfig's default: the throttled replica lists
-# (empty: none) and tiered storage's switches (off; it is not built). file.delete.delay.ms and preallocate have their broker defaults
-# (log.segment.delete.delay.ms, log.preallocate; BrokerConfig.topic_defaults): the first
+# (empty: none) and tiered storage's switches (off; it is not built). file.delete.delay.ms
+# and preallocate have their broker defaults (log.segment.delete.delay.ms,
+# log.preallocate; BrokerConfig.topic_defaults): the first
 # is honoured per topic (how long a retired segment's data stays for readers, storage/
 # log.py), the second accepted and not honoured (segments are never preallocated;
 # docs/operations.md says why). message.timestamp.difference.max.ms is not listed unless a

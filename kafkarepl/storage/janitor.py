@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import logging
 import os
 import shutil
 import threading
@@ -34,6 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+log = logging.getLogger(__name__)
 _MAX_WAIT_S = 3600.0
 # Kafka's default file.delete.delay.ms: the fixed delay every retired descriptor had here
 # before the delay became a topic config.
@@ -98,8 +100,8 @@ class FileJanitor:
         def job() -> None:
             try:
                 os.ftruncate(fd, size)
-            except OSError:
-                pass
+            except OSError as exc:
+                log.warning("index file shrink to %d bytes failed: %s", size, exc)
             finally:
                 _close_quietly(fd)
                 done.set()
