@@ -192,6 +192,22 @@ def new_offset_map(buffer_bytes: int, load_factor: float) -> _core.OffsetMap:
     return _core.OffsetMap(mem, slots, load_factor)
 
 
+class IoBuffers:
+    """The segment passes' read buffer and cleaned-output buffer. A cleaner thread keeps
+    one set between groups and cleanings (MapBuffer.io): a fresh 1 or 2 MiB bytearray is
+    zeroed, a page fault per page, while its thread holds the GIL, which kept the event
+    loop waiting 0.5-2 ms at each group's start (bench/RESULTS.md)."""
+
+    def __init__(self) -> None:
+        self.read = bytearray(_READ_CHUNK)
+        self.write = bytearray(2 * _READ_CHUNK)
+
+    def grow(self, need: int) -> None:
+        """Room for a batch of `need` bytes read, and its cleaned copy."""
+        self.read = bytearray(max(need, len(self.read)))
+        self.write = bytearray(max(len(self.write), 3 * len(self.read)))
+
+
 class MapBuffer:
     """One cleaner thread's offset map memory (log.cleaner.dedupe.buffer.size per thread),
     kept between cleanings as Kafka keeps its dedupe buffer. Each cleaning's map is a
@@ -202,6 +218,7 @@ class MapBuffer:
     def __init__(self, budget_bytes: int) -> None:
         self.budget_bytes = budget_bytes
         self._mem: np.ndarray | None = None
+        self.io = IoBuffers()  # the segment passes' read and write buffers, kept too
 
     def offset_map(self, buffer_bytes: int, load_factor: float) -> _core.OffsetMap:
         slots = 1 << max(1, (max(2, min(buffer_bytes, self.budget_bytes) // MAP_SLOT_BYTES)).bit_length() - 1)
@@ -301,7 +318,7 @@ def _map_batch(batch: memoryview, offset_map: _core.OffsetMap, first_dirty: int,
 
 
 def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
-                     throttle: Throttle | None = None) -> int:
+                     throttle: Throttle | None = None, io: IoBuffers | None = None) -> int:
     """Map the dirty section; returns the offset up to which it is fully mapped (the
     cleaning end: a full map stops at the start of the segment that did not fit).
     Whole segments go through one C call each (plain batches, GIL released); only the
@@ -309,7 +326,7 @@ def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
     if offset_map.size:  # a new map is already clear; clearing touches all its pages
         offset_map.clear()
     first_dirty = plan.first_dirty
-    buf = bytearray(_READ_CHUNK)
+    io = io or IoBuffers()
     txn = TxnCleaning(plan.aborted)  # aborted batches are not mapped
     budget = _budget(throttle)
     end = first_dirty
@@ -318,13 +335,14 @@ def build_offset_map(plan: CleaningPlan, offset_map: _core.OffsetMap,
             continue
         pos = 0
         while pos < seg.size:
-            stop, pos, need, nread, full = offset_map.map_segment(seg.fd, pos, seg.size, buf, first_dirty, budget)
+            stop, pos, need, nread, full = offset_map.map_segment(seg.fd, pos, seg.size, io.read, first_dirty,
+                                                                  budget)
             if throttle is not None:
                 throttle(nread)
             if full:
                 return max(end, first_dirty)
             if stop == _core.SEG_GROW:
-                buf = bytearray(need)
+                io.grow(need)
             elif stop == _core.SEG_BATCH:
                 if _map_batch(_read_batch(seg, pos, need), offset_map, first_dirty, txn):
                     return max(end, first_dirty)
@@ -463,8 +481,9 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
     if offset_map is None:
         offset_map = sized_offset_map(plan, map_budget_bytes, load_factor, map_buffer)
     result = CleaningResult()
+    io = map_buffer.io if map_buffer is not None else IoBuffers()
     t0 = time.monotonic()
-    end = build_offset_map(plan, offset_map, throttle)
+    end = build_offset_map(plan, offset_map, throttle, io)
     result.map_seconds = time.monotonic() - t0
     result.cleaned_up_to = end
     result.map_entries = offset_map.size
@@ -475,7 +494,8 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
     txn = TxnCleaning(plan.aborted)  # one pass from the log start: spans the groups
     try:
         for group in group_segments(plan, end):
-            result.groups.append(_clean_group(plan, group, offset_map, staging, scratch, result, throttle, txn))
+            result.groups.append(_clean_group(plan, group, offset_map, staging, scratch, result, throttle, txn,
+                                              io))
         fsync_dir(staging)
     except BaseException:
         result.close()
@@ -486,7 +506,7 @@ def clean(plan: CleaningPlan, offset_map: _core.OffsetMap | None = None, throttl
 
 def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _core.OffsetMap,
                  staging: Path, scratch: bytearray, result: CleaningResult,
-                 throttle: Throttle | None, txn: TxnCleaning) -> CleanedGroup:
+                 throttle: Throttle | None, txn: TxnCleaning, io: IoBuffers) -> CleanedGroup:
     base = group[0].base_offset
     # Indexes preallocated to what the group can need, not segment.index.bytes: the first
     # write to each page of a large sparse mapping reads a window around it (zeroed pages)
@@ -494,8 +514,6 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
     need = (sum(s.size for s in group) // max(1, plan.index_interval_bytes) + 4) * TIMEINDEX_ENTRY
     seg = LogSegment(staging, base, plan.index_interval_bytes, min(plan.segment_index_bytes, need))
     retain = np.array(sorted(plan.last_batch_offsets.values()), dtype=np.int64)
-    buf = bytearray(_READ_CHUNK)
-    out = bytearray(2 * _READ_CHUNK)
     budget = _budget(throttle)
     removed = 0
     try:
@@ -505,7 +523,7 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
             pos = 0
             while pos < src.size:  # plain batches in C, a whole segment per call
                 stop, pos, need, nread, nwritten, lost, infos, horizon = offset_map.clean_segment(
-                    src.fd, pos, src.size, buf, out, _READ_CHUNK, seg.fd, seg.size, plan.now_ms,
+                    src.fd, pos, src.size, io.read, io.write, _READ_CHUNK, seg.fd, seg.size, plan.now_ms,
                     plan.delete_retention_ms, retain, budget)
                 seg.appended(nwritten, infos)
                 removed += lost
@@ -513,9 +531,8 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offset_map: _co
                 result.bytes_written += nwritten
                 if throttle is not None:
                     throttle(nread + nwritten)
-                if stop == _core.SEG_GROW:  # a batch larger than buf, or its cleaned copy than out
-                    buf = bytearray(max(need, len(buf)))
-                    out = bytearray(max(len(out), 3 * len(buf)))
+                if stop == _core.SEG_GROW:  # a batch larger than the read buffer, or its cleaned copy
+                    io.grow(need)
                 elif stop == _core.SEG_BATCH:  # compressed, transactional or control
                     cleaned, lost, horizon = clean_batch(_read_batch(src, pos, need), offset_map, plan, scratch, txn)
                     removed += lost

@@ -63,16 +63,16 @@ def write_log(lg: Log, specs: list, stamps: dict[int, int]) -> dict[bytes, int]:
 
 
 def clean_and_compare(lg: Log, d, now: int, first_dirty: int, chunk: int,
-                      latest: dict[bytes, int] | None) -> int:
+                      latest: dict[bytes, int] | None, io: cleaner.MapBuffer | None = None) -> int:
     """One cleaning through the C path against batch by batch; swaps it in; returns the
-    cleaned-up-to offset."""
+    cleaned-up-to offset. io: a cleaner thread's buffers, kept from an earlier cleaning."""
     fd, end, _ = lg.cleanable_range(first_dirty, lg.log_end_offset, now)
     plan = lg.cleaning_plan(fd, end, now)
     try:
         m = new_offset_map(1 << 16, 0.9)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(cleaner, "_READ_CHUNK", chunk)
-            result = clean(plan, m)
+            result = clean(plan, m, map_buffer=io)
         for k, off in (latest or {}).items():
             assert m.get(k) == off
         got = b"".join((d / STAGING_DIR / f"{g.base_offset:020d}.log").read_bytes() for g in result.groups)
@@ -105,6 +105,12 @@ def clean_and_compare(lg: Log, d, now: int, first_dirty: int, chunk: int,
     return result.cleaned_up_to
 
 
+def _small_buffers(chunk: int) -> cleaner.IoBuffers:
+    io = cleaner.IoBuffers()
+    io.read, io.write = bytearray(chunk), bytearray(2 * chunk)  # grown by batches larger than a piece
+    return io
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(batch_spec, min_size=1, max_size=30), st.sampled_from([64, 200, 777, 1 << 20]),
        st.integers(0, 2 * DAY))
@@ -118,9 +124,11 @@ def test_chunked_cleaning_equals_batch_by_batch(tmp_path_factory, specs, chunk, 
         lg.roll()
         lg.reconfigure(LogConfig(cleanup_policy="compact", **cfg))
         now = T0 + 3 * DAY
-        first_dirty = clean_and_compare(lg, d, now, 0, chunk, latest)
+        kept = cleaner.MapBuffer(1 << 16)  # the read and write buffers reused by both cleanings
+        kept.io = cleaner.IoBuffers() if chunk == 1 << 20 else _small_buffers(chunk)
+        first_dirty = clean_and_compare(lg, d, now, 0, chunk, latest, kept)
         # Again without new writes, before or past the horizons the first cleaning set.
-        clean_and_compare(lg, d, now + later, first_dirty, chunk, None)
+        clean_and_compare(lg, d, now + later, first_dirty, chunk, None, kept)
         for seg in lg.segments:
             for off, ts, _k, _v in decode(os.pread(seg.fd, seg.size, 0)):
                 if off in stamps:  # (markers are not in stamps)
