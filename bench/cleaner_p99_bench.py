@@ -181,38 +181,33 @@ CLEANED = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO \[kafkarepl\
                      r"(\S+)-(\d+): cleaned up to offset .* in ([\d.]+) s \(offset map ([\d.]+) s; swap ([\d.]+) ms")
 
 
-def cleanings(broker_log: Path, topic: str) -> list[tuple[float, float]]:
-    """(start, end) wall-clock times of the cleanings of `topic` the broker logged: from
-    the plan to the end of the swap."""
+def _logged(broker_log: Path, topic: str) -> list[tuple[float, float, float, float]]:
+    """(end, seconds, offset map seconds, swap seconds) of each cleaning of `topic` the
+    broker logged, its end in wall-clock time."""
     out = []
     for line in broker_log.read_text(errors="replace").splitlines():
         m = CLEANED.match(line)
         if m and m.group(2) == topic:
             end = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            out.append((end - float(m.group(4)) - float(m.group(6)) / 1000, end))
+            out.append((end, float(m.group(4)), float(m.group(5)), float(m.group(6)) / 1000))
     return out
+
+
+def cleanings(broker_log: Path, topic: str) -> list[tuple[float, float]]:
+    """(start, end) wall-clock times of the cleanings of `topic` the broker logged: from
+    the plan to the end of the swap."""
+    return [(end - s - swap, end) for end, s, _m, swap in _logged(broker_log, topic)]
 
 
 def map_passes(broker_log: Path, topic: str) -> dict[float, float]:
     """The cleanings' end -> how long their offset map pass (the first) took."""
-    out = {}
-    for line in broker_log.read_text(errors="replace").splitlines():
-        m = CLEANED.match(line)
-        if m and m.group(2) == topic:
-            out[datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()] = float(m.group(5))
-    return out
+    return {end: m for end, _s, m, _swap in _logged(broker_log, topic)}
 
 
 def swaps_of(broker_log: Path, topic: str) -> list[tuple[float, float]]:
     """(start, end) wall-clock times of the swaps (the steps on the event loop) of the
     cleanings of `topic`."""
-    out = []
-    for line in broker_log.read_text(errors="replace").splitlines():
-        m = CLEANED.match(line)
-        if m and m.group(2) == topic:
-            end = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            out.append((end - float(m.group(6)) / 1000, end))
-    return out
+    return [(end - swap, end) for end, _s, _m, swap in _logged(broker_log, topic)]
 
 
 class LatencyProducer:

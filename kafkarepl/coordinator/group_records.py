@@ -16,7 +16,7 @@ from kafkarepl.protocol.coordinator_schemas import (
     GROUP_METADATA_KEY,
     GROUP_METADATA_VALUE,
     RecordSchema,
-    record_version,
+    UnknownVersionError,
 )
 
 GROUP_KEY_VERSION = 2
@@ -57,9 +57,10 @@ def encode_group_key(group_id: str) -> bytes:
 
 def decode_group_key(key: bytes) -> str | None:
     """The group id of a group metadata key, or None for another record kind."""
-    if record_version(key) != GROUP_KEY_VERSION:
+    try:
+        _, k = _KEY.read(key, exact=False)
+    except UnknownVersionError:
         return None
-    _, k = _KEY.read(key, exact=False)
     return str(k["group"])
 
 

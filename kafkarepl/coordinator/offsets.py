@@ -17,7 +17,7 @@ from kafkarepl.protocol.coordinator_schemas import (
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
     RecordSchema,
-    record_version,
+    UnknownVersionError,
 )
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -69,9 +69,10 @@ def encode_value(o: OffsetAndMetadata) -> bytes:
 def decode_key(key: bytes) -> OffsetKey | None:
     """The offset key, or None for another record kind (group metadata, unknown);
     ValueError when malformed."""
-    if record_version(key) not in _KEY.versions:
+    try:
+        _, k = _KEY.read(key, exact=False)
+    except UnknownVersionError:
         return None
-    _, k = _KEY.read(key, exact=False)
     return OffsetKey(k["group"], k["topic"], k["partition"])
 
 

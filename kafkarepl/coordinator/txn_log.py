@@ -15,7 +15,6 @@ from kafkarepl.protocol.coordinator_schemas import (
     TRANSACTION_LOG_KEY,
     TRANSACTION_LOG_VALUE,
     RecordSchema,
-    record_version,
 )
 
 TXN_TOPIC = "__transaction_state"
@@ -71,8 +70,6 @@ def encode_key(transactional_id: str) -> bytes:
 def decode_key(data: bytes) -> str | None:
     """The transactional id, or None for a key of another version or a malformed one."""
     try:
-        if record_version(data) not in _KEY.versions:
-            return None
         return str(_KEY.read(data, exact=False)[1]["transactional_id"])
     except ValueError:
         return None
