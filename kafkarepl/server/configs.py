@@ -4,6 +4,7 @@ IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -83,6 +84,34 @@ def broker_synonyms(topic_config: str) -> list[str]:
     return special.get(topic_config, [f"log.{topic_config}"])
 
 
+# Settings whose Kafka default lives in a coarser unit: log.retention.ms and .minutes
+# have none (null), log.retention.hours is 168, and so on; the ms forms here hold the
+# resolved value, not a default of their own.
+_COARSE_DEFAULTS: dict[str, str | None] = {
+    "log.retention.ms": None, "log.retention.minutes": None, "log.retention.hours": "168",
+    "log.roll.ms": None, "log.roll.hours": "168", "log.roll.jitter.ms": None, "log.roll.jitter.hours": "0",
+}
+
+
+# Kafka's synonyms of a broker setting given in several units (brokerConfigSynonyms).
+_COARSE_GROUPS: dict[str, tuple[str, ...]] = {
+    n: group for group in (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                           ("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"))
+    for n in group}
+
+
+@functools.cache
+def _builtin_props() -> dict[str, str]:
+    return BrokerConfig().as_props()
+
+
+def builtin_broker_default(name: str) -> str | None:
+    """Kafka's built-in default of a broker setting, None where it has none."""
+    if name in _COARSE_DEFAULTS:
+        return _COARSE_DEFAULTS[name]
+    return _builtin_props().get(name)
+
+
 # The broker defaults of topic configs an operator may also change at run time, for every
 # broker (--entity-default) or one, as Kafka's DynamicLogConfig: broker name -> topic name.
 # Every topic without its own override takes the new value at once.
@@ -95,7 +124,7 @@ def dynamic_topic_defaults(broker_configs: dict[str, str]) -> dict[str, str]:
 
 
 Body = dict[str, Any]
-Entry = tuple[str, int, bool]  # value, source, read-only
+Entry = tuple[str | None, int, bool]  # value, source, read-only
 
 
 class ConfigService:
@@ -114,7 +143,7 @@ class ConfigService:
     async def describe(self, rtype: int, rname: str) -> dict[str, Entry]:
         return {k: (v[0], v[1], v[2]) for k, v in (await self.describe_with_synonyms(rtype, rname)).items()}
 
-    async def describe_with_synonyms(self, rtype: int, rname: str) -> dict[str, tuple[str, int, bool, list[Synonym]]]:
+    async def describe_with_synonyms(self, rtype: int, rname: str) -> dict[str, tuple[str | None, int, bool, list[Synonym]]]:
         """name -> (value, source, read-only, synonyms): the synonyms in Kafka's order of
         precedence (DescribeConfigs v1+ include_synonyms): for a topic, its own override,
         then the broker setting(s) it defaults to; for a broker, the dynamic per-broker
@@ -128,17 +157,17 @@ class ConfigService:
             overrides = await self.topic_overrides(rname)
             dynamic = ((await self.store.get_broker_config(self.broker_id), CONFIG_SOURCE_DYNAMIC_BROKER),
                        (await self.store.get_broker_config(), CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER))
-            out: dict[str, tuple[str, int, bool, list[Synonym]]] = {}
+            out: dict[str, tuple[str | None, int, bool, list[Synonym]]] = {}
             for k, v in cfg.topic_defaults().items():
                 syn: list[Synonym] = [(k, overrides[k], CONFIG_SOURCE_TOPIC)] if k in overrides else []
-                b0 = broker_synonyms(k)[0]
-                syn += [(b0, values[b0], source) for values, source in dynamic if b0 in values]
-                # The broker settings set in server.properties, most specific first; with
-                # none set, the one holding the built-in default.
-                present = [b for b in broker_synonyms(k) if b in props]
-                for b in [b for b in present if b in cfg.explicit] or present[:1]:
-                    syn.append((b, props[b], CONFIG_SOURCE_STATIC_BROKER if b in cfg.explicit
-                                else CONFIG_SOURCE_DEFAULT))
+                # Kafka's order (ConfigHelper.configSynonyms): by source, dynamic per-broker,
+                # dynamic cluster-wide, server.properties, built-in default; within each, the
+                # broker settings most specific first (log.retention.ms before .hours).
+                names = broker_synonyms(k)
+                for values, source in dynamic:
+                    syn += [(b, values[b], source) for b in names if b in values]
+                syn += [(b, props[b], CONFIG_SOURCE_STATIC_BROKER) for b in names if b in cfg.explicit and b in props]
+                syn += [(b, d, CONFIG_SOURCE_DEFAULT) for b in names if (d := builtin_broker_default(b)) is not None]
                 if k in overrides:
                     out[k] = (overrides[k], CONFIG_SOURCE_TOPIC, False, syn)
                 elif syn and syn[0][2] in (CONFIG_SOURCE_DYNAMIC_BROKER, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER):
@@ -155,21 +184,21 @@ class ConfigService:
                 raise KafkaError(f"broker {rname} is not this broker", ErrorCode.INVALID_REQUEST)
             default = await self.store.get_broker_config()
             mine = await self.store.get_broker_config(self.broker_id) if rname else {}
-            broker: dict[str, tuple[str, int, bool, list[Synonym]]] = {}
+            broker: dict[str, tuple[str | None, int, bool, list[Synonym]]] = {}
             if not rname:  # the cluster-wide default: its dynamic values only, as Kafka's
                 return {k: (v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, False,
                             [(k, v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER)]) for k, v in sorted(default.items())}
-            for k in sorted({*props, *default, *mine}):
-                syn = []
-                if k in mine:
-                    syn.append((k, mine[k], CONFIG_SOURCE_DYNAMIC_BROKER))
-                if k in default:
-                    syn.append((k, default[k], CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER))
-                if k in props:
-                    syn.append((k, props[k], CONFIG_SOURCE_STATIC_BROKER if k in cfg.explicit
-                                else CONFIG_SOURCE_DEFAULT))
+            for k in sorted({*props, *default, *mine, *_COARSE_DEFAULTS}):
+                group = _COARSE_GROUPS.get(k, (k,))
+                syn = [(b, mine[b], CONFIG_SOURCE_DYNAMIC_BROKER) for b in group if b in mine]
+                syn += [(b, default[b], CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER) for b in group if b in default]
+                syn += [(b, props[b], CONFIG_SOURCE_STATIC_BROKER) for b in group if b in cfg.explicit and b in props]
+                syn += [(b, d, CONFIG_SOURCE_DEFAULT) for b in group if (d := builtin_broker_default(b)) is not None]
+                # Its own value (null for log.retention.ms when only .hours holds one, as
+                # Kafka's); the source is the synonym in force.
+                value = next((v for b, v, _src in syn if b == k), None)
                 read_only = k not in DYNAMIC_BROKER_CONFIGS and k not in DYNAMIC_LOG_CONFIGS
-                broker[k] = (syn[0][1], syn[0][2], read_only, syn)
+                broker[k] = (value, syn[0][2] if syn else CONFIG_SOURCE_DEFAULT, read_only, syn)
             return broker
         raise KafkaError(f"unsupported resource type {rtype}", ErrorCode.INVALID_REQUEST)
 

@@ -42,7 +42,7 @@ def test_topic_and_broker_configs(cluster_factory) -> None:
         "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete,"
         " DEFAULT_CONFIG:log.cleanup.policy=delete}",
         "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000,"
-        " DEFAULT_CONFIG:log.retention.ms=604800000}",
+        " DEFAULT_CONFIG:log.retention.hours=168}",
     ]
     ok(b, "--topic", "t", "--alter", "--delete-config", "retention.ms")
     lines = ok(b, "--topic", "t", "--describe")
@@ -118,7 +118,8 @@ def test_file_delete_delay_is_the_topics_and_changes_live(cluster_factory) -> No
     held = _deleted_segment_fds(pid, "fdd-0")
     every = ok(b, "--topic", "fdd", "--describe", "--all")
     assert "  file.delete.delay.ms=600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:file.delete.delay.ms=600000," \
-           " STATIC_BROKER_CONFIG:log.segment.delete.delay.ms=0}" in every, every
+           " STATIC_BROKER_CONFIG:log.segment.delete.delay.ms=0, DEFAULT_CONFIG:log.segment.delete.delay.ms=60000}" \
+        in every, every
     assert not any(x.startswith("  message.timestamp.difference.max.ms=") for x in every), every  # as Kafka 4.0
 
     ok(b, "--topic", "fdd", "--alter", "--add-config", "file.delete.delay.ms=0")

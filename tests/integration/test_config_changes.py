@@ -98,7 +98,7 @@ def test_log_retention_hours_in_server_properties_applies(cluster_factory) -> No
                 "include_synonyms": True, "include_documentation": False}
     [entry] = wire.call("127.0.0.1", port, ApiKey.DESCRIBE_CONFIGS, 4, describe)["results"][0]["configs"]
     assert (entry["value"], entry["config_source"]) == ("3600000", 4), entry  # STATIC_BROKER_CONFIG
-    assert [(s["name"], s["value"]) for s in entry["synonyms"]] == [("log.retention.hours", "1")], entry
+    assert [(s["name"], s["value"]) for s in entry["synonyms"]] == [("log.retention.hours", "1"), ("log.retention.hours", "168")], entry
 
 
 KAFKA_SERVER_PROPERTIES = """\

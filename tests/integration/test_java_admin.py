@@ -52,9 +52,10 @@ def test_describe_configs_synonyms_in_kafkas_order(cluster_factory) -> None:
     java_tools.run("broker-throttle", c.bootstrap, "1", "5000")
     out = java_tools.run("synonyms", c.bootstrap, "syn", "retention.ms", "1", "leader.replication.throttled.rate")
     topic, broker = out.split("] ")
-    # A topic override first, then the broker setting it would fall back to.
-    assert topic.startswith("retention.ms=60000:DYNAMIC_TOPIC_CONFIG [retention.ms=60000:DYNAMIC_TOPIC_CONFIG;"
-                            "log.retention.ms=3600000:STATIC_BROKER_CONFIG;"), out
+    # A topic override first, then the broker settings it would fall back to, by source:
+    # server.properties, then the built-in default, which Kafka keeps in hours.
+    assert topic == ("retention.ms=60000:DYNAMIC_TOPIC_CONFIG [retention.ms=60000:DYNAMIC_TOPIC_CONFIG;"
+                     "log.retention.ms=3600000:STATIC_BROKER_CONFIG;log.retention.hours=168:DEFAULT_CONFIG;"), out
     assert broker.startswith("leader.replication.throttled.rate=5000:DYNAMIC_BROKER_CONFIG "
                              "[leader.replication.throttled.rate=5000:DYNAMIC_BROKER_CONFIG;"), out
 
@@ -67,12 +68,18 @@ def test_delete_delay_preallocate_and_timestamp_difference_described_as_kafka(cl
     c.create_topic("fdd", 1, 1, configs={"file.delete.delay.ms": "100"})
     out = java_tools.run("synonyms", c.bootstrap, "fdd", "file.delete.delay.ms", "1", "log.segment.delete.delay.ms")
     assert out == ("file.delete.delay.ms=100:DYNAMIC_TOPIC_CONFIG [file.delete.delay.ms=100:DYNAMIC_TOPIC_CONFIG;"
-                   "log.segment.delete.delay.ms=5000:STATIC_BROKER_CONFIG;] "
+                   "log.segment.delete.delay.ms=5000:STATIC_BROKER_CONFIG;"
+                   "log.segment.delete.delay.ms=60000:DEFAULT_CONFIG;] "
                    "log.segment.delete.delay.ms=5000:STATIC_BROKER_CONFIG "
-                   "[log.segment.delete.delay.ms=5000:STATIC_BROKER_CONFIG;]"), out
+                   "[log.segment.delete.delay.ms=5000:STATIC_BROKER_CONFIG;"
+                   "log.segment.delete.delay.ms=60000:DEFAULT_CONFIG;]"), out
     out = java_tools.run("synonyms", c.bootstrap, "fdd", "preallocate", "1", "log.preallocate")
     assert out == ("preallocate=false:DEFAULT_CONFIG [log.preallocate=false:DEFAULT_CONFIG;] "
                    "log.preallocate=false:DEFAULT_CONFIG [log.preallocate=false:DEFAULT_CONFIG;]"), out
+    # Kafka keeps the retention and roll defaults in hours: the ms forms have none of their own.
+    out = java_tools.run("synonyms", c.bootstrap, "fdd", "segment.ms", "1", "log.retention.ms")
+    assert out == ("segment.ms=604800000:DEFAULT_CONFIG [log.roll.hours=168:DEFAULT_CONFIG;] "
+                   "log.retention.ms=null:DEFAULT_CONFIG [log.retention.hours=168:DEFAULT_CONFIG;]"), out
     out = java_tools.run("synonyms", c.bootstrap, "fdd", "message.timestamp.difference.max.ms", "1",
                          "log.message.timestamp.before.max.ms")
     assert out.startswith("message.timestamp.difference.max.ms=absent log.message.timestamp.before.max.ms="), out

@@ -40,7 +40,7 @@ LISTED = {  # no broker setting: Kafka's LogConfig default, no synonyms
 BROKER_BACKED = {  # topic config -> (broker synonym, Kafka's default)
     "file.delete.delay.ms": ("log.segment.delete.delay.ms", "60000"),
     "preallocate": ("log.preallocate", "false"),
-    "segment.jitter.ms": ("log.roll.jitter.ms", "0"),
+    "segment.jitter.ms": ("log.roll.jitter.hours", "0"),  # Kafka: the ms form has no default
     "local.retention.ms": ("log.local.retention.ms", "-2"),
     "local.retention.bytes": ("log.local.retention.bytes", "-2"),
     "message.downconversion.enable": ("log.message.downconversion.enable", "true"),
@@ -97,6 +97,7 @@ def test_file_delete_delay_synonyms_in_kafkas_order() -> None:
         ("file.delete.delay.ms", "100", CONFIG_SOURCE_TOPIC),
         ("log.segment.delete.delay.ms", "7000", CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER),
         ("log.segment.delete.delay.ms", "5000", CONFIG_SOURCE_STATIC_BROKER),
+        ("log.segment.delete.delay.ms", "60000", CONFIG_SOURCE_DEFAULT),
     ])
     # Without the override, the dynamic cluster default is the value.
     assert describe({}, cfg, {"log.segment.delete.delay.ms": "7000"})["file.delete.delay.ms"][:2] == (
