@@ -43,6 +43,7 @@ from kafkarepl.protocol.audit import missing_fields
 from kafkarepl.protocol.codec import EntryBudgetExceeded
 from kafkarepl.protocol.error_counts import error_counts
 from kafkarepl.server.listeners import Listener, set_current_listener
+from kafkarepl.server.log_limit import LogLimiter
 from kafkarepl.server.request_cost import CostSink, RequestCost, set_request_cost
 from kafkarepl.server.request_metrics import RequestMetrics
 from kafkarepl.server.ssl_principal import distinguished_name
@@ -740,7 +741,7 @@ class Connection:
             self._pending_changed.set()
             await writer
         except (FrameError, KafkaError, ConnectionClosing) as exc:
-            log.info("closing connection from %s: %s", self.peer, exc)
+            self.server.client_log.log(logging.INFO, "closing connection from %s: %s", self.peer, exc)
         except (ConnectionError, OSError, EOFError) as exc:
             log.debug("connection from %s ended: %s", self.peer, exc)
         except Exception:
@@ -797,6 +798,8 @@ class SocketServer:
         # limits and the request memory pool are shared by all, as Kafka's.
         self.listeners = [Listener(listener_name, host, port, ssl_context, sasl_factory, principal_name),
                           *more_listeners]
+        # Lines a client can cause (malformed requests, refused connections), capped.
+        self.client_log = LogLimiter(log, schedule=lambda delay, fn: asyncio.get_running_loop().call_later(delay, fn))
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
         self.reauthentications = 0  # successful KIP-368 re-authentications
         self.handler = handler
@@ -866,7 +869,7 @@ class SocketServer:
         for conn in list(self.connections):
             if conn.stalled_for(now) >= self.stalled_answer_s and conn.serving is not None \
                     and not conn.serving.done() and conn.pool_bytes():
-                log.warning("closing connection from %s: stalled for %.0f s (an answer unread or a request "
+                self.client_log.log(logging.WARNING, "closing connection from %s: stalled for %.0f s (an answer unread or a request "
                             "still arriving) while it holds %d bytes of the full request memory pool "
                             "(queued.max.request.bytes)", conn.peer, conn.stalled_for(now), conn.pool_bytes())
                 conn.serving.cancel()
@@ -906,7 +909,8 @@ class SocketServer:
                     await asyncio.sleep(wait_ms / 1000)
             if len(self.connections) + len(self._throttled) >= self.max_connections \
                     and not (listener.name == self.protected_listener and self._close_lru_client()):
-                log.warning("max.connections=%d reached: refusing %s", self.max_connections, peer)
+                self.client_log.log(logging.WARNING, "max.connections=%d reached: refusing %s",
+                                    self.max_connections, peer)
                 sock.close()
                 continue
             ip = peer[0] if isinstance(peer, tuple) else str(peer)
@@ -919,7 +923,7 @@ class SocketServer:
             limit = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
             if self._per_ip[ip] >= limit:
                 # As Kafka: the connection is closed at once, before any request is read.
-                log.warning("max.connections.per.ip=%d reached for %s: refusing", limit, ip)
+                self.client_log.log(logging.WARNING, "max.connections.per.ip=%d reached for %s: refusing", limit, ip)
                 sock.close()
                 continue
             sock.setblocking(False)
@@ -942,8 +946,9 @@ class SocketServer:
         if not others:
             return False
         lru = min(others, key=lambda c: c.last_active)
-        log.info("max.connections=%d reached: closing the least recently active client connection, from %s, "
-                 "for a connection on the inter-broker listener", self.max_connections, lru.peer)
+        self.client_log.log(logging.INFO, "max.connections=%d reached: closing the least recently active client "
+                            "connection, from %s, for a connection on the inter-broker listener",
+                            self.max_connections, lru.peer)
         assert lru.serving is not None
         lru.closed = True  # not picked again before its task ends
         lru.serving.cancel()

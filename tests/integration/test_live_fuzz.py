@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafkarepl.cli import wire
 from kafkarepl.protocol import API, ApiKey, encode_request
 from kafkarepl.protocol.samples import sample_body
+from kafkarepl.server.log_limit import BURST, WINDOW_S
 from tests.fixtures.cluster import TestCluster
 from tests.integration.test_hostile_admin import rss_kb
 from tests.unit.test_batch_validation import raw_batch, record
@@ -253,6 +254,7 @@ def test_live_fuzz_keeps_brokers_serving_and_data_intact(cluster_factory) -> Non
     threads = [threading.Thread(target=run.loop(w, seed + i), daemon=True) for i, w in enumerate(workers)]
     for t in threads:
         t.start()
+    started = time.monotonic()
     time.sleep(FUZZ_SECONDS)
     run.stop.set()
     for t in threads:
@@ -270,3 +272,17 @@ def test_live_fuzz_keeps_brokers_serving_and_data_intact(cluster_factory) -> Non
     assert read_all(c) == before, f"seed {seed}: data changed"
     r = wire.call(HOST, c.brokers[c.leader_of(TOPIC)].port, ApiKey.METADATA, 9, {"topics": None})
     assert r["brokers"] and not any(t["error_code"] for t in r["topics"] if t["name"] == TOPIC)
+    # The lines the fuzzing caused in the brokers' logs are capped (server/log_limit.py):
+    # thousands of malformed frames a second, at most BURST lines per WINDOW_S, the rest
+    # counted in a summary line.
+    summary = "more lines like 'closing connection from %s: %s' left out"
+    deadline = started + WINDOW_S + 10  # the first window's summary is written at its end
+    while time.monotonic() < deadline and not all(summary in b.log.read_text(errors="replace")
+                                                  for b in c.brokers.values()):
+        time.sleep(0.5)
+    windows = (time.monotonic() - started) / WINDOW_S + 2
+    for bid, b in c.brokers.items():
+        text = b.log.read_text(errors="replace")
+        closes = text.count("INFO [kafkarepl.server.network] closing connection from ")
+        assert closes <= BURST * windows, (bid, closes)
+        assert summary in text, bid
