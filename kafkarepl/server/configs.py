@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from kafkarepl.errors import ErrorCode, KafkaError
@@ -112,6 +113,17 @@ def builtin_broker_default(name: str) -> str | None:
     return _builtin_props().get(name)
 
 
+def setting_synonyms(names: Iterable[str], dynamic: Iterable[tuple[Mapping[str, str], int]],
+                     props: Mapping[str, str], explicit: Collection[str]) -> list[Synonym]:
+    """The values of broker settings `names` (most specific first) in Kafka's order
+    (ConfigHelper.configSynonyms): by source, the dynamic per-broker and cluster-wide
+    values, server.properties, the built-in default; within a source, by name."""
+    names = list(names)
+    out = [(b, values[b], source) for values, source in dynamic for b in names if b in values]
+    out += [(b, props[b], CONFIG_SOURCE_STATIC_BROKER) for b in names if b in explicit and b in props]
+    return out + [(b, d, CONFIG_SOURCE_DEFAULT) for b in names if (d := builtin_broker_default(b)) is not None]
+
+
 # The broker defaults of topic configs an operator may also change at run time, for every
 # broker (--entity-default) or one, as Kafka's DynamicLogConfig: broker name -> topic name.
 # Every topic without its own override takes the new value at once.
@@ -160,14 +172,7 @@ class ConfigService:
             out: dict[str, tuple[str | None, int, bool, list[Synonym]]] = {}
             for k, v in cfg.topic_defaults().items():
                 syn: list[Synonym] = [(k, overrides[k], CONFIG_SOURCE_TOPIC)] if k in overrides else []
-                # Kafka's order (ConfigHelper.configSynonyms): by source, dynamic per-broker,
-                # dynamic cluster-wide, server.properties, built-in default; within each, the
-                # broker settings most specific first (log.retention.ms before .hours).
-                names = broker_synonyms(k)
-                for values, source in dynamic:
-                    syn += [(b, values[b], source) for b in names if b in values]
-                syn += [(b, props[b], CONFIG_SOURCE_STATIC_BROKER) for b in names if b in cfg.explicit and b in props]
-                syn += [(b, d, CONFIG_SOURCE_DEFAULT) for b in names if (d := builtin_broker_default(b)) is not None]
+                syn += setting_synonyms(broker_synonyms(k), dynamic, props, cfg.explicit)
                 if k in overrides:
                     out[k] = (overrides[k], CONFIG_SOURCE_TOPIC, False, syn)
                 elif syn and syn[0][2] in (CONFIG_SOURCE_DYNAMIC_BROKER, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER):
@@ -189,11 +194,8 @@ class ConfigService:
                 return {k: (v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, False,
                             [(k, v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER)]) for k, v in sorted(default.items())}
             for k in sorted({*props, *default, *mine, *_COARSE_DEFAULTS}):
-                group = _COARSE_GROUPS.get(k, (k,))
-                syn = [(b, mine[b], CONFIG_SOURCE_DYNAMIC_BROKER) for b in group if b in mine]
-                syn += [(b, default[b], CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER) for b in group if b in default]
-                syn += [(b, props[b], CONFIG_SOURCE_STATIC_BROKER) for b in group if b in cfg.explicit and b in props]
-                syn += [(b, d, CONFIG_SOURCE_DEFAULT) for b in group if (d := builtin_broker_default(b)) is not None]
+                syn = setting_synonyms(_COARSE_GROUPS.get(k, (k,)), ((mine, CONFIG_SOURCE_DYNAMIC_BROKER),
+                                       (default, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER)), props, cfg.explicit)
                 # Its own value (null for log.retention.ms when only .hours holds one, as
                 # Kafka's); the source is the synonym in force.
                 value = next((v for b, v, _src in syn if b == k), None)
