@@ -50,6 +50,9 @@ from kafkarepl.server.ssl_principal import distinguished_name
 from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
 log = logging.getLogger(__name__)
+# Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: re-authentications of one
+# connection start at least this far apart.
+MIN_REAUTH_INTERVAL_S = 1.0
 # Tests set it to have every response checked for fields the handler left out.
 _AUDIT = bool(os.environ.get("KAFKAREPL_AUDIT_RESPONSES"))
 
@@ -276,6 +279,7 @@ class Connection:
         self.principal = "User:ANONYMOUS"
         self._session_expires: float | None = None  # loop time; connections.max.reauth.ms
         self._reauth: Any = None  # a re-authentication in progress (KIP-368)
+        self._reauth_started = float("-inf")  # loop time its SaslHandshake came
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
@@ -485,9 +489,25 @@ class Connection:
 
     def _reauthenticate(self, req: Any, held: int, started: float) -> None:
         """KIP-368: a SaslHandshake on an authenticated connection starts a new login with
-        the same mechanism; it must end with the same principal, else the connection closes."""
+        the same mechanism; it must end with the same principal, else the connection closes.
+        As Kafka's KafkaChannel, only a session that expires can re-authenticate, at most
+        once a second (each login costs the broker a SCRAM or token check); otherwise the
+        request is answered as by Kafka's request handlers (ILLEGAL_SASL_STATE) and the
+        connection goes on."""
+        now = self.loop.time()
+        if req.api_key == ApiKey.SASL_HANDSHAKE and (
+                self._session_expires is None or now - self._reauth_started < MIN_REAUTH_INTERVAL_S):
+            self._answer_now(req, {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []},
+                             held, started)
+            return
+        if req.api_key == ApiKey.SASL_AUTHENTICATE and self._reauth is None:
+            self._answer_now(req, {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "session_lifetime_ms": 0,
+                                   "error_message": "SaslAuthenticate request received after successful "
+                                                    "authentication", "auth_bytes": b""}, held, started)
+            return
         if req.api_key == ApiKey.SASL_HANDSHAKE:
             assert self.listener.sasl_factory is not None
+            self._reauth_started = now
             self._reauth = self.listener.sasl_factory()
             mechanism = req.body["mechanism"] or ""
             body = self._reauth.handshake(mechanism)
@@ -497,21 +517,16 @@ class Connection:
             failed = self._reauth.failed
         else:
             reauth = self._reauth
-            if reauth is None:
-                body = {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "error_message": "SaslHandshake first",
-                        "auth_bytes": b"", "session_lifetime_ms": 0}
-                failed = True
-            else:
-                body = reauth.authenticate(bytes(req.body["auth_bytes"] or b""))
-                if reauth.complete and reauth.principal != self.principal:
-                    body = {**body, "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "session_lifetime_ms": 0,
-                            "error_message": "re-authentication must keep the connection's principal"}
-                    reauth.failed = True
-                elif reauth.complete:
-                    self.sasl, self._reauth = reauth, None
-                    self._start_session(reauth)
-                    self.server.reauthentications += 1
-                failed = reauth.failed
+            body = reauth.authenticate(bytes(req.body["auth_bytes"] or b""))
+            if reauth.complete and reauth.principal != self.principal:
+                body = {**body, "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "session_lifetime_ms": 0,
+                        "error_message": "re-authentication must keep the connection's principal"}
+                reauth.failed = True
+            elif reauth.complete:
+                self.sasl, self._reauth = reauth, None
+                self._start_session(reauth)
+                self.server.reauthentications += 1
+            failed = reauth.failed
         self._answer_now(req, body, held, started)
         if failed:
             self._close_after_failure = True
