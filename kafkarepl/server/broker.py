@@ -241,6 +241,7 @@ class Broker:
             max_request_entries=config.max_request_entries,
             ssl_context=first.ssl_context, sasl_factory=first.sasl_factory,
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
+            sasl_max_receive_size=config.sasl_server_max_receive_size,
             listener_name=first.name, principal_name=first.principal_name, more_listeners=more,
             connection_throttle=self.client_quotas.record_connection,
             accept_throttle=self.client_quotas.record_broker_connection,

@@ -69,6 +69,9 @@ class BrokerConfig:
     sasl_jaas_config: str = prop("sasl.jaas.config", "")
     connection_failed_authentication_delay_ms: int = prop("connection.failed.authentication.delay.ms", 100)
     connections_max_reauth_ms: int = prop("connections.max.reauth.ms", 0)  # KIP-368; 0: never
+    # Frames a SASL listener reads before the login is done: Kafka's bound on what an
+    # unauthenticated client can make the broker buffer.
+    sasl_server_max_receive_size: int = prop("sasl.server.max.receive.size", 524288)
     # Delegation tokens (server/delegation_tokens.py, KIP-48): on when a secret is set (the
     # same on every broker: each derives tokens' HMACs from it); master.key is its old name
     delegation_token_secret_key: str = prop("delegation.token.secret.key", "")
@@ -283,6 +286,8 @@ class BrokerConfig:
             raise ConfigError("min.insync.replicas must be >= 1")
         if self.message_max_bytes <= 0 or self.socket_request_max_bytes <= 0:
             raise ConfigError("message.max.bytes and socket.request.max.bytes must be > 0")
+        if self.sasl_server_max_receive_size <= 0:
+            raise ConfigError("sasl.server.max.receive.size must be > 0")
         if self.max_connection_creation_rate < 0:
             raise ConfigError("max.connection.creation.rate must be >= 0")
         if self.quota_window_num < 1 or self.quota_window_size_seconds < 1:

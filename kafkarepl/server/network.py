@@ -315,14 +315,18 @@ class Connection:
         socket.request.max.bytes before anything is allocated for it, and a large frame's
         buffer grows with the bytes that actually arrive (never more than twice what was
         received), so announcing a huge size costs the sender, not the broker."""
-        max_size = self.server.max_request_bytes
+        max_size, knob = self.server.max_request_bytes, "socket.request.max.bytes"
+        if self.sasl is not None and not self.sasl.complete and self.server.sasl_max_receive_size < max_size:
+            # Before the login (ApiVersions, SaslHandshake, SaslAuthenticate): Kafka's
+            # SaslServerAuthenticator reads no larger frame.
+            max_size, knob = self.server.sasl_max_receive_size, "sasl.server.max.receive.size"
         while self._end - self._start < 4:
             self._compact()
             self._end += await self._recv_into(memoryview(self._buf)[self._end :])
         size = int.from_bytes(self._buf[self._start : self._start + 4], "big", signed=True)
         if size < 0 or size > max_size:
             raise FrameError(
-                f"request size {size} is outside [0, socket.request.max.bytes={max_size}]")
+                f"request size {size} is outside [0, {knob}={max_size}]")
         self._start += 4
         if self._serial:
             # Throttled once by a quota: from then on one request at a time, as Kafka
@@ -800,6 +804,7 @@ class SocketServer:
         ssl_context: ssl.SSLContext | None = None,
         sasl_factory: Callable[[], Any] | None = None,
         failed_authentication_delay_ms: int = 100,
+        sasl_max_receive_size: int = 524288,
         listener_name: str = "PLAINTEXT",
         principal_name: Callable[[str], str | None] | None = None,
         more_listeners: Sequence[Listener] = (),
@@ -816,6 +821,7 @@ class SocketServer:
         # Lines a client can cause (malformed requests, refused connections), capped.
         self.client_log = LogLimiter(log, schedule=lambda delay, fn: asyncio.get_running_loop().call_later(delay, fn))
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
+        self.sasl_max_receive_size = sasl_max_receive_size  # sasl.server.max.receive.size
         self.reauthentications = 0  # successful KIP-368 re-authentications
         self.handler = handler
         self.on_unsupported_version = on_unsupported_version

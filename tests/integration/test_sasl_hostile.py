@@ -147,7 +147,7 @@ def test_hostile_sasl_clients_get_errors_and_the_broker_keeps_serving(cluster_fa
     assert "internal error" not in log and "Traceback" not in log, c.tail(1)
 
 
-def test_reauthentication_starts_at_most_once_a_second(cluster_factory, tmp_path) -> None:
+def test_reauthentication_once_a_second_and_frames_before_login_bounded(cluster_factory, tmp_path) -> None:
     c = cluster_factory(1, start=False)
     b = c.brokers[1]
     b.config.write_text(b.config.read_text().replace("PLAINTEXT://", "SASL_PLAINTEXT://")
@@ -168,4 +168,24 @@ def test_reauthentication_starts_at_most_once_a_second(cluster_factory, tmp_path
     time.sleep(1.1)
     assert handshake(r, "PLAIN")["error_code"] == 0  # type: ignore[index]
     assert authenticate(r, login)["error_code"] == 0  # type: ignore[index]
+    r.close()
+    # Before a login a SASL listener reads no frame over sasl.server.max.receive.size
+    # (512 KiB, Kafka's): the connection closes on the size alone. Under it, answered.
+    with socket.create_connection((HOST, b.port), timeout=5) as s:
+        s.sendall(struct.pack(">i", 600_000) + b"\x00" * 64)
+        assert s.recv(1024) == b""
+    r = Raw(b.port)
+    handshake(r, "PLAIN")
+    resp = authenticate(r, b"\x00alice\x00" + b"p" * 400_000)
+    assert resp is not None and resp["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED, resp
+    r.close()
+    # Once logged in, socket.request.max.bytes (100 MiB) again.
+    r = Raw(b.port)
+    handshake(r, "PLAIN")
+    assert authenticate(r, login)["error_code"] == 0  # type: ignore[index]
+    names = [f"no-such-topic-{i:040d}" for i in range(12_000)]  # ~700 KB
+    md = r.call(ApiKey.METADATA, 9, {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": False,
+                                     "include_cluster_authorized_operations": False,
+                                     "include_topic_authorized_operations": False})
+    assert md is not None and len(md["topics"]) == len(names), md and len(md["topics"])
     r.close()
