@@ -46,13 +46,11 @@ from kafkarepl.server.listeners import Listener, set_current_listener
 from kafkarepl.server.log_limit import LogLimiter
 from kafkarepl.server.request_cost import CostSink, RequestCost, set_request_cost
 from kafkarepl.server.request_metrics import RequestMetrics
+from kafkarepl.server.sasl_session import SASL_APIS, SaslSession
 from kafkarepl.server.ssl_principal import distinguished_name
 from kafkarepl.storage.validation import DEFAULT_MAX_DECOMPRESSED_BYTES, request_budget
 
 log = logging.getLogger(__name__)
-# Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: re-authentications of one
-# connection start at least this far apart.
-MIN_REAUTH_INTERVAL_S = 1.0
 # Tests set it to have every response checked for fields the handler left out.
 _AUDIT = bool(os.environ.get("KAFKAREPL_AUDIT_RESPONSES"))
 
@@ -275,11 +273,8 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.tls: _Tls | None = (_Tls(listener.ssl_context, sock, self.loop)
                                  if listener.ssl_context is not None else None)
-        self.sasl = listener.sasl_factory() if listener.sasl_factory is not None else None
+        self.sasl = SaslSession(listener.sasl_factory) if listener.sasl_factory is not None else None
         self.principal = "User:ANONYMOUS"
-        self._session_expires: float | None = None  # loop time; connections.max.reauth.ms
-        self._reauth: Any = None  # a re-authentication in progress (KIP-368)
-        self._reauth_started = float("-inf")  # loop time its SaslHandshake came
         self._buf = bytearray(_SMALL_BUF)
         self._start = 0
         self._end = 0
@@ -436,15 +431,27 @@ class Connection:
             return
         sasl = self.sasl
         if sasl is not None and req.api_key != ApiKey.API_VERSIONS:
+            # Served synchronously, so a pipelined request after them sees the outcome.
+            now = self.loop.time()
             if not sasl.complete:
-                self._authenticate(sasl, req, held, started)
-                return
-            if req.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-                self._reauthenticate(req, held, started)
-                return
-            if self._session_expires is not None and self.loop.time() >= self._session_expires:
+                if req.api_key not in SASL_APIS:
+                    raise ConnectionClosing(f"request {req.api_key} before SASL authentication")
+                step = sasl.login(req.api_key, req.api_version, req.body, now)
+                if sasl.complete:
+                    self.principal = sasl.principal
+            elif req.api_key in SASL_APIS:
+                step = sasl.relogin(req.api_key, req.body, now)
+                self.server.reauthentications += step.reauthenticated
+            elif sasl.expired(now):
                 # KIP-368: no re-authentication within connections.max.reauth.ms
                 raise ConnectionClosing("SASL session expired without re-authentication")
+            else:
+                step = None
+            if step is not None:
+                self._answer_now(req, step.body, held, started)
+                # Answer, then close after connection.failed.authentication.delay.ms.
+                self._close_after_failure |= step.failed
+                return
         # Each request's handler runs in its own context holding its decompression
         # budget (kafkarepl.max.decompressed.request.bytes, storage.validation).
         ctx = contextvars.copy_context()
@@ -468,76 +475,6 @@ class Connection:
     def muted_for(self) -> float:
         """Seconds left of the throttle."""
         return max(0.0, self._muted_until - self.loop.time())
-
-    def _authenticate(self, sasl: Any, req: Any, held: int, started: float) -> None:
-        """Before authentication only SaslHandshake and SaslAuthenticate are served
-        (synchronously, so a pipelined request after them sees the outcome)."""
-        if req.api_key == ApiKey.SASL_HANDSHAKE and req.api_version == 0:
-            # v0 would be followed by raw SASL tokens, outside Kafka's framing: not served.
-            body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "mechanisms": sasl.enabled}
-            sasl.failed = True
-        elif req.api_key == ApiKey.SASL_HANDSHAKE:
-            body = sasl.handshake(req.body["mechanism"] or "")
-        elif req.api_key == ApiKey.SASL_AUTHENTICATE:
-            body = sasl.authenticate(bytes(req.body["auth_bytes"] or b""))
-            if sasl.complete:
-                self.principal = sasl.principal
-        else:
-            raise ConnectionClosing(f"request {req.api_key} before SASL authentication")
-        self._answer_now(req, body, held, started)
-        if sasl.complete:
-            self._start_session(sasl)
-        if sasl.failed:
-            # Answer, then close after connection.failed.authentication.delay.ms.
-            self._close_after_failure = True
-
-    def _reauthenticate(self, req: Any, held: int, started: float) -> None:
-        """KIP-368: a SaslHandshake on an authenticated connection starts a new login with
-        the same mechanism; it must end with the same principal, else the connection closes.
-        As Kafka's KafkaChannel, only a session that expires can re-authenticate, at most
-        once a second (each login costs the broker a SCRAM or token check); otherwise the
-        request is answered as by Kafka's request handlers (ILLEGAL_SASL_STATE) and the
-        connection goes on."""
-        now = self.loop.time()
-        if req.api_key == ApiKey.SASL_HANDSHAKE and (
-                self._session_expires is None or now - self._reauth_started < MIN_REAUTH_INTERVAL_S):
-            self._answer_now(req, {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []},
-                             held, started)
-            return
-        if req.api_key == ApiKey.SASL_AUTHENTICATE and self._reauth is None:
-            self._answer_now(req, {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "session_lifetime_ms": 0,
-                                   "error_message": "SaslAuthenticate request received after successful "
-                                                    "authentication", "auth_bytes": b""}, held, started)
-            return
-        if req.api_key == ApiKey.SASL_HANDSHAKE:
-            assert self.listener.sasl_factory is not None
-            self._reauth_started = now
-            self._reauth = self.listener.sasl_factory()
-            mechanism = req.body["mechanism"] or ""
-            body = self._reauth.handshake(mechanism)
-            if self.sasl is None or mechanism != self.sasl.mechanism:
-                body = {**body, "error_code": int(ErrorCode.ILLEGAL_SASL_STATE)}
-                self._reauth.failed = True
-            failed = self._reauth.failed
-        else:
-            reauth = self._reauth
-            body = reauth.authenticate(bytes(req.body["auth_bytes"] or b""))
-            if reauth.complete and reauth.principal != self.principal:
-                body = {**body, "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "session_lifetime_ms": 0,
-                        "error_message": "re-authentication must keep the connection's principal"}
-                reauth.failed = True
-            elif reauth.complete:
-                self.sasl, self._reauth = reauth, None
-                self._start_session(reauth)
-                self.server.reauthentications += 1
-            failed = reauth.failed
-        self._answer_now(req, body, held, started)
-        if failed:
-            self._close_after_failure = True
-
-    def _start_session(self, sasl: Any) -> None:
-        lifetime = sasl.session_lifetime_ms
-        self._session_expires = self.loop.time() + lifetime / 1000 if lifetime > 0 else None
 
     def _answer_now(self, req: Any, body: dict[str, Any], held: int, started: float) -> None:
         fut = self.loop.create_future()
