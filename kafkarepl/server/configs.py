@@ -85,20 +85,14 @@ def broker_synonyms(topic_config: str) -> list[str]:
     return special.get(topic_config, [f"log.{topic_config}"])
 
 
-# Settings whose Kafka default lives in a coarser unit: log.retention.ms and .minutes
-# have none (null), log.retention.hours is 168, and so on; the ms forms here hold the
-# resolved value, not a default of their own.
-_COARSE_DEFAULTS: dict[str, str | None] = {
-    "log.retention.ms": None, "log.retention.minutes": None, "log.retention.hours": "168",
-    "log.roll.ms": None, "log.roll.hours": "168", "log.roll.jitter.ms": None, "log.roll.jitter.hours": "0",
-}
-
-
 # Kafka's synonyms of a broker setting given in several units (brokerConfigSynonyms).
 _COARSE_GROUPS: dict[str, tuple[str, ...]] = {
     n: group for group in (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
                            ("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"))
     for n in group}
+# Of these, Kafka's default lives in the hours alone (log.retention.ms and .minutes are
+# null); kafkarepl's ms settings hold the resolved value, not a default of their own.
+_COARSE_DEFAULTS = {"log.retention.hours": "168", "log.roll.hours": "168", "log.roll.jitter.hours": "0"}
 
 
 @functools.cache
@@ -108,8 +102,8 @@ def _builtin_props() -> dict[str, str]:
 
 def builtin_broker_default(name: str) -> str | None:
     """Kafka's built-in default of a broker setting, None where it has none."""
-    if name in _COARSE_DEFAULTS:
-        return _COARSE_DEFAULTS[name]
+    if name in _COARSE_GROUPS:
+        return _COARSE_DEFAULTS.get(name)
     return _builtin_props().get(name)
 
 
@@ -193,7 +187,7 @@ class ConfigService:
             if not rname:  # the cluster-wide default: its dynamic values only, as Kafka's
                 return {k: (v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, False,
                             [(k, v, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER)]) for k, v in sorted(default.items())}
-            for k in sorted({*props, *default, *mine, *_COARSE_DEFAULTS}):
+            for k in sorted({*props, *default, *mine, *_COARSE_GROUPS}):
                 syn = setting_synonyms(_COARSE_GROUPS.get(k, (k,)), ((mine, CONFIG_SOURCE_DYNAMIC_BROKER),
                                        (default, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER)), props, cfg.explicit)
                 # Its own value (null for log.retention.ms when only .hours holds one, as

@@ -441,7 +441,8 @@ class Connection:
                     self.principal = sasl.principal
             elif req.api_key in SASL_APIS:
                 step = sasl.relogin(req.api_key, req.body, now)
-                self.server.reauthentications += step.reauthenticated
+                if step.reauthenticated:
+                    self.server.reauthentications += 1
             elif sasl.expired(now):
                 # KIP-368: no re-authentication within connections.max.reauth.ms
                 raise ConnectionClosing("SASL session expired without re-authentication")

@@ -19,6 +19,7 @@ from kafkarepl.server.configs import (
     CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER,
     CONFIG_SOURCE_STATIC_BROKER,
     DYNAMIC_LOG_CONFIGS,
+    RESOURCE_BROKER,
     RESOURCE_TOPIC,
     ConfigService,
 )
@@ -138,3 +139,22 @@ def test_tiered_storage_settings_are_refused_as_a_broker_without_it_refuses_them
     with pytest.raises(KafkaError, match=error) as err:
         validate_topic_configs(configs, storage)
     assert err.value.code is ErrorCode.INVALID_CONFIG
+
+
+def test_broker_ms_settings_are_null_with_kafkas_hours_as_their_synonyms() -> None:
+    # Kafka keeps these defaults in hours: log.retention.ms reads null, its synonym the hours.
+    def broker(cfg: BrokerConfig) -> dict:
+        svc = ConfigService(1, FakeStore({}), cfg, None, None)  # type: ignore[arg-type]
+        return asyncio.run(svc.describe_with_synonyms(RESOURCE_BROKER, "1"))
+
+    hours = ("log.retention.hours", "168", CONFIG_SOURCE_DEFAULT)
+    entries = broker(BrokerConfig())
+    assert entries["log.retention.ms"] == (None, CONFIG_SOURCE_DEFAULT, False, [hours])
+    assert entries["log.retention.hours"] == ("168", CONFIG_SOURCE_DEFAULT, True, [hours])
+    assert entries["log.roll.ms"][:2] == (None, CONFIG_SOURCE_DEFAULT)
+    entries = broker(BrokerConfig.from_props({"log.retention.hours": "1"}))
+    assert entries["log.retention.ms"] == (None, CONFIG_SOURCE_STATIC_BROKER, False, [
+        ("log.retention.hours", "1", CONFIG_SOURCE_STATIC_BROKER), hours])
+    # and the topics' retention.ms, from the same settings
+    assert describe({}, BrokerConfig.from_props({"log.retention.hours": "1"}))["retention.ms"] == (
+        "3600000", CONFIG_SOURCE_STATIC_BROKER, False, [("log.retention.hours", "1", CONFIG_SOURCE_STATIC_BROKER), hours])
