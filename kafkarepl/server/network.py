@@ -310,18 +310,19 @@ class Connection:
         socket.request.max.bytes before anything is allocated for it, and a large frame's
         buffer grows with the bytes that actually arrive (never more than twice what was
         received), so announcing a huge size costs the sender, not the broker."""
-        max_size, knob = self.server.max_request_bytes, "socket.request.max.bytes"
-        if self.sasl is not None and not self.sasl.complete and self.server.sasl_max_receive_size < max_size:
+        max_size = self.server.max_request_bytes
+        if self.sasl is not None and not self.sasl.complete:
             # Before the login (ApiVersions, SaslHandshake, SaslAuthenticate): Kafka's
             # SaslServerAuthenticator reads no larger frame.
-            max_size, knob = self.server.sasl_max_receive_size, "sasl.server.max.receive.size"
+            max_size = min(max_size, self.server.sasl_max_receive_size)
         while self._end - self._start < 4:
             self._compact()
             self._end += await self._recv_into(memoryview(self._buf)[self._end :])
         size = int.from_bytes(self._buf[self._start : self._start + 4], "big", signed=True)
         if size < 0 or size > max_size:
             raise FrameError(
-                f"request size {size} is outside [0, {knob}={max_size}]")
+                f"request size {size} is outside [0, {max_size}] (socket.request.max.bytes; "
+                f"sasl.server.max.receive.size before a SASL login)")
         self._start += 4
         if self._serial:
             # Throttled once by a quota: from then on one request at a time, as Kafka

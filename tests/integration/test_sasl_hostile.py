@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from kafkarepl.cli.wire import _recv_exact
 from kafkarepl.errors import ErrorCode
 from kafkarepl.protocol import ApiKey, decode_response, encode_request
+from tests.integration.test_malformed import CLOSED, read_frame
 from tests.integration.test_sasl import JAAS, conf, roundtrip, start_sasl_cluster, wait_ready
 
 pytestmark = pytest.mark.integration
@@ -40,10 +40,12 @@ class Raw:
         self.cid += 1
         try:
             self.s.sendall(encode_request(key, version, self.cid, "hostile", body))
-            size = struct.unpack(">i", _recv_exact(self.s, 4))[0]
-            frame = _recv_exact(self.s, size)
-        except (ConnectionError, OSError):
+            frame = read_frame(self.s)
+        except OSError:
             return None
+        if frame == CLOSED:
+            return None
+        assert isinstance(frame, bytes)
         cid, resp = decode_response(key, version, memoryview(frame))
         assert cid == self.cid
         return resp
