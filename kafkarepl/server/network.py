@@ -435,7 +435,7 @@ class Connection:
             # Served synchronously, so a pipelined request after them sees the outcome.
             now = self.loop.time()
             if not sasl.complete:
-                if req.api_key not in SASL_APIS:
+                if not sasl.readable_before_login(req.api_key):
                     raise ConnectionClosing(f"request {req.api_key} before SASL authentication")
                 step = sasl.login(req.api_key, req.api_version, req.body, now)
                 if sasl.complete:

@@ -56,6 +56,13 @@ class SaslSession:
         """KIP-368: a session past connections.max.reauth.ms without a new login."""
         return self.expires is not None and now >= self.expires
 
+    def readable_before_login(self, api_key: int) -> bool:
+        """Kafka's SaslServerAuthenticator reads a SaslHandshake first, then its
+        SaslAuthenticates; anything else before the login (a SaslAuthenticate with no
+        handshake included) is an invalid request: the connection closes unanswered."""
+        return api_key == ApiKey.SASL_HANDSHAKE or (api_key == ApiKey.SASL_AUTHENTICATE
+                                                    and self.auth.mechanism is not None)
+
     def login(self, api_key: int, version: int, body: dict[str, Any], now: float) -> Step:
         """A SaslHandshake or SaslAuthenticate before the login is done."""
         auth = self.auth

@@ -1,10 +1,11 @@
 """Hostile clients on a SASL listener: unknown mechanisms, SaslAuthenticate before the
-handshake, garbage and oversized tokens for PLAIN and SCRAM, a SCRAM exchange that
-answers the server's challenge with a forged proof, a second login on a connection whose
-session does not expire. Each gets Kafka's error code or a closed connection (a failed
-login only after `connection.failed.authentication.delay.ms`), the broker stays up, a
-real client still logs in, and nothing is logged as an internal error. Re-authentication
-(KIP-368) starts at most once a second per connection, as Kafka's."""
+handshake (closed unanswered, as Kafka's), garbage and oversized tokens for PLAIN and
+SCRAM, a SCRAM exchange that answers the server's challenge with a forged proof, a second
+login on a connection whose session does not expire. Each gets Kafka's error code or a
+closed connection (a failed login only after `connection.failed.authentication.delay.ms`),
+the broker stays up, a real client still logs in, and nothing is logged as an internal
+error. Re-authentication (KIP-368) starts at most once a second per connection, as
+Kafka's."""
 
 from __future__ import annotations
 
@@ -72,11 +73,9 @@ def _attacks(port: int, rng: random.Random, seen: dict[str, set]) -> None:
             if kind == "mechanism":
                 resp = handshake(r, rng.choice(["GSSAPI", "OAUTHBEARER", "", "x" * 1000, "plain"]))
                 out = None if resp is None else resp["error_code"]
-            elif kind == "early_auth":  # no handshake first: refused, the connection closed
+            elif kind == "early_auth":  # no handshake first: closed unanswered, as Kafka's
                 resp = authenticate(r, b"\x00alice\x00alice-secret")
                 out = None if resp is None else resp["error_code"]
-                if resp is not None:
-                    assert authenticate(r, b"\x00alice\x00alice-secret") is None  # closed after it
             elif kind == "plain_garbage":
                 handshake(r, "PLAIN")
                 resp = authenticate(r, os.urandom(rng.randrange(0, 300)))
@@ -136,7 +135,7 @@ def test_hostile_sasl_clients_get_errors_and_the_broker_keeps_serving(cluster_fa
 
     failed = ErrorCode.SASL_AUTHENTICATION_FAILED
     assert seen.get("mechanism") == {ErrorCode.UNSUPPORTED_SASL_MECHANISM}, seen
-    assert seen.get("early_auth", set()) <= {ErrorCode.ILLEGAL_SASL_STATE, None} and seen.get("early_auth"), seen
+    assert seen.get("early_auth") == {None}, seen
     assert seen.get("plain_garbage", set()) <= {failed, None} and seen.get("plain_garbage"), seen
     assert seen.get("scram_garbage", set()) <= {failed, None} and seen.get("scram_garbage"), seen
     assert seen.get("forged_proof") == {failed}, seen

@@ -67,3 +67,12 @@ def test_failed_login_and_handshake_v0_close_the_connection() -> None:
     assert step.failed and step.body["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED and not s.complete
     step = session(0).login(HS, 0, {"mechanism": "PLAIN"}, 1.0)
     assert step.failed and step.body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_only_a_handshake_opens_a_login() -> None:
+    s = session(0)
+    assert not s.readable_before_login(AUTH)  # Kafka: an invalid request, closed unanswered
+    assert not s.readable_before_login(ApiKey.METADATA)
+    assert s.readable_before_login(HS)
+    assert s.login(HS, 1, {"mechanism": "PLAIN"}, 1.0).body["error_code"] == 0
+    assert s.readable_before_login(AUTH) and not s.readable_before_login(ApiKey.PRODUCE)
