@@ -21,13 +21,8 @@ from typing import Any, NamedTuple, NoReturn, TypeVar
 
 from kafkarepl import _core
 from kafkarepl.errors import (
-    InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
-    MessageTooLargeError,
     OffsetOutOfRangeError,
-    RecordListTooLargeError,
-    RecordValidationError,
 )
 from kafkarepl.storage.cleaner import (
     STAGING_DIR,
@@ -37,35 +32,25 @@ from kafkarepl.storage.cleaner import (
     CleaningResult,
     SourceSegment,
 )
-from kafkarepl.storage.codecs import recompress_batches
 from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.disk_errors import disk_error
 from kafkarepl.storage.epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from kafkarepl.storage.fsync import fsync_dir
 from kafkarepl.storage.janitor import JANITOR
 from kafkarepl.storage.loader import load_segments, rebuild_from_headers, scan_directory
+from kafkarepl.storage.log_validator import check_sizes, validate_leader_append
 from kafkarepl.storage.producer_state import (
     PRODUCER_ID_EXPIRATION_MS,
     SNAPSHOT_NAME,
     ProducerStateTable,
 )
 from kafkarepl.storage.records import (
-    CONTROL_MASK,
     NO_TIMESTAMP,
-    TIMESTAMP_TYPE_MASK,
-    clear_log_append_time,
-    fix_max_timestamps,
     set_log_append_time,
 )
 from kafkarepl.storage.segment import LogSegment, segment_file
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
 from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
-from kafkarepl.storage.validation import (
-    DecompressionBudget,
-    check_compressed,
-    current_budget,
-    records_of,
-)
 
 log = logging.getLogger("kafkarepl.storage")
 
@@ -132,6 +117,7 @@ class Log:
         """Use Log.open()."""
         self.dir = dir
         self.topic, self.partition = parse_partition_dir(dir.name)
+        self.tp = f"{self.topic}-{self.partition}"  # for messages (a rename keeps the partition)
         self.config = config
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -493,24 +479,6 @@ class Log:
                 f"leo={self.log_end_offset}, segments={len(self._segments)})")
 
     # ================================================================ append
-    def _check_sizes(self, batches: list, total: int) -> bool:
-        """Enforce max.message.bytes per batch and segment.bytes for the whole set;
-        returns whether any batch carries a producer id (idempotence checks needed)."""
-        limit = self.config.max_message_bytes
-        has_pid = False
-        for b in batches:
-            if b[1] > limit:  # size
-                raise MessageTooLargeError(
-                    f"{self.topic}-{self.partition}: batch at position {b.position} is "
-                    f"{b.size} bytes, above max.message.bytes {limit}")
-            if b[10] >= 0:  # producer_id
-                has_pid = True
-        if total > self.config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"{self.topic}-{self.partition}: {total} bytes of records exceed "
-                f"segment.bytes {self.config.segment_bytes}")
-        return has_pid
-
     def append_as_leader(self, records, leader_epoch: int, now_ms: int,
                          control_allowed: bool = False, *, client: bool = False) -> AppendInfo:
         """Validate, deduplicate, assign offsets and `leader_epoch` in place (a read-only
@@ -530,45 +498,9 @@ class Log:
         and one batch only (LogValidator's getFirstBatchAndMaybeValidateNoMoreBatches;
         Kafka holds its coordinators to it too, kafkarepl's write one batch anyway and
         tools and tests append many). A batch flagged LogAppendTime is refused or
-        restamped as LogValidator.validateTimestamp does (_check_producer_log_append_time)."""
-        buf = records if isinstance(records, memoryview) else memoryview(records)
-        if buf.format != "B" or buf.ndim != 1:
-            buf = buf.cast("B")
-        if buf.readonly:
-            buf = memoryview(bytearray(buf))
-        if client and len(buf) >= 8:  # Kafka checks it before the batch's CRC
-            base = int.from_bytes(buf[:8], "big", signed=True)
-            if base != 0:
-                raise self._base_offset_error(base)
-        fixups: list[tuple[int, int]] = []
-        ts_bounds = self.config.timestamp_bounds(now_ms)
-        stray: list[int] = []  # batches with a timestamp outside ts_bounds
-        batches, compressed = _core.validate_leader_batches(
-            buf, self.config.validate_uncompressed_records, fixups, ts_bounds, stray)
-        if not batches:
-            raise InvalidRecordError(f"{self.topic}-{self.partition}: no record batches")
-        if client and len(batches) > 1:
-            for b in batches:
-                if b.base_offset != 0:
-                    raise self._base_offset_error(b.base_offset)
-            raise InvalidRecordError("Compressed outer record has more than one batch")
-        has_pid = self._check_sizes(batches, len(buf))
-        if "compact" in self.config.cleanup_policy:
-            self._check_keys(buf, batches)
-        if not control_allowed and any(b.attributes & CONTROL_MASK for b in batches):  # with a producer id or not
-            raise InvalidRecordError(f"{self.topic}-{self.partition}: clients may not write control batches")
-        if compressed:
-            check_compressed(buf, batches, fixups, indexes=compressed, ts_bounds=ts_bounds, stray=stray)
-        if any(b.attributes & TIMESTAMP_TYPE_MASK for b in batches):
-            self._check_producer_log_append_time(buf, batches, ts_bounds)
-        if stray and ts_bounds is not None:
-            self._check_timestamps(buf, batches, sorted(stray), ts_bounds)
-        if fixups and not self.config.log_append_time:
-            fix_max_timestamps(buf, batches, fixups)
-        target = self.config.target_codec()
-        if target is not None and any(b.attributes & 0x07 != target[0] and not b.attributes & CONTROL_MASK
-                                      for b in batches):
-            buf, batches = self._recompress(buf, batches, *target)
+        restamped as LogValidator.validateTimestamp does (storage.log_validator)."""
+        buf, batches, has_pid = validate_leader_append(records, self.config, self.tp, now_ms, control_allowed,
+                                                       client)
         first = self.log_end_offset
         append_time = now_ms if self.config.log_append_time else None
         prepared = None
@@ -598,99 +530,6 @@ class Log:
         return AppendInfo(first, next_offset - 1, max_ts,
                           -1 if append_time is None else append_time, count, len(buf), False)
 
-    def _base_offset_error(self, base: int) -> InvalidRecordError:
-        return InvalidRecordError(f"The baseOffset of the record batch in the append to "
-                                  f"{self.topic}-{self.partition} should be 0, but it is {base}")
-
-    def _check_producer_log_append_time(self, buf: memoryview, batches: list,
-                                        ts_bounds: tuple[int, int] | None) -> None:
-        """Batches that arrive flagged LogAppendTime, as Kafka's LogValidator.validateTimestamp
-        treats them (a reader gives each record of such a batch its maxTimestamp):
-        - in a LogAppendTime topic, or when maxTimestamp is -1: INVALID_TIMESTAMP naming
-          every record ("Producer should not set timestamp type to LogAppendTime");
-        - in a CreateTime topic, maxTimestamp is every record's timestamp: outside the
-          KIP-937 bounds, INVALID_TIMESTAMP naming every record; within them the batch is
-          accepted and stored as CreateTime (the flag cleared, maxTimestamp kept, CRC
-          redone), as Kafka's in-place setMaxTimestamp(CREATE_TIME, ...) stores it.
-        Only flagged batches come here; producers do not flag them, so this is the rare path."""
-        restamp: list[int] = []
-        for i, b in enumerate(batches):
-            if not b.attributes & TIMESTAMP_TYPE_MASK:
-                continue
-            ts = b.max_timestamp
-            if self.config.log_append_time or ts == NO_TIMESTAMP:
-                errors: list[tuple[int, str | None]] = [
-                    (index, f"Invalid timestamp type in message {desc}. Producer should not set timestamp "
-                            f"type to LogAppendTime.")
-                    for index, desc in self._describe_records(buf, b, ts)]
-                raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
-                                            errors)
-            if ts_bounds is not None and not ts_bounds[0] <= ts <= ts_bounds[1]:
-                low, high = ts_bounds
-                raise InvalidTimestampError(
-                    "One or more records have been rejected due to invalid timestamp",
-                    [(index, f"Timestamp {ts} of message with offset {b.base_offset + index} is out of range. "
-                             f"The timestamp should be within [{low}, {high}]")
-                     for index in range(b.records_count)])
-            restamp.append(i)
-        for i in restamp:
-            batches[i] = clear_log_append_time(buf, batches[i])
-
-    def _describe_records(self, buf: memoryview, b, ts: int) -> list[tuple[int, str]]:
-        """(index, Kafka's DefaultRecord.toString) of each record of batch `b`, every one
-        read with timestamp `ts` (a LogAppendTime batch's). Refusal path only."""
-        recs = records_of(buf[b.position : b.position + b.size], b.attributes,
-                          DecompressionBudget(current_budget().limit), b.position)
-        return [(index, f"DefaultRecord(offset={b.base_offset + delta}, timestamp={ts}, "
-                        f"key={0 if key is None else len(key)} bytes, "
-                        f"value={0 if value is None else len(value)} bytes)")
-                for index, (delta, key, value) in enumerate(_core.record_fields(recs, b.records_count))]
-
-    def _check_keys(self, buf: memoryview, batches: list) -> None:
-        """KIP-467: a compacted topic refuses records without a key (Kafka's
-        LogValidator): INVALID_RECORD naming the first such record of each batch."""
-        errors: list[tuple[int, str | None]] = []
-        msg = (f"Compacted topic cannot accept message without key in topic partition "
-               f"{self.topic}-{self.partition}.")
-        for b in batches:
-            if b.attributes & CONTROL_MASK:
-                continue
-            # a compressed one charged to the request's decompression budget, as the validation
-            recs = records_of(buf[b.position : b.position + b.size], b.attributes, current_budget(), b.position)
-            index = _core.first_keyless_record(recs, b.records_count)
-            if index >= 0:
-                errors.append((index, msg))
-        if errors:
-            raise RecordValidationError(msg, errors)
-
-    def _recompress(self, buf: memoryview, batches: list, codec: int, level: int | None) -> tuple[memoryview, list]:
-        """compression.type: the batches re-encoded in the topic's codec, as Kafka's leader
-        recompresses them (inflated again within a fresh request budget)."""
-        out = memoryview(recompress_batches(buf, batches, codec, level, DecompressionBudget(current_budget().limit)))
-        batches = _core.validate_batches(out)
-        self._check_sizes(batches, len(out))
-        return out, batches
-
-    def _check_timestamps(self, buf: memoryview, batches: list, stray: list[int],
-                          bounds: tuple[int, int]) -> None:
-        """KIP-937: INVALID_TIMESTAMP naming each record of the first batch whose timestamp
-        lies outside `bounds` (records without one, -1, are exempt), with Kafka's
-        LogValidator messages. Only batches the walk flagged come here; a compressed one
-        is inflated again, within one fresh request budget for all of them."""
-        budget = DecompressionBudget(current_budget().limit)
-        low, high = bounds
-        for i in stray:
-            b = batches[i]
-            recs = records_of(buf[b.position : b.position + b.size], b.attributes, budget, b.position)
-            errors: list[tuple[int, str | None]] = [
-                (index, f"Timestamp {ts} of message with offset {b.base_offset + index} is out of range. "
-                        f"The timestamp should be within [{low}, {high}]")
-                for index, ts in _core.records_outside(recs, b.records_count, b.first_timestamp, low, high)
-                if ts != NO_TIMESTAMP]
-            if errors:
-                raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
-                                            errors)
-
     def append_as_follower(self, records, *, gaps: bool = False) -> AppendInfo:
         """Append batches that carry the leader's offsets and epochs; they must start at
         the log end offset and ascend. gaps: the first may start above the log end
@@ -701,7 +540,7 @@ class Log:
         leo = self.log_end_offset
         if not batches:
             return AppendInfo(leo, leo - 1, NO_TIMESTAMP, -1, 0, 0, False)
-        tp = f"{self.topic}-{self.partition}"
+        tp = self.tp
         if batches[0].base_offset < leo or (batches[0].base_offset != leo and not gaps):
             raise KafkaStorageError(
                 f"{tp}: follower append starts at offset {batches[0].base_offset} but the "
@@ -713,7 +552,7 @@ class Log:
                     f"{tp}: follower batch at position {b.position} has base offset "
                     f"{b.base_offset}, not above the previous last offset {prev_last}")
             prev_last = b.base_offset + b.last_offset_delta
-        has_pid = self._check_sizes(batches, len(buf))
+        has_pid = check_sizes(batches, len(buf), self.config, tp)
         prepared = self.producer_state.prepare(batches, None, False, buf=buf) if has_pid else None
         now_ms = _now_ms()
         try:  # the I/O (inline rather than @_writes: this is the replication path)
