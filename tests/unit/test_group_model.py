@@ -403,6 +403,11 @@ class GroupModel(RuleBasedStateMachine):
         members = list(g.members) if g else []
         gen_before = g.generation_id if g else 0
         out = self.c.sync(G, member_id, instance, gen, ptype, pname, assignments, self.now)
+        if expected in ("parked", "ok"):
+            # Accepted with the group's generation: the member knows it now, told or not
+            # (a static member carried into the generation untold may have guessed it).
+            self.told_gen[member_id] = gen
+            self.resumed.discard(member_id)
         if isinstance(out, Parked):
             assert expected == "parked", f"SyncGroup parked, Kafka answers {expected}"
             self.park(out.token, "sync", member_id, gen_before)
@@ -756,3 +761,29 @@ class GroupModel(RuleBasedStateMachine):
 
 GroupModel.TestCase.settings = settings(max_examples=400, stateful_step_count=40, deadline=None)
 TestGroupModel = GroupModel.TestCase
+
+
+def test_a_carried_static_member_syncing_with_the_groups_generation() -> None:
+    """Found by the model: a static member that did not rejoin is carried into the next
+    generation untold (KIP-345); its SyncGroup with that generation, guessed, is accepted
+    as Kafka accepts it, and from then on it is a member of the generation like any other."""
+    s = GroupModel()
+
+    def step() -> None:
+        s.group_structure()
+        s.parked_answers_come_in_bounded_time()
+        s.timers_are_current()
+
+    s.setup(delay=0, members=2, phase="preparing", session=10000, rebalance=4000)
+    step()
+    s.join_known(inst="own", proto=0, ptype="consumer", rebalance=1000, session=10000, who=0)
+    step()
+    s.sync(gen="told", give=[], inst="own", pname=None, ptype=None, who=0)  # REBALANCE_IN_PROGRESS
+    step()
+    s.join_known(inst="own", proto=0, ptype="consumer", rebalance=1000, session=10000, who=0)
+    step()
+    s.advance(keepalive=None, ms=4000)  # the join phase ends without the second member
+    step()
+    s.sync(gen="group", give=[], inst="own", pname=None, ptype=None, who=1)
+    step()
+    s.teardown()
