@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +76,44 @@ def _base_offset(path: Path) -> int:
         return 0
 
 
+# A .log file is read this much at a time (more for a larger batch), never mapped: a live
+# broker may truncate the segment under the tool (a follower's truncation), which would
+# fault a mapping past the new end (SIGBUS) where reads only come back short.
+_WINDOW = 8 << 20
+_LENGTH_END = 12  # a batch's base offset and length: what says how long it is
+
+
+def _windows(fd: int, size: int) -> Iterator[tuple[int, bytes, list, str | None, int]]:
+    """(file position, bytes, their whole batches, why the walk stopped (None: the
+    bytes end on a batch boundary), where) per window of the file; a batch cut by the
+    window's end starts the next window."""
+    pos, want = 0, _WINDOW
+    while pos < size:
+        asked = min(want, size - pos)
+        data = os.pread(fd, asked, pos)
+        if len(data) < asked:  # the file shrank under the tool: it ends here now
+            size = pos + len(data)
+            if not data:
+                return
+        infos, _valid, reason, errpos = _core.scan_batches(data, 0, False)
+        if reason is not None and pos + len(data) < size:
+            if errpos + _LENGTH_END > len(data):
+                cut = True  # not even its length in this window
+            else:
+                total = _LENGTH_END + int.from_bytes(data[errpos + 8 : errpos + 12], "big", signed=True)
+                cut = errpos + total > len(data) and pos + errpos + total <= size
+                if cut:
+                    want = max(want, total)
+            if cut:
+                yield pos, data, infos, None, -1
+                pos += errpos
+                continue
+        yield pos, data, infos, reason, errpos
+        if reason is not None:
+            return
+        pos += len(data)
+
+
 def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None = None,
                   on_batch: Callable[[dict], None] | None = None) -> dict:
     """The file's batches; with `records` (deep iteration) each batch's records too. With
@@ -84,19 +121,19 @@ def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None
     segment's records are never all in memory at once."""
     batches: list[dict] = []
     error = None
-    size = path.stat().st_size
-    if size:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
-            # Walk structurally (no CRC) so every batch is listed with its CRC verdict.
-            infos, valid, reason, position = _core.scan_batches(mm, 0, False)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        # Walk structurally (no CRC) so every batch is listed with its CRC verdict.
+        for base, data, infos, reason, errpos in _windows(fd, os.fstat(fd).st_size):
             for b in infos:
                 attrs = b.attributes
-                ok = batch_crc_valid(mm, b)
+                ok = batch_crc_valid(data, b)
+                position = base + b.position
                 batches.append({
                     "baseOffset": b.base_offset,
                     "lastOffset": b.base_offset + b.last_offset_delta,
                     "count": b.records_count,
-                    "position": b.position,
+                    "position": position,
                     "size": b.size,
                     "partitionLeaderEpoch": b.partition_leader_epoch,
                     "timestampType": "LogAppendTime" if attrs & TIMESTAMP_TYPE_MASK else "CreateTime",
@@ -114,22 +151,21 @@ def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None
                     "deleteHorizonMs": b.first_timestamp if attrs & DELETE_HORIZON_MASK else None,
                 })
                 if not ok and error is None:
-                    error = {"position": b.position, "reason": "CRC32C mismatch"}
+                    error = {"position": position, "reason": "CRC32C mismatch"}
                 if records is not None:
-                    with memoryview(mm) as view:
-                        batch = view[b.position:b.position + b.size]
-                        try:
-                            batches[-1]["records"] = records(batch)
-                        except (KafkaError, ValueError) as exc:
-                            batches[-1]["records"] = []
-                            if error is None:
-                                error = {"position": b.position, "reason": f"records: {exc}"}
-                        finally:
-                            batch.release()
+                    batch = memoryview(data)[b.position:b.position + b.size]
+                    try:
+                        batches[-1]["records"] = records(batch)
+                    except (KafkaError, ValueError) as exc:
+                        batches[-1]["records"] = []
+                        if error is None:
+                            error = {"position": position, "reason": f"records: {exc}"}
                 if on_batch is not None:
                     on_batch(batches.pop())
             if reason is not None and error is None:
-                error = {"position": position, "reason": reason}
+                error = {"position": base + errpos, "reason": reason}
+    finally:
+        os.close(fd)
     return {"path": str(path), "type": "log", "batches": batches, "error": error}
 
 

@@ -222,3 +222,63 @@ def test_offsets_decoder_skips_what_it_cannot_read(tmp_path):
     assert recs[1].startswith("Error: OffsetCommit record: malformed at version 3") and recs[1].endswith("skipping.")
     assert recs[2] == "Error: a coordinator record needs a key, skipping."
     assert recs[3] == "Error: OffsetCommit record: version 9, skipping."
+
+
+@pytest.mark.parametrize("window", [64, 200, 1000, 1 << 20])
+def test_read_in_windows_as_a_whole(tmp_path, monkeypatch, window):
+    """dump-log reads a .log in windows (never mapped: a live broker may truncate it).
+    Batches cut by a window's end, and batches larger than a window, read as from the
+    whole file; a torn tail is reported where it starts."""
+    from kafkarepl import _core
+    from kafkarepl.cli import dump_log
+
+    log = Log.open(tmp_path / "w-0", LogConfig(index_interval_bytes=50))
+    for i in range(12):
+        log.append_as_leader(build_batch(1 + i % 4, value_size=10 + 97 * (i % 5),
+                                         compression="gzip" if i % 3 == 0 else "none"), 1, T0)
+    log.close()
+    seg = tmp_path / "w-0" / f"{0:020d}.log"
+    whole = seg.read_bytes()
+    expected = [(b.base_offset, b.position, b.size) for b in _core.validate_batches(whole)]
+    assert max(size for _o, _p, size in expected) > 64  # some batches exceed the smallest window
+    monkeypatch.setattr(dump_log, "_WINDOW", window)
+    doc = dump_log.dump_log_file(seg, records=lambda b: [len(b)])
+    assert [(b["baseOffset"], b["position"], b["size"]) for b in doc["batches"]] == expected
+    assert [b["records"] for b in doc["batches"]] == [[size] for _o, _p, size in expected]
+    assert doc["error"] is None and all(b["crcValid"] for b in doc["batches"])
+
+    torn_at = expected[-1][1]
+    with open(seg, "r+b") as f:  # the last batch cut short, as by a crash
+        f.truncate(torn_at + expected[-1][2] - 5)
+    doc = dump_log.dump_log_file(seg)
+    assert [b["baseOffset"] for b in doc["batches"]] == [o for o, _p, _s in expected[:-1]]
+    assert doc["error"] is not None and doc["error"]["position"] == torn_at
+
+
+def test_a_segment_truncated_while_read(tmp_path, monkeypatch):
+    """A live broker truncates the segment between two reads (a follower's truncation):
+    the tool lists what it read up to the new end and reports the torn batch there."""
+    from kafkarepl import _core
+    from kafkarepl.cli import dump_log
+
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    for _ in range(10):
+        log.append_as_leader(build_batch(2, value_size=150), 1, T0)
+    log.close()
+    seg = tmp_path / "t-0" / f"{0:020d}.log"
+    batches = _core.validate_batches(seg.read_bytes())
+    new_end = batches[6].position + 3
+    real_pread, reads = os.pread, []
+
+    def pread(fd: int, n: int, pos: int) -> bytes:
+        reads.append(pos)
+        if len(reads) == 2:
+            os.truncate(seg, new_end)
+        return real_pread(fd, n, pos)
+
+    monkeypatch.setattr(dump_log, "_WINDOW", 1000)
+    monkeypatch.setattr(os, "pread", pread)
+    doc = dump_log.dump_log_file(seg)
+    assert [b["baseOffset"] for b in doc["batches"]] == [b.base_offset for b in batches[:6]]
+    assert doc["error"] is not None and doc["error"]["position"] == batches[6].position
+    assert len(reads) < 10
