@@ -18,7 +18,7 @@ import json
 import os
 import struct
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from kafkarepl.storage.records import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     batch_crc_valid,
+    scan_windows,
 )
 from kafkarepl.storage.timestamps import read_varint, records_section
 
@@ -76,44 +77,6 @@ def _base_offset(path: Path) -> int:
         return 0
 
 
-# A .log file is read this much at a time (more for a larger batch), never mapped: a live
-# broker may truncate the segment under the tool (a follower's truncation), which would
-# fault a mapping past the new end (SIGBUS) where reads only come back short.
-_WINDOW = 8 << 20
-_LENGTH_END = 12  # a batch's base offset and length: what says how long it is
-
-
-def _windows(fd: int, size: int) -> Iterator[tuple[int, bytes, list, str | None, int]]:
-    """(file position, bytes, their whole batches, why the walk stopped (None: the
-    bytes end on a batch boundary), where) per window of the file; a batch cut by the
-    window's end starts the next window."""
-    pos, want = 0, _WINDOW
-    while pos < size:
-        asked = min(want, size - pos)
-        data = os.pread(fd, asked, pos)
-        if len(data) < asked:  # the file shrank under the tool: it ends here now
-            size = pos + len(data)
-            if not data:
-                return
-        infos, _valid, reason, errpos = _core.scan_batches(data, 0, False)
-        if reason is not None and pos + len(data) < size:
-            if errpos + _LENGTH_END > len(data):
-                cut = True  # not even its length in this window
-            else:
-                total = _LENGTH_END + int.from_bytes(data[errpos + 8 : errpos + 12], "big", signed=True)
-                cut = errpos + total > len(data) and pos + errpos + total <= size
-                if cut:
-                    want = max(want, total)
-            if cut:
-                yield pos, data, infos, None, -1
-                pos += errpos
-                continue
-        yield pos, data, infos, reason, errpos
-        if reason is not None:
-            return
-        pos += len(data)
-
-
 def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None = None,
                   on_batch: Callable[[dict], None] | None = None) -> dict:
     """The file's batches; with `records` (deep iteration) each batch's records too. With
@@ -124,8 +87,9 @@ def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None
     fd = os.open(path, os.O_RDONLY)
     try:
         # Walk structurally (no CRC) so every batch is listed with its CRC verdict.
-        for base, data, infos, reason, errpos in _windows(fd, os.fstat(fd).st_size):
-            for b in infos:
+        for w in scan_windows(fd, os.fstat(fd).st_size, False):  # reads, never a mapping (SCAN_WINDOW)
+            base, data = w.position, w.data
+            for b in w.batches:
                 attrs = b.attributes
                 ok = batch_crc_valid(data, b)
                 position = base + b.position
@@ -162,8 +126,8 @@ def dump_log_file(path: Path, records: Callable[[memoryview], list[dict]] | None
                             error = {"position": position, "reason": f"records: {exc}"}
                 if on_batch is not None:
                     on_batch(batches.pop())
-            if reason is not None and error is None:
-                error = {"position": base + errpos, "reason": reason}
+            if w.error is not None and error is None:
+                error = {"position": w.error_position, "reason": w.error}
     finally:
         os.close(fd)
     return {"path": str(path), "type": "log", "batches": batches, "error": error}

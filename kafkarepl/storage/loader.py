@@ -11,19 +11,17 @@ their last index entry.
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkarepl import _core
 from kafkarepl.errors import CorruptBatchError
 from kafkarepl.storage.epoch_cache import LeaderEpochCache
 from kafkarepl.storage.index import IndexCorruptError
 from kafkarepl.storage.producer_state import ProducerStateTable
-from kafkarepl.storage.records import walk_headers
+from kafkarepl.storage.records import scan_windows, walk_headers
 from kafkarepl.storage.segment import LogSegment
 
 log = logging.getLogger("kafkarepl.storage")
@@ -131,7 +129,7 @@ def load_segments(dir: Path, segments: list[LogSegment], first_recovered: int,
                 needs_recovery = True
         if needs_recovery:
             recovered_any = True
-            _, truncated = seg.recover()
+            truncated = seg.recover()
             if truncated and i + 1 < len(segments):
                 log.warning("%s: dropping %d later segments after the corrupt batch",
                             dir, len(segments) - i - 1)
@@ -151,24 +149,26 @@ def rebuild_from_headers(segments: list[LogSegment], cache: LeaderEpochCache | N
     """Rebuild the epoch cache (from partitionLeaderEpoch changes) and/or the producer
     state (replaying every idempotent batch without validation, and the transaction
     markers: `on_completed` gets each segment's completed transactions) from all batch
-    headers. One C header walk per segment over a read-only mapping; no CRC work; only
-    control batches are looked into."""
+    headers. One C header walk per segment, window by window (records.scan_windows); no
+    CRC work; only control batches are looked into."""
     entries: list[tuple[int, int]] = []
     latest = -1
     for seg in segments:
         if not seg.size:
             continue
-        with mmap.mmap(seg.fd, seg.size, prot=mmap.PROT_READ) as mm:
-            batches = _core.scan_batches(mm, 0, False)[0]
-            if producers is not None:  # markers are read from the mapping
+        completed: list = []
+        for w in scan_windows(seg.fd, seg.size, False):
+            batches = w.batches
+            if producers is not None:  # markers are read from the window
                 prepared = producers.check_and_update([b for b in batches if b.producer_id >= 0], None,
-                                                      validate=False, buf=mm)
-                if prepared.completed and on_completed is not None:
-                    on_completed(seg, prepared.completed)
-        if cache is not None:
-            for b in batches:
-                if b.partition_leader_epoch > latest:
-                    latest = b.partition_leader_epoch
-                    entries.append((latest, b.base_offset))
+                                                      validate=False, buf=w.data)
+                completed += prepared.completed
+            if cache is not None:
+                for b in batches:
+                    if b.partition_leader_epoch > latest:
+                        latest = b.partition_leader_epoch
+                        entries.append((latest, b.base_offset))
+        if completed and on_completed is not None:
+            on_completed(seg, completed)
     if cache is not None:
         cache.replace(entries)

@@ -82,6 +82,54 @@ def walk_headers(fd: int, start: int, end: int, chunk: int = 4096) -> Iterator[B
         pos += size
 
 
+# Whole-file walks (recovery, rebuilds, dump-log) read this much at a time, more for a
+# larger batch. Reads, not a mapping: a disk's read error (EIO) on a mapped page is a
+# SIGBUS that kills the process, where a read fails with an OSError that fails only the
+# log dir (KIP-112), as Kafka's FileRecords reads do; and a file truncated under a
+# mapping (dump-log beside a live broker) faults the same way.
+SCAN_WINDOW = 8 << 20
+
+
+class ScanWindow(NamedTuple):
+    position: int  # of data in the file; batches' positions are relative to data
+    data: bytes
+    batches: list  # BatchInfo of the whole, sound batches in data
+    end: int  # file position after the last of them
+    error: str | None  # why the walk stopped in this window (None: it goes on or ended clean)
+    error_position: int  # file position of the batch that stopped it (-1 without error)
+
+
+def scan_windows(fd: int, size: int, check_crc: bool) -> Iterator[ScanWindow]:
+    """The batches of fd's first `size` bytes (_core.scan_batches), window by window; a
+    batch cut by a window's end starts the next window. The walk stops at the first
+    torn or unsound batch (the window's error), or where the file ends if it shrank
+    while read."""
+    pos, want = 0, SCAN_WINDOW
+    while pos < size:
+        asked = min(want, size - pos)
+        data = os.pread(fd, asked, pos)
+        if len(data) < asked:  # the file shrank under the walk: it ends there now
+            size = pos + len(data)
+            if not data:
+                return
+        infos, valid, reason, errpos = _core.scan_batches(data, 0, check_crc)
+        if reason is not None and pos + len(data) < size:
+            if errpos + LOG_OVERHEAD > len(data):
+                cut = True  # not even its length in this window
+            else:
+                total = LOG_OVERHEAD + int.from_bytes(data[errpos + 8 : errpos + 12], "big", signed=True)
+                cut = errpos + total > len(data) and pos + errpos + total <= size
+                want = max(want, total) if cut else want
+            if cut:
+                yield ScanWindow(pos, data, infos, pos + valid, None, -1)
+                pos += valid
+                continue
+        yield ScanWindow(pos, data, infos, pos + valid, reason, -1 if reason is None else pos + errpos)
+        if reason is not None:
+            return
+        pos += len(data)
+
+
 # Kafka's ByteBufferLogInputStream: a batch length below a v0 record's overhead is corrupt;
 # the magic byte sits at this offset and must be 0..2 to be read at all.
 _RECORD_OVERHEAD_V0 = 14

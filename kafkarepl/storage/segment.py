@@ -8,14 +8,19 @@ header walk) and by timestamp, and rebuilds its indexes from the log during reco
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import time
 from pathlib import Path
 
 from kafkarepl import _core
 from kafkarepl.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
-from kafkarepl.storage.records import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, walk_headers
+from kafkarepl.storage.records import (
+    HEADER_SIZE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    scan_windows,
+    walk_headers,
+)
 
 log = logging.getLogger("kafkarepl.storage")
 
@@ -98,40 +103,47 @@ class LogSegment:
             h = next(walk_headers(self.fd, 0, self.size), None)
             self.first_batch_timestamp = h.max_timestamp if h else None
 
-    def recover(self) -> tuple[list, int]:
+    def recover(self) -> int:
         """Validate every batch (CRC included), rebuild both indexes and cut the file at
-        the first torn or invalid batch. Returns (batches, bytes truncated)."""
-        batches: list = []
+        the first torn or invalid batch. Returns the bytes truncated. The file is read
+        window by window (records.scan_windows: reads, so a disk error is an OSError)."""
         valid, error, errpos = 0, None, -1
-        if self.size:
-            with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as mm:
-                batches, valid, error, errpos = _core.scan_batches(mm, 0, True)
+        self._reset_indexes()
+        first_ts = None
         # Offsets must ascend and stay within the segment's int32 relative range.
         prev_last = self.base_offset - 1
-        for i, b in enumerate(batches):
-            last = b.base_offset + b.last_offset_delta
-            if b.base_offset <= prev_last or last - self.base_offset > INT32_MAX:
-                error = (f"batch offsets {b.base_offset}..{last} out of order or range "
-                         f"(previous last offset {prev_last}, segment base {self.base_offset})")
-                errpos, valid = b.position, b.position
-                del batches[i:]
+        for w in scan_windows(self.fd, self.size, True) if self.size else ():
+            batches = w.batches
+            for i, b in enumerate(batches):
+                last = b.base_offset + b.last_offset_delta
+                if b.base_offset <= prev_last or last - self.base_offset > INT32_MAX:
+                    error = (f"batch offsets {b.base_offset}..{last} out of order or range "
+                             f"(previous last offset {prev_last}, segment base {self.base_offset})")
+                    errpos = w.position + b.position
+                    batches = batches[:i]
+                    break
+                prev_last = last
+            if batches:
+                first_ts = batches[0].max_timestamp if first_ts is None else first_ts
+                self._index_batches(batches, w.position)
+            if error is not None:  # offsets out of order: cut at that batch
+                valid = errpos
                 break
-            prev_last = last
-        self._rebuild_indexes(batches)
+            valid, error, errpos = w.end, w.error, w.error_position  # the walk ends after an error
         truncated = self.size - valid
         if truncated:
             log.warning("%s: truncating %d bytes at position %d: %s", self.log_path,
                         truncated, errpos, error)
             _core.file_truncate(self.fd, valid)
             self.size = valid
-        self.first_batch_timestamp = batches[0].max_timestamp if batches else None
-        return batches, truncated
+        self.first_batch_timestamp = first_ts
+        return truncated
 
     def _ensure_index_files(self) -> None:
         self.offset_index.ensure_file()
         self.time_index.ensure_file()
 
-    def _rebuild_indexes(self, batches: list) -> None:
+    def _reset_indexes(self) -> None:
         self.offset_index.reset()
         self.time_index.reset()
         if self.size:
@@ -142,7 +154,6 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0
         self.next_offset = self.base_offset
-        self._index_batches(batches, 0)
 
     # -- append ----------------------------------------------------------------------
     def _index_batches(self, batches: list, base_position: int,

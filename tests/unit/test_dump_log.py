@@ -231,6 +231,7 @@ def test_read_in_windows_as_a_whole(tmp_path, monkeypatch, window):
     whole file; a torn tail is reported where it starts."""
     from kafkarepl import _core
     from kafkarepl.cli import dump_log
+    from kafkarepl.storage import records
 
     log = Log.open(tmp_path / "w-0", LogConfig(index_interval_bytes=50))
     for i in range(12):
@@ -241,7 +242,7 @@ def test_read_in_windows_as_a_whole(tmp_path, monkeypatch, window):
     whole = seg.read_bytes()
     expected = [(b.base_offset, b.position, b.size) for b in _core.validate_batches(whole)]
     assert max(size for _o, _p, size in expected) > 64  # some batches exceed the smallest window
-    monkeypatch.setattr(dump_log, "_WINDOW", window)
+    monkeypatch.setattr(records, "SCAN_WINDOW", window)
     doc = dump_log.dump_log_file(seg, records=lambda b: [len(b)])
     assert [(b["baseOffset"], b["position"], b["size"]) for b in doc["batches"]] == expected
     assert [b["records"] for b in doc["batches"]] == [[size] for _o, _p, size in expected]
@@ -260,6 +261,7 @@ def test_a_segment_truncated_while_read(tmp_path, monkeypatch):
     the tool lists what it read up to the new end and reports the torn batch there."""
     from kafkarepl import _core
     from kafkarepl.cli import dump_log
+    from kafkarepl.storage import records
 
     log = Log.open(tmp_path / "t-0", LogConfig())
     for _ in range(10):
@@ -276,7 +278,7 @@ def test_a_segment_truncated_while_read(tmp_path, monkeypatch):
             os.truncate(seg, new_end)
         return real_pread(fd, n, pos)
 
-    monkeypatch.setattr(dump_log, "_WINDOW", 1000)
+    monkeypatch.setattr(records, "SCAN_WINDOW", 1000)
     monkeypatch.setattr(os, "pread", pread)
     doc = dump_log.dump_log_file(seg)
     assert [b["baseOffset"] for b in doc["batches"]] == [b.base_offset for b in batches[:6]]

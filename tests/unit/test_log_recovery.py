@@ -86,6 +86,36 @@ def test_unclean_reopen_without_damage_is_identical(crashed, tmp_path):
     log.close()
 
 
+@pytest.mark.parametrize("window", [40, 150, 700])
+def test_recovery_reads_in_windows_as_a_whole(crashed, tmp_path, monkeypatch, window):
+    """Recovery and the epoch rebuild read segments window by window (reads, not a
+    mapping: records.scan_windows). With windows smaller than a batch or cutting
+    batches anywhere, the reopened log, its indexes, epochs and torn-tail cut are those
+    of one read of the whole file."""
+    from kafkarepl.storage import records
+
+    src, exp = crashed
+    (src / "leader-epoch-checkpoint").unlink()  # rebuilt from the batch headers
+    last_log = sorted(src.glob("*.log"))[-1]
+    pos, size, base = _last_batch(last_log)
+    monkeypatch.setattr(records, "SCAN_WINDOW", window)
+    work = tmp_path / "whole" / "src-0"
+    shutil.copytree(src, work)
+    log = Log.open(work, CFG, clean_shutdown=False)
+    assert log.log_end_offset == exp["leo"] and all_bytes(log) == exp["bytes"]
+    assert [s.offset_index.entries().tolist() for s in log.segments] == exp["index"]
+    assert log.leader_epoch_cache.epochs() == exp["epochs"]
+    log.close()
+    work = tmp_path / "torn" / "src-0"
+    shutil.copytree(src, work)
+    with open(work / last_log.name, "r+b") as f:
+        f.truncate(pos + size - 3)
+    log = Log.open(work, CFG, clean_shutdown=False)
+    assert log.log_end_offset == base and (work / last_log.name).stat().st_size == pos
+    assert log.active_segment.offset_index.entries().tolist() == [e for e in exp["index"][-1] if e[1] < pos]
+    log.close()
+
+
 def _last_batch(seg_path: Path) -> tuple[int, int, int]:
     data = seg_path.read_bytes()
     b = _core.validate_batches(data)[-1]

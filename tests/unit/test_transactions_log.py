@@ -11,7 +11,7 @@ import pytest
 
 from kafkarepl.coordinator.records import build_marker
 from kafkarepl.errors import InvalidProducerEpochError, InvalidRecordError
-from kafkarepl.storage import Log, LogConfig
+from kafkarepl.storage import Log, LogConfig, records
 from kafkarepl.storage.txn_index import AbortedTxn
 from tests.batches import build_batch
 
@@ -82,7 +82,10 @@ def test_follower_append_of_interleaved_markers_records_kafka_lso(tmp_path, log)
         follower.close()
 
 
-def test_open_transaction_survives_clean_reopen_and_index_rebuilds_after_a_crash(tmp_path):
+@pytest.mark.parametrize("window", [None, 90])  # 90: the rebuild reads every batch across windows
+def test_open_transaction_survives_clean_reopen_and_index_rebuilds_after_a_crash(tmp_path, monkeypatch, window):
+    if window is not None:
+        monkeypatch.setattr(records, "SCAN_WINDOW", window)
     d = tmp_path / "t-0"
     lg = Log.open(d, LogConfig())
     leader(lg, txn(A, 0))
