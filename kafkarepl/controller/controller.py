@@ -29,12 +29,14 @@ from kafkarepl.controller.channel import (
     UPDATE_METADATA,
     BrokerChannel,
 )
+from kafkarepl.controller.config import DEFAULTS, as_bool
 from kafkarepl.controller.context import (
     ControllerContext,
     ControllerMetrics,
     TopicDeletion,
     TopicPartition,
 )
+from kafkarepl.controller.partition_state import PartitionStateMachine
 from kafkarepl.controller.requests import RequestBatch
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.zk.client import AsyncZk, WatchHandle
@@ -59,22 +61,8 @@ from kafkarepl.zk.store import (
 
 log = logging.getLogger(__name__)
 
-DEFAULTS: dict[str, Any] = {
-    "unclean.leader.election.enable": False,
-    "auto.leader.rebalance.enable": True,
-    "leader.imbalance.check.interval.seconds": 300,
-    "leader.imbalance.per.broker.percentage": 10,
-    "delete.topic.enable": True,
-}
-
 ELECTION_PREFERRED = 0
 ELECTION_UNCLEAN = 1
-
-
-def _as_bool(v: Any) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() == "true"
-    return bool(v)
 
 
 class _NotActive(Exception):
@@ -111,6 +99,10 @@ class Controller:
         self._idle = asyncio.Event()
         self._idle.set()
         self._reassign_znode_seen: set[TopicPartition] = set()
+        self.partition_state_machine = PartitionStateMachine(
+            self.ctx, self.store, self.metrics, self.config,
+            self._require_active, self._batch, self._send_batch,
+        )
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -356,8 +348,8 @@ class Controller:
         # the full picture (per broker, requests go in the order sent).
         loaded = time.perf_counter()
         new = [tp for tp in ctx.all_partitions() if tp not in ctx.states]
-        await self._on_new_partitions(new)
-        await self._elect_offline_and_shrink_isr()
+        await self.partition_state_machine.on_new_partitions(new)
+        await self.partition_state_machine.elect_offline_and_shrink_isr()
         elected = time.perf_counter()
         batch = self._batch()
         batch.add_update_metadata(ctx.live, ctx.all_partitions())
@@ -413,142 +405,6 @@ class Controller:
 
         task.add_done_callback(done)
 
-    # --- ZooKeeper writes --------------------------------------------------------------
-
-    def _new_state(self, lai: election.LeaderAndIsr) -> PartitionState:
-        return PartitionState(lai.leader, lai.leader_epoch, list(lai.isr), self.epoch)
-
-    async def _write_states(
-        self, changes: Mapping[TopicPartition, election.LeaderAndIsr]
-    ) -> dict[TopicPartition, PartitionState]:
-        """Conditional writes of new leader/ISR; updates the context; returns what was written.
-        A zkVersion mismatch re-reads that partition's state and drops the change (the
-        caller's next event recomputes it)."""
-        fence = self._require_active()
-        if not changes:
-            return {}
-        updates = {
-            tp: (self._new_state(lai), self.ctx.states[tp].zk_version)
-            for tp, lai in changes.items()
-        }
-        done, failed = await self.store.update_partition_states(fence, updates)
-        written = {}
-        for tp, version in done.items():
-            st = updates[tp][0]
-            st.zk_version = version
-            self.ctx.states[tp] = st
-            written[tp] = st
-        if failed:
-            log.warning(
-                "controller: partition state changed under us for %s; re-reading", sorted(failed)
-            )
-            fresh = await self.store.get_partition_states(failed)
-            self.ctx.states.update(fresh)
-        return written
-
-    async def _unclean_allowed(self, topic: str) -> bool:
-        cfg = await self.store.get_topic_config(topic)
-        if "unclean.leader.election.enable" in cfg:
-            return _as_bool(cfg["unclean.leader.election.enable"])
-        dynamic = await self.store.get_broker_config()
-        if "unclean.leader.election.enable" in dynamic:
-            return _as_bool(dynamic["unclean.leader.election.enable"])
-        return _as_bool(self.config["unclean.leader.election.enable"])
-
-    # --- partition state machine --------------------------------------------------------
-
-    async def _on_new_partitions(self, tps: Iterable[TopicPartition]) -> None:
-        """NewPartition -> OnlinePartition: leader = first live replica, ISR = live replicas."""
-        fence = self._require_active()
-        ctx = self.ctx
-        electable = ctx.electable_ids
-        initial: dict[TopicPartition, PartitionState] = {}
-        for tp in tps:
-            if tp in ctx.states or ctx.is_deleting(tp[0]):
-                continue
-            live_replicas = [b for b in ctx.replicas(tp) if b in electable]
-            if not live_replicas:
-                continue  # stays new until one of its replicas comes up
-            initial[tp] = PartitionState(live_replicas[0], 0, live_replicas, fence.epoch)
-        if not initial:
-            return
-        started = time.perf_counter()
-        created = await self.store.create_partition_states(fence, initial)
-        for tp, version in created.items():
-            st = initial[tp]
-            st.zk_version = version
-            ctx.states[tp] = st
-        leftover = [tp for tp in initial if tp not in created]
-        if leftover:  # a previous controller got there first
-            ctx.states.update(await self.store.get_partition_states(leftover))
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(initial, is_new=True)
-        batch.add_update_metadata(ctx.live, initial)
-        self._send_batch(batch)
-        log.info("controller: %d new partitions online (states written in %.0f ms)", len(initial),
-                 (time.perf_counter() - started) * 1000)
-
-    async def _elect_offline_and_shrink_isr(
-        self, candidates: Iterable[TopicPartition] | None = None, batch: RequestBatch | None = None
-    ) -> None:
-        """For partitions whose leader is not live: elect (clean, or unclean if the topic
-        allows it); for the others: drop dead brokers from the ISR. Sends the results."""
-        ctx = self.ctx
-        all_live = ctx.live_ids
-        all_electable = ctx.electable_ids
-        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
-        unclean_cache: dict[str, bool] = {}
-        started = time.perf_counter()
-        elections = 0
-        for tp in list(ctx.states) if candidates is None else list(candidates):
-            st = ctx.states.get(tp)
-            if st is None or ctx.is_deleting(tp[0]):
-                continue
-            replicas = ctx.replicas(tp)
-            live = ctx.usable_for(tp, all_live)  # replicas on failed log dirs count as not live (KIP-112)
-            electable = ctx.usable_for(tp, all_electable)
-            if st.leader == -1 or st.leader not in live:
-                result = election.clean_election(replicas, st.isr, electable, st.leader_epoch)
-                if isinstance(result, election.NoLeader):
-                    if tp[0] not in unclean_cache:
-                        unclean_cache[tp[0]] = await self._unclean_allowed(tp[0])
-                    if unclean_cache[tp[0]]:
-                        result = election.unclean_election(
-                            replicas, st.isr, electable, st.leader_epoch
-                        )
-                if isinstance(result, election.LeaderAndIsr):
-                    elections += 1
-                    if result.unclean:
-                        self.metrics.unclean_elections += 1
-                        log.error(
-                            "UNCLEAN leader election for %s-%d: broker %d was not in the ISR %s; "
-                            "acknowledged records may be lost",
-                            tp[0],
-                            tp[1],
-                            result.leader,
-                            st.isr,
-                        )
-                    changes[tp] = result
-                elif st.leader != -1:
-                    changes[tp] = election.offline(st.isr, live, st.leader_epoch)
-                    log.warning("partition %s-%d is offline: %s", tp[0], tp[1], result.reason)
-            else:
-                new_isr = [b for b in st.isr if b in live]
-                if new_isr != st.isr and new_isr:
-                    changes[tp] = election.LeaderAndIsr(st.leader, st.leader_epoch + 1, new_isr)
-        written = await self._write_states(changes)
-        if elections:
-            self.metrics.leader_elections += elections
-            elapsed = (time.perf_counter() - started) * 1000
-            self.metrics.leader_election_time_ms_total += elapsed
-            self.metrics.leader_election_time_ms_last = elapsed
-        own_batch = batch is None
-        batch = batch or self._batch()
-        batch.add_leader_and_isr_for_replicas(written)
-        batch.add_update_metadata(ctx.live, written)
-        if own_batch:
-            self._send_batch(batch)
-
     # --- broker membership ---------------------------------------------------------------
 
     async def _on_broker_change(self) -> None:
@@ -588,7 +444,7 @@ class Controller:
             if st.leader in dead or st.leader == -1 or any(b in dead for b in st.isr)
         ]
         batch = self._batch()
-        await self._elect_offline_and_shrink_isr(affected, batch)
+        await self.partition_state_machine.elect_offline_and_shrink_isr(affected, batch)
         batch.add_update_metadata(ctx.live)  # the live broker list changed
         self._send_batch(batch)
         for deletion in ctx.deleting.values():
@@ -607,9 +463,9 @@ class Controller:
         for tp in on_new:
             batch.add_leader_and_isr([b for b in ctx.replicas(tp) if b in new], tp)
         offline = [tp for tp in ctx.offline_partitions()]
-        await self._elect_offline_and_shrink_isr(offline, batch)
+        await self.partition_state_machine.elect_offline_and_shrink_isr(offline, batch)
         self._send_batch(batch)
-        await self._on_new_partitions([tp for tp in ctx.all_partitions() if tp not in ctx.states])
+        await self.partition_state_machine.on_new_partitions([tp for tp in ctx.all_partitions() if tp not in ctx.states])
         for name in list(ctx.deleting):
             await self._resume_topic_deletion(name)
 
@@ -642,7 +498,7 @@ class Controller:
         new_tps = [tp for name in new_names for tp in ctx.partitions_of(name)]
         # A topic re-created with old state znodes left behind: pick them up.
         ctx.states.update(await self.store.get_existing_partition_states(new_names))
-        await self._on_new_partitions(new_tps)
+        await self.partition_state_machine.on_new_partitions(new_tps)
 
     async def _on_partition_change(self, name: str) -> None:
         self._require_active()
@@ -660,7 +516,7 @@ class Controller:
         old.zk_version = ta.zk_version
         if added:
             log.info("controller: topic %s gained partitions %s", name, added)
-            await self._on_new_partitions([(name, p) for p in added])
+            await self.partition_state_machine.on_new_partitions([(name, p) for p in added])
 
     async def _ensure_topic_id(self, name: str) -> None:
         """Topics written without a topic id (older tools) get one, as Kafka's controller does."""
@@ -691,7 +547,7 @@ class Controller:
         for name in names:
             if name in self.ctx.deleting:
                 continue
-            if not _as_bool(self.config["delete.topic.enable"]):
+            if not as_bool(self.config["delete.topic.enable"]):
                 log.warning("delete.topic.enable=false: ignoring deletion of %s", name)
                 await self.store.remove_deletion_marker(fence, name)
                 continue
@@ -768,7 +624,7 @@ class Controller:
                         ",".join(f"{t}-{p}" for t, p in sorted(new)))
             tps = [tp for tp in new if tp in ctx.states]
             batch = self._batch()
-            await self._elect_offline_and_shrink_isr(tps, batch)
+            await self.partition_state_machine.elect_offline_and_shrink_isr(tps, batch)
             batch.add_update_metadata(ctx.live, tps)  # offline_replicas, even if nothing else changed
             self._send_batch(batch)
 
@@ -884,7 +740,7 @@ class Controller:
                 changes[tp] = election.LeaderAndIsr(st.leader, st.leader_epoch, new_isr)
                 expected[tp] = part.get("partition_epoch", -1)
             order.append((entry, name, parts))
-        written = await self._write_states(changes)
+        written = await self.partition_state_machine.write_states(changes)
         for tp in changes:
             results[tp] = 0 if tp in written else int(ErrorCode.INVALID_UPDATE_VERSION)
         if written:
@@ -1006,7 +862,7 @@ class Controller:
                     st.leader, st.leader_epoch + 1, [x for x in st.isr if x != b]
                 )
                 followers.append(tp)
-        written = await self._write_states(changes)
+        written = await self.partition_state_machine.write_states(changes)
         batch = self._batch()
         batch.add_leader_and_isr_for_replicas(written)
         for tp in followers:
@@ -1094,7 +950,7 @@ class Controller:
                 )
             changes[tp] = r
         started = time.perf_counter()
-        written = await self._write_states(changes)
+        written = await self.partition_state_machine.write_states(changes)
         if written:
             self.metrics.leader_elections += len(written)
             self.metrics.leader_election_time_ms_total += (time.perf_counter() - started) * 1000
@@ -1119,7 +975,7 @@ class Controller:
         await self.store.delete_preferred_replica_election(fence)
 
     def _start_rebalance_timer(self) -> None:
-        if not _as_bool(self.config["auto.leader.rebalance.enable"]):
+        if not as_bool(self.config["auto.leader.rebalance.enable"]):
             return
         interval = float(self.config["leader.imbalance.check.interval.seconds"])
 
@@ -1246,7 +1102,7 @@ class Controller:
         ctx.reassigning[tp] = target
         ctx.reassign_origin[tp] = origin
         # Bump the leader epoch so every replica, new ones included, learns the new set.
-        written = await self._write_states(
+        written = await self.partition_state_machine.write_states(
             {tp: election.LeaderAndIsr(st.leader, st.leader_epoch + 1, list(st.isr))}
         )
         batch = self._batch()
@@ -1278,7 +1134,7 @@ class Controller:
                 log.warning("reassignment of %s-%d waits: %s", tp[0], tp[1], result.reason)
                 return
             lai = result
-        written = await self._write_states({tp: lai})
+        written = await self.partition_state_machine.write_states({tp: lai})
         if tp not in written:
             return
         ta = ctx.topics[tp[0]]
