@@ -33,11 +33,11 @@ from kafkarepl.controller.config import DEFAULTS, as_bool
 from kafkarepl.controller.context import (
     ControllerContext,
     ControllerMetrics,
-    TopicDeletion,
     TopicPartition,
 )
 from kafkarepl.controller.partition_state import PartitionStateMachine
 from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.controller.topic_deletion import TopicDeletionManager
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.zk.client import AsyncZk, WatchHandle
 from kafkarepl.zk.store import (
@@ -102,6 +102,10 @@ class Controller:
         self.partition_state_machine = PartitionStateMachine(
             self.ctx, self.store, self.metrics, self.config,
             self._require_active, self._batch, self._send_batch,
+        )
+        self.topic_deletion = TopicDeletionManager(
+            self.ctx, self.store, self.config, lambda: self.is_active,
+            self._require_active, self._batch, self._send_batch, self._forget_topic,
         )
 
     # --- lifecycle -------------------------------------------------------------------
@@ -308,7 +312,8 @@ class Controller:
         )
         self._watches.append(
             await zk.children_watch(
-                DELETE_TOPICS, lambda c: self._enqueue("topic_deletion", self._on_topic_deletion)
+                DELETE_TOPICS,
+                lambda c: self._enqueue("topic_deletion", self.topic_deletion.on_delete_topics_change),
             )
         )
         self._watches.append(
@@ -358,7 +363,7 @@ class Controller:
         log.info("controller %d: %d partitions loaded in %.0f ms, repaired and sent in %.0f ms",
                  self.broker_id, len(ctx.states), (loaded - started) * 1000, (elected - loaded) * 1000)
         for name in await self.store.get_topics_to_delete():
-            await self._start_topic_deletion(name)
+            await self.topic_deletion.start(name)
         for tp in list(ctx.reassigning):
             await self._maybe_complete_reassignment(tp)
         self._start_rebalance_timer()
@@ -377,7 +382,7 @@ class Controller:
             return
         for b, parts in sorted(batch.stop_replica.items()):
             body = batch.stop_replica_body(b, parts)
-            self._send(b, STOP_REPLICA, body, self._stop_replica_callback(b, parts))
+            self._send(b, STOP_REPLICA, body, self.topic_deletion.stop_replica_callback(b, parts))
         for b, parts in sorted(batch.leader_and_isr.items()):
             self._send(b, LEADER_AND_ISR, batch.leader_and_isr_body(b, parts), self._leader_and_isr_callback(b))
         for b, body in batch.update_metadata_bodies().items():
@@ -447,11 +452,7 @@ class Controller:
         await self.partition_state_machine.elect_offline_and_shrink_isr(affected, batch)
         batch.add_update_metadata(ctx.live)  # the live broker list changed
         self._send_batch(batch)
-        for deletion in ctx.deleting.values():
-            for pb in list(deletion.pending):
-                if pb[1] in dead:
-                    deletion.pending.discard(pb)
-                    deletion.ineligible.add(pb)
+        self.topic_deletion.on_brokers_failed(dead)
 
     async def _on_broker_startup(self, new: set[int]) -> None:
         ctx = self.ctx
@@ -467,7 +468,7 @@ class Controller:
         self._send_batch(batch)
         await self.partition_state_machine.on_new_partitions([tp for tp in ctx.all_partitions() if tp not in ctx.states])
         for name in list(ctx.deleting):
-            await self._resume_topic_deletion(name)
+            await self.topic_deletion.resume(name)
 
     # --- topics ------------------------------------------------------------------------
 
@@ -539,56 +540,6 @@ class Controller:
         if handle:
             handle.cancel()
 
-    # --- topic deletion ----------------------------------------------------------------
-
-    async def _on_topic_deletion(self) -> None:
-        fence = self._require_active()
-        names = await self.store.get_topics_to_delete()
-        for name in names:
-            if name in self.ctx.deleting:
-                continue
-            if not as_bool(self.config["delete.topic.enable"]):
-                log.warning("delete.topic.enable=false: ignoring deletion of %s", name)
-                await self.store.remove_deletion_marker(fence, name)
-                continue
-            await self._start_topic_deletion(name)
-
-    async def _start_topic_deletion(self, name: str) -> None:
-        fence = self._require_active()
-        ctx = self.ctx
-        if name in ctx.deleting:
-            return
-        if name not in ctx.topics:
-            await self.store.remove_deletion_marker(fence, name)
-            return
-        log.info("controller: deleting topic %s", name)
-        deletion = TopicDeletion()
-        ctx.deleting[name] = deletion
-        for tp in ctx.partitions_of(name):
-            for b in ctx.replicas(tp):
-                deletion.ineligible.add((tp[1], b))
-            ctx.reassigning.pop(tp, None)
-            ctx.reassign_origin.pop(tp, None)
-        batch = self._batch()
-        batch.add_update_metadata(ctx.live, ctx.partitions_of(name))  # leader -2: forget it
-        self._send_batch(batch)
-        await self._resume_topic_deletion(name)
-
-    async def _resume_topic_deletion(self, name: str) -> None:
-        """Send StopReplica(delete) to every live replica not yet confirmed."""
-        ctx = self.ctx
-        deletion = ctx.deleting.get(name)
-        if deletion is None:
-            return
-        batch = self._batch()
-        for p, b in sorted(deletion.ineligible):
-            if b in ctx.live:
-                deletion.ineligible.discard((p, b))
-                deletion.pending.add((p, b))
-                batch.add_stop_replica([b], (name, p), delete=True)
-        self._send_batch(batch)
-        await self._maybe_complete_deletion(name)
-
     # --- log dir failures (KIP-112) ---------------------------------------------------------
 
     def _leader_and_isr_callback(self, broker_id: int) -> Callable:
@@ -645,43 +596,6 @@ class Controller:
                     if tp in ctx.states:
                         batch.add_leader_and_isr([b], tp)
         self._send_batch(batch)
-
-    def _stop_replica_callback(self, broker_id: int, parts: dict[TopicPartition, bool]) -> Callable:
-        async def on_response(result: Any) -> None:
-            ctx = self.ctx
-            if not self.is_active:
-                return
-            errors: dict[TopicPartition, int] = {}
-            if isinstance(result, dict):
-                top = result.get("error_code", 0)
-                for e in result.get("partition_errors", []) or []:
-                    errors[(e["topic_name"], e["partition_index"])] = e.get("error_code", 0) or top
-                for tp in parts:
-                    errors.setdefault(tp, top)
-            touched = set()
-            for tp, delete in parts.items():
-                deletion = ctx.deleting.get(tp[0])
-                if not delete or deletion is None or (tp[1], broker_id) not in deletion.pending:
-                    continue
-                deletion.pending.discard((tp[1], broker_id))
-                if isinstance(result, dict) and errors.get(tp, 0) == 0:
-                    deletion.done.add((tp[1], broker_id))
-                else:
-                    deletion.ineligible.add((tp[1], broker_id))
-                touched.add(tp[0])
-            for name in sorted(touched):
-                await self._maybe_complete_deletion(name)
-
-        return on_response
-
-    async def _maybe_complete_deletion(self, name: str) -> None:
-        fence = self._require_active()
-        deletion = self.ctx.deleting.get(name)
-        if deletion is None or deletion.pending or deletion.ineligible:
-            return
-        await self.store.delete_topic_znodes(fence, name)
-        log.info("controller: topic %s deleted", name)
-        self._forget_topic(name)
 
     # --- AlterPartition (ISR changes asked by leaders) ---------------------------------
 
@@ -1189,7 +1103,7 @@ class Controller:
         """Re-run every membership/topic check now (after a missed watch, in tests)."""
         self._enqueue("broker_change", self._on_broker_change)
         self._enqueue("topic_change", self._on_topic_change)
-        self._enqueue("topic_deletion", self._on_topic_deletion)
+        self._enqueue("topic_deletion", self.topic_deletion.on_delete_topics_change)
         await self.wait_idle()
 
     # --- serving broker requests -------------------------------------------------------
