@@ -36,6 +36,7 @@ from kafkarepl.controller.context import (
     TopicPartition,
 )
 from kafkarepl.controller.partition_state import PartitionStateMachine
+from kafkarepl.controller.reassignment import ReassignmentManager
 from kafkarepl.controller.requests import RequestBatch
 from kafkarepl.controller.topic_deletion import TopicDeletionManager
 from kafkarepl.errors import ErrorCode, KafkaError
@@ -52,7 +53,6 @@ from kafkarepl.zk.store import (
     ControllerMovedError,
     KafkaZkStore,
     PartitionState,
-    TopicAssignment,
     new_topic_id,
     topic_id_from_uuid,
     topic_id_to_uuid,
@@ -98,7 +98,6 @@ class Controller:
         self._stopped = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self._reassign_znode_seen: set[TopicPartition] = set()
         self.partition_state_machine = PartitionStateMachine(
             self.ctx, self.store, self.metrics, self.config,
             self._require_active, self._batch, self._send_batch,
@@ -106,6 +105,10 @@ class Controller:
         self.topic_deletion = TopicDeletionManager(
             self.ctx, self.store, self.config, lambda: self.is_active,
             self._require_active, self._batch, self._send_batch, self._forget_topic,
+        )
+        self.reassignment = ReassignmentManager(
+            self.ctx, self.store, self._require_active,
+            self.partition_state_machine.write_states, self._batch, self._send_batch,
         )
 
     # --- lifecycle -------------------------------------------------------------------
@@ -293,7 +296,7 @@ class Controller:
             self._rebalance_task = None
         self.channel.set_brokers({})  # queued requests of the old epoch are dropped
         self.ctx.clear()
-        self._reassign_znode_seen.clear()
+        self.reassignment.clear()
 
     async def _on_failover(self) -> None:
         """Become the active controller: watch, load everything, tell every broker."""
@@ -319,7 +322,7 @@ class Controller:
         self._watches.append(
             await zk.data_watch(
                 REASSIGN_PARTITIONS,
-                lambda d, s: self._enqueue("reassign_znode", self._on_reassign_znode),
+                lambda d, s: self._enqueue("reassign_znode", self.reassignment.on_reassign_znode),
             )
         )
         self._watches.append(
@@ -365,7 +368,7 @@ class Controller:
         for name in await self.store.get_topics_to_delete():
             await self.topic_deletion.start(name)
         for tp in list(ctx.reassigning):
-            await self._maybe_complete_reassignment(tp)
+            await self.reassignment.maybe_complete(tp)
         self._start_rebalance_timer()
         ctx.update_metrics(self.metrics)
 
@@ -663,7 +666,7 @@ class Controller:
             self._send_batch(batch)
             for tp in written:
                 if tp in ctx.reassigning:
-                    await self._maybe_complete_reassignment(tp)
+                    await self.reassignment.maybe_complete(tp)
         out_topics = []
         for entry, name, parts in order:
             out_parts = []
@@ -937,162 +940,14 @@ class Controller:
         """AlterPartitionReassignments request body -> response body. replicas None
         cancels a reassignment in progress."""
         return await self._serve(
-            "alter_reassignments", lambda: self._alter_reassignments(body), _reassignments_failure
+            "alter_reassignments", lambda: self.reassignment.alter(body), _reassignments_failure
         )
-
-    async def _alter_reassignments(self, body: dict) -> dict:
-        self._require_active()
-        responses = []
-        for topic in body.get("topics", []) or []:
-            parts = []
-            for part in topic.get("partitions", []) or []:
-                tp = (topic["name"], part["partition_index"])
-                code, msg = await self._start_reassignment(tp, part.get("replicas"))
-                parts.append(
-                    {"partition_index": tp[1], "error_code": int(code), "error_message": msg}
-                )
-            responses.append({"name": topic["name"], "partitions": parts})
-        return {
-            "throttle_time_ms": 0,
-            "error_code": 0,
-            "error_message": None,
-            "responses": responses,
-        }
 
     def list_partition_reassignments(
         self,
     ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
         """{tp: (replicas, adding, removing)} of reassignments in progress."""
-        out = {}
-        for tp in self.ctx.reassigning:
-            ta = self.ctx.topics[tp[0]]
-            out[tp] = (
-                list(ta.partitions.get(tp[1], [])),
-                list(ta.adding_replicas.get(tp[1], [])),
-                list(ta.removing_replicas.get(tp[1], [])),
-            )
-        return out
-
-    async def _start_reassignment(
-        self, tp: TopicPartition, target: list[int] | None
-    ) -> tuple[ErrorCode, str | None]:
-        fence = self._require_active()
-        ctx = self.ctx
-        st = ctx.states.get(tp)
-        if st is None or ctx.is_deleting(tp[0]):
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition"
-        if target is None:
-            if tp not in ctx.reassigning:
-                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "no reassignment in progress"
-            target = ctx.reassign_origin[tp]
-        target = [int(b) for b in target]
-        if not target or len(set(target)) != len(target):
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "empty or duplicate replicas"
-        unknown = [b for b in target if b not in ctx.live]
-        if unknown:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown or dead brokers {unknown}"
-        origin = ctx.reassign_origin.get(tp, ctx.replicas(tp))
-        ta = ctx.topics[tp[0]]
-        full = list(target) + [b for b in origin if b not in target]
-        adding = [b for b in target if b not in origin]
-        removing = [b for b in origin if b not in target]
-        if not adding and not removing and ctx.replicas(tp) == target:
-            ctx.reassigning.pop(tp, None)
-            ctx.reassign_origin.pop(tp, None)
-            return ErrorCode.NONE, None
-        new_ta = TopicAssignment(
-            ta.name,
-            ta.topic_id,
-            {**ta.partitions, tp[1]: full},
-            {**ta.adding_replicas, tp[1]: adding},
-            {**ta.removing_replicas, tp[1]: removing},
-        )
-        if not adding:
-            new_ta.adding_replicas.pop(tp[1])
-        if not removing:
-            new_ta.removing_replicas.pop(tp[1])
-        new_ta.zk_version = await self.store.set_topic_assignment(fence, new_ta)
-        ctx.topics[tp[0]] = new_ta
-        ctx.reassigning[tp] = target
-        ctx.reassign_origin[tp] = origin
-        # Bump the leader epoch so every replica, new ones included, learns the new set.
-        written = await self.partition_state_machine.write_states(
-            {tp: election.LeaderAndIsr(st.leader, st.leader_epoch + 1, list(st.isr))}
-        )
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(written, is_new=False)
-        for wtp in written:  # Kafka's NewReplica: created even while a log dir is offline there
-            batch.add_leader_and_isr(adding, wtp, is_new=True)
-        batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
-        await self._maybe_complete_reassignment(tp)
-        return ErrorCode.NONE, None
-
-    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
-        fence = self._require_active()
-        ctx = self.ctx
-        target = ctx.reassigning.get(tp)
-        st = ctx.states.get(tp)
-        if target is None or st is None:
-            return
-        if not all(b in st.isr for b in target):
-            return  # new replicas still catching up; AlterPartition will bring us back
-        live = ctx.usable_for(tp, ctx.electable_ids)
-        if st.leader in target and st.leader in live:
-            lai = election.LeaderAndIsr(
-                st.leader, st.leader_epoch + 1, [b for b in st.isr if b in target]
-            )
-        else:
-            result = election.reassignment_election(target, st.isr, live, st.leader_epoch)
-            if isinstance(result, election.NoLeader):
-                log.warning("reassignment of %s-%d waits: %s", tp[0], tp[1], result.reason)
-                return
-            lai = result
-        written = await self.partition_state_machine.write_states({tp: lai})
-        if tp not in written:
-            return
-        ta = ctx.topics[tp[0]]
-        removed = [b for b in ta.partitions.get(tp[1], []) if b not in target]
-        new_ta = TopicAssignment(
-            ta.name,
-            ta.topic_id,
-            {**ta.partitions, tp[1]: list(target)},
-            dict(ta.adding_replicas),
-            dict(ta.removing_replicas),
-        )
-        new_ta.adding_replicas.pop(tp[1], None)
-        new_ta.removing_replicas.pop(tp[1], None)
-        new_ta.zk_version = await self.store.set_topic_assignment(fence, new_ta)
-        ctx.topics[tp[0]] = new_ta
-        ctx.reassigning.pop(tp, None)
-        ctx.reassign_origin.pop(tp, None)
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(written)
-        for b in removed:
-            batch.add_stop_replica([b], tp, delete=True)
-        batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
-        log.info("controller: reassignment of %s-%d to %s complete", tp[0], tp[1], target)
-        if tp in ctx.reassign_from_znode:
-            ctx.reassign_from_znode.discard(tp)
-            if not ctx.reassign_from_znode:
-                await self.store.delete_reassignment_request(fence)
-
-    async def _on_reassign_znode(self) -> None:
-        self._require_active()
-        requested = await self.store.get_partition_reassignments()
-        for tp, target in sorted(requested.items()):
-            if tp in self._reassign_znode_seen:
-                continue
-            self._reassign_znode_seen.add(tp)
-            self.ctx.reassign_from_znode.add(tp)
-            code, msg = await self._start_reassignment(tp, target)
-            if code != ErrorCode.NONE or tp not in self.ctx.reassigning:
-                self.ctx.reassign_from_znode.discard(tp)
-        if requested and not self.ctx.reassign_from_znode:
-            await self.store.delete_reassignment_request(self._require_active())
-        if not requested:
-            self._reassign_znode_seen.clear()
+        return self.reassignment.in_progress()
 
     # --- helpers for tests and the broker ------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kafkarepl.controller import election
@@ -20,6 +20,12 @@ from kafkarepl.controller.requests import RequestBatch
 from kafkarepl.zk.store import ControllerEpochFence, KafkaZkStore, PartitionState
 
 log = logging.getLogger(__name__)
+
+# PartitionStateMachine.write_states, as the services that change leaders and ISRs get it.
+WriteStates = Callable[
+    [Mapping[TopicPartition, election.LeaderAndIsr]],
+    Awaitable[dict[TopicPartition, PartitionState]],
+]
 
 
 class PartitionStateMachine:
