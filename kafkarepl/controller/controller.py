@@ -36,6 +36,7 @@ from kafkarepl.controller.context import (
     ControllerMetrics,
     TopicPartition,
 )
+from kafkarepl.controller.controlled_shutdown import ControlledShutdown
 from kafkarepl.controller.partition_state import PartitionStateMachine
 from kafkarepl.controller.reassignment import ReassignmentManager
 from kafkarepl.controller.requests import RequestBatch
@@ -113,6 +114,10 @@ class Controller:
         self.alter_partition = AlterPartitionHandler(
             self.ctx, self._require_active, self.partition_state_machine.write_states,
             self._batch, self._send_batch, self.reassignment.maybe_complete,
+        )
+        self.controlled_shutdown = ControlledShutdown(
+            self.ctx, self._require_active, self.partition_state_machine.write_states,
+            self._batch, self._send_batch,
         )
 
     # --- lifecycle -------------------------------------------------------------------
@@ -619,54 +624,9 @@ class Controller:
         remaining_partitions is empty (or gives up and shuts down anyway)."""
         return await self._serve(
             "controlled_shutdown",
-            lambda: self._controlled_shutdown(body),
+            lambda: self.controlled_shutdown.handle(body),
             _controlled_shutdown_failure,
         )
-
-    async def _controlled_shutdown(self, body: dict) -> dict:
-        self._require_active()
-        ctx = self.ctx
-        b = body.get("broker_id", -1)
-        epoch = body.get("broker_epoch", -1)
-        if b not in ctx.live:
-            return {"error_code": int(ErrorCode.BROKER_NOT_AVAILABLE), "remaining_partitions": []}
-        if epoch != -1 and epoch != ctx.live[b].epoch:
-            return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "remaining_partitions": []}
-        ctx.shutting_down.add(b)
-        live = ctx.live_ids
-        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
-        followers: list[TopicPartition] = []
-        for tp in ctx.partitions_on_broker(b):
-            st = ctx.states.get(tp)
-            if st is None or ctx.is_deleting(tp[0]):
-                continue
-            replicas = ctx.replicas(tp)
-            if st.leader == b:
-                if len(replicas) > 1:
-                    r = election.controlled_shutdown_election(
-                        replicas, st.isr, ctx.usable_for(tp, live), st.leader_epoch, ctx.shutting_down
-                    )
-                    if isinstance(r, election.LeaderAndIsr):
-                        changes[tp] = r
-            elif b in st.isr:
-                changes[tp] = election.LeaderAndIsr(
-                    st.leader, st.leader_epoch + 1, [x for x in st.isr if x != b]
-                )
-                followers.append(tp)
-        written = await self.partition_state_machine.write_states(changes)
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(written)
-        for tp in followers:
-            if tp in written:
-                batch.add_stop_replica([b], tp, delete=False)
-        batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
-        remaining = [
-            {"topic_name": tp[0], "partition_index": tp[1]}
-            for tp in ctx.partitions_on_broker(b)
-            if tp in ctx.states and ctx.states[tp].leader == b and len(ctx.replicas(tp)) > 1
-        ]
-        return {"error_code": 0, "remaining_partitions": remaining}
 
     # --- preferred leader election -----------------------------------------------------
 
