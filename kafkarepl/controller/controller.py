@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError
 
-from kafkarepl.aio import Pacer, wait_event
-from kafkarepl.controller import election
+from kafkarepl.aio import wait_event
 from kafkarepl.controller.alter_partition import AlterPartitionHandler
 from kafkarepl.controller.channel import (
     LEADER_AND_ISR,
@@ -39,6 +38,7 @@ from kafkarepl.controller.context import (
 from kafkarepl.controller.controlled_shutdown import ControlledShutdown
 from kafkarepl.controller.partition_state import PartitionStateMachine
 from kafkarepl.controller.reassignment import ReassignmentManager
+from kafkarepl.controller.replica_election import ReplicaElection
 from kafkarepl.controller.requests import RequestBatch
 from kafkarepl.controller.topic_deletion import TopicDeletionManager
 from kafkarepl.errors import ErrorCode, KafkaError
@@ -61,10 +61,6 @@ from kafkarepl.zk.store import (
 )
 
 log = logging.getLogger(__name__)
-
-ELECTION_PREFERRED = 0
-ELECTION_UNCLEAN = 1
-
 
 class _NotActive(Exception):
     pass
@@ -118,6 +114,10 @@ class Controller:
         self.controlled_shutdown = ControlledShutdown(
             self.ctx, self._require_active, self.partition_state_machine.write_states,
             self._batch, self._send_batch,
+        )
+        self.replica_election = ReplicaElection(
+            self.ctx, self.store, self.metrics, self.config, self._require_active,
+            self.partition_state_machine.write_states, self._batch, self._send_batch,
         )
 
     # --- lifecycle -------------------------------------------------------------------
@@ -342,7 +342,9 @@ class Controller:
         self._watches.append(
             await zk.data_watch(
                 PREFERRED_REPLICA_ELECTION,
-                lambda d, s: self._enqueue("preferred_znode", self._on_preferred_znode),
+                lambda d, s: self._enqueue(
+                    "preferred_znode", self.replica_election.on_preferred_replica_election_znode
+                ),
             )
         )
         ctx = self.ctx
@@ -628,102 +630,15 @@ class Controller:
             _controlled_shutdown_failure,
         )
 
-    # --- preferred leader election -----------------------------------------------------
+    # --- leader elections asked for (admin, /admin/preferred_replica_election, auto) ----
 
     async def handle_elect_leaders(self, body: dict) -> dict:
         """ElectLeaders request body (v0-v2) -> response body."""
         return await self._serve(
-            "elect_leaders", lambda: self._elect_leaders(body), _elect_leaders_failure
+            "elect_leaders",
+            lambda: self.replica_election.elect_leaders(body),
+            _elect_leaders_failure,
         )
-
-    async def _elect_leaders(self, body: dict) -> dict:
-        self._require_active()
-        ctx = self.ctx
-        kind = body.get("election_type", ELECTION_PREFERRED)
-        requested = body.get("topic_partitions")
-        if requested is None:
-            tps = [tp for tp in ctx.all_partitions() if tp in ctx.states]
-        else:
-            tps = [(t["topic"], p) for t in requested for p in t.get("partitions", [])]
-        codes = await self._run_elections(tps, kind)
-        by_topic: dict[str, list[dict]] = {}
-        pace = Pacer()  # the client may name any number of partitions
-        for (t, p), (code, msg) in codes.items():
-            if pace.due():
-                await asyncio.sleep(0)
-            by_topic.setdefault(t, []).append(
-                {"partition_id": p, "error_code": int(code), "error_message": msg}
-            )
-        return {
-            "throttle_time_ms": 0,
-            "error_code": 0,
-            "replica_election_results": [
-                {"topic": t, "partition_result": r} for t, r in by_topic.items()
-            ],
-        }
-
-    async def _run_elections(
-        self, tps: Iterable[TopicPartition], kind: int
-    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
-        ctx = self.ctx
-        all_electable = ctx.electable_ids
-        codes: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
-        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
-        for tp in tps:
-            st = ctx.states.get(tp)
-            if st is None or ctx.is_deleting(tp[0]):
-                codes[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition")
-                continue
-            replicas = ctx.replicas(tp)
-            electable = ctx.usable_for(tp, all_electable)
-            if kind == ELECTION_UNCLEAN:
-                if st.leader in ctx.usable_for(tp, ctx.live_ids):
-                    codes[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "partition has a leader")
-                    continue
-                r = election.unclean_election(replicas, st.isr, electable, st.leader_epoch)
-                missing = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-            else:
-                if replicas and st.leader == replicas[0]:
-                    codes[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "preferred replica is the leader")
-                    continue
-                r = election.preferred_election(replicas, st.isr, electable, st.leader_epoch)
-                missing = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-            if isinstance(r, election.NoLeader):
-                codes[tp] = (missing, r.reason)
-                continue
-            if r.unclean:
-                self.metrics.unclean_elections += 1
-                log.error(
-                    "UNCLEAN leader election (requested) for %s-%d: broker %d",
-                    tp[0],
-                    tp[1],
-                    r.leader,
-                )
-            changes[tp] = r
-        started = time.perf_counter()
-        written = await self.partition_state_machine.write_states(changes)
-        if written:
-            self.metrics.leader_elections += len(written)
-            self.metrics.leader_election_time_ms_total += (time.perf_counter() - started) * 1000
-        for tp in changes:
-            codes[tp] = (
-                (ErrorCode.NONE, None)
-                if tp in written
-                else (ErrorCode.INVALID_UPDATE_VERSION, "retry")
-            )
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(written)
-        batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
-        return codes
-
-    async def _on_preferred_znode(self) -> None:
-        fence = self._require_active()
-        tps = await self.store.get_preferred_replica_election()
-        if not tps:
-            return
-        await self._run_elections(sorted(tps), ELECTION_PREFERRED)
-        await self.store.delete_preferred_replica_election(fence)
 
     def _start_rebalance_timer(self) -> None:
         if not as_bool(self.config["auto.leader.rebalance.enable"]):
@@ -733,40 +648,13 @@ class Controller:
         async def tick() -> None:
             while True:
                 await asyncio.sleep(interval)
-                self._enqueue("auto_rebalance", self._auto_rebalance)
+                self._enqueue("auto_rebalance", self.replica_election.auto_rebalance)
 
         self._rebalance_task = asyncio.get_running_loop().create_task(tick())
 
-    async def _auto_rebalance(self) -> None:
-        """Move leadership back to preferred replicas on brokers whose share of
-        partitions led by someone else exceeds leader.imbalance.per.broker.percentage."""
-        self._require_active()
-        ctx = self.ctx
-        threshold = float(self.config["leader.imbalance.per.broker.percentage"]) / 100.0
-        preferred_of: dict[int, list[TopicPartition]] = {}
-        for tp in ctx.all_partitions():
-            reps = ctx.replicas(tp)
-            if (
-                reps
-                and tp in ctx.states
-                and not ctx.is_deleting(tp[0])
-                and tp not in ctx.reassigning
-            ):
-                preferred_of.setdefault(reps[0], []).append(tp)
-        to_elect: list[TopicPartition] = []
-        for b, tps in preferred_of.items():
-            if b not in ctx.electable_ids:
-                continue
-            not_led = [tp for tp in tps if ctx.states[tp].leader != b]
-            if tps and len(not_led) / len(tps) > threshold:
-                to_elect.extend(tp for tp in not_led if b in ctx.states[tp].isr and ctx.usable_for(tp, {b}))
-        if to_elect:
-            log.info("controller: auto leader rebalance of %d partitions", len(to_elect))
-            await self._run_elections(to_elect, ELECTION_PREFERRED)
-
     async def trigger_auto_rebalance(self) -> None:
         """Run one auto-rebalance check now (tests, admin tooling)."""
-        await self._call("auto_rebalance", self._auto_rebalance)
+        await self._call("auto_rebalance", self.replica_election.auto_rebalance)
 
     # --- partition reassignment --------------------------------------------------------
 
