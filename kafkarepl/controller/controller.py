@@ -9,6 +9,13 @@ Fencing: every ZooKeeper write of the active controller is
 multi(check(/controller_epoch, fence.zk_version), write) through KafkaZkStore, and every
 request to brokers carries controller_epoch. A write rejected by the check means
 another controller was elected: this one resigns at once.
+
+This class keeps the event queue, winning and losing the election, failover, broker and
+topic membership, and sending requests. The rest is done by services it wires, each
+given what it uses (the context, the store, fenced state writes, the request batch
+sender): PartitionStateMachine, TopicDeletionManager, ReassignmentManager,
+AlterPartitionHandler, ControlledShutdown, ReplicaElection and LogDirFailureHandler.
+Their methods only ever run as events of this queue.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from kafkarepl.controller.context import (
     TopicPartition,
 )
 from kafkarepl.controller.controlled_shutdown import ControlledShutdown
+from kafkarepl.controller.log_dir_failure import LogDirFailureHandler
 from kafkarepl.controller.partition_state import PartitionStateMachine
 from kafkarepl.controller.reassignment import ReassignmentManager
 from kafkarepl.controller.replica_election import ReplicaElection
@@ -56,11 +64,11 @@ from kafkarepl.zk.store import (
     KafkaZkStore,
     PartitionState,
     new_topic_id,
-    topic_id_to_uuid,
     topic_path,
 )
 
 log = logging.getLogger(__name__)
+
 
 class _NotActive(Exception):
     pass
@@ -98,6 +106,11 @@ class Controller:
         self.partition_state_machine = PartitionStateMachine(
             self.ctx, self.store, self.metrics, self.config,
             self._require_active, self._batch, self._send_batch,
+        )
+        self.log_dir_failure = LogDirFailureHandler(
+            self.ctx, self.store, lambda: self.is_active, self._require_active,
+            self.partition_state_machine.elect_offline_and_shrink_isr,
+            self._batch, self._send_batch,
         )
         self.topic_deletion = TopicDeletionManager(
             self.ctx, self.store, self.config, lambda: self.is_active,
@@ -336,7 +349,7 @@ class Controller:
         )
         self._watches.append(
             await zk.children_watch(
-                LOG_DIR_EVENT_NOTIFICATION, lambda c: self._enqueue("log_dir_event", self._on_log_dir_event)
+                LOG_DIR_EVENT_NOTIFICATION, lambda c: self._enqueue("log_dir_event", self.log_dir_failure.on_log_dir_event)
             )
         )
         self._watches.append(
@@ -398,7 +411,7 @@ class Controller:
             body = batch.stop_replica_body(b, parts)
             self._send(b, STOP_REPLICA, body, self.topic_deletion.stop_replica_callback(b, parts))
         for b, parts in sorted(batch.leader_and_isr.items()):
-            self._send(b, LEADER_AND_ISR, batch.leader_and_isr_body(b, parts), self._leader_and_isr_callback(b))
+            self._send(b, LEADER_AND_ISR, batch.leader_and_isr_body(b, parts), self.log_dir_failure.leader_and_isr_callback(b))
         for b, body in batch.update_metadata_bodies().items():
             self._send(b, UPDATE_METADATA, body)
 
@@ -553,63 +566,6 @@ class Controller:
         handle = self._topic_watches.pop(name, None)
         if handle:
             handle.cancel()
-
-    # --- log dir failures (KIP-112) ---------------------------------------------------------
-
-    def _leader_and_isr_callback(self, broker_id: int) -> Callable:
-        """A LeaderAndIsr answer: partitions answered KAFKA_STORAGE_ERROR are on a failed
-        log dir of that broker: its replicas there go offline (Kafka's
-        replicasOnOfflineDirs), leaders move and the ISRs shrink."""
-        async def on_response(result: Any) -> None:
-            ctx = self.ctx
-            if not self.is_active or not isinstance(result, dict) or broker_id not in ctx.live:
-                return
-            failed: set[TopicPartition] = set()
-            errored = [t for t in result.get("topics") or []
-                       if any(e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR for e in t.get("partition_errors") or [])]
-            if errored:  # rare: the topic-id map is built only then (every ISR change gets an answer)
-                ids = {t.get("topic_id") for t in errored}
-                names = {u: t for t, ta in ctx.topics.items() if ta.topic_id
-                         and (u := topic_id_to_uuid(ta.topic_id)) in ids}
-                for t in errored:
-                    name = names.get(t.get("topic_id"))
-                    for e in t.get("partition_errors") or []:
-                        topic = e.get("topic_name") or name
-                        if topic is not None and e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
-                            failed.add((topic, e["partition_index"]))
-            for e in result.get("partition_errors") or []:  # versions before 5
-                if e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
-                    failed.add((e["topic_name"], e["partition_index"]))
-            known = ctx.offline_replicas.setdefault(broker_id, set())
-            new = failed - known
-            if not new:
-                return
-            known |= new
-            log.warning("controller: replicas of broker %d on a failed log dir: %s", broker_id,
-                        ",".join(f"{t}-{p}" for t, p in sorted(new)))
-            tps = [tp for tp in new if tp in ctx.states]
-            batch = self._batch()
-            await self.partition_state_machine.elect_offline_and_shrink_isr(tps, batch)
-            batch.add_update_metadata(ctx.live, tps)  # offline_replicas, even if nothing else changed
-            self._send_batch(batch)
-
-        return on_response
-
-    async def _on_log_dir_event(self) -> None:
-        """/log_dir_event_notification: a broker's log dir failed. Ask that broker about
-        all its replicas (LeaderAndIsr); its KAFKA_STORAGE_ERROR answers say which went
-        offline (_leader_and_isr_callback)."""
-        self._require_active()
-        ctx = self.ctx
-        brokers = await self.store.take_log_dir_events()
-        batch = self._batch()
-        for b in sorted(brokers):
-            if b in ctx.live:
-                log.info("controller: broker %d reported a log dir failure", b)
-                for tp in ctx.partitions_on_broker(b):
-                    if tp in ctx.states:
-                        batch.add_leader_and_isr([b], tp)
-        self._send_batch(batch)
 
     # --- AlterPartition (ISR changes asked by leaders) ---------------------------------
 
