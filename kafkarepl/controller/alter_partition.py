@@ -12,28 +12,23 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkarepl.controller import election
-from kafkarepl.controller.context import ControllerContext, TopicPartition
+from kafkarepl.controller.context import TopicPartition
 from kafkarepl.controller.partition_state import WriteStates
-from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.errors import ErrorCode
-from kafkarepl.zk.store import ControllerEpochFence, PartitionState, topic_id_from_uuid
+from kafkarepl.zk.store import PartitionState, topic_id_from_uuid
 
 
 class AlterPartitionHandler:
     def __init__(
         self,
-        ctx: ControllerContext,
-        require_active: Callable[[], ControllerEpochFence],
+        scope: ControllerScope,
         write_states: WriteStates,
-        new_batch: Callable[[], RequestBatch],
-        send_batch: Callable[[RequestBatch], None],
         maybe_complete_reassignment: Callable[[TopicPartition], Awaitable[None]],
     ) -> None:
-        self.ctx = ctx
-        self._require_active = require_active
+        self.scope = scope
+        self.ctx = scope.ctx
         self._write_states = write_states
-        self._batch = new_batch
-        self._send_batch = send_batch
         self._maybe_complete_reassignment = maybe_complete_reassignment
 
     def _resolve_topic(self, entry: dict) -> tuple[str | None, Any]:
@@ -50,7 +45,7 @@ class AlterPartitionHandler:
 
     async def handle(self, body: dict) -> dict:
         """AlterPartition request body -> response body (v0-v3 fields)."""
-        self._require_active()
+        self.scope.require_active()
         ctx = self.ctx
         broker_id = body.get("broker_id", -1)
         broker_epoch = body.get("broker_epoch", -1)
@@ -90,9 +85,9 @@ class AlterPartitionHandler:
         for tp in changes:
             results[tp] = 0 if tp in written else int(ErrorCode.INVALID_UPDATE_VERSION)
         if written:
-            batch = self._batch()
+            batch = self.scope.new_batch()
             batch.add_update_metadata(ctx.live, written)
-            self._send_batch(batch)
+            self.scope.send_batch(batch)
             for tp in written:
                 if tp in ctx.reassigning:
                     await self._maybe_complete_reassignment(tp)

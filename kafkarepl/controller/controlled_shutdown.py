@@ -9,34 +9,22 @@ partitions it still leads; the broker retries until none is left.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from kafkarepl.controller import election
-from kafkarepl.controller.context import ControllerContext, TopicPartition
+from kafkarepl.controller.context import TopicPartition
 from kafkarepl.controller.partition_state import WriteStates
-from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.errors import ErrorCode
-from kafkarepl.zk.store import ControllerEpochFence
 
 
 class ControlledShutdown:
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        require_active: Callable[[], ControllerEpochFence],
-        write_states: WriteStates,
-        new_batch: Callable[[], RequestBatch],
-        send_batch: Callable[[RequestBatch], None],
-    ) -> None:
-        self.ctx = ctx
-        self._require_active = require_active
+    def __init__(self, scope: ControllerScope, write_states: WriteStates) -> None:
+        self.scope = scope
+        self.ctx = scope.ctx
         self._write_states = write_states
-        self._batch = new_batch
-        self._send_batch = send_batch
 
     async def handle(self, body: dict) -> dict:
         """ControlledShutdown request body -> response body."""
-        self._require_active()
+        self.scope.require_active()
         ctx = self.ctx
         b = body.get("broker_id", -1)
         epoch = body.get("broker_epoch", -1)
@@ -66,13 +54,13 @@ class ControlledShutdown:
                 )
                 followers.append(tp)
         written = await self._write_states(changes)
-        batch = self._batch()
+        batch = self.scope.new_batch()
         batch.add_leader_and_isr_for_replicas(written)
         for tp in followers:
             if tp in written:
                 batch.add_stop_replica([b], tp, delete=False)
         batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
+        self.scope.send_batch(batch)
         remaining = [
             {"topic_name": tp[0], "partition_index": tp[1]}
             for tp in ctx.partitions_on_broker(b)

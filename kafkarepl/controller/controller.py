@@ -48,6 +48,7 @@ from kafkarepl.controller.partition_state import PartitionStateMachine
 from kafkarepl.controller.reassignment import ReassignmentManager
 from kafkarepl.controller.replica_election import ReplicaElection
 from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.controller.topic_deletion import TopicDeletionManager
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.zk.client import AsyncZk, WatchHandle
@@ -103,35 +104,19 @@ class Controller:
         self._stopped = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self.partition_state_machine = PartitionStateMachine(
-            self.ctx, self.store, self.metrics, self.config,
-            self._require_active, self._batch, self._send_batch,
-        )
-        self.log_dir_failure = LogDirFailureHandler(
+        scope = ControllerScope(
             self.ctx, self.store, lambda: self.is_active, self._require_active,
-            self.partition_state_machine.elect_offline_and_shrink_isr,
             self._batch, self._send_batch,
         )
-        self.topic_deletion = TopicDeletionManager(
-            self.ctx, self.store, self.config, lambda: self.is_active,
-            self._require_active, self._batch, self._send_batch, self._forget_topic,
-        )
-        self.reassignment = ReassignmentManager(
-            self.ctx, self.store, self._require_active,
-            self.partition_state_machine.write_states, self._batch, self._send_batch,
-        )
+        self.partition_state_machine = psm = PartitionStateMachine(scope, self.metrics, self.config)
+        self.log_dir_failure = LogDirFailureHandler(scope, psm.elect_offline_and_shrink_isr)
+        self.topic_deletion = TopicDeletionManager(scope, self.config, self._forget_topic)
+        self.reassignment = ReassignmentManager(scope, psm.write_states)
         self.alter_partition = AlterPartitionHandler(
-            self.ctx, self._require_active, self.partition_state_machine.write_states,
-            self._batch, self._send_batch, self.reassignment.maybe_complete,
+            scope, psm.write_states, self.reassignment.maybe_complete
         )
-        self.controlled_shutdown = ControlledShutdown(
-            self.ctx, self._require_active, self.partition_state_machine.write_states,
-            self._batch, self._send_batch,
-        )
-        self.replica_election = ReplicaElection(
-            self.ctx, self.store, self.metrics, self.config, self._require_active,
-            self.partition_state_machine.write_states, self._batch, self._send_batch,
-        )
+        self.controlled_shutdown = ControlledShutdown(scope, psm.write_states)
+        self.replica_election = ReplicaElection(scope, self.metrics, self.config, psm.write_states)
 
     # --- lifecycle -------------------------------------------------------------------
 

@@ -12,10 +12,11 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from kafkarepl.controller.context import ControllerContext, TopicPartition
+from kafkarepl.controller.context import TopicPartition
 from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.errors import ErrorCode
-from kafkarepl.zk.store import ControllerEpochFence, KafkaZkStore, topic_id_to_uuid
+from kafkarepl.zk.store import topic_id_to_uuid
 
 log = logging.getLogger(__name__)
 
@@ -28,21 +29,12 @@ ElectOfflineAndShrinkIsr = Callable[
 class LogDirFailureHandler:
     def __init__(
         self,
-        ctx: ControllerContext,
-        store: KafkaZkStore,
-        is_active: Callable[[], bool],
-        require_active: Callable[[], ControllerEpochFence],
+        scope: ControllerScope,
         elect_offline_and_shrink_isr: ElectOfflineAndShrinkIsr,
-        new_batch: Callable[[], RequestBatch],
-        send_batch: Callable[[RequestBatch], None],
     ) -> None:
-        self.ctx = ctx
-        self.store = store
-        self._is_active = is_active
-        self._require_active = require_active
+        self.scope = scope
+        self.ctx = scope.ctx
         self._elect_offline_and_shrink_isr = elect_offline_and_shrink_isr
-        self._batch = new_batch
-        self._send_batch = send_batch
 
     def leader_and_isr_callback(self, broker_id: int) -> Callable[[Any], Awaitable[None]]:
         """A LeaderAndIsr answer: partitions answered KAFKA_STORAGE_ERROR are on a failed
@@ -50,7 +42,7 @@ class LogDirFailureHandler:
         replicasOnOfflineDirs), leaders move and the ISRs shrink."""
         async def on_response(result: Any) -> None:
             ctx = self.ctx
-            if not self._is_active() or not isinstance(result, dict) or broker_id not in ctx.live:
+            if not self.scope.is_active() or not isinstance(result, dict) or broker_id not in ctx.live:
                 return
             failed: set[TopicPartition] = set()
             errored = [t for t in result.get("topics") or []
@@ -76,10 +68,10 @@ class LogDirFailureHandler:
             log.warning("controller: replicas of broker %d on a failed log dir: %s", broker_id,
                         ",".join(f"{t}-{p}" for t, p in sorted(new)))
             tps = [tp for tp in new if tp in ctx.states]
-            batch = self._batch()
+            batch = self.scope.new_batch()
             await self._elect_offline_and_shrink_isr(tps, batch)
             batch.add_update_metadata(ctx.live, tps)  # offline_replicas, even if nothing else changed
-            self._send_batch(batch)
+            self.scope.send_batch(batch)
 
         return on_response
 
@@ -87,14 +79,14 @@ class LogDirFailureHandler:
         """/log_dir_event_notification: a broker's log dir failed. Ask that broker about
         all its replicas (LeaderAndIsr); its KAFKA_STORAGE_ERROR answers say which went
         offline (leader_and_isr_callback)."""
-        self._require_active()
+        self.scope.require_active()
         ctx = self.ctx
-        brokers = await self.store.take_log_dir_events()
-        batch = self._batch()
+        brokers = await self.scope.store.take_log_dir_events()
+        batch = self.scope.new_batch()
         for b in sorted(brokers):
             if b in ctx.live:
                 log.info("controller: broker %d reported a log dir failure", b)
                 for tp in ctx.partitions_on_broker(b):
                     if tp in ctx.states:
                         batch.add_leader_and_isr([b], tp)
-        self._send_batch(batch)
+        self.scope.send_batch(batch)

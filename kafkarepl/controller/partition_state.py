@@ -15,9 +15,10 @@ from typing import Any
 
 from kafkarepl.controller import election
 from kafkarepl.controller.config import as_bool
-from kafkarepl.controller.context import ControllerContext, ControllerMetrics, TopicPartition
+from kafkarepl.controller.context import ControllerMetrics, TopicPartition
 from kafkarepl.controller.requests import RequestBatch
-from kafkarepl.zk.store import ControllerEpochFence, KafkaZkStore, PartitionState
+from kafkarepl.controller.scope import ControllerScope
+from kafkarepl.zk.store import PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -31,21 +32,14 @@ WriteStates = Callable[
 class PartitionStateMachine:
     def __init__(
         self,
-        ctx: ControllerContext,
-        store: KafkaZkStore,
+        scope: ControllerScope,
         metrics: ControllerMetrics,
         config: Mapping[str, Any],
-        require_active: Callable[[], ControllerEpochFence],
-        new_batch: Callable[[], RequestBatch],
-        send_batch: Callable[[RequestBatch], None],
     ) -> None:
-        self.ctx = ctx
-        self.store = store
+        self.scope = scope
+        self.ctx = scope.ctx
         self.metrics = metrics
         self.config = config
-        self._require_active = require_active
-        self._batch = new_batch
-        self._send_batch = send_batch
 
     async def write_states(
         self, changes: Mapping[TopicPartition, election.LeaderAndIsr]
@@ -53,7 +47,7 @@ class PartitionStateMachine:
         """Conditional writes of new leader/ISR; updates the context; returns what was written.
         A zkVersion mismatch re-reads that partition's state and drops the change (the
         caller's next event recomputes it)."""
-        fence = self._require_active()
+        fence = self.scope.require_active()
         if not changes:
             return {}
         updates = {
@@ -63,7 +57,7 @@ class PartitionStateMachine:
             )
             for tp, lai in changes.items()
         }
-        done, failed = await self.store.update_partition_states(fence, updates)
+        done, failed = await self.scope.store.update_partition_states(fence, updates)
         written = {}
         for tp, version in done.items():
             st = updates[tp][0]
@@ -74,22 +68,22 @@ class PartitionStateMachine:
             log.warning(
                 "controller: partition state changed under us for %s; re-reading", sorted(failed)
             )
-            fresh = await self.store.get_partition_states(failed)
+            fresh = await self.scope.store.get_partition_states(failed)
             self.ctx.states.update(fresh)
         return written
 
     async def _unclean_allowed(self, topic: str) -> bool:
-        cfg = await self.store.get_topic_config(topic)
+        cfg = await self.scope.store.get_topic_config(topic)
         if "unclean.leader.election.enable" in cfg:
             return as_bool(cfg["unclean.leader.election.enable"])
-        dynamic = await self.store.get_broker_config()
+        dynamic = await self.scope.store.get_broker_config()
         if "unclean.leader.election.enable" in dynamic:
             return as_bool(dynamic["unclean.leader.election.enable"])
         return as_bool(self.config["unclean.leader.election.enable"])
 
     async def on_new_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """NewPartition -> OnlinePartition: leader = first live replica, ISR = live replicas."""
-        fence = self._require_active()
+        fence = self.scope.require_active()
         ctx = self.ctx
         electable = ctx.electable_ids
         initial: dict[TopicPartition, PartitionState] = {}
@@ -103,18 +97,18 @@ class PartitionStateMachine:
         if not initial:
             return
         started = time.perf_counter()
-        created = await self.store.create_partition_states(fence, initial)
+        created = await self.scope.store.create_partition_states(fence, initial)
         for tp, version in created.items():
             st = initial[tp]
             st.zk_version = version
             ctx.states[tp] = st
         leftover = [tp for tp in initial if tp not in created]
         if leftover:  # a previous controller got there first
-            ctx.states.update(await self.store.get_partition_states(leftover))
-        batch = self._batch()
+            ctx.states.update(await self.scope.store.get_partition_states(leftover))
+        batch = self.scope.new_batch()
         batch.add_leader_and_isr_for_replicas(initial, is_new=True)
         batch.add_update_metadata(ctx.live, initial)
-        self._send_batch(batch)
+        self.scope.send_batch(batch)
         log.info("controller: %d new partitions online (states written in %.0f ms)", len(initial),
                  (time.perf_counter() - started) * 1000)
 
@@ -174,8 +168,8 @@ class PartitionStateMachine:
             self.metrics.leader_election_time_ms_total += elapsed
             self.metrics.leader_election_time_ms_last = elapsed
         own_batch = batch is None
-        batch = batch or self._batch()
+        batch = batch or self.scope.new_batch()
         batch.add_leader_and_isr_for_replicas(written)
         batch.add_update_metadata(ctx.live, written)
         if own_batch:
-            self._send_batch(batch)
+            self.scope.send_batch(batch)

@@ -10,34 +10,22 @@ deleted (StopReplica).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from kafkarepl.controller import election
-from kafkarepl.controller.context import ControllerContext, TopicPartition
+from kafkarepl.controller.context import TopicPartition
 from kafkarepl.controller.partition_state import WriteStates
-from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.errors import ErrorCode
-from kafkarepl.zk.store import ControllerEpochFence, KafkaZkStore, TopicAssignment
+from kafkarepl.zk.store import TopicAssignment
 
 log = logging.getLogger(__name__)
 
 
 class ReassignmentManager:
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        store: KafkaZkStore,
-        require_active: Callable[[], ControllerEpochFence],
-        write_states: WriteStates,
-        new_batch: Callable[[], RequestBatch],
-        send_batch: Callable[[RequestBatch], None],
-    ) -> None:
-        self.ctx = ctx
-        self.store = store
-        self._require_active = require_active
+    def __init__(self, scope: ControllerScope, write_states: WriteStates) -> None:
+        self.scope = scope
+        self.ctx = scope.ctx
         self._write_states = write_states
-        self._batch = new_batch
-        self._send_batch = send_batch
         # Partitions of the znode's request already started: a later firing of its watch
         # starts only the new ones (forgotten once the znode is empty or gone).
         self._znode_seen: set[TopicPartition] = set()
@@ -48,7 +36,7 @@ class ReassignmentManager:
 
     async def alter(self, body: dict) -> dict:
         """AlterPartitionReassignments request body -> response body."""
-        self._require_active()
+        self.scope.require_active()
         responses = []
         for topic in body.get("topics", []) or []:
             parts = []
@@ -84,7 +72,7 @@ class ReassignmentManager:
         self, tp: TopicPartition, target: list[int] | None
     ) -> tuple[ErrorCode, str | None]:
         """Start (or, target None, cancel) reassigning `tp` to the target replicas."""
-        fence = self._require_active()
+        fence = self.scope.require_active()
         ctx = self.ctx
         st = ctx.states.get(tp)
         if st is None or ctx.is_deleting(tp[0]):
@@ -119,7 +107,7 @@ class ReassignmentManager:
             new_ta.adding_replicas.pop(tp[1])
         if not removing:
             new_ta.removing_replicas.pop(tp[1])
-        new_ta.zk_version = await self.store.set_topic_assignment(fence, new_ta)
+        new_ta.zk_version = await self.scope.store.set_topic_assignment(fence, new_ta)
         ctx.topics[tp[0]] = new_ta
         ctx.reassigning[tp] = target
         ctx.reassign_origin[tp] = origin
@@ -127,18 +115,18 @@ class ReassignmentManager:
         written = await self._write_states(
             {tp: election.LeaderAndIsr(st.leader, st.leader_epoch + 1, list(st.isr))}
         )
-        batch = self._batch()
+        batch = self.scope.new_batch()
         batch.add_leader_and_isr_for_replicas(written, is_new=False)
         for wtp in written:  # Kafka's NewReplica: created even while a log dir is offline there
             batch.add_leader_and_isr(adding, wtp, is_new=True)
         batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
+        self.scope.send_batch(batch)
         await self.maybe_complete(tp)
         return ErrorCode.NONE, None
 
     async def maybe_complete(self, tp: TopicPartition) -> None:
         """Once the target replicas are all in the ISR: lead from one, drop the others."""
-        fence = self._require_active()
+        fence = self.scope.require_active()
         ctx = self.ctx
         target = ctx.reassigning.get(tp)
         st = ctx.states.get(tp)
@@ -171,26 +159,26 @@ class ReassignmentManager:
         )
         new_ta.adding_replicas.pop(tp[1], None)
         new_ta.removing_replicas.pop(tp[1], None)
-        new_ta.zk_version = await self.store.set_topic_assignment(fence, new_ta)
+        new_ta.zk_version = await self.scope.store.set_topic_assignment(fence, new_ta)
         ctx.topics[tp[0]] = new_ta
         ctx.reassigning.pop(tp, None)
         ctx.reassign_origin.pop(tp, None)
-        batch = self._batch()
+        batch = self.scope.new_batch()
         batch.add_leader_and_isr_for_replicas(written)
         for b in removed:
             batch.add_stop_replica([b], tp, delete=True)
         batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
+        self.scope.send_batch(batch)
         log.info("controller: reassignment of %s-%d to %s complete", tp[0], tp[1], target)
         if tp in ctx.reassign_from_znode:
             ctx.reassign_from_znode.discard(tp)
             if not ctx.reassign_from_znode:
-                await self.store.delete_reassignment_request(fence)
+                await self.scope.store.delete_reassignment_request(fence)
 
     async def on_reassign_znode(self) -> None:
         """/admin/reassign_partitions changed: start the reassignments newly asked for."""
-        self._require_active()
-        requested = await self.store.get_partition_reassignments()
+        self.scope.require_active()
+        requested = await self.scope.store.get_partition_reassignments()
         for tp, target in sorted(requested.items()):
             if tp in self._znode_seen:
                 continue
@@ -200,6 +188,6 @@ class ReassignmentManager:
             if code != ErrorCode.NONE or tp not in self.ctx.reassigning:
                 self.ctx.reassign_from_znode.discard(tp)
         if requested and not self.ctx.reassign_from_znode:
-            await self.store.delete_reassignment_request(self._require_active())
+            await self.scope.store.delete_reassignment_request(self.scope.require_active())
         if not requested:
             self._znode_seen.clear()

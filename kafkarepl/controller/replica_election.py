@@ -9,16 +9,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafkarepl.aio import Pacer
 from kafkarepl.controller import election
-from kafkarepl.controller.context import ControllerContext, ControllerMetrics, TopicPartition
+from kafkarepl.controller.context import ControllerMetrics, TopicPartition
 from kafkarepl.controller.partition_state import WriteStates
-from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.errors import ErrorCode
-from kafkarepl.zk.store import ControllerEpochFence, KafkaZkStore
 
 log = logging.getLogger(__name__)
 
@@ -29,27 +28,20 @@ ELECTION_UNCLEAN = 1
 class ReplicaElection:
     def __init__(
         self,
-        ctx: ControllerContext,
-        store: KafkaZkStore,
+        scope: ControllerScope,
         metrics: ControllerMetrics,
         config: Mapping[str, Any],
-        require_active: Callable[[], ControllerEpochFence],
         write_states: WriteStates,
-        new_batch: Callable[[], RequestBatch],
-        send_batch: Callable[[RequestBatch], None],
     ) -> None:
-        self.ctx = ctx
-        self.store = store
+        self.scope = scope
+        self.ctx = scope.ctx
         self.metrics = metrics
         self.config = config
-        self._require_active = require_active
         self._write_states = write_states
-        self._batch = new_batch
-        self._send_batch = send_batch
 
     async def elect_leaders(self, body: dict) -> dict:
         """ElectLeaders request body (v0-v2) -> response body (AdminClientTriggered)."""
-        self._require_active()
+        self.scope.require_active()
         ctx = self.ctx
         kind = body.get("election_type", ELECTION_PREFERRED)
         requested = body.get("topic_partitions")
@@ -124,25 +116,25 @@ class ReplicaElection:
                 if tp in written
                 else (ErrorCode.INVALID_UPDATE_VERSION, "retry")
             )
-        batch = self._batch()
+        batch = self.scope.new_batch()
         batch.add_leader_and_isr_for_replicas(written)
         batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
+        self.scope.send_batch(batch)
         return codes
 
     async def on_preferred_replica_election_znode(self) -> None:
         """/admin/preferred_replica_election: elect the preferred replicas it names (ZkTriggered)."""
-        fence = self._require_active()
-        tps = await self.store.get_preferred_replica_election()
+        fence = self.scope.require_active()
+        tps = await self.scope.store.get_preferred_replica_election()
         if not tps:
             return
         await self.run(sorted(tps), ELECTION_PREFERRED)
-        await self.store.delete_preferred_replica_election(fence)
+        await self.scope.store.delete_preferred_replica_election(fence)
 
     async def auto_rebalance(self) -> None:
         """AutoTriggered: move leadership back to preferred replicas on brokers whose share of
         partitions led by someone else exceeds leader.imbalance.per.broker.percentage."""
-        self._require_active()
+        self.scope.require_active()
         ctx = self.ctx
         threshold = float(self.config["leader.imbalance.per.broker.percentage"]) / 100.0
         preferred_of: dict[int, list[TopicPartition]] = {}

@@ -13,9 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kafkarepl.controller.config import as_bool
-from kafkarepl.controller.context import ControllerContext, TopicDeletion, TopicPartition
-from kafkarepl.controller.requests import RequestBatch
-from kafkarepl.zk.store import ControllerEpochFence, KafkaZkStore
+from kafkarepl.controller.context import TopicDeletion, TopicPartition
+from kafkarepl.controller.scope import ControllerScope
 
 log = logging.getLogger(__name__)
 
@@ -23,44 +22,35 @@ log = logging.getLogger(__name__)
 class TopicDeletionManager:
     def __init__(
         self,
-        ctx: ControllerContext,
-        store: KafkaZkStore,
+        scope: ControllerScope,
         config: Mapping[str, Any],
-        is_active: Callable[[], bool],
-        require_active: Callable[[], ControllerEpochFence],
-        new_batch: Callable[[], RequestBatch],
-        send_batch: Callable[[RequestBatch], None],
         forget_topic: Callable[[str], None],
     ) -> None:
-        self.ctx = ctx
-        self.store = store
+        self.scope = scope
+        self.ctx = scope.ctx
         self.config = config
-        self._is_active = is_active
-        self._require_active = require_active
-        self._batch = new_batch
-        self._send_batch = send_batch
         self._forget_topic = forget_topic
 
     async def on_delete_topics_change(self) -> None:
         """/admin/delete_topics changed: start deleting the topics newly marked."""
-        fence = self._require_active()
-        names = await self.store.get_topics_to_delete()
+        fence = self.scope.require_active()
+        names = await self.scope.store.get_topics_to_delete()
         for name in names:
             if name in self.ctx.deleting:
                 continue
             if not as_bool(self.config["delete.topic.enable"]):
                 log.warning("delete.topic.enable=false: ignoring deletion of %s", name)
-                await self.store.remove_deletion_marker(fence, name)
+                await self.scope.store.remove_deletion_marker(fence, name)
                 continue
             await self.start(name)
 
     async def start(self, name: str) -> None:
-        fence = self._require_active()
+        fence = self.scope.require_active()
         ctx = self.ctx
         if name in ctx.deleting:
             return
         if name not in ctx.topics:
-            await self.store.remove_deletion_marker(fence, name)
+            await self.scope.store.remove_deletion_marker(fence, name)
             return
         log.info("controller: deleting topic %s", name)
         deletion = TopicDeletion()
@@ -70,9 +60,9 @@ class TopicDeletionManager:
                 deletion.ineligible.add((tp[1], b))
             ctx.reassigning.pop(tp, None)
             ctx.reassign_origin.pop(tp, None)
-        batch = self._batch()
+        batch = self.scope.new_batch()
         batch.add_update_metadata(ctx.live, ctx.partitions_of(name))  # leader -2: forget it
-        self._send_batch(batch)
+        self.scope.send_batch(batch)
         await self.resume(name)
 
     async def resume(self, name: str) -> None:
@@ -81,13 +71,13 @@ class TopicDeletionManager:
         deletion = ctx.deleting.get(name)
         if deletion is None:
             return
-        batch = self._batch()
+        batch = self.scope.new_batch()
         for p, b in sorted(deletion.ineligible):
             if b in ctx.live:
                 deletion.ineligible.discard((p, b))
                 deletion.pending.add((p, b))
                 batch.add_stop_replica([b], (name, p), delete=True)
-        self._send_batch(batch)
+        self.scope.send_batch(batch)
         await self.maybe_complete(name)
 
     def on_brokers_failed(self, dead: set[int]) -> None:
@@ -105,7 +95,7 @@ class TopicDeletionManager:
         deleted; the others are retried when their broker next comes up."""
         async def on_response(result: Any) -> None:
             ctx = self.ctx
-            if not self._is_active():
+            if not self.scope.is_active():
                 return
             errors: dict[TopicPartition, int] = {}
             if isinstance(result, dict):
@@ -131,10 +121,10 @@ class TopicDeletionManager:
         return on_response
 
     async def maybe_complete(self, name: str) -> None:
-        fence = self._require_active()
+        fence = self.scope.require_active()
         deletion = self.ctx.deleting.get(name)
         if deletion is None or deletion.pending or deletion.ineligible:
             return
-        await self.store.delete_topic_znodes(fence, name)
+        await self.scope.store.delete_topic_znodes(fence, name)
         log.info("controller: topic %s deleted", name)
         self._forget_topic(name)
