@@ -9,6 +9,13 @@ Fencing: every ZooKeeper write of the active controller is
 multi(check(/controller_epoch, fence.zk_version), write) through KafkaZkStore, and every
 request to brokers carries controller_epoch. A write rejected by the check means
 another controller was elected: this one resigns at once.
+
+This class keeps the event queue, winning and losing the election, failover, broker and
+topic membership, and sending requests. The rest is done by services it wires, each
+given what it uses (the context, the store, fenced state writes, the request batch
+sender): PartitionStateMachine, TopicDeletionManager, ReassignmentManager,
+AlterPartitionHandler, ControlledShutdown, ReplicaElection and LogDirFailureHandler.
+Their methods only ever run as events of this queue.
 """
 
 from __future__ import annotations
@@ -16,26 +23,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError
 
-from kafkarepl.aio import Pacer, wait_event
-from kafkarepl.controller import election
+from kafkarepl.aio import wait_event
+from kafkarepl.controller.alter_partition import AlterPartitionHandler
 from kafkarepl.controller.channel import (
     LEADER_AND_ISR,
     STOP_REPLICA,
     UPDATE_METADATA,
     BrokerChannel,
 )
+from kafkarepl.controller.config import DEFAULTS, as_bool
 from kafkarepl.controller.context import (
     ControllerContext,
     ControllerMetrics,
-    TopicDeletion,
     TopicPartition,
 )
+from kafkarepl.controller.controlled_shutdown import ControlledShutdown
+from kafkarepl.controller.log_dir_failure import LogDirFailureHandler
+from kafkarepl.controller.partition_state import PartitionStateMachine
+from kafkarepl.controller.reassignment import ReassignmentManager
+from kafkarepl.controller.replica_election import ReplicaElection
 from kafkarepl.controller.requests import RequestBatch
+from kafkarepl.controller.scope import ControllerScope
+from kafkarepl.controller.topic_deletion import TopicDeletionManager
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.zk.client import AsyncZk, WatchHandle
 from kafkarepl.zk.store import (
@@ -50,31 +64,11 @@ from kafkarepl.zk.store import (
     ControllerMovedError,
     KafkaZkStore,
     PartitionState,
-    TopicAssignment,
     new_topic_id,
-    topic_id_from_uuid,
-    topic_id_to_uuid,
     topic_path,
 )
 
 log = logging.getLogger(__name__)
-
-DEFAULTS: dict[str, Any] = {
-    "unclean.leader.election.enable": False,
-    "auto.leader.rebalance.enable": True,
-    "leader.imbalance.check.interval.seconds": 300,
-    "leader.imbalance.per.broker.percentage": 10,
-    "delete.topic.enable": True,
-}
-
-ELECTION_PREFERRED = 0
-ELECTION_UNCLEAN = 1
-
-
-def _as_bool(v: Any) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() == "true"
-    return bool(v)
 
 
 class _NotActive(Exception):
@@ -110,7 +104,19 @@ class Controller:
         self._stopped = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self._reassign_znode_seen: set[TopicPartition] = set()
+        scope = ControllerScope(
+            self.ctx, self.store, lambda: self.is_active, self._require_active,
+            self._batch, self._send_batch,
+        )
+        self.partition_state_machine = psm = PartitionStateMachine(scope, self.metrics, self.config)
+        self.log_dir_failure = LogDirFailureHandler(scope, psm.elect_offline_and_shrink_isr)
+        self.topic_deletion = TopicDeletionManager(scope, self.config, self._forget_topic)
+        self.reassignment = ReassignmentManager(scope, psm.write_states)
+        self.alter_partition = AlterPartitionHandler(
+            scope, psm.write_states, self.reassignment.maybe_complete
+        )
+        self.controlled_shutdown = ControlledShutdown(scope, psm.write_states)
+        self.replica_election = ReplicaElection(scope, self.metrics, self.config, psm.write_states)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -297,7 +303,7 @@ class Controller:
             self._rebalance_task = None
         self.channel.set_brokers({})  # queued requests of the old epoch are dropped
         self.ctx.clear()
-        self._reassign_znode_seen.clear()
+        self.reassignment.clear()
 
     async def _on_failover(self) -> None:
         """Become the active controller: watch, load everything, tell every broker."""
@@ -316,24 +322,27 @@ class Controller:
         )
         self._watches.append(
             await zk.children_watch(
-                DELETE_TOPICS, lambda c: self._enqueue("topic_deletion", self._on_topic_deletion)
+                DELETE_TOPICS,
+                lambda c: self._enqueue("topic_deletion", self.topic_deletion.on_delete_topics_change),
             )
         )
         self._watches.append(
             await zk.data_watch(
                 REASSIGN_PARTITIONS,
-                lambda d, s: self._enqueue("reassign_znode", self._on_reassign_znode),
+                lambda d, s: self._enqueue("reassign_znode", self.reassignment.on_reassign_znode),
             )
         )
         self._watches.append(
             await zk.children_watch(
-                LOG_DIR_EVENT_NOTIFICATION, lambda c: self._enqueue("log_dir_event", self._on_log_dir_event)
+                LOG_DIR_EVENT_NOTIFICATION, lambda c: self._enqueue("log_dir_event", self.log_dir_failure.on_log_dir_event)
             )
         )
         self._watches.append(
             await zk.data_watch(
                 PREFERRED_REPLICA_ELECTION,
-                lambda d, s: self._enqueue("preferred_znode", self._on_preferred_znode),
+                lambda d, s: self._enqueue(
+                    "preferred_znode", self.replica_election.on_preferred_replica_election_znode
+                ),
             )
         )
         ctx = self.ctx
@@ -356,8 +365,8 @@ class Controller:
         # the full picture (per broker, requests go in the order sent).
         loaded = time.perf_counter()
         new = [tp for tp in ctx.all_partitions() if tp not in ctx.states]
-        await self._on_new_partitions(new)
-        await self._elect_offline_and_shrink_isr()
+        await self.partition_state_machine.on_new_partitions(new)
+        await self.partition_state_machine.elect_offline_and_shrink_isr()
         elected = time.perf_counter()
         batch = self._batch()
         batch.add_update_metadata(ctx.live, ctx.all_partitions())
@@ -366,9 +375,9 @@ class Controller:
         log.info("controller %d: %d partitions loaded in %.0f ms, repaired and sent in %.0f ms",
                  self.broker_id, len(ctx.states), (loaded - started) * 1000, (elected - loaded) * 1000)
         for name in await self.store.get_topics_to_delete():
-            await self._start_topic_deletion(name)
+            await self.topic_deletion.start(name)
         for tp in list(ctx.reassigning):
-            await self._maybe_complete_reassignment(tp)
+            await self.reassignment.maybe_complete(tp)
         self._start_rebalance_timer()
         ctx.update_metrics(self.metrics)
 
@@ -385,9 +394,9 @@ class Controller:
             return
         for b, parts in sorted(batch.stop_replica.items()):
             body = batch.stop_replica_body(b, parts)
-            self._send(b, STOP_REPLICA, body, self._stop_replica_callback(b, parts))
+            self._send(b, STOP_REPLICA, body, self.topic_deletion.stop_replica_callback(b, parts))
         for b, parts in sorted(batch.leader_and_isr.items()):
-            self._send(b, LEADER_AND_ISR, batch.leader_and_isr_body(b, parts), self._leader_and_isr_callback(b))
+            self._send(b, LEADER_AND_ISR, batch.leader_and_isr_body(b, parts), self.log_dir_failure.leader_and_isr_callback(b))
         for b, body in batch.update_metadata_bodies().items():
             self._send(b, UPDATE_METADATA, body)
 
@@ -412,142 +421,6 @@ class Controller:
                 self._enqueue("response", lambda: on_response(result))
 
         task.add_done_callback(done)
-
-    # --- ZooKeeper writes --------------------------------------------------------------
-
-    def _new_state(self, lai: election.LeaderAndIsr) -> PartitionState:
-        return PartitionState(lai.leader, lai.leader_epoch, list(lai.isr), self.epoch)
-
-    async def _write_states(
-        self, changes: Mapping[TopicPartition, election.LeaderAndIsr]
-    ) -> dict[TopicPartition, PartitionState]:
-        """Conditional writes of new leader/ISR; updates the context; returns what was written.
-        A zkVersion mismatch re-reads that partition's state and drops the change (the
-        caller's next event recomputes it)."""
-        fence = self._require_active()
-        if not changes:
-            return {}
-        updates = {
-            tp: (self._new_state(lai), self.ctx.states[tp].zk_version)
-            for tp, lai in changes.items()
-        }
-        done, failed = await self.store.update_partition_states(fence, updates)
-        written = {}
-        for tp, version in done.items():
-            st = updates[tp][0]
-            st.zk_version = version
-            self.ctx.states[tp] = st
-            written[tp] = st
-        if failed:
-            log.warning(
-                "controller: partition state changed under us for %s; re-reading", sorted(failed)
-            )
-            fresh = await self.store.get_partition_states(failed)
-            self.ctx.states.update(fresh)
-        return written
-
-    async def _unclean_allowed(self, topic: str) -> bool:
-        cfg = await self.store.get_topic_config(topic)
-        if "unclean.leader.election.enable" in cfg:
-            return _as_bool(cfg["unclean.leader.election.enable"])
-        dynamic = await self.store.get_broker_config()
-        if "unclean.leader.election.enable" in dynamic:
-            return _as_bool(dynamic["unclean.leader.election.enable"])
-        return _as_bool(self.config["unclean.leader.election.enable"])
-
-    # --- partition state machine --------------------------------------------------------
-
-    async def _on_new_partitions(self, tps: Iterable[TopicPartition]) -> None:
-        """NewPartition -> OnlinePartition: leader = first live replica, ISR = live replicas."""
-        fence = self._require_active()
-        ctx = self.ctx
-        electable = ctx.electable_ids
-        initial: dict[TopicPartition, PartitionState] = {}
-        for tp in tps:
-            if tp in ctx.states or ctx.is_deleting(tp[0]):
-                continue
-            live_replicas = [b for b in ctx.replicas(tp) if b in electable]
-            if not live_replicas:
-                continue  # stays new until one of its replicas comes up
-            initial[tp] = PartitionState(live_replicas[0], 0, live_replicas, fence.epoch)
-        if not initial:
-            return
-        started = time.perf_counter()
-        created = await self.store.create_partition_states(fence, initial)
-        for tp, version in created.items():
-            st = initial[tp]
-            st.zk_version = version
-            ctx.states[tp] = st
-        leftover = [tp for tp in initial if tp not in created]
-        if leftover:  # a previous controller got there first
-            ctx.states.update(await self.store.get_partition_states(leftover))
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(initial, is_new=True)
-        batch.add_update_metadata(ctx.live, initial)
-        self._send_batch(batch)
-        log.info("controller: %d new partitions online (states written in %.0f ms)", len(initial),
-                 (time.perf_counter() - started) * 1000)
-
-    async def _elect_offline_and_shrink_isr(
-        self, candidates: Iterable[TopicPartition] | None = None, batch: RequestBatch | None = None
-    ) -> None:
-        """For partitions whose leader is not live: elect (clean, or unclean if the topic
-        allows it); for the others: drop dead brokers from the ISR. Sends the results."""
-        ctx = self.ctx
-        all_live = ctx.live_ids
-        all_electable = ctx.electable_ids
-        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
-        unclean_cache: dict[str, bool] = {}
-        started = time.perf_counter()
-        elections = 0
-        for tp in list(ctx.states) if candidates is None else list(candidates):
-            st = ctx.states.get(tp)
-            if st is None or ctx.is_deleting(tp[0]):
-                continue
-            replicas = ctx.replicas(tp)
-            live = ctx.usable_for(tp, all_live)  # replicas on failed log dirs count as not live (KIP-112)
-            electable = ctx.usable_for(tp, all_electable)
-            if st.leader == -1 or st.leader not in live:
-                result = election.clean_election(replicas, st.isr, electable, st.leader_epoch)
-                if isinstance(result, election.NoLeader):
-                    if tp[0] not in unclean_cache:
-                        unclean_cache[tp[0]] = await self._unclean_allowed(tp[0])
-                    if unclean_cache[tp[0]]:
-                        result = election.unclean_election(
-                            replicas, st.isr, electable, st.leader_epoch
-                        )
-                if isinstance(result, election.LeaderAndIsr):
-                    elections += 1
-                    if result.unclean:
-                        self.metrics.unclean_elections += 1
-                        log.error(
-                            "UNCLEAN leader election for %s-%d: broker %d was not in the ISR %s; "
-                            "acknowledged records may be lost",
-                            tp[0],
-                            tp[1],
-                            result.leader,
-                            st.isr,
-                        )
-                    changes[tp] = result
-                elif st.leader != -1:
-                    changes[tp] = election.offline(st.isr, live, st.leader_epoch)
-                    log.warning("partition %s-%d is offline: %s", tp[0], tp[1], result.reason)
-            else:
-                new_isr = [b for b in st.isr if b in live]
-                if new_isr != st.isr and new_isr:
-                    changes[tp] = election.LeaderAndIsr(st.leader, st.leader_epoch + 1, new_isr)
-        written = await self._write_states(changes)
-        if elections:
-            self.metrics.leader_elections += elections
-            elapsed = (time.perf_counter() - started) * 1000
-            self.metrics.leader_election_time_ms_total += elapsed
-            self.metrics.leader_election_time_ms_last = elapsed
-        own_batch = batch is None
-        batch = batch or self._batch()
-        batch.add_leader_and_isr_for_replicas(written)
-        batch.add_update_metadata(ctx.live, written)
-        if own_batch:
-            self._send_batch(batch)
 
     # --- broker membership ---------------------------------------------------------------
 
@@ -588,14 +461,10 @@ class Controller:
             if st.leader in dead or st.leader == -1 or any(b in dead for b in st.isr)
         ]
         batch = self._batch()
-        await self._elect_offline_and_shrink_isr(affected, batch)
+        await self.partition_state_machine.elect_offline_and_shrink_isr(affected, batch)
         batch.add_update_metadata(ctx.live)  # the live broker list changed
         self._send_batch(batch)
-        for deletion in ctx.deleting.values():
-            for pb in list(deletion.pending):
-                if pb[1] in dead:
-                    deletion.pending.discard(pb)
-                    deletion.ineligible.add(pb)
+        self.topic_deletion.on_brokers_failed(dead)
 
     async def _on_broker_startup(self, new: set[int]) -> None:
         ctx = self.ctx
@@ -607,11 +476,11 @@ class Controller:
         for tp in on_new:
             batch.add_leader_and_isr([b for b in ctx.replicas(tp) if b in new], tp)
         offline = [tp for tp in ctx.offline_partitions()]
-        await self._elect_offline_and_shrink_isr(offline, batch)
+        await self.partition_state_machine.elect_offline_and_shrink_isr(offline, batch)
         self._send_batch(batch)
-        await self._on_new_partitions([tp for tp in ctx.all_partitions() if tp not in ctx.states])
+        await self.partition_state_machine.on_new_partitions([tp for tp in ctx.all_partitions() if tp not in ctx.states])
         for name in list(ctx.deleting):
-            await self._resume_topic_deletion(name)
+            await self.topic_deletion.resume(name)
 
     # --- topics ------------------------------------------------------------------------
 
@@ -642,7 +511,7 @@ class Controller:
         new_tps = [tp for name in new_names for tp in ctx.partitions_of(name)]
         # A topic re-created with old state znodes left behind: pick them up.
         ctx.states.update(await self.store.get_existing_partition_states(new_names))
-        await self._on_new_partitions(new_tps)
+        await self.partition_state_machine.on_new_partitions(new_tps)
 
     async def _on_partition_change(self, name: str) -> None:
         self._require_active()
@@ -660,7 +529,7 @@ class Controller:
         old.zk_version = ta.zk_version
         if added:
             log.info("controller: topic %s gained partitions %s", name, added)
-            await self._on_new_partitions([(name, p) for p in added])
+            await self.partition_state_machine.on_new_partitions([(name, p) for p in added])
 
     async def _ensure_topic_id(self, name: str) -> None:
         """Topics written without a topic id (older tools) get one, as Kafka's controller does."""
@@ -683,287 +552,13 @@ class Controller:
         if handle:
             handle.cancel()
 
-    # --- topic deletion ----------------------------------------------------------------
-
-    async def _on_topic_deletion(self) -> None:
-        fence = self._require_active()
-        names = await self.store.get_topics_to_delete()
-        for name in names:
-            if name in self.ctx.deleting:
-                continue
-            if not _as_bool(self.config["delete.topic.enable"]):
-                log.warning("delete.topic.enable=false: ignoring deletion of %s", name)
-                await self.store.remove_deletion_marker(fence, name)
-                continue
-            await self._start_topic_deletion(name)
-
-    async def _start_topic_deletion(self, name: str) -> None:
-        fence = self._require_active()
-        ctx = self.ctx
-        if name in ctx.deleting:
-            return
-        if name not in ctx.topics:
-            await self.store.remove_deletion_marker(fence, name)
-            return
-        log.info("controller: deleting topic %s", name)
-        deletion = TopicDeletion()
-        ctx.deleting[name] = deletion
-        for tp in ctx.partitions_of(name):
-            for b in ctx.replicas(tp):
-                deletion.ineligible.add((tp[1], b))
-            ctx.reassigning.pop(tp, None)
-            ctx.reassign_origin.pop(tp, None)
-        batch = self._batch()
-        batch.add_update_metadata(ctx.live, ctx.partitions_of(name))  # leader -2: forget it
-        self._send_batch(batch)
-        await self._resume_topic_deletion(name)
-
-    async def _resume_topic_deletion(self, name: str) -> None:
-        """Send StopReplica(delete) to every live replica not yet confirmed."""
-        ctx = self.ctx
-        deletion = ctx.deleting.get(name)
-        if deletion is None:
-            return
-        batch = self._batch()
-        for p, b in sorted(deletion.ineligible):
-            if b in ctx.live:
-                deletion.ineligible.discard((p, b))
-                deletion.pending.add((p, b))
-                batch.add_stop_replica([b], (name, p), delete=True)
-        self._send_batch(batch)
-        await self._maybe_complete_deletion(name)
-
-    # --- log dir failures (KIP-112) ---------------------------------------------------------
-
-    def _leader_and_isr_callback(self, broker_id: int) -> Callable:
-        """A LeaderAndIsr answer: partitions answered KAFKA_STORAGE_ERROR are on a failed
-        log dir of that broker: its replicas there go offline (Kafka's
-        replicasOnOfflineDirs), leaders move and the ISRs shrink."""
-        async def on_response(result: Any) -> None:
-            ctx = self.ctx
-            if not self.is_active or not isinstance(result, dict) or broker_id not in ctx.live:
-                return
-            failed: set[TopicPartition] = set()
-            errored = [t for t in result.get("topics") or []
-                       if any(e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR for e in t.get("partition_errors") or [])]
-            if errored:  # rare: the topic-id map is built only then (every ISR change gets an answer)
-                ids = {t.get("topic_id") for t in errored}
-                names = {u: t for t, ta in ctx.topics.items() if ta.topic_id
-                         and (u := topic_id_to_uuid(ta.topic_id)) in ids}
-                for t in errored:
-                    name = names.get(t.get("topic_id"))
-                    for e in t.get("partition_errors") or []:
-                        topic = e.get("topic_name") or name
-                        if topic is not None and e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
-                            failed.add((topic, e["partition_index"]))
-            for e in result.get("partition_errors") or []:  # versions before 5
-                if e.get("error_code") == ErrorCode.KAFKA_STORAGE_ERROR:
-                    failed.add((e["topic_name"], e["partition_index"]))
-            known = ctx.offline_replicas.setdefault(broker_id, set())
-            new = failed - known
-            if not new:
-                return
-            known |= new
-            log.warning("controller: replicas of broker %d on a failed log dir: %s", broker_id,
-                        ",".join(f"{t}-{p}" for t, p in sorted(new)))
-            tps = [tp for tp in new if tp in ctx.states]
-            batch = self._batch()
-            await self._elect_offline_and_shrink_isr(tps, batch)
-            batch.add_update_metadata(ctx.live, tps)  # offline_replicas, even if nothing else changed
-            self._send_batch(batch)
-
-        return on_response
-
-    async def _on_log_dir_event(self) -> None:
-        """/log_dir_event_notification: a broker's log dir failed. Ask that broker about
-        all its replicas (LeaderAndIsr); its KAFKA_STORAGE_ERROR answers say which went
-        offline (_leader_and_isr_callback)."""
-        self._require_active()
-        ctx = self.ctx
-        brokers = await self.store.take_log_dir_events()
-        batch = self._batch()
-        for b in sorted(brokers):
-            if b in ctx.live:
-                log.info("controller: broker %d reported a log dir failure", b)
-                for tp in ctx.partitions_on_broker(b):
-                    if tp in ctx.states:
-                        batch.add_leader_and_isr([b], tp)
-        self._send_batch(batch)
-
-    def _stop_replica_callback(self, broker_id: int, parts: dict[TopicPartition, bool]) -> Callable:
-        async def on_response(result: Any) -> None:
-            ctx = self.ctx
-            if not self.is_active:
-                return
-            errors: dict[TopicPartition, int] = {}
-            if isinstance(result, dict):
-                top = result.get("error_code", 0)
-                for e in result.get("partition_errors", []) or []:
-                    errors[(e["topic_name"], e["partition_index"])] = e.get("error_code", 0) or top
-                for tp in parts:
-                    errors.setdefault(tp, top)
-            touched = set()
-            for tp, delete in parts.items():
-                deletion = ctx.deleting.get(tp[0])
-                if not delete or deletion is None or (tp[1], broker_id) not in deletion.pending:
-                    continue
-                deletion.pending.discard((tp[1], broker_id))
-                if isinstance(result, dict) and errors.get(tp, 0) == 0:
-                    deletion.done.add((tp[1], broker_id))
-                else:
-                    deletion.ineligible.add((tp[1], broker_id))
-                touched.add(tp[0])
-            for name in sorted(touched):
-                await self._maybe_complete_deletion(name)
-
-        return on_response
-
-    async def _maybe_complete_deletion(self, name: str) -> None:
-        fence = self._require_active()
-        deletion = self.ctx.deleting.get(name)
-        if deletion is None or deletion.pending or deletion.ineligible:
-            return
-        await self.store.delete_topic_znodes(fence, name)
-        log.info("controller: topic %s deleted", name)
-        self._forget_topic(name)
-
     # --- AlterPartition (ISR changes asked by leaders) ---------------------------------
 
     async def handle_alter_partition(self, body: dict) -> dict:
         """AlterPartition request body -> response body (v0-v3 fields)."""
         return await self._serve(
-            "alter_partition", lambda: self._alter_partition(body), _alter_partition_failure
+            "alter_partition", lambda: self.alter_partition.handle(body), _alter_partition_failure
         )
-
-    def _resolve_topic(self, entry: dict) -> tuple[str | None, Any]:
-        name = entry.get("topic_name")
-        tid = entry.get("topic_id")
-        if name:
-            return name, tid
-        if tid is not None:
-            text = topic_id_from_uuid(tid)
-            for n, ta in self.ctx.topics.items():
-                if ta.topic_id == text:
-                    return n, tid
-        return None, tid
-
-    async def _alter_partition(self, body: dict) -> dict:
-        self._require_active()
-        ctx = self.ctx
-        broker_id = body.get("broker_id", -1)
-        broker_epoch = body.get("broker_epoch", -1)
-        info = ctx.live.get(broker_id)
-        if info is None or (broker_epoch != -1 and broker_epoch != info.epoch):
-            return {
-                "throttle_time_ms": 0,
-                "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
-                "topics": [],
-            }
-        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
-        expected: dict[TopicPartition, int] = {}
-        results: dict[TopicPartition, int] = {}
-        order: list[tuple[dict, str | None, list[tuple[int, TopicPartition | None]]]] = []
-        for entry in body.get("topics", []) or []:
-            name, _ = self._resolve_topic(entry)
-            parts: list[tuple[int, TopicPartition | None]] = []
-            for part in entry.get("partitions", []) or []:
-                p = part.get("partition_index", -1)
-                tp = (name, p) if name is not None else None
-                parts.append((p, tp))
-                if tp is None or tp not in ctx.states:
-                    continue
-                code = self._check_alter_partition(broker_id, tp, part)
-                if code != ErrorCode.NONE:
-                    results[tp] = int(code)
-                    continue
-                st = ctx.states[tp]
-                new_isr = self._requested_isr(part)
-                if new_isr == st.isr:
-                    results[tp] = 0  # a retry of an applied change: answer with the current state
-                    continue
-                changes[tp] = election.LeaderAndIsr(st.leader, st.leader_epoch, new_isr)
-                expected[tp] = part.get("partition_epoch", -1)
-            order.append((entry, name, parts))
-        written = await self._write_states(changes)
-        for tp in changes:
-            results[tp] = 0 if tp in written else int(ErrorCode.INVALID_UPDATE_VERSION)
-        if written:
-            batch = self._batch()
-            batch.add_update_metadata(ctx.live, written)
-            self._send_batch(batch)
-            for tp in written:
-                if tp in ctx.reassigning:
-                    await self._maybe_complete_reassignment(tp)
-        out_topics = []
-        for entry, name, parts in order:
-            out_parts = []
-            for p, tp in parts:
-                if tp is None or tp not in ctx.states:
-                    code = (
-                        ErrorCode.UNKNOWN_TOPIC_ID
-                        if name is None
-                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    )
-                    out_parts.append(self._alter_partition_result(p, int(code), None))
-                    continue
-                out_parts.append(
-                    self._alter_partition_result(p, results.get(tp, 0), ctx.states[tp])
-                )
-            out = {"partitions": out_parts}
-            if "topic_name" in entry:
-                out["topic_name"] = entry["topic_name"]
-            if "topic_id" in entry:
-                out["topic_id"] = entry["topic_id"]
-            out_topics.append(out)
-        return {"throttle_time_ms": 0, "error_code": 0, "topics": out_topics}
-
-    @staticmethod
-    def _requested_isr(part: dict) -> list[int]:
-        if part.get("new_isr_with_epochs"):
-            return [int(b["broker_id"]) for b in part["new_isr_with_epochs"]]
-        return [int(b) for b in part.get("new_isr", []) or []]
-
-    def _check_alter_partition(self, broker_id: int, tp: TopicPartition, part: dict) -> ErrorCode:
-        ctx = self.ctx
-        st = ctx.states[tp]
-        if st.leader != broker_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if part.get("leader_epoch", -1) != st.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
-        if part.get("partition_epoch", -1) != st.zk_version:
-            return ErrorCode.INVALID_UPDATE_VERSION
-        new_isr = self._requested_isr(part)
-        replicas = ctx.replicas(tp)
-        if broker_id not in new_isr or len(set(new_isr)) != len(new_isr):
-            return ErrorCode.INVALID_REQUEST
-        added = [b for b in new_isr if b not in st.isr]
-        for b in new_isr:
-            if b not in replicas:
-                return ErrorCode.INELIGIBLE_REPLICA
-        for b in added:
-            if b not in ctx.live or b in ctx.shutting_down:
-                return ErrorCode.INELIGIBLE_REPLICA
-        for b in part.get("new_isr_with_epochs") or []:
-            epoch = b.get("broker_epoch", -1)
-            if (
-                epoch != -1
-                and b["broker_id"] in ctx.live
-                and epoch != ctx.live[b["broker_id"]].epoch
-            ):
-                return ErrorCode.INELIGIBLE_REPLICA
-        return ErrorCode.NONE
-
-    @staticmethod
-    def _alter_partition_result(p: int, code: int, st: PartitionState | None) -> dict:
-        return {
-            "partition_index": p,
-            "error_code": code,
-            "leader_id": st.leader if st and code == 0 else -1,
-            "leader_epoch": st.leader_epoch if st and code == 0 else -1,
-            "isr": list(st.isr) if st and code == 0 else [],
-            "leader_recovery_state": 0,
-            "partition_epoch": st.zk_version if st and code == 0 else -1,
-        }
 
     # --- controlled shutdown -----------------------------------------------------------
 
@@ -972,194 +567,35 @@ class Controller:
         remaining_partitions is empty (or gives up and shuts down anyway)."""
         return await self._serve(
             "controlled_shutdown",
-            lambda: self._controlled_shutdown(body),
+            lambda: self.controlled_shutdown.handle(body),
             _controlled_shutdown_failure,
         )
 
-    async def _controlled_shutdown(self, body: dict) -> dict:
-        self._require_active()
-        ctx = self.ctx
-        b = body.get("broker_id", -1)
-        epoch = body.get("broker_epoch", -1)
-        if b not in ctx.live:
-            return {"error_code": int(ErrorCode.BROKER_NOT_AVAILABLE), "remaining_partitions": []}
-        if epoch != -1 and epoch != ctx.live[b].epoch:
-            return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "remaining_partitions": []}
-        ctx.shutting_down.add(b)
-        live = ctx.live_ids
-        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
-        followers: list[TopicPartition] = []
-        for tp in ctx.partitions_on_broker(b):
-            st = ctx.states.get(tp)
-            if st is None or ctx.is_deleting(tp[0]):
-                continue
-            replicas = ctx.replicas(tp)
-            if st.leader == b:
-                if len(replicas) > 1:
-                    r = election.controlled_shutdown_election(
-                        replicas, st.isr, ctx.usable_for(tp, live), st.leader_epoch, ctx.shutting_down
-                    )
-                    if isinstance(r, election.LeaderAndIsr):
-                        changes[tp] = r
-            elif b in st.isr:
-                changes[tp] = election.LeaderAndIsr(
-                    st.leader, st.leader_epoch + 1, [x for x in st.isr if x != b]
-                )
-                followers.append(tp)
-        written = await self._write_states(changes)
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(written)
-        for tp in followers:
-            if tp in written:
-                batch.add_stop_replica([b], tp, delete=False)
-        batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
-        remaining = [
-            {"topic_name": tp[0], "partition_index": tp[1]}
-            for tp in ctx.partitions_on_broker(b)
-            if tp in ctx.states and ctx.states[tp].leader == b and len(ctx.replicas(tp)) > 1
-        ]
-        return {"error_code": 0, "remaining_partitions": remaining}
-
-    # --- preferred leader election -----------------------------------------------------
+    # --- leader elections asked for (admin, /admin/preferred_replica_election, auto) ----
 
     async def handle_elect_leaders(self, body: dict) -> dict:
         """ElectLeaders request body (v0-v2) -> response body."""
         return await self._serve(
-            "elect_leaders", lambda: self._elect_leaders(body), _elect_leaders_failure
+            "elect_leaders",
+            lambda: self.replica_election.elect_leaders(body),
+            _elect_leaders_failure,
         )
 
-    async def _elect_leaders(self, body: dict) -> dict:
-        self._require_active()
-        ctx = self.ctx
-        kind = body.get("election_type", ELECTION_PREFERRED)
-        requested = body.get("topic_partitions")
-        if requested is None:
-            tps = [tp for tp in ctx.all_partitions() if tp in ctx.states]
-        else:
-            tps = [(t["topic"], p) for t in requested for p in t.get("partitions", [])]
-        codes = await self._run_elections(tps, kind)
-        by_topic: dict[str, list[dict]] = {}
-        pace = Pacer()  # the client may name any number of partitions
-        for (t, p), (code, msg) in codes.items():
-            if pace.due():
-                await asyncio.sleep(0)
-            by_topic.setdefault(t, []).append(
-                {"partition_id": p, "error_code": int(code), "error_message": msg}
-            )
-        return {
-            "throttle_time_ms": 0,
-            "error_code": 0,
-            "replica_election_results": [
-                {"topic": t, "partition_result": r} for t, r in by_topic.items()
-            ],
-        }
-
-    async def _run_elections(
-        self, tps: Iterable[TopicPartition], kind: int
-    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
-        ctx = self.ctx
-        all_electable = ctx.electable_ids
-        codes: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
-        changes: dict[TopicPartition, election.LeaderAndIsr] = {}
-        for tp in tps:
-            st = ctx.states.get(tp)
-            if st is None or ctx.is_deleting(tp[0]):
-                codes[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition")
-                continue
-            replicas = ctx.replicas(tp)
-            electable = ctx.usable_for(tp, all_electable)
-            if kind == ELECTION_UNCLEAN:
-                if st.leader in ctx.usable_for(tp, ctx.live_ids):
-                    codes[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "partition has a leader")
-                    continue
-                r = election.unclean_election(replicas, st.isr, electable, st.leader_epoch)
-                missing = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-            else:
-                if replicas and st.leader == replicas[0]:
-                    codes[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "preferred replica is the leader")
-                    continue
-                r = election.preferred_election(replicas, st.isr, electable, st.leader_epoch)
-                missing = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-            if isinstance(r, election.NoLeader):
-                codes[tp] = (missing, r.reason)
-                continue
-            if r.unclean:
-                self.metrics.unclean_elections += 1
-                log.error(
-                    "UNCLEAN leader election (requested) for %s-%d: broker %d",
-                    tp[0],
-                    tp[1],
-                    r.leader,
-                )
-            changes[tp] = r
-        started = time.perf_counter()
-        written = await self._write_states(changes)
-        if written:
-            self.metrics.leader_elections += len(written)
-            self.metrics.leader_election_time_ms_total += (time.perf_counter() - started) * 1000
-        for tp in changes:
-            codes[tp] = (
-                (ErrorCode.NONE, None)
-                if tp in written
-                else (ErrorCode.INVALID_UPDATE_VERSION, "retry")
-            )
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(written)
-        batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
-        return codes
-
-    async def _on_preferred_znode(self) -> None:
-        fence = self._require_active()
-        tps = await self.store.get_preferred_replica_election()
-        if not tps:
-            return
-        await self._run_elections(sorted(tps), ELECTION_PREFERRED)
-        await self.store.delete_preferred_replica_election(fence)
-
     def _start_rebalance_timer(self) -> None:
-        if not _as_bool(self.config["auto.leader.rebalance.enable"]):
+        if not as_bool(self.config["auto.leader.rebalance.enable"]):
             return
         interval = float(self.config["leader.imbalance.check.interval.seconds"])
 
         async def tick() -> None:
             while True:
                 await asyncio.sleep(interval)
-                self._enqueue("auto_rebalance", self._auto_rebalance)
+                self._enqueue("auto_rebalance", self.replica_election.auto_rebalance)
 
         self._rebalance_task = asyncio.get_running_loop().create_task(tick())
 
-    async def _auto_rebalance(self) -> None:
-        """Move leadership back to preferred replicas on brokers whose share of
-        partitions led by someone else exceeds leader.imbalance.per.broker.percentage."""
-        self._require_active()
-        ctx = self.ctx
-        threshold = float(self.config["leader.imbalance.per.broker.percentage"]) / 100.0
-        preferred_of: dict[int, list[TopicPartition]] = {}
-        for tp in ctx.all_partitions():
-            reps = ctx.replicas(tp)
-            if (
-                reps
-                and tp in ctx.states
-                and not ctx.is_deleting(tp[0])
-                and tp not in ctx.reassigning
-            ):
-                preferred_of.setdefault(reps[0], []).append(tp)
-        to_elect: list[TopicPartition] = []
-        for b, tps in preferred_of.items():
-            if b not in ctx.electable_ids:
-                continue
-            not_led = [tp for tp in tps if ctx.states[tp].leader != b]
-            if tps and len(not_led) / len(tps) > threshold:
-                to_elect.extend(tp for tp in not_led if b in ctx.states[tp].isr and ctx.usable_for(tp, {b}))
-        if to_elect:
-            log.info("controller: auto leader rebalance of %d partitions", len(to_elect))
-            await self._run_elections(to_elect, ELECTION_PREFERRED)
-
     async def trigger_auto_rebalance(self) -> None:
         """Run one auto-rebalance check now (tests, admin tooling)."""
-        await self._call("auto_rebalance", self._auto_rebalance)
+        await self._call("auto_rebalance", self.replica_election.auto_rebalance)
 
     # --- partition reassignment --------------------------------------------------------
 
@@ -1167,162 +603,14 @@ class Controller:
         """AlterPartitionReassignments request body -> response body. replicas None
         cancels a reassignment in progress."""
         return await self._serve(
-            "alter_reassignments", lambda: self._alter_reassignments(body), _reassignments_failure
+            "alter_reassignments", lambda: self.reassignment.alter(body), _reassignments_failure
         )
-
-    async def _alter_reassignments(self, body: dict) -> dict:
-        self._require_active()
-        responses = []
-        for topic in body.get("topics", []) or []:
-            parts = []
-            for part in topic.get("partitions", []) or []:
-                tp = (topic["name"], part["partition_index"])
-                code, msg = await self._start_reassignment(tp, part.get("replicas"))
-                parts.append(
-                    {"partition_index": tp[1], "error_code": int(code), "error_message": msg}
-                )
-            responses.append({"name": topic["name"], "partitions": parts})
-        return {
-            "throttle_time_ms": 0,
-            "error_code": 0,
-            "error_message": None,
-            "responses": responses,
-        }
 
     def list_partition_reassignments(
         self,
     ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
         """{tp: (replicas, adding, removing)} of reassignments in progress."""
-        out = {}
-        for tp in self.ctx.reassigning:
-            ta = self.ctx.topics[tp[0]]
-            out[tp] = (
-                list(ta.partitions.get(tp[1], [])),
-                list(ta.adding_replicas.get(tp[1], [])),
-                list(ta.removing_replicas.get(tp[1], [])),
-            )
-        return out
-
-    async def _start_reassignment(
-        self, tp: TopicPartition, target: list[int] | None
-    ) -> tuple[ErrorCode, str | None]:
-        fence = self._require_active()
-        ctx = self.ctx
-        st = ctx.states.get(tp)
-        if st is None or ctx.is_deleting(tp[0]):
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition"
-        if target is None:
-            if tp not in ctx.reassigning:
-                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "no reassignment in progress"
-            target = ctx.reassign_origin[tp]
-        target = [int(b) for b in target]
-        if not target or len(set(target)) != len(target):
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "empty or duplicate replicas"
-        unknown = [b for b in target if b not in ctx.live]
-        if unknown:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown or dead brokers {unknown}"
-        origin = ctx.reassign_origin.get(tp, ctx.replicas(tp))
-        ta = ctx.topics[tp[0]]
-        full = list(target) + [b for b in origin if b not in target]
-        adding = [b for b in target if b not in origin]
-        removing = [b for b in origin if b not in target]
-        if not adding and not removing and ctx.replicas(tp) == target:
-            ctx.reassigning.pop(tp, None)
-            ctx.reassign_origin.pop(tp, None)
-            return ErrorCode.NONE, None
-        new_ta = TopicAssignment(
-            ta.name,
-            ta.topic_id,
-            {**ta.partitions, tp[1]: full},
-            {**ta.adding_replicas, tp[1]: adding},
-            {**ta.removing_replicas, tp[1]: removing},
-        )
-        if not adding:
-            new_ta.adding_replicas.pop(tp[1])
-        if not removing:
-            new_ta.removing_replicas.pop(tp[1])
-        new_ta.zk_version = await self.store.set_topic_assignment(fence, new_ta)
-        ctx.topics[tp[0]] = new_ta
-        ctx.reassigning[tp] = target
-        ctx.reassign_origin[tp] = origin
-        # Bump the leader epoch so every replica, new ones included, learns the new set.
-        written = await self._write_states(
-            {tp: election.LeaderAndIsr(st.leader, st.leader_epoch + 1, list(st.isr))}
-        )
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(written, is_new=False)
-        for wtp in written:  # Kafka's NewReplica: created even while a log dir is offline there
-            batch.add_leader_and_isr(adding, wtp, is_new=True)
-        batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
-        await self._maybe_complete_reassignment(tp)
-        return ErrorCode.NONE, None
-
-    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
-        fence = self._require_active()
-        ctx = self.ctx
-        target = ctx.reassigning.get(tp)
-        st = ctx.states.get(tp)
-        if target is None or st is None:
-            return
-        if not all(b in st.isr for b in target):
-            return  # new replicas still catching up; AlterPartition will bring us back
-        live = ctx.usable_for(tp, ctx.electable_ids)
-        if st.leader in target and st.leader in live:
-            lai = election.LeaderAndIsr(
-                st.leader, st.leader_epoch + 1, [b for b in st.isr if b in target]
-            )
-        else:
-            result = election.reassignment_election(target, st.isr, live, st.leader_epoch)
-            if isinstance(result, election.NoLeader):
-                log.warning("reassignment of %s-%d waits: %s", tp[0], tp[1], result.reason)
-                return
-            lai = result
-        written = await self._write_states({tp: lai})
-        if tp not in written:
-            return
-        ta = ctx.topics[tp[0]]
-        removed = [b for b in ta.partitions.get(tp[1], []) if b not in target]
-        new_ta = TopicAssignment(
-            ta.name,
-            ta.topic_id,
-            {**ta.partitions, tp[1]: list(target)},
-            dict(ta.adding_replicas),
-            dict(ta.removing_replicas),
-        )
-        new_ta.adding_replicas.pop(tp[1], None)
-        new_ta.removing_replicas.pop(tp[1], None)
-        new_ta.zk_version = await self.store.set_topic_assignment(fence, new_ta)
-        ctx.topics[tp[0]] = new_ta
-        ctx.reassigning.pop(tp, None)
-        ctx.reassign_origin.pop(tp, None)
-        batch = self._batch()
-        batch.add_leader_and_isr_for_replicas(written)
-        for b in removed:
-            batch.add_stop_replica([b], tp, delete=True)
-        batch.add_update_metadata(ctx.live, written)
-        self._send_batch(batch)
-        log.info("controller: reassignment of %s-%d to %s complete", tp[0], tp[1], target)
-        if tp in ctx.reassign_from_znode:
-            ctx.reassign_from_znode.discard(tp)
-            if not ctx.reassign_from_znode:
-                await self.store.delete_reassignment_request(fence)
-
-    async def _on_reassign_znode(self) -> None:
-        self._require_active()
-        requested = await self.store.get_partition_reassignments()
-        for tp, target in sorted(requested.items()):
-            if tp in self._reassign_znode_seen:
-                continue
-            self._reassign_znode_seen.add(tp)
-            self.ctx.reassign_from_znode.add(tp)
-            code, msg = await self._start_reassignment(tp, target)
-            if code != ErrorCode.NONE or tp not in self.ctx.reassigning:
-                self.ctx.reassign_from_znode.discard(tp)
-        if requested and not self.ctx.reassign_from_znode:
-            await self.store.delete_reassignment_request(self._require_active())
-        if not requested:
-            self._reassign_znode_seen.clear()
+        return self.reassignment.in_progress()
 
     # --- helpers for tests and the broker ------------------------------------------------
 
@@ -1333,7 +621,7 @@ class Controller:
         """Re-run every membership/topic check now (after a missed watch, in tests)."""
         self._enqueue("broker_change", self._on_broker_change)
         self._enqueue("topic_change", self._on_topic_change)
-        self._enqueue("topic_deletion", self._on_topic_deletion)
+        self._enqueue("topic_deletion", self.topic_deletion.on_delete_topics_change)
         await self.wait_idle()
 
     # --- serving broker requests -------------------------------------------------------
