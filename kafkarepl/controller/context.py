@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kafkarepl.zk.store import BrokerInfo, PartitionState, TopicAssignment
+from kafkarepl.zk.znodes import BrokerInfo, PartitionState, TopicAssignment
 
 TopicPartition = tuple[str, int]
 

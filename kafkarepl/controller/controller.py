@@ -52,7 +52,8 @@ from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.controller.topic_deletion import TopicDeletionManager
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.zk.client import AsyncZk, WatchHandle
-from kafkarepl.zk.store import (
+from kafkarepl.zk.store import ControllerMovedError, KafkaZkStore
+from kafkarepl.zk.znodes import (
     BROKER_IDS,
     BROKER_TOPICS,
     CONTROLLER,
@@ -61,8 +62,6 @@ from kafkarepl.zk.store import (
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
     ControllerEpochFence,
-    ControllerMovedError,
-    KafkaZkStore,
     PartitionState,
     new_topic_id,
     topic_path,

@@ -16,7 +16,7 @@ from kafkarepl.controller.context import TopicPartition
 from kafkarepl.controller.requests import RequestBatch
 from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.errors import ErrorCode
-from kafkarepl.zk.store import topic_id_to_uuid
+from kafkarepl.zk.znodes import topic_id_to_uuid
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from kafkarepl.controller.config import as_bool
 from kafkarepl.controller.context import ControllerMetrics, TopicPartition
 from kafkarepl.controller.requests import RequestBatch
 from kafkarepl.controller.scope import ControllerScope
-from kafkarepl.zk.store import PartitionState
+from kafkarepl.zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from kafkarepl.controller.context import TopicPartition
 from kafkarepl.controller.partition_state import WriteStates
 from kafkarepl.controller.scope import ControllerScope
 from kafkarepl.errors import ErrorCode
-from kafkarepl.zk.store import TopicAssignment
+from kafkarepl.zk.znodes import TopicAssignment
 
 log = logging.getLogger(__name__)
 

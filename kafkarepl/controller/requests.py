@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from kafkarepl.controller.context import ControllerContext, TopicPartition
-from kafkarepl.zk.store import topic_id_to_uuid
+from kafkarepl.zk.znodes import topic_id_to_uuid
 
 LEADER_DURING_DELETE = -2  # UpdateMetadata leader for a topic being deleted: forget it
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from kafkarepl.controller.context import ControllerContext
 from kafkarepl.controller.requests import RequestBatch
-from kafkarepl.zk.store import ControllerEpochFence, KafkaZkStore
+from kafkarepl.zk.store import KafkaZkStore
+from kafkarepl.zk.znodes import ControllerEpochFence
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,8 @@ from kafkarepl.server.txn_verification import TransactionVerifier
 from kafkarepl.server.zk_guard import GuardedStore
 from kafkarepl.storage.manager import LogManager
 from kafkarepl.zk.client import AsyncZk
-from kafkarepl.zk.store import Endpoint, KafkaZkStore
+from kafkarepl.zk.store import KafkaZkStore
+from kafkarepl.zk.znodes import Endpoint
 
 log = logging.getLogger(__name__)
 

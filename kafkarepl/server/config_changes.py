@@ -19,7 +19,8 @@ from functools import partial
 
 from kafkarepl.replication import ReplicaManager
 from kafkarepl.zk.client import AsyncZk, WatchHandle
-from kafkarepl.zk.store import CONFIG_CHANGES, KafkaZkStore
+from kafkarepl.zk.store import KafkaZkStore
+from kafkarepl.zk.znodes import CONFIG_CHANGES
 
 log = logging.getLogger(__name__)
 

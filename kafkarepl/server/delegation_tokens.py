@@ -35,7 +35,8 @@ from kafkarepl.server.authorized_ops import ResourceType as R
 from kafkarepl.server.config_changes import NotificationListener
 from kafkarepl.server.sasl import MECHANISMS, MIN_ITERATIONS, ScramCredential
 from kafkarepl.zk.client import AsyncZk
-from kafkarepl.zk.store import TOKEN_CHANGES, KafkaZkStore
+from kafkarepl.zk.store import KafkaZkStore
+from kafkarepl.zk.znodes import TOKEN_CHANGES
 
 log = logging.getLogger(__name__)
 

@@ -340,6 +340,6 @@ def _hosts(brokers: dict[int, Any]) -> dict[int, str]:
 def _uuid(tid: Any) -> Any:
     if tid is None:
         return ZERO_UUID
-    from kafkarepl.zk.store import topic_id_to_uuid
+    from kafkarepl.zk.znodes import topic_id_to_uuid
 
     return topic_id_to_uuid(tid) if isinstance(tid, str) else tid

@@ -1,10 +1,10 @@
 """ZooKeeper access: an asyncio adapter over kazoo and Kafka's ZooKeeper-mode layout."""
 
 from kafkarepl.zk.client import CONNECTED, LOST, SUSPENDED, AsyncZk, WatchHandle, ZkTransactionError
-from kafkarepl.zk.store import (
+from kafkarepl.zk.store import KafkaZkStore
+from kafkarepl.zk.znodes import (
     BrokerInfo,
     ControllerEpochFence,
-    KafkaZkStore,
     PartitionState,
     TopicAssignment,
     new_topic_id,

@@ -1,11 +1,5 @@
-"""Kafka's ZooKeeper-mode cluster state: znode layout and JSON formats.
-
-Layout (as Kafka's ZkData): /cluster/id, /controller (ephemeral), /controller_epoch,
-/brokers/ids/<id> (ephemeral), /brokers/topics/<t>, /brokers/topics/<t>/partitions/<p>/state,
-/admin/delete_topics/<t>, /admin/reassign_partitions, /admin/preferred_replica_election,
-/config/topics/<t>, /config/brokers/<id|<default>>, /config/changes/config_change_<seq>,
-/latest_producer_id_block, /delegation_token/tokens/<id>,
-/delegation_token/token_changes/token_change_<seq>.
+"""Typed, async access to Kafka's ZooKeeper-mode cluster state (Kafka's KafkaZkClient);
+the znodes' paths and JSON are zk.znodes'.
 
 Brokers use the plain methods (register, read, create topics, mark for deletion, ...).
 Controller writes take a `ControllerEpochFence`: they run as
@@ -17,59 +11,57 @@ conditionally on their zkVersion, which is the partition epoch.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.zk.client import AsyncZk, ZkTransactionError
-
-CLUSTER_ID = "/cluster/id"
-CONTROLLER = "/controller"
-CONTROLLER_EPOCH = "/controller_epoch"
-BROKER_IDS = "/brokers/ids"
-BROKER_TOPICS = "/brokers/topics"
-BROKER_SEQID = "/brokers/seqid"
-DELETE_TOPICS = "/admin/delete_topics"
-REASSIGN_PARTITIONS = "/admin/reassign_partitions"
-PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
-CONFIG_TOPICS = "/config/topics"
-CONFIG_BROKERS = "/config/brokers"
-CONFIG_CHANGES = "/config/changes"
-CONFIG_USERS = "/config/users"
-CONFIG_CLIENTS = "/config/clients"
-CONFIG_IPS = "/config/ips"
-PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
-LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
-LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
-DELEGATION_TOKENS = "/delegation_token/tokens"
-TOKEN_CHANGES = "/delegation_token/token_changes"
-
-PERSISTENT_PATHS = (
+from kafkarepl.zk.znodes import (
     BROKER_IDS,
     BROKER_TOPICS,
-    BROKER_SEQID,
-    DELETE_TOPICS,
-    CONFIG_TOPICS,
+    CLUSTER_ID,
     CONFIG_BROKERS,
     CONFIG_CHANGES,
     CONFIG_CLIENTS,
+    CONFIG_IPS,
+    CONFIG_TOPICS,
     CONFIG_USERS,
-    ISR_CHANGE_NOTIFICATION,
-    LOG_DIR_EVENT_NOTIFICATION,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    DEFAULT_BROKER_CONFIG,
     DELEGATION_TOKENS,
+    DELETE_TOPICS,
+    LOG_DIR_EVENT_NOTIFICATION,
+    LOG_DIR_FAILURE_EVENT,
+    PERSISTENT_PATHS,
+    PREFERRED_REPLICA_ELECTION,
+    PRODUCER_ID_BLOCK,
+    REASSIGN_PARTITIONS,
     TOKEN_CHANGES,
-    "/cluster",
+    BrokerInfo,
+    ControllerEpochFence,
+    Endpoint,
+    PartitionState,
+    TopicAssignment,
+    decode_broker,
+    decode_partition_state,
+    decode_topic,
+    encode_broker,
+    encode_partition_state,
+    encode_topic,
+    from_json,
+    new_topic_id,
+    now_ms,
+    partition_path,
+    partition_state_path,
+    partitions_path,
+    to_json,
+    topic_path,
 )
 
-DEFAULT_BROKER_CONFIG = "<default>"
 PRODUCER_ID_BLOCK_SIZE = 1000
 # Ops per multi: ZooKeeper's request limit is ~1 MB (jute.maxbuffer); stay well below.
 MAX_OPS_PER_MULTI = 500
@@ -93,213 +85,6 @@ class BrokerRegistrationError(KafkaError):
     code = ErrorCode.DUPLICATE_BROKER_REGISTRATION
 
 
-# --- value types -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ControllerEpochFence:
-    """What the controller won: its epoch and /controller_epoch's zkVersion after the win."""
-
-    epoch: int
-    zk_version: int
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    listener: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
-
-
-@dataclass
-class BrokerInfo:
-    id: int
-    host: str
-    port: int
-    rack: str | None = None
-    epoch: int = -1  # czxid of the registration znode: changes at every (re)registration
-    endpoints: list[Endpoint] = field(default_factory=list)
-    timestamp_ms: int = 0
-
-
-@dataclass
-class TopicAssignment:
-    name: str
-    topic_id: str  # Kafka's textual Uuid (url-safe base64, no padding)
-    partitions: dict[int, list[int]]
-    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
-    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
-    zk_version: int = -1
-
-
-@dataclass
-class PartitionState:
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    controller_epoch: int
-    zk_version: int = -1  # = partition epoch
-    leader_recovery_state: int = 0
-
-    @property
-    def partition_epoch(self) -> int:
-        return self.zk_version
-
-
-# --- encodings ---------------------------------------------------------------------------
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _dumps(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _loads(data: bytes) -> dict:
-    try:
-        value = json.loads(data.decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise KafkaError(f"corrupt JSON in ZooKeeper: {e}", ErrorCode.UNKNOWN_SERVER_ERROR) from e
-    if not isinstance(value, dict):
-        raise KafkaError("ZooKeeper znode holds no JSON object", ErrorCode.UNKNOWN_SERVER_ERROR)
-    return value
-
-
-def new_topic_id() -> str:
-    # Kafka never hands out the zero Uuid nor one starting with '-' in text form.
-    while True:
-        u = uuid.uuid4()
-        text = topic_id_from_uuid(u)
-        if not text.startswith("-"):
-            return text
-
-
-def topic_id_from_uuid(u: uuid.UUID | bytes) -> str:
-    raw = u.bytes if isinstance(u, uuid.UUID) else bytes(u)
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def topic_id_to_uuid(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (ValueError, TypeError) as e:
-        raise KafkaError(f"bad topic id {text!r}", ErrorCode.INVALID_REQUEST) from e
-
-
-def encode_broker(info: BrokerInfo) -> bytes:
-    endpoints = info.endpoints or [Endpoint("PLAINTEXT", info.host, info.port)]
-    body = {
-        "features": {},
-        "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
-        "endpoints": [f"{e.listener}://{e.host}:{e.port}" for e in endpoints],
-        "jmx_port": -1,
-        "host": info.host,
-        "port": info.port,
-        "timestamp": str(info.timestamp_ms or _now_ms()),
-        "version": 5,
-    }
-    if info.rack is not None:
-        body["rack"] = info.rack
-    return _dumps(body)
-
-
-def decode_broker(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
-    body = _loads(data)
-    protocols = body.get("listener_security_protocol_map") or {}
-    endpoints = []
-    for text in body.get("endpoints") or []:
-        listener, _, hostport = text.partition("://")
-        host, _, port = hostport.rpartition(":")
-        endpoints.append(
-            Endpoint(listener, host.strip("[]"), int(port), protocols.get(listener, listener))
-        )
-    host = body.get("host") or (endpoints[0].host if endpoints else "")
-    port = int(body.get("port", -1))
-    if port < 0 and endpoints:
-        port = endpoints[0].port
-    return BrokerInfo(
-        id=broker_id,
-        host=host,
-        port=port,
-        rack=body.get("rack"),
-        epoch=czxid,
-        endpoints=endpoints,
-        timestamp_ms=int(body.get("timestamp", 0)),
-    )
-
-
-def encode_topic(t: TopicAssignment) -> bytes:
-    return _dumps(
-        {
-            "version": 3,
-            "partitions": {str(p): list(r) for p, r in sorted(t.partitions.items())},
-            "adding_replicas": {str(p): list(r) for p, r in sorted(t.adding_replicas.items())},
-            "removing_replicas": {str(p): list(r) for p, r in sorted(t.removing_replicas.items())},
-            "topic_id": t.topic_id,
-        }
-    )
-
-
-def decode_topic(name: str, data: bytes, zk_version: int = -1) -> TopicAssignment:
-    body = _loads(data)
-
-    def pmap(key: str) -> dict[int, list[int]]:
-        return {int(p): [int(b) for b in r] for p, r in (body.get(key) or {}).items()}
-
-    return TopicAssignment(
-        name=name,
-        topic_id=body.get("topic_id") or "",
-        partitions=pmap("partitions"),
-        adding_replicas=pmap("adding_replicas"),
-        removing_replicas=pmap("removing_replicas"),
-        zk_version=zk_version,
-    )
-
-
-def encode_partition_state(s: PartitionState) -> bytes:
-    body = {
-        "version": 1,
-        "leader": s.leader,
-        "leader_epoch": s.leader_epoch,
-        "controller_epoch": s.controller_epoch,
-        "isr": list(s.isr),
-    }
-    if s.leader_recovery_state:
-        body["leader_recovery_state"] = s.leader_recovery_state
-    return _dumps(body)
-
-
-def decode_partition_state(data: bytes, zk_version: int) -> PartitionState:
-    body = _loads(data)
-    return PartitionState(
-        leader=int(body["leader"]),
-        leader_epoch=int(body["leader_epoch"]),
-        isr=[int(b) for b in body["isr"]],
-        controller_epoch=int(body["controller_epoch"]),
-        zk_version=zk_version,
-        leader_recovery_state=int(body.get("leader_recovery_state", 0)),
-    )
-
-
-def topic_path(topic: str) -> str:
-    return f"{BROKER_TOPICS}/{topic}"
-
-
-def partitions_path(topic: str) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions"
-
-
-def partition_path(topic: str, partition: int) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
-
-
-def partition_state_path(topic: str, partition: int) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
-
-
 def _chunks(items: list, n: int) -> Iterable[list]:
     for i in range(0, len(items), n):
         yield items[i : i + n]
@@ -321,18 +106,18 @@ class KafkaZkStore:
         """The cluster id, created once by whoever asks first."""
         try:
             data, _ = await self.zk.get(CLUSTER_ID)
-            return _loads(data)["id"]
+            return from_json(data)["id"]
         except NoNodeError:
             pass
         candidate = new_topic_id()
         try:
             await self.zk.create(
-                CLUSTER_ID, _dumps({"version": "1", "id": candidate}), makepath=True
+                CLUSTER_ID, to_json({"version": "1", "id": candidate}), makepath=True
             )
             return candidate
         except NodeExistsError:
             data, _ = await self.zk.get(CLUSTER_ID)
-            return _loads(data)["id"]
+            return from_json(data)["id"]
 
     # --- brokers -------------------------------------------------------------------
 
@@ -428,7 +213,7 @@ class KafkaZkStore:
             data, _ = await self.zk.get(CONTROLLER)
         except NoNodeError:
             return None
-        return int(_loads(data)["brokerid"])
+        return int(from_json(data)["brokerid"])
 
     async def get_controller_epoch(self) -> tuple[int, int] | None:
         """(epoch, zkVersion) of /controller_epoch, None before the first election."""
@@ -450,7 +235,7 @@ class KafkaZkStore:
             current = await self.get_controller_epoch()
             assert current is not None
         epoch, version = current
-        body = _dumps({"version": 2, "brokerid": broker_id, "timestamp": str(_now_ms())})
+        body = to_json({"version": 2, "brokerid": broker_id, "timestamp": str(now_ms())})
         try:
             results = await self.zk.multi(
                 [
@@ -536,7 +321,7 @@ class KafkaZkStore:
         still being deleted."""
         topic_id = topic_id or new_topic_id()
         topic = TopicAssignment(name, topic_id, {int(p): list(r) for p, r in assignment.items()})
-        config_body = _dumps(
+        config_body = to_json(
             {"version": 1, "config": {k: str(v) for k, v in (configs or {}).items()}}
         )
         ops: list[tuple] = []
@@ -645,10 +430,10 @@ class KafkaZkStore:
             return {}
         if not data:  # a bare parent (users/<u> of a users/<u>/clients/<c> quota): no config, as Kafka reads it
             return {}
-        return {k: str(v) for k, v in (_loads(data).get("config") or {}).items()}
+        return {k: str(v) for k, v in (from_json(data).get("config") or {}).items()}
 
     async def _set_config(self, path: str, entity_path: str, config: Mapping[str, str]) -> None:
-        body = _dumps({"version": 1, "config": {k: str(v) for k, v in config.items()}})
+        body = to_json({"version": 1, "config": {k: str(v) for k, v in config.items()}})
         try:
             await self.zk.set(path, body)
         except NoNodeError:
@@ -658,7 +443,7 @@ class KafkaZkStore:
                 await self.zk.set(path, body)
         await self.zk.create(
             f"{CONFIG_CHANGES}/config_change_",
-            _dumps({"version": 2, "entity_path": entity_path}),
+            to_json({"version": 2, "entity_path": entity_path}),
             sequence=True,
             makepath=True,
         )
@@ -692,7 +477,7 @@ class KafkaZkStore:
             data, _ = await self.zk.get(f"{CONFIG_CHANGES}/{node}")
         except NoNodeError:
             return None
-        entity = _loads(data).get("entity_path")
+        entity = from_json(data).get("entity_path")
         return entity if isinstance(entity, str) else None
 
     # --- log dir failures (KIP-112) -------------------------------------------------------
@@ -702,7 +487,7 @@ class KafkaZkStore:
         /log_dir_event_notification/log_dir_event_<seq> = {"version":1,"broker":id,"event":1}."""
         await self.zk.create(
             f"{LOG_DIR_EVENT_NOTIFICATION}/log_dir_event_",
-            _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT}),
+            to_json({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT}),
             sequence=True,
             makepath=True,
         )
@@ -719,7 +504,7 @@ class KafkaZkStore:
             path = f"{LOG_DIR_EVENT_NOTIFICATION}/{node}"
             try:
                 data, _ = await self.zk.get(path)
-                event = _loads(data)
+                event = from_json(data)
                 if event.get("event") == LOG_DIR_FAILURE_EVENT and isinstance(event.get("broker"), int):
                     brokers.add(event["broker"])
                 await self.zk.delete(path)
@@ -800,11 +585,11 @@ class KafkaZkStore:
             data, _ = await self.zk.get(f"{DELEGATION_TOKENS}/{token_id}")
         except NoNodeError:
             return None
-        return _loads(data)
+        return from_json(data)
 
     async def set_delegation_token(self, token_id: str, info: Mapping[str, Any]) -> None:
         """Create or replace a token's znode and tell every broker (a token change)."""
-        path, body = f"{DELEGATION_TOKENS}/{token_id}", _dumps(dict(info))
+        path, body = f"{DELEGATION_TOKENS}/{token_id}", to_json(dict(info))
         try:
             await self.zk.set(path, body)
         except NoNodeError:
@@ -973,7 +758,7 @@ class KafkaZkStore:
             data, _ = await self.zk.get(REASSIGN_PARTITIONS)
         except NoNodeError:
             return {}
-        body = _loads(data)
+        body = from_json(data)
         return {
             (e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]]
             for e in body.get("partitions", [])
@@ -983,7 +768,7 @@ class KafkaZkStore:
         self, reassignments: Mapping[tuple[str, int], list[int]]
     ) -> None:
         """The legacy admin path: write /admin/reassign_partitions (fails if one is pending)."""
-        body = _dumps(
+        body = to_json(
             {
                 "version": 1,
                 "partitions": [
@@ -1010,12 +795,12 @@ class KafkaZkStore:
             data, _ = await self.zk.get(PREFERRED_REPLICA_ELECTION)
         except NoNodeError:
             return set()
-        return {(e["topic"], int(e["partition"])) for e in _loads(data).get("partitions", [])}
+        return {(e["topic"], int(e["partition"])) for e in from_json(data).get("partitions", [])}
 
     async def request_preferred_replica_election(
         self, partitions: Iterable[tuple[str, int]]
     ) -> None:
-        body = _dumps(
+        body = to_json(
             {
                 "version": 1,
                 "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)],
@@ -1047,12 +832,12 @@ class KafkaZkStore:
             except NoNodeError:
                 data, stat = None, None
             if data:
-                body = _loads(data)
+                body = from_json(data)
                 start = int(body["block_end"]) + 1
             else:
                 start = 0
             end = start + size - 1
-            new = _dumps(
+            new = to_json(
                 {
                     "version": 1,
                     "broker": broker_id,

@@ -29,7 +29,7 @@ from kafkarepl.protocol import (
     encode_response,
     supported_api_versions,
 )
-from kafkarepl.zk.store import BrokerInfo, Endpoint, PartitionState, TopicAssignment, new_topic_id
+from kafkarepl.zk.znodes import BrokerInfo, Endpoint, PartitionState, TopicAssignment, new_topic_id
 
 pytestmark = pytest.mark.integration
 
