@@ -18,6 +18,7 @@ from kafkarepl.server.config import (
     config_is_sensitive,
     parse_connections_per_ip_overrides,
 )
+from kafkarepl.server.config_docs import config_documentation
 from kafkarepl.server.config_types import broker_config_type, topic_config_type
 from kafkarepl.server.replica_storage import LogStorage, log_config
 from kafkarepl.server.topics import (
@@ -262,6 +263,7 @@ class ConfigApis:
                 res["error_code"], res["error_message"] = int(exc.code), str(exc)
                 continue
             with_synonyms = bool(req.body.get("include_synonyms"))
+            with_docs = bool(req.body.get("include_documentation"))
             broker = r["resource_type"] == RESOURCE_BROKER
             for name, (value, source, read_only, syn) in sorted(entries.items()):
                 if keys is not None and name not in keys:
@@ -272,7 +274,8 @@ class ConfigApis:
                 res["configs"].append({
                     "name": name, "value": None if hidden else value, "read_only": read_only,
                     "is_default": source == CONFIG_SOURCE_DEFAULT, "config_source": source,
-                    "is_sensitive": hidden, "documentation": None,
+                    "is_sensitive": hidden,
+                    "documentation": config_documentation(name, broker, DYNAMIC_LOG_CONFIGS) if with_docs else None,
                     "config_type": broker_config_type(name) if broker else topic_config_type(name),
                     "synonyms": [{"name": n, "value": None if hidden else v, "source": s} for n, v, s in syn]
                     if with_synonyms else [],

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from kafkarepl.server.config_docs import TOPIC_CONFIG_DOCS
 from tests import java_tools
 
 pytestmark = pytest.mark.integration
@@ -237,6 +238,22 @@ def test_describe_producers_as_kafka_transactions_does(cluster_factory) -> None:
         assert p.flush(10) == 0
     assert java_tools.run("describe-producers", c.bootstrap, "idem", "0") == \
         "producers=[epoch=0,last_seq=2,ts=true,txn=false]"
+
+
+def test_describe_configs_documentation_when_asked(cluster_factory) -> None:
+    """ConfigEntry.documentation() (DescribeConfigs v3+ include_documentation): a topic
+    config's meaning, a broker's default of one as that default; null when not asked,
+    and for broker configs without one."""
+    c = cluster_factory(1)
+    c.create_topic("docs", 1, 1)
+    out = java_tools.run("config-docs", c.bootstrap, "docs", "1", "retention.ms", "min.insync.replicas",
+                         "log.retention.ms", "broker.id")
+    docs = {name: (doc, plain) for name, doc, plain in (entry.split("\t") for entry in out.split("\x1f"))}
+    assert docs["retention.ms"] == (TOPIC_CONFIG_DOCS["retention.ms"], "null"), docs
+    assert docs["min.insync.replicas"][0].startswith("With acks=all"), docs  # the topic's entry
+    assert docs["log.retention.ms"] == ("The default of the topic config retention.ms: "
+                                        + TOPIC_CONFIG_DOCS["retention.ms"], "null"), docs
+    assert docs["broker.id"] == ("null", "null"), docs
 
 
 def test_describe_configs_types_as_the_java_admin_client_reads_them(cluster_factory) -> None:

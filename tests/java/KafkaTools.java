@@ -137,6 +137,27 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "config-docs": {  // ConfigEntry.documentation() with and without includeDocumentation: TOPIC BROKER KEY...
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.config.ConfigResource t = new org.apache.kafka.common.config.ConfigResource(
+                        org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
+                    org.apache.kafka.common.config.ConfigResource b = new org.apache.kafka.common.config.ConfigResource(
+                        org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[3]);
+                    Map<org.apache.kafka.common.config.ConfigResource, Config> with = a.describeConfigs(List.of(t, b),
+                        new DescribeConfigsOptions().includeDocumentation(true)).all().get();
+                    Map<org.apache.kafka.common.config.ConfigResource, Config> without = a.describeConfigs(List.of(t, b)).all().get();
+                    List<String> out = new ArrayList<>();  // one line: entries apart by \u001f, fields by tabs
+                    for (int i = 4; i < args.length; i++) {
+                        org.apache.kafka.common.config.ConfigResource r = with.get(t).get(args[i]) != null ? t : b;
+                        ConfigEntry e = with.get(r).get(args[i]);
+                        ConfigEntry plain = without.get(r).get(args[i]);
+                        out.add(args[i] + "\t" + (e == null ? "missing" : e.documentation()) + "\t"
+                            + (plain == null ? "missing" : plain.documentation()));
+                    }
+                    System.out.println(String.join("\u001f", out));
+                }
+                break;
+            }
             case "describe-acls": {  // kafka-acls.sh --list
                 try (Admin a = admin(bootstrap)) {
                     a.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get();

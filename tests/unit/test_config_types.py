@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from kafkarepl.server.config import BrokerConfig, property_types
-from kafkarepl.server.config_types import ConfigType, broker_config_type, topic_config_type
+from kafkarepl.server.config_docs import TOPIC_CONFIG_DOCS, config_documentation
+from kafkarepl.server.config_types import (
+    TOPIC_CONFIG_TYPES,
+    ConfigType,
+    broker_config_type,
+    topic_config_type,
+)
 
 
 @pytest.mark.parametrize("name, kind", [
@@ -47,3 +53,16 @@ def test_dynamic_topic_defaults_use_kafkas_broker_names() -> None:
         "leader.replication.throttled.rate": "10", "log.retention.hours": "1",  # not topic defaults here
     }) == {"retention.ms": "1", "max.message.bytes": "2", "cleanup.policy": "compact",
            "unclean.leader.election.enable": "true", "min.insync.replicas": "2", "min.compaction.lag.ms": "3"}
+
+
+def test_every_topic_config_is_documented() -> None:
+    """DescribeConfigs' documentation: each topic config Kafka defines has its line, and a
+    broker's default of one is documented as that default."""
+    from kafkarepl.server.configs import DYNAMIC_LOG_CONFIGS
+
+    assert set(TOPIC_CONFIG_DOCS) == set(TOPIC_CONFIG_TYPES)
+    assert all(doc.strip() for doc in TOPIC_CONFIG_DOCS.values())
+    for broker_name, topic in DYNAMIC_LOG_CONFIGS.items():
+        doc = config_documentation(broker_name, True, DYNAMIC_LOG_CONFIGS)
+        assert doc == f"The default of the topic config {topic}: {TOPIC_CONFIG_DOCS[topic]}"
+    assert config_documentation("broker.id", True, DYNAMIC_LOG_CONFIGS) is None
