@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Sequence
 
 from kafkarepl.cli.admin_command import admin_command
 from kafkarepl.client.client_config import load_client_security
@@ -117,7 +118,7 @@ async def _run(args: argparse.Namespace) -> int:
         resources = _resources(args)
         pattern = PATTERNS[(args.resource_pattern_type or ("ANY" if args.list else "LITERAL")).upper()]
         if args.list:
-            filters = resources or [(1, None)]
+            filters: Sequence[tuple[int, str | None]] = resources or [(1, None)]
             for rtype, name in filters:
                 for principal in args.principal or [None]:
                     resp = await client.send(ApiKey.DESCRIBE_ACLS, {

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from kafkarepl.errors import KafkaError
 
 
-def admin_command(main: Callable[[argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+def admin_command(main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> Callable[[argparse.Namespace], int]:
     """Runs `main`; a Kafka error, an I/O error or a bad argument prints `Error: ...` on
     stderr and exits 1, as Kafka's tools do."""
 

@@ -137,6 +137,7 @@ def _spawn_broker(broker: dict[str, Any]) -> int:
             os.close(fd)
     # Let the broker outlive us: multiprocessing would otherwise join it at exit.
     multiprocessing.process._children.discard(proc)  # type: ignore[attr-defined]
+    assert proc.pid is not None  # set by start()
     return proc.pid
 
 
@@ -200,8 +201,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     if (data_dir / STATE_FILE).exists():
-        state = json.loads((data_dir / STATE_FILE).read_text())
-        running = [b for b, info in state["brokers"].items() if alive(info.get("pid"))]
+        previous = json.loads((data_dir / STATE_FILE).read_text())
+        running = [b for b, info in previous["brokers"].items() if alive(info.get("pid"))]
         if running:
             print(f"kafkarepl cluster: already up in {data_dir} (brokers {', '.join(running)}); "
                   "use `kafkarepl cluster down` first", file=sys.stderr)

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import struct
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from kafkarepl.cli.admin_command import admin_command
@@ -198,7 +199,7 @@ def _s(v: int | None) -> str:
     return "-" if v is None else str(v)
 
 
-def _table(rows: list[tuple[str, ...]]) -> None:
+def _table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

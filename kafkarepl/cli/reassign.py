@@ -23,7 +23,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from kafkarepl.client.cluster import ClusterClient
 from kafkarepl.controller.reassign_plan import (
@@ -278,7 +278,7 @@ def replica_order(r: Replica) -> tuple[int, str, int]:
     return r[2], r[0], r[1]
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 

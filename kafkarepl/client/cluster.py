@@ -138,10 +138,10 @@ class ClusterClient:
         if node_id is None:
             if self._any is not None and self._any.connected:
                 return self._any
-            for conn in self._conns.values():
-                if conn.connected:
-                    self._any = conn
-                    return conn
+            for c in self._conns.values():
+                if c.connected:
+                    self._any = c
+                    return c
             await self.start()
             assert self._any is not None
             return self._any

@@ -110,7 +110,7 @@ class BrokerConnection:
             ) from None
         except OSError as e:
             raise BrokerConnectionError(f"connect to {self.host}:{self.port}: {e}") from None
-        self._transport = transport  # type: ignore[assignment]
+        self._transport = transport
         self._protocol = protocol
         self._error = None
         self._can_write.set()
@@ -148,6 +148,7 @@ class BrokerConnection:
         body = {"client_software_name": SOFTWARE_NAME,
                 "client_software_version": SOFTWARE_VERSION}
         resp = await self.send(ApiKey.API_VERSIONS, API[ApiKey.API_VERSIONS].max_version, body)
+        assert resp is not None  # a response is expected
         # UNSUPPORTED_VERSION comes with the broker's ranges in a v0 body: good enough
         if resp["error_code"] not in (ErrorCode.NONE, ErrorCode.UNSUPPORTED_VERSION):
             raise KafkaError(f"ApiVersions failed on {self}", ErrorCode(resp["error_code"]))

@@ -72,7 +72,8 @@ class NetworkBrokerChannel:
                 self._remove(bid)
         for bid, addr in brokers.items():
             if bid not in self._brokers:
-                bq = _BrokerQueue(bid, tuple(addr))
+                host, port = addr
+                bq = _BrokerQueue(bid, (host, port))
                 bq.task = asyncio.get_running_loop().create_task(self._worker(bq))
                 self._brokers[bid] = bq
 

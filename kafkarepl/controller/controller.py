@@ -488,7 +488,7 @@ class Controller:
             return
         self._topic_watches[name] = await self.zk.data_watch(
             topic_path(name),
-            lambda d, s, name=name: self._enqueue(
+            lambda d, s: self._enqueue(
                 "partition_change", lambda: self._on_partition_change(name)
             ),
         )

@@ -68,7 +68,6 @@ def propose_reassignment(
         plan = _TopicPlan(topic, parts, racks, load, hosts)
         for p, replicas in plan.run().items():
             proposed[(topic, p)] = replicas
-        for replicas in plan.result.values():
             for b in replicas:
                 load[b] += 1
     return proposed
@@ -169,15 +168,15 @@ class _TopicPlan:
         for p in sorted(self.result):
             slots = self.result[p]
             limit = limit_of(p)
-            by_domain: dict[str | None, list[int]] = {}
+            by_domain: dict[str | None, list[tuple[int, int]]] = {}  # (position, broker)
             for i, b in enumerate(slots):
                 if b is not None:
-                    by_domain.setdefault(domain[b], []).append(i)
+                    by_domain.setdefault(domain[b], []).append((i, b))
             for positions in by_domain.values():
                 # Keep the preferred replica, then the brokers least over their quota.
-                positions.sort(key=lambda i: (i != 0, count[slots[i]] - self.quota[slots[i]], i))
-                for i in positions[limit:]:
-                    count[slots[i]] -= 1
+                positions.sort(key=lambda ib: (ib[0] != 0, count[ib[1]] - self.quota[ib[1]], ib[0]))
+                for i, b in positions[limit:]:
+                    count[b] -= 1
                     slots[i] = None
 
     def _drop_over_quota(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal, overload
 
 from kafkarepl.coordinator.group import (
     Group,
@@ -106,7 +106,6 @@ class GroupCoordinator:
             ts = snap.state_timestamp_ms
             since = None if ts < 0 else now_ms - max(0, wall_ms - ts)
             group = self._group(gid, create=True)
-            assert group is not None
             group.restore(snap, now_ms, since)
             group.rebalance_if_over_max_size(now_ms)
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
@@ -124,6 +123,10 @@ class GroupCoordinator:
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
             self.groups.pop(gid).shut_down(ErrorCode.NOT_COORDINATOR)
 
+    @overload
+    def _group(self, group_id: str, create: Literal[True]) -> Group: ...
+    @overload
+    def _group(self, group_id: str, create: bool = False) -> Group | None: ...
     def _group(self, group_id: str, create: bool = False) -> Group | None:
         g = self.groups.get(group_id)
         if g is None and create:

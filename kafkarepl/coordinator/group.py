@@ -641,7 +641,7 @@ class Group:
             del self.static_members[m.group_instance_id]
         if self.leader_id == m.member_id:
             waiting = [x.member_id for x in self.members.values() if x.awaiting_join]
-            self.leader_id = (waiting or list(self.members) or [None])[0]
+            self.leader_id = waiting[0] if waiting else next(iter(self.members), None)
 
     def _after_removal(self, now_ms: int, member_removed: bool) -> None:
         # A pending member id never was part of a generation: dropping it only matters

@@ -102,7 +102,10 @@ def read_range(kafka: Mapping[str, str], group_id: str | None, r: OffsetRange, s
                         # r.end that never came are gaps (compaction, markers). An end below
                         # r.end means truncation since planning, or a new leader's high
                         # watermark still catching up: wait for it unless loss is accepted.
-                        eof_at = m.offset()
+                        at = m.offset()
+                        if at is None:
+                            continue  # no position given (librdkafka gives one): nothing learned
+                        eof_at = at
                         if eof_at >= r.end or not fail_on_data_loss:
                             next_offset = r.end
                             break
@@ -117,6 +120,7 @@ def read_range(kafka: Mapping[str, str], group_id: str | None, r: OffsetRange, s
                         raise RuntimeError(f"kafkarepl: reading {r.topic}-{r.partition}: {err.str()}")
                     continue  # transient: librdkafka retries by itself
                 off = m.offset()
+                assert off is not None  # a delivered record has its offset
                 if off >= r.end:
                     next_offset = r.end
                     break
@@ -131,6 +135,7 @@ def read_range(kafka: Mapping[str, str], group_id: str | None, r: OffsetRange, s
                 timestamps.append(ts if ts_type > 0 else None)
                 if headers is not None:
                     h = m.headers()
+                    assert not isinstance(h, dict)  # consumed: a list of (key, value); dicts are for producing
                     headers.append([{"key": k, "value": v} for k, v in h] if h else None)
             if len(offsets) >= BATCH_ROWS:
                 yield flush()

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 TP = tuple[str, int]  # (topic, partition)
 
@@ -154,7 +154,7 @@ def _json(display: str, raw: str) -> dict:
     return value
 
 
-def _partition(display: str, topic: str, raw: object) -> int:
+def _partition(display: str, topic: str, raw: Any) -> int:  # raw: a JSON key or value
     try:
         p = int(raw)  # JSON object keys are strings: {"t": {"0": 5}}
     except (TypeError, ValueError):

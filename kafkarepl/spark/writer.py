@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
@@ -21,10 +21,13 @@ from pyspark.sql.types import (
 
 from .options import OptionError, SinkOptions
 
-try:  # Arrow input for streaming writes: PySpark 4.1+
-    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
-except ImportError:  # pragma: no cover - Rows on older PySpark; produce.py takes both
+if TYPE_CHECKING:  # checked against the base both PySpark versions have
     from pyspark.sql.datasource import DataSourceStreamWriter as _StreamWriterBase
+else:
+    try:  # Arrow input for streaming writes: PySpark 4.1+
+        from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
+    except ImportError:  # pragma: no cover - Rows on older PySpark; produce.py takes both
+        from pyspark.sql.datasource import DataSourceStreamWriter as _StreamWriterBase
 
 
 class SinkSchemaError(ValueError):

@@ -205,13 +205,13 @@ class AsyncZk:
             self._run_hook(fn, state)
         if state == LOST and self._ever_connected:
             self._lost_since_connected = True
-            for fn in list(self._lost_hooks):
-                self._run_hook(fn)
+            for hook in list(self._lost_hooks):
+                self._run_hook(hook)
         elif state == CONNECTED:
             if self._lost_since_connected:
                 self._lost_since_connected = False
-                for fn in list(self._reestablished_hooks):
-                    self._run_hook(fn)
+                for hook in list(self._reestablished_hooks):
+                    self._run_hook(hook)
             self._ever_connected = True
 
     def _run_hook(self, fn: Callable, *args: Any) -> None:
