@@ -283,7 +283,7 @@ def test_request_time_quota_counts_handler_steps_not_waits() -> None:
     # Bounds leave room for a busy host (a preempted step counts its wall time, as Kafka's
     # nanoTime does) while telling steps from waits: counting the 50 ms sleeps would make the
     # third request ~165 ms of 10, a throttle of ~15 s ((165 - 10) / 10 x the 1 s window).
-    assert r[0]["throttle_time_ms"] == 0  # 5 ms: half the window's 10 ms
+    assert r[0]["throttle_time_ms"] <= 1000, r[0]  # 5 ms: half the window's 10 ms (a 55 ms wait: ~4.5 s)
     assert r[1]["throttle_time_ms"] <= 1000, r[1]  # ~10 ms: at the quota (a 60 ms sleep would be 5 s)
     assert 100 <= r[2]["throttle_time_ms"] <= 5000, r[2]  # ~15 ms of 10: over
     assert r[3]["throttle_time_ms"] == 0  # another client id: no quota
