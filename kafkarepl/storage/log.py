@@ -475,7 +475,7 @@ class Log:
         return sum(s.size for s in self._segments)
 
     def __repr__(self) -> str:
-        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+        return (f"Log({self.tp}, start={self.log_start_offset}, "
                 f"leo={self.log_end_offset}, segments={len(self._segments)})")
 
     # ================================================================ append
@@ -650,7 +650,7 @@ class Log:
         leo = self.log_end_offset
         if from_offset < self.log_start_offset or from_offset > leo:
             raise OffsetOutOfRangeError(
-                f"{self.topic}-{self.partition}: offset {from_offset} is outside "
+                f"{self.tp}: offset {from_offset} is outside "
                 f"[{self.log_start_offset}, {leo}]")
         limit = leo if max_offset is None else min(max_offset, leo)
         i = self._segment_index(from_offset)
