@@ -7,6 +7,11 @@ import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class KafkaTools {
+    static org.apache.kafka.common.config.ConfigResource resource(
+            org.apache.kafka.common.config.ConfigResource.Type type, String name) {
+        return new org.apache.kafka.common.config.ConfigResource(type, name);
+    }
+
     static Admin admin(String bootstrap) {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -98,10 +103,8 @@ public class KafkaTools {
             }
             case "synonyms": {  // kafka-configs.sh --describe --all (includeSynonyms): TOPIC KEY BROKER KEY
                 try (Admin a = admin(bootstrap)) {
-                    org.apache.kafka.common.config.ConfigResource t = new org.apache.kafka.common.config.ConfigResource(
-                        org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
-                    org.apache.kafka.common.config.ConfigResource b = new org.apache.kafka.common.config.ConfigResource(
-                        org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[4]);
+                    org.apache.kafka.common.config.ConfigResource t = resource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
+                    org.apache.kafka.common.config.ConfigResource b = resource(org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[4]);
                     Map<org.apache.kafka.common.config.ConfigResource, Config> cs =
                         a.describeConfigs(List.of(t, b), new DescribeConfigsOptions().includeSynonyms(true)).all().get();
                     StringBuilder out = new StringBuilder();
@@ -122,10 +125,8 @@ public class KafkaTools {
             }
             case "config-types": {  // ConfigEntry.type() as UIs read it: TOPIC BROKER KEY...
                 try (Admin a = admin(bootstrap)) {
-                    org.apache.kafka.common.config.ConfigResource t = new org.apache.kafka.common.config.ConfigResource(
-                        org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
-                    org.apache.kafka.common.config.ConfigResource b = new org.apache.kafka.common.config.ConfigResource(
-                        org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[3]);
+                    org.apache.kafka.common.config.ConfigResource t = resource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
+                    org.apache.kafka.common.config.ConfigResource b = resource(org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[3]);
                     Map<org.apache.kafka.common.config.ConfigResource, Config> cs = a.describeConfigs(List.of(t, b)).all().get();
                     List<String> out = new ArrayList<>();
                     for (int i = 4; i < args.length; i++) {
@@ -139,10 +140,8 @@ public class KafkaTools {
             }
             case "config-docs": {  // ConfigEntry.documentation() with and without includeDocumentation: TOPIC BROKER KEY...
                 try (Admin a = admin(bootstrap)) {
-                    org.apache.kafka.common.config.ConfigResource t = new org.apache.kafka.common.config.ConfigResource(
-                        org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
-                    org.apache.kafka.common.config.ConfigResource b = new org.apache.kafka.common.config.ConfigResource(
-                        org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[3]);
+                    org.apache.kafka.common.config.ConfigResource t = resource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, args[2]);
+                    org.apache.kafka.common.config.ConfigResource b = resource(org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[3]);
                     Map<org.apache.kafka.common.config.ConfigResource, Config> with = a.describeConfigs(List.of(t, b),
                         new DescribeConfigsOptions().includeDocumentation(true)).all().get();
                     Map<org.apache.kafka.common.config.ConfigResource, Config> without = a.describeConfigs(List.of(t, b)).all().get();
@@ -286,8 +285,7 @@ public class KafkaTools {
             }
             case "broker-throttle": {  // kafka-reassign-partitions.sh sets, --verify clears: BROKER_ID RATE|-
                 try (Admin a = admin(bootstrap)) {
-                    org.apache.kafka.common.config.ConfigResource r = new org.apache.kafka.common.config.ConfigResource(
-                        org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[2]);
+                    org.apache.kafka.common.config.ConfigResource r = resource(org.apache.kafka.common.config.ConfigResource.Type.BROKER, args[2]);
                     List<AlterConfigOp> ops = new ArrayList<>();
                     for (String k : List.of("leader.replication.throttled.rate", "follower.replication.throttled.rate",
                                             "replica.alter.log.dirs.io.max.bytes.per.second")) {
