@@ -3,7 +3,7 @@ no more than 1.2x). Prints one JSON line per round and a summary line.
 
     python bench/cleaner_p99_bench.py [--rounds 3] [--mib 2048] [--partitions 4] [--rate 1000] [--paired]
         [--compression none|lz4|...] [--props kafkarepl.log.cleaner.thread.nice=19,...]
-        [--interference spin|read|burst|write|direct|clean]
+        [--interference spin|read|burst|write|direct|clean|clean-shm]
 
 One broker (LocalCluster). Each round:
   1. a topic `cmp-<round>` (--partitions partitions, cleanup.policy=delete at first) gets
@@ -30,7 +30,9 @@ over that time (the cleaner's reads at its pace), `burst` the same as fast as it
 `write` 1/16 of their size into a file per segment, each fsynced (about what a cleaning
 writes); `direct` the same with O_DIRECT (no page cache, no writeback by kernel
 threads); `clean` the broker's cleaning code itself (map, clean, fsyncs, no swap) on the
-segments, staged and dropped: the cleaner run from another process. The ratios are what that part alone costs the broker's p99 on this host.
+segments, staged and dropped: the cleaner run from another process; `clean-shm` the same
+staged in /dev/shm (no disk writes at all: what any way of writing the output, O_DIRECT
+included, could at best bring a cleaner in its own process down to). The ratios are what that part alone costs the broker's p99 on this host.
 
 --paired: two brokers on the host; the compacted topic and `lat` on broker 1, `lat-ref`
 on broker 2, a producer for each running at the same time, the whole round long. The
@@ -90,7 +92,7 @@ def load(bootstrap: str, topic: str, mib: int, compression: str = "none") -> Non
 _INTERFERE = r"""
 import json, os, sys, time
 kind, seconds, paths = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
-if kind == "clean":  # imports and the map buffer's page faults before the span, as in a
+if kind in ("clean", "clean-shm"):  # imports and the map buffer's page faults before the span, as in a
     # broker whose cleaner thread has cleaned before
     import shutil
     from pathlib import Path
@@ -126,18 +128,23 @@ elif kind in ("write", "direct"):  # what the cleaner writes (~1/16 of what it r
     dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     os.fsync(dfd)
     os.close(dfd)
-elif kind == "clean":  # the whole cleaning (the broker's own code, without the swap) of
+elif kind in ("clean", "clean-shm"):  # the whole cleaning (the broker's own code, without the swap) of
     # the partition's segments but the last, from another process, staged and dropped
     bases = [int(os.path.basename(p)[:-4]) for p in paths]
     segs = [SourceSegment(b, nb, os.path.getsize(p), os.open(p, os.O_RDONLY))
             for b, nb, p in zip(bases, bases[1:], paths)]
     d = Path(os.path.dirname(paths[0]))
+    if kind == "clean-shm":  # staged in memory (tmpfs): no disk writes, no writeback
+        d = Path("/dev/shm") / ("interfere-%d" % os.getpid())
+        d.mkdir()
     plan = CleaningPlan(d, segs, 0, bases[-1], 64 << 20, 4096, 10 << 20, 86_400_000, {},
                         int(time.time() * 1000))
     _core.set_bulk_yield_interval(100_000)  # as a broker's cleaner thread
     clean(plan, None, None, 128 << 20, 0.9, maps).close()
     plan.close()
     shutil.rmtree(d / STAGING_DIR)
+    if kind == "clean-shm":
+        d.rmdir()
 else:  # read the files in 1 MiB pieces, twice (the cleaner's map and clean passes),
     # spread evenly over the time (kind "read"), or at once ("burst")
     buf = bytearray(1 << 20)
@@ -321,7 +328,7 @@ def main() -> None:
     ap.add_argument("--paired", action="store_true", help="a second broker as the reference")
     ap.add_argument("--compression", default="none",
                     help="the loaded records' codec (compressed batches are cleaned batch by batch in Python)")
-    ap.add_argument("--interference", choices=["spin", "read", "burst", "write", "direct", "clean"], default=None,
+    ap.add_argument("--interference", choices=["spin", "read", "burst", "write", "direct", "clean", "clean-shm"], default=None,
                     help="no cleaning: another process spins a core, or reads the topic's segments "
                          "twice (spread over the time, or at once), or writes and fsyncs what a "
                          "cleaning writes, for as long as the cleanings took in the previous "

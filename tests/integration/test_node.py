@@ -151,8 +151,17 @@ def test_node_one_broker_per_core(zk_chroot, tmp_path):
         new = node.state()["brokers"][1]
         assert new["pid"] != victim and os.sched_getaffinity(new["pid"]) == {new["cpu"]}
 
+        # logrotate's copytruncate (docs/node.md): the broker's log, opened append-only,
+        # goes on from the start of the emptied file instead of leaving a hole of NULs
+        broker_log = tmp_path / "data" / "broker-11" / "broker.log"
+        rotated = broker_log.read_bytes()
+        assert b"broker 11 shutting down" not in rotated
+        os.truncate(broker_log, 0)
+
         pids = [b["pid"] for b in node.state()["brokers"]]
         assert node.stop() == 0
+        after = broker_log.read_bytes()
+        assert b"broker 11 shutting down" in after and b"\0" not in after
         assert "stopped" in node.output()
         for pid in pids:
             assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
