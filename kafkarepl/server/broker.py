@@ -467,7 +467,10 @@ class Broker:
     async def _on_session_lost(self) -> None:
         # Our registration is gone: the controller treats us as dead and elects other
         # leaders. Stop acting as leader so no acks=all write is acknowledged alone.
-        log.warning("broker %d: ZooKeeper session lost; giving up leadership locally", self.broker_id)
+        if self._stopping:  # our own close at shutdown: expected, not an operator's warning
+            log.info("broker %d: ZooKeeper session closed", self.broker_id)
+        else:
+            log.warning("broker %d: ZooKeeper session lost; giving up leadership locally", self.broker_id)
         self.replicas.resign_all()
 
     def _every(self, seconds: float, fn: Callable[[], Any]) -> asyncio.Future:
