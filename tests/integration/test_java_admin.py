@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kafkarepl.server.config_docs import TOPIC_CONFIG_DOCS
+from kafkarepl.server.config_docs import BROKER_CONFIG_DOCS, TOPIC_CONFIG_DOCS
 from tests import java_tools
 
 pytestmark = pytest.mark.integration
@@ -242,18 +242,19 @@ def test_describe_producers_as_kafka_transactions_does(cluster_factory) -> None:
 
 def test_describe_configs_documentation_when_asked(cluster_factory) -> None:
     """ConfigEntry.documentation() (DescribeConfigs v3+ include_documentation): a topic
-    config's meaning, a broker's default of one as that default; null when not asked,
-    and for broker configs without one."""
+    config's meaning, a broker's default of one as that default, a broker config's own;
+    null when not asked."""
     c = cluster_factory(1)
     c.create_topic("docs", 1, 1)
     out = java_tools.run("config-docs", c.bootstrap, "docs", "1", "retention.ms", "min.insync.replicas",
-                         "log.retention.ms", "broker.id")
+                         "log.retention.ms", "broker.id", "replica.lag.time.max.ms")
     docs = {name: (doc, plain) for name, doc, plain in (entry.split("\t") for entry in out.split("\x1f"))}
     assert docs["retention.ms"] == (TOPIC_CONFIG_DOCS["retention.ms"], "null"), docs
     assert docs["min.insync.replicas"][0].startswith("With acks=all"), docs  # the topic's entry
     assert docs["log.retention.ms"] == ("The default of the topic config retention.ms: "
                                         + TOPIC_CONFIG_DOCS["retention.ms"], "null"), docs
-    assert docs["broker.id"] == ("null", "null"), docs
+    assert docs["broker.id"] == (BROKER_CONFIG_DOCS["broker.id"], "null"), docs
+    assert docs["replica.lag.time.max.ms"] == (BROKER_CONFIG_DOCS["replica.lag.time.max.ms"], "null"), docs
 
 
 def test_describe_configs_types_as_the_java_admin_client_reads_them(cluster_factory) -> None:

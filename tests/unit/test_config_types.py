@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafkarepl.server.config import BrokerConfig, property_types
-from kafkarepl.server.config_docs import TOPIC_CONFIG_DOCS, config_documentation
+from kafkarepl.server.config_docs import BROKER_CONFIG_DOCS, TOPIC_CONFIG_DOCS, config_documentation
 from kafkarepl.server.config_types import (
     TOPIC_CONFIG_TYPES,
     ConfigType,
@@ -65,4 +65,21 @@ def test_every_topic_config_is_documented() -> None:
     for broker_name, topic in DYNAMIC_LOG_CONFIGS.items():
         doc = config_documentation(broker_name, True, DYNAMIC_LOG_CONFIGS)
         assert doc == f"The default of the topic config {topic}: {TOPIC_CONFIG_DOCS[topic]}"
-    assert config_documentation("broker.id", True, DYNAMIC_LOG_CONFIGS) is None
+    assert config_documentation("no.such.config", True, DYNAMIC_LOG_CONFIGS) is None
+
+
+def test_every_broker_config_is_documented() -> None:
+    """The broker's own configs (not topic defaults) each have a line, under a listener
+    prefix too; no line for a config the broker does not have."""
+    from kafkarepl.server.config import property_types
+    from kafkarepl.server.configs import DYNAMIC_LOG_CONFIGS
+
+    own = {name for name in property_types() if name not in DYNAMIC_LOG_CONFIGS}
+    assert set(BROKER_CONFIG_DOCS) == own
+    assert all(doc.strip() for doc in BROKER_CONFIG_DOCS.values())
+    assert config_documentation("broker.id", True, DYNAMIC_LOG_CONFIGS) == BROKER_CONFIG_DOCS["broker.id"]
+    assert config_documentation("listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config", True,
+                                DYNAMIC_LOG_CONFIGS) == BROKER_CONFIG_DOCS["sasl.jaas.config"]
+    assert config_documentation("listener.name.internal.ssl.client.auth", True,
+                                DYNAMIC_LOG_CONFIGS) == BROKER_CONFIG_DOCS["ssl.client.auth"]
+    assert config_documentation("broker.id", False, DYNAMIC_LOG_CONFIGS) is None  # not a topic config
