@@ -115,6 +115,8 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "delegation.token.max.lifetime.ms": "The longest a delegation token can be renewed to.",
     "delegation.token.secret.key": "The secret delegation tokens are signed with; empty disables them.",
     "delete.topic.enable": "Whether topics can be deleted.",
+    "follower.replication.throttled.rate": "The replication bytes per second a follower may fetch for "
+                                           "the throttled replicas of a reassignment (dynamic only).",
     "fetch.max.bytes": "The most record bytes one Fetch answer holds, whatever the request asks.",
     "group.initial.rebalance.delay.ms": "How long a new consumer group waits for more members before its "
                                         "first rebalance.",
@@ -136,6 +138,8 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "kafkarepl.max.request.entries": "The most array entries one request may hold; larger requests close "
                                      "the connection.",
     "kafkarepl.offsets.retention.ms": "offsets.retention.minutes in milliseconds, when set (-1: unset).",
+    "leader.replication.throttled.rate": "The replication bytes per second a leader may send to the throttled "
+                                         "replicas of a reassignment (dynamic only).",
     "leader.imbalance.check.interval.seconds": "How often the controller checks for leader imbalance.",
     "leader.imbalance.per.broker.percentage": "The share of a broker's partitions led elsewhere than their "
                                               "preferred replica above which leadership is moved back.",
@@ -178,6 +182,8 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "queued.max.request.bytes": "The most bytes of requests read and not yet handled (-1: no limit).",
     "quota.window.num": "The number of windows client quotas are measured over.",
     "quota.window.size.seconds": "The length of each client quota window.",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "The bytes per second a replica moving between log dirs "
+                                                      "may be copied at (dynamic only).",
     "replica.fetch.backoff.ms": "How long a follower waits after a failed fetch.",
     "replica.fetch.max.bytes": "The most bytes a follower fetches per partition.",
     "replica.fetch.min.bytes": "The least bytes a follower's fetch waits for.",
