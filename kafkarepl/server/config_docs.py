@@ -67,22 +67,6 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
 }
 
 
-def config_documentation(name: str, broker: bool, topic_of_broker_default: dict[str, str]) -> str | None:
-    """The documentation of a topic config, of a broker's default of one
-    (`topic_of_broker_default`: broker setting -> topic config), or of a broker config;
-    None otherwise."""
-    if not broker:
-        return TOPIC_CONFIG_DOCS.get(name)
-    topic = topic_of_broker_default.get(name)
-    doc = TOPIC_CONFIG_DOCS.get(topic) if topic is not None else None
-    if doc is not None:
-        return f"The default of the topic config {topic}: {doc}"
-    for candidate in config_candidates(name):  # listener.name.<l>.[<mechanism>.]<config>
-        if candidate in BROKER_CONFIG_DOCS:
-            return BROKER_CONFIG_DOCS[candidate]
-    return None
-
-
 # The broker's own configs (those that are not a topic config's default), by Kafka's
 # meaning; kafkarepl.* ones are kafkarepl's (docs/operations.md has the details).
 BROKER_CONFIG_DOCS: dict[str, str] = {
@@ -234,3 +218,19 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "zookeeper.session.timeout.ms": "The broker's ZooKeeper session timeout: a broker silent for this long "
                                     "is taken for dead.",
 }
+
+
+def config_documentation(name: str, broker: bool, topic_of_broker_default: dict[str, str]) -> str | None:
+    """The documentation of a topic config, of a broker's default of one
+    (`topic_of_broker_default`: broker setting -> topic config), or of a broker config;
+    None otherwise."""
+    if not broker:
+        return TOPIC_CONFIG_DOCS.get(name)
+    topic = topic_of_broker_default.get(name)
+    doc = TOPIC_CONFIG_DOCS.get(topic) if topic is not None else None
+    if doc is not None:
+        return f"The default of the topic config {topic}: {doc}"
+    for candidate in config_candidates(name):  # listener.name.<l>.[<mechanism>.]<config>
+        if candidate in BROKER_CONFIG_DOCS:
+            return BROKER_CONFIG_DOCS[candidate]
+    return None

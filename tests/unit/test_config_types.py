@@ -71,7 +71,6 @@ def test_every_topic_config_is_documented() -> None:
 def test_every_broker_config_is_documented() -> None:
     """The broker's own configs (not topic defaults) each have a line, under a listener
     prefix too; no line for a config the broker does not have."""
-    from kafkarepl.server.config import property_types
     from kafkarepl.server.configs import DYNAMIC_BROKER_CONFIGS, DYNAMIC_LOG_CONFIGS
 
     own = {name for name in {*property_types(), *DYNAMIC_BROKER_CONFIGS} if name not in DYNAMIC_LOG_CONFIGS}
