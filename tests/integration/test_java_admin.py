@@ -34,6 +34,32 @@ def test_java_transactional_producer_and_kafka_transactions_describe(cluster_fac
         "list=[java-tx:CompleteCommit] state=CompleteCommit epoch=0 timeout=60000")
 
 
+def test_fence_producers_as_kafka_transactions_force_terminate(cluster_factory) -> None:
+    """Admin.fenceProducers (kafka-transactions.sh force-terminate; Kafka Connect fences a
+    source connector's old task producers with it): the open transaction of the fenced
+    id is aborted, its producer's commit fails with ProducerFencedException, and
+    read_committed consumers go past the aborted records."""
+    from confluent_kafka import Producer
+
+    from tests.integration.test_transactions import consume
+
+    c = cluster_factory(1, transaction_state_log_num_partitions=2, offsets_topic_num_partitions=1)
+    c.create_topic("fence", 1, 1)
+    # epoch 0 at init; the fencing aborts at epoch 1 and hands out epoch 2, as Kafka's
+    # prepareFenceProducerEpoch then the retried InitProducerId do
+    assert java_tools.run("fence-producers", c.bootstrap, "fence", "fence-tx") == (
+        "fenced epoch=2 commit=ProducerFencedException")
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    p.produce("fence", b"after", partition=0)
+    assert p.flush(10) == 0
+    assert consume(c.bootstrap, "fence", "read_committed", 1, partitions=1) == [b"after"]
+    assert sorted(consume(c.bootstrap, "fence", "read_uncommitted", 3, partitions=1)) == [
+        b"after", b"fenced-0", b"fenced-1"]
+    # the id stays, at the new epoch, with no transaction open (Kafka's Empty)
+    assert java_tools.run("describe-transactions", c.bootstrap, "fence-tx").split(" ")[1:3] == [
+        "state=Empty", "epoch=2"]
+
+
 def test_max_timestamp_offset_as_kafka_get_offsets_time_minus_3(cluster_factory) -> None:
     from confluent_kafka import Producer
 

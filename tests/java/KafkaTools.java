@@ -433,6 +433,27 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "fence-producers": {  // kafka-transactions.sh force-terminate, Connect's exactly-once
+                // source fencing (Admin.fenceProducers): TOPIC TXID. A producer opens a transaction
+                // and writes 2 records, the admin fences its id, then the producer tries to commit.
+                Properties p = producerProps(bootstrap, ProducerConfig.TRANSACTIONAL_ID_CONFIG, args[3],
+                                             ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+                try (KafkaProducer<String, String> prod = new KafkaProducer<>(p); Admin a = admin(bootstrap)) {
+                    prod.initTransactions();
+                    prod.beginTransaction();
+                    for (int i = 0; i < 2; i++) prod.send(new ProducerRecord<>(args[2], "k", "fenced-" + i)).get();
+                    FenceProducersResult r = a.fenceProducers(List.of(args[3]));
+                    r.all().get();
+                    String fenced = "fenced epoch=" + r.epochId(args[3]).get();
+                    try {
+                        prod.commitTransaction();
+                        System.out.println(fenced + " commit=ok");
+                    } catch (org.apache.kafka.common.KafkaException e) {
+                        System.out.println(fenced + " commit=" + e.getClass().getSimpleName());
+                    }
+                }
+                break;
+            }
             case "describe-transactions": {  // kafka-transactions.sh list + describe: TRANSACTIONAL_ID
                 try (Admin a = admin(bootstrap)) {
                     List<String> ids = new ArrayList<>();
