@@ -60,6 +60,26 @@ def test_fence_producers_as_kafka_transactions_force_terminate(cluster_factory) 
         "state=Empty", "epoch=2"]
 
 
+def test_abort_a_hanging_transaction_as_kafka_transactions_abort(cluster_factory) -> None:
+    """kafka-transactions.sh abort --start-offset: DescribeProducers finds the open
+    transaction of a partition (its start offset, the coordinator epoch), and the admin
+    client's WriteTxnMarkers aborts it at the partition leader: the LSO moves, and
+    read_committed consumers go past the hanging records."""
+    from confluent_kafka import Producer
+
+    from tests.integration.test_transactions import consume
+
+    c = cluster_factory(1, transaction_state_log_num_partitions=2, offsets_topic_num_partitions=1)
+    c.create_topic("hang", 1, 1)
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    p.produce("hang", b"before", partition=0)
+    assert p.flush(10) == 0
+    assert java_tools.run("abort-hanging", c.bootstrap, "hang", "hang-tx") == "aborted start=1 open_after=false"
+    p.produce("hang", b"after", partition=0)
+    assert p.flush(10) == 0
+    assert consume(c.bootstrap, "hang", "read_committed", 2, partitions=1) == [b"before", b"after"]
+
+
 def test_max_timestamp_offset_as_kafka_get_offsets_time_minus_3(cluster_factory) -> None:
     from confluent_kafka import Producer
 

@@ -454,6 +454,34 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "abort-hanging": {  // kafka-transactions.sh abort --topic T --partition P --start-offset N:
+                // TOPIC TXID. A producer leaves a transaction open (a hanging one, as after a lost
+                // coordinator); the tool finds it with describeProducers and aborts it at the partition
+                Properties p = producerProps(bootstrap, ProducerConfig.TRANSACTIONAL_ID_CONFIG, args[3],
+                                             ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000",
+                                             ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "600000");
+                KafkaProducer<String, String> prod = new KafkaProducer<>(p);
+                prod.initTransactions();
+                prod.beginTransaction();
+                prod.send(new ProducerRecord<>(args[2], 0, "k", "hanging")).get();
+                org.apache.kafka.common.TopicPartition tp = new org.apache.kafka.common.TopicPartition(args[2], 0);
+                try (Admin a = admin(bootstrap)) {
+                    String out = "no open transaction";
+                    for (ProducerState st : a.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers()) {
+                        if (st.currentTransactionStartOffset().isEmpty()) continue;
+                        a.abortTransaction(new AbortTransactionSpec(tp, st.producerId(), (short) st.producerEpoch(),
+                                                                    st.coordinatorEpoch().orElse(0))).all().get();
+                        out = "aborted start=" + st.currentTransactionStartOffset().getAsLong();
+                    }
+                    boolean open = false;
+                    for (ProducerState st : a.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers()) {
+                        open |= st.currentTransactionStartOffset().isPresent();
+                    }
+                    System.out.println(out + " open_after=" + open);
+                }
+                prod.close(java.time.Duration.ZERO);
+                break;
+            }
             case "describe-transactions": {  // kafka-transactions.sh list + describe: TRANSACTIONAL_ID
                 try (Admin a = admin(bootstrap)) {
                     List<String> ids = new ArrayList<>();
