@@ -198,7 +198,8 @@ class Broker:
         self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
         replicas.add_listener(self.groups.on_partition_changed)
         quota_gate = ClientQuotaGate(self.client_quotas, self._topic_partitions, config.num_partitions)
-        request_authorizer = RequestAuthorizer(self.authorizer)
+        request_authorizer = RequestAuthorizer(
+            self.authorizer, lambda tid: (t.name if (t := metadata.topic_by_id(tid)) is not None else None))
         self.tokens = DelegationTokenApis(
             store, guarded, self.token_cache, config.delegation_token_secret,
             TokenPolicy(config.delegation_token_max_lifetime_ms, config.delegation_token_expiry_time_ms),

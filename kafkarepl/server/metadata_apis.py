@@ -51,16 +51,26 @@ class MetadataApis:
         requested = body.get("topics")
         if requested is not None and req.api_version == 0 and not requested:
             requested = None  # v0: an empty list means all topics
-        names = sorted(cache.topics) if requested is None else [t.get("name") for t in requested]
+        if requested is None:
+            asked: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in sorted(cache.topics)]
+        else:
+            asked = [(t.get("name"), t.get("topic_id") or ZERO_UUID) for t in requested]
         allow_auto = body.get("allow_auto_topic_creation", True) and self.auto_create_topics
         topic_ops = authorized_operations(ResourceType.TOPIC, body.get("include_topic_authorized_operations", False))
         topics_out = []
         pace = Pacer()  # a client may name any number of topics
-        for name in names:
+        for name, topic_id in asked:
             if pace.due():
                 await asyncio.sleep(0)
-            if name is None:  # asked by topic id, which Metadata does not look up
-                # (the response's name is nullable only from v12: before, answer "")
+            if req.api_version >= 12 and topic_id != ZERO_UUID:
+                # asked by topic id (KIP-516: kafka-topics.sh --topic-id); the name, null or
+                # "" (the Java client's default), is not looked at, as in Kafka
+                by_id = cache.topic_by_id(topic_id)
+                if by_id is None:
+                    topics_out.append(_topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                    continue
+                name = by_id.name
+            elif name is None:  # v10-11: an id, not looked up; the name is nullable only from v12
                 topics_out.append(_topic_error(None if req.api_version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
             info = cache.topics.get(name)
@@ -114,6 +124,6 @@ class MetadataApis:
         }
 
 
-def _topic_error(name: str | None, code: ErrorCode) -> Body:
-    return {"error_code": int(code), "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
+def _topic_error(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Body:
+    return {"error_code": int(code), "name": name, "topic_id": topic_id, "is_internal": False, "partitions": [],
             "topic_authorized_operations": OMITTED}

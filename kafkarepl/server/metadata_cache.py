@@ -44,6 +44,7 @@ class MetadataCache:
         self.inter_broker_listener = inter_broker_listener
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}  # topic_by_id's index of `topics`
         self.controller_id: int = -1
         self.controller_epoch: int = -1
         # Leaders' inter-broker endpoints from LeaderAndIsr (its live_leaders), as Kafka's
@@ -75,6 +76,7 @@ class MetadataCache:
                 topic = self.topics[name] = TopicInfo(name, _as_uuid(tid))
             elif tid is not None and _as_uuid(tid) != uuid.UUID(int=0):
                 topic.topic_id = _as_uuid(tid)
+            self._by_id[topic.topic_id] = topic
             for ps in ts.get("partition_states") or []:
                 self._apply_partition(topic, ps)
 
@@ -106,10 +108,14 @@ class MetadataCache:
         return t.partitions.get(partition) if t else None
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        return None
+        """One lookup, not a scan: clients name any number of topic ids per request. The
+        index is checked against `topics` (the source of truth), and rebuilt when they
+        differ in size (a topic removed, or entered without update())."""
+        t = self._by_id.get(topic_id)
+        if (t is None or self.topics.get(t.name) is not t) and len(self._by_id) != len(self.topics):
+            self._by_id = {t.topic_id: t for t in self.topics.values()}
+            t = self._by_id.get(topic_id)
+        return t if t is not None and t.topic_id == topic_id and self.topics.get(t.name) is t else None
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self.brokers.get(broker_id)

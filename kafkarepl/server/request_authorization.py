@@ -25,6 +25,7 @@ from kafkarepl.server.authorized_ops import ResourceType as R
 from kafkarepl.server.authorizer import Authorizer
 
 CLUSTER = "kafka-cluster"
+_ZERO_UUID = uuid.UUID(int=0)
 _session: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
     "kafkarepl_session", default=("User:ANONYMOUS", "*"))
 
@@ -63,11 +64,24 @@ class Removed:
     names: list[str] = field(default_factory=list)  # groups / transactional ids taken out
     not_attempted: dict[str, list[int]] = field(default_factory=dict)  # AddPartitionsToTxn's others
     denied: list[Any] = field(default_factory=list)  # entries of a per-entry API refused as a whole
+    # Topics named by id (Metadata v12, DeleteTopics v6): id -> the name to answer with
+    # (None where the principal may not describe the topic, as Kafka hides it then)
+    topic_ids: dict[uuid.UUID, str | None] = field(default_factory=dict)
 
 
 class RequestAuthorizer:
-    def __init__(self, authorizer: Authorizer | None) -> None:
+    def __init__(self, authorizer: Authorizer | None,
+                 topic_name_of: Callable[[uuid.UUID], str | None] = lambda _id: None) -> None:
+        """topic_name_of: the name of a topic id (the metadata cache): a topic named by
+        id is authorized by its name, as Kafka resolves ids before its checks."""
         self.authorizer = authorizer
+        self.topic_name_of = topic_name_of
+
+    @staticmethod
+    def _names_by_id(t: dict[str, Any]) -> bool:
+        """A topic entry that names its topic by id (its name is then not looked at)."""
+        tid = t.get("topic_id")
+        return tid is not None and tid != _ZERO_UUID
 
     @property
     def enabled(self) -> bool:
@@ -193,12 +207,17 @@ class RequestAuthorizer:
             removed = Removed()
             keep = []
             for t in topics:
-                if t.get("name") is not None and not self.allowed(Op.DESCRIBE, R.TOPIC, t["name"]):
+                if req.api_version >= 12 and self._names_by_id(t):  # unknown ids: the handler's answer
+                    name = self.topic_name_of(t["topic_id"])
+                    if name is not None and not self.allowed(Op.DESCRIBE, R.TOPIC, name):
+                        removed.topic_ids[t["topic_id"]] = None  # ids are not secret, names are
+                        continue
+                elif t.get("name") is not None and not self.allowed(Op.DESCRIBE, R.TOPIC, t["name"]):
                     removed.topics[t["name"]] = []
-                else:
-                    keep.append(t)
+                    continue
+                keep.append(t)
             b["topics"] = keep
-            if not keep and removed.topics:
+            if not keep and (removed.topics or removed.topic_ids):
                 b["allow_auto_topic_creation"] = False
             return removed
         elif k == ApiKey.CREATE_TOPICS:
@@ -207,14 +226,20 @@ class RequestAuthorizer:
             return self._take(b, "topics", Op.CREATE)
         elif k == ApiKey.DELETE_TOPICS:
             removed = Removed()
-            names = b.get("topic_names") or [t.get("name") for t in b.get("topics") or []]
+            topics = b.get("topics") or []
+            names = b.get("topic_names") or [t.get("name") for t in topics if not self._names_by_id(t)]
             for n in names:
                 if n is not None and not self.allowed(Op.DELETE, R.TOPIC, n):
                     removed.topics[n] = []
+            for t in topics:
+                name = self.topic_name_of(t["topic_id"]) if self._names_by_id(t) else None
+                if name is not None and not self.allowed(Op.DELETE, R.TOPIC, name):
+                    removed.topic_ids[t["topic_id"]] = name if self.allowed(Op.DESCRIBE, R.TOPIC, name) else None
             if "topic_names" in b and b["topic_names"] is not None:
                 b["topic_names"] = [n for n in b["topic_names"] if n not in removed.topics]
-            if b.get("topics"):
-                b["topics"] = [t for t in b["topics"] if t.get("name") not in removed.topics]
+            if topics:
+                b["topics"] = [t for t in topics if (t.get("topic_id") not in removed.topic_ids
+                                                     if self._names_by_id(t) else t.get("name") not in removed.topics)]
             return removed
         elif k in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
             op = Op.DESCRIBE_CONFIGS if k == ApiKey.DESCRIBE_CONFIGS else Op.ALTER_CONFIGS
@@ -258,7 +283,11 @@ class RequestAuthorizer:
             if removed.filter_listing:
                 resp["topics"] = [t for t in resp["topics"] if self.allowed(Op.DESCRIBE, R.TOPIC, t["name"] or "")]
             for name in removed.topics:
-                resp["topics"].append({"error_code": code, "name": name, "topic_id": uuid.UUID(int=0),
+                resp["topics"].append({"error_code": code, "name": name, "topic_id": _ZERO_UUID,
+                                       "is_internal": False, "partitions": [],
+                                       "topic_authorized_operations": -2147483648})
+            for tid in removed.topic_ids:
+                resp["topics"].append({"error_code": code, "name": None, "topic_id": tid,
                                        "is_internal": False, "partitions": [],
                                        "topic_authorized_operations": -2147483648})
         elif k == ApiKey.PRODUCE:
@@ -285,6 +314,8 @@ class RequestAuthorizer:
         elif k == ApiKey.DELETE_TOPICS:
             for name in removed.topics:
                 resp["responses"].append({"name": name, "error_code": code})
+            for tid, shown in removed.topic_ids.items():
+                resp["responses"].append({"name": shown, "topic_id": tid, "error_code": code})
         elif k == ApiKey.DELETE_RECORDS:
             for name, parts in removed.topics.items():
                 resp["topics"].append({"name": name, "partitions": [

@@ -287,19 +287,23 @@ class TopicApis:
 
     async def delete_topics(self, req: Request) -> Body:
         body = req.body
-        names: list[str | None] = list(body.get("topic_names") or [])
+        asked: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in body.get("topic_names") or []]
         for t in body.get("topics") or []:
-            name = t.get("name")
-            if name is None and t.get("topic_id") not in (None, ZERO_UUID):
-                info = self.metadata.topic_by_id(t["topic_id"])
-                name = info.name if info else None
-            names.append(name)
+            tid = t.get("topic_id") or ZERO_UUID
+            if tid != ZERO_UUID:  # by id, whatever the name (Kafka's rule)
+                info = self.metadata.topic_by_id(tid)
+                asked.append((info.name if info else None, tid))
+            else:
+                asked.append((t.get("name"), tid))
         out = []
         pace = Pacer()  # the client names the topics
-        for name in names:
+        for name, tid in asked:
             if pace.due():
                 await asyncio.sleep(0)
-            res: Body = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None}
+            info = self.metadata.topics.get(name) if name else None
+            # the id asked by, or the topic's: the Java client matches answers by id
+            res: Body = {"name": name, "topic_id": tid if tid != ZERO_UUID else (info.topic_id if info else ZERO_UUID),
+                         "error_code": 0, "error_message": None}
             if name is None:
                 res["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_ID)
             else:
@@ -307,8 +311,6 @@ class TopicApis:
                     await self.topics.delete(name)
                 except KafkaError as exc:
                     res["error_code"], res["error_message"] = int(exc.code), str(exc)
-            info = self.metadata.topics.get(name) if name else None
-            res["topic_id"] = info.topic_id if info else ZERO_UUID
             out.append(res)
         await self.topics.wait_for_metadata([o["name"] for o in out if not o["error_code"]], body.get("timeout_ms", 0),
                                             present=False)

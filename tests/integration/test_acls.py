@@ -158,6 +158,7 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
                 raise
 
     retried(create)
+    admin.create_topics([NewTopic("secret", 1, 1)])["secret"].result(30)
     g = Consumer({**conf(c, "admin", "admin-secret"), "group.id": "g-admin", "enable.auto.commit": False})
     retried(lambda: g.commit(offsets=[TopicPartition("orders", 0, 0)], asynchronous=False))
     g.close()
@@ -226,10 +227,35 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
                 {"path": "/anywhere", "topics": [{"name": "orders", "partitions": [0, 1]}]}]})
             assert [(t["topic_name"], p["partition_index"], p["error_code"]) for t in r["results"]
                     for p in t["partitions"]] == [("orders", 0, cluster_denied), ("orders", 1, cluster_denied)]
+            await topics_by_id(conn)
         finally:
             conn.close()
 
+    async def topics_by_id(conn: BrokerConnection) -> None:
+        """Topics named by id (Metadata v12, DeleteTopics v6; KIP-516) are authorized by
+        their names: deleting by id needs DELETE as by name does (it once bypassed the
+        ACLs), and the name of a topic she may not describe stays hidden."""
+        su = BrokerConnection("127.0.0.1", port, security=ClientSecurity(None, "PLAIN", "admin", "admin-secret"))
+        await su.connect()
+        try:
+            r = await su.send(ApiKey.METADATA, 12, {"topics": [{"name": "orders"}, {"name": "secret"}],
+                                                     "allow_auto_topic_creation": False})
+            ids = {t["name"]: t["topic_id"] for t in r["topics"]}
+        finally:
+            su.close()
+        r = await conn.send(ApiKey.METADATA, 12, {"topics": [{"name": None, "topic_id": ids["orders"]},
+                                                             {"name": None, "topic_id": ids["secret"]}],
+                                                  "allow_auto_topic_creation": False})
+        got = {t["topic_id"]: (t["error_code"], t["name"], len(t["partitions"])) for t in r["topics"]}
+        assert got == {ids["orders"]: (0, "orders", 1), ids["secret"]: (topic_denied, None, 0)}
+        r = await conn.send(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": ids["orders"]},
+                                                                 {"name": None, "topic_id": ids["secret"]}],
+                                                      "timeout_ms": 5000})
+        got = {x["topic_id"]: (x["error_code"], x["name"]) for x in r["responses"]}
+        assert got == {ids["orders"]: (topic_denied, "orders"), ids["secret"]: (topic_denied, None)}
+
     asyncio.run(raw())
+    assert {"orders", "secret"} <= set(admin.list_topics(timeout=10).topics)  # neither deleted
     # Granted DESCRIBE on the group and the transactional id: now they show.
     for args in (("--operation", "Describe", "--group", "g-admin"),
                  ("--operation", "Describe", "--transactional-id", "tx-admin")):

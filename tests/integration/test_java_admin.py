@@ -80,6 +80,16 @@ def test_abort_a_hanging_transaction_as_kafka_transactions_abort(cluster_factory
     assert consume(c.bootstrap, "hang", "read_committed", 2, partitions=1) == [b"before", b"after"]
 
 
+def test_topics_by_id_as_kafka_topics_describe_topic_id(cluster_factory) -> None:
+    """KIP-516's topic ids through the Java AdminClient: describeTopics by id (kafka-topics.sh
+    --describe --topic-id, Metadata v12), deleteTopics by id (DeleteTopics v6), then the
+    gone id is UnknownTopicIdException."""
+    c = cluster_factory(1)
+    c.create_topic("byid", 2, 1)
+    assert java_tools.run("describe-topic-id", c.bootstrap, "byid") == (
+        "name=byid partitions=2 same_id=true after_delete=UnknownTopicIdException")
+
+
 def test_max_timestamp_offset_as_kafka_get_offsets_time_minus_3(cluster_factory) -> None:
     from confluent_kafka import Producer
 

@@ -74,6 +74,25 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "describe-topic-id": {  // kafka-topics.sh --describe --topic-id: NAME (its id found by name
+                // first), then the same id once deleted
+                try (Admin a = admin(bootstrap)) {
+                    org.apache.kafka.common.Uuid id = a.describeTopics(List.of(args[2])).allTopicNames().get()
+                        .get(args[2]).topicId();
+                    TopicDescription d = a.describeTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id)))
+                        .allTopicIds().get().get(id);
+                    String out = "name=" + d.name() + " partitions=" + d.partitions().size() + " same_id=" + id.equals(d.topicId());
+                    a.deleteTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id))).all().get();
+                    try {
+                        a.describeTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id))).allTopicIds().get();
+                        out += " after_delete=found";
+                    } catch (ExecutionException e) {
+                        out += " after_delete=" + e.getCause().getClass().getSimpleName();
+                    }
+                    System.out.println(out);
+                }
+                break;
+            }
             case "max-timestamp": {  // kafka-get-offsets.sh --time -3 (KIP-734): TOPIC PARTITION
                 try (Admin a = admin(bootstrap)) {
                     org.apache.kafka.common.TopicPartition tp =
