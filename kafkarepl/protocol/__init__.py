@@ -18,11 +18,12 @@ from .api import (
     response_header_version,
     supported_api_versions,
 )
-from .codec import EncodeError, FileRange
+from .codec import ZERO_UUID, EncodeError, FileRange
 from .framing import FrameReader, FrameTooLargeError
 from .schema import ApiKey, ApiSpec
 
 __all__ = [
+    "ZERO_UUID",
     "API",
     "ApiKey",
     "ApiSpec",

@@ -112,7 +112,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _NULL_I16 = _I16.pack(-1)
 _NULL_I32 = _I32.pack(-1)
-_ZERO_UUID = uuid.UUID(int=0)
+ZERO_UUID = uuid.UUID(int=0)  # a topic id field left unset
 EMPTY_TAGS = b"\x00"
 
 
@@ -168,7 +168,7 @@ def default_value(field: Field) -> Any:
     if t == RECORDS:
         return None
     if t == UUID:
-        return _ZERO_UUID
+        return ZERO_UUID
     if t == BOOL:
         return False
     if t == FLOAT64:

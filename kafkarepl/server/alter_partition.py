@@ -13,14 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkarepl.errors import ErrorCode, KafkaError
-from kafkarepl.protocol import ApiKey
+from kafkarepl.protocol import ZERO_UUID, ApiKey
 from kafkarepl.replication import IsrChange, IsrChangeResult, TopicPartition
 from kafkarepl.server.controller_channel import ControllerChannel
 
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION_VERSION = 1
-ZERO_UUID = uuid.UUID(int=0)
 RETRY_BACKOFF_S = 0.1
 LOG_BATCHES_FROM = 100  # partitions: large ISR changes (a broker back) get a log line
 

@@ -9,13 +9,12 @@ from typing import Any
 
 from kafkarepl.aio import Pacer
 from kafkarepl.errors import ErrorCode
-from kafkarepl.protocol import Request
+from kafkarepl.protocol import ZERO_UUID, Request
 from kafkarepl.server.authorized_ops import OMITTED, ResourceType, authorized_operations
 from kafkarepl.server.listeners import endpoint_for
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.topics import TopicService, validate_topic_name
 
-ZERO_UUID = uuid.UUID(int=0)
 Body = dict[str, Any]
 
 

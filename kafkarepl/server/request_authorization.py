@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkarepl.errors import ErrorCode, KafkaError
-from kafkarepl.protocol import ApiKey, Request
+from kafkarepl.protocol import ZERO_UUID, ApiKey, Request
 from kafkarepl.server.authorized_ops import AclOperation as Op
 from kafkarepl.server.authorized_ops import ResourceType as R
 from kafkarepl.server.authorizer import Authorizer
 
 CLUSTER = "kafka-cluster"
-_ZERO_UUID = uuid.UUID(int=0)
 _session: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
     "kafkarepl_session", default=("User:ANONYMOUS", "*"))
 
@@ -81,7 +80,7 @@ class RequestAuthorizer:
     def _names_by_id(t: dict[str, Any]) -> bool:
         """A topic entry that names its topic by id (its name is then not looked at)."""
         tid = t.get("topic_id")
-        return tid is not None and tid != _ZERO_UUID
+        return tid is not None and tid != ZERO_UUID
 
     @property
     def enabled(self) -> bool:
@@ -283,7 +282,7 @@ class RequestAuthorizer:
             if removed.filter_listing:
                 resp["topics"] = [t for t in resp["topics"] if self.allowed(Op.DESCRIBE, R.TOPIC, t["name"] or "")]
             for name in removed.topics:
-                resp["topics"].append({"error_code": code, "name": name, "topic_id": _ZERO_UUID,
+                resp["topics"].append({"error_code": code, "name": name, "topic_id": ZERO_UUID,
                                        "is_internal": False, "partitions": [],
                                        "topic_authorized_operations": -2147483648})
             for tid in removed.topic_ids:

@@ -19,7 +19,7 @@ from kafkarepl.controller.placement import (
     validate_assignment,
 )
 from kafkarepl.errors import ErrorCode, KafkaError
-from kafkarepl.protocol import Request
+from kafkarepl.protocol import ZERO_UUID, Request
 from kafkarepl.server.config import BrokerConfig
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.replica_storage import LogStorage
@@ -32,7 +32,6 @@ from kafkarepl.server.zk_guard import GuardedStore
 
 log = logging.getLogger(__name__)
 
-ZERO_UUID = uuid.UUID(int=0)
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 TOPIC_CONFIG_NAMES = frozenset(
     {
