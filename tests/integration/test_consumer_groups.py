@@ -259,6 +259,128 @@ def test_two_consumers_split_partitions_then_one_takes_all(cluster_factory) -> N
         c1.close()
 
 
+def test_cooperative_rebalances_move_only_what_changes(cluster_factory) -> None:
+    # KIP-429 (librdkafka's cooperative-sticky): the broker only relays the members'
+    # owned partitions (subscription metadata) and the leader's plan, but a join must
+    # not take every partition from everyone: a member keeps what it is not asked to
+    # give, and a member that leaves hands over only its own partitions.
+    c = cluster_factory(1, **FAST)
+    topic, group = "coop", "coop-group"
+    c.create_topic(topic, 6, 1)
+    events: dict[str, list[tuple[str, list[int]]]] = {}
+    members: dict[str, Consumer] = {}
+    seen: list = []
+
+    def join(name: str) -> None:
+        events[name] = []
+        cons = confluent_consumer(c, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+
+        def note(what: str):
+            return lambda _c, ps: events[name].append((what, sorted(p.partition for p in ps)))
+
+        cons.subscribe([topic], on_assign=note("assign"), on_revoke=note("revoke"), on_lost=note("lost"))
+        members[name] = cons
+
+    def balanced(names: list[str]) -> bool:
+        for n in names:
+            drain(members[n], seen)
+        owned = [assigned(members[n]) for n in names]
+        return all(len(o) == 6 // len(names) for o in owned) and set().union(*owned) == set(range(6))
+
+    def gained(name: str) -> set[int]:
+        return {p for what, ps in events[name] if what == "assign" for p in ps}
+
+    try:
+        join("a")
+        wait_until(lambda: balanced(["a"]), 25, "a owning all 6")
+        join("b")
+        wait_until(lambda: balanced(["a", "b"]), 30, f"a and b 3 each: {events}")
+        join("c")
+        wait_until(lambda: balanced(["a", "b", "c"]), 30, f"2 each: {events}")
+        # a gave up 4 partitions over the two joins, never its whole assignment at once,
+        # and was given nothing back: incremental revocations only.
+        revoked_a = [ps for what, ps in events["a"] if what == "revoke"]
+        assert sum(len(ps) for ps in revoked_a) == 4 and all(len(ps) < 6 for ps in revoked_a), events
+        assert gained("a") == set(range(6)) and not any(what == "lost" for n in events for what, _ in events[n])
+        kept_a, kept_c = assigned(members["a"]), assigned(members["c"])
+        sent = produce(c.bootstrap, topic, 6, 20)
+        wait_until(lambda: (balanced(["a", "b", "c"]), {v for _, _, v in seen} >= sent)[1], 20, "every record")
+        members.pop("b").close()
+        wait_until(lambda: balanced(["a", "c"]), 30, f"a and c 3 each after b left: {events}")
+        # the ones who stayed kept what they had and took b's share; nothing was revoked
+        # from them on b's leave
+        assert kept_a < assigned(members["a"]) and kept_c < assigned(members["c"]), events
+        assert sum(len(ps) for what, ps in events["c"] if what == "revoke") == 0, events
+    finally:
+        for cons in members.values():
+            cons.close()
+
+
+def test_java_and_librdkafka_share_a_cooperative_group(cluster_factory) -> None:
+    # Kafka's CooperativeStickyAssignor and librdkafka's cooperative-sticky in one group:
+    # the broker picks the protocol both name and relays each one's owned partitions, so
+    # whichever leads, the Java member gives up only what moves and takes the other's
+    # share when it leaves, with no full revocation.
+    import threading
+
+    from tests import java_tools
+
+    cp, main = java_tools.compiled()
+    c = cluster_factory(1, **FAST)
+    topic, group = "jcoop", "jcoop-group"
+    c.create_topic(topic, 4, 1)
+    java = subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, main, "group-member",
+                             c.bootstrap, group, topic, "120", "cooperative-sticky"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+
+    def reader() -> None:
+        assert java.stdout is not None
+        for line in java.stdout:
+            lines.append(line.strip())
+
+    threading.Thread(target=reader, daemon=True).start()
+
+    def tell(command: str) -> None:
+        assert java.stdin is not None
+        java.stdin.write(command + "\n")
+        java.stdin.flush()
+
+    def java_owns() -> set[int]:  # the cooperative callbacks are increments
+        owned: set[int] = set()
+        for ln in list(lines):
+            what, _, parts = ln.partition(" ")
+            ps = {int(x) for x in parts.split(",") if x} if what in ("assigned", "revoked", "lost") else set()
+            owned = owned | ps if what == "assigned" else owned - ps
+        return owned
+
+    seen: list = []
+    rd = None
+    try:
+        wait_until(lambda: java_owns() == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
+        rd = confluent_consumer(c, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+        rd.subscribe([topic])
+        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns() == {0, 1, 2, 3} - assigned(rd))[1],
+                   40, f"2 partitions each: {lines}")
+        revoked = [ln for ln in lines if ln.startswith("revoked ")]
+        assert len(revoked) == 1 and len(revoked[0].split(" ")[1].split(",")) == 2, lines
+        before = len(lines)
+        rd.close()
+        rd = None
+        wait_until(lambda: java_owns() == {0, 1, 2, 3}, 40, f"the Java member taking the 2 back: {lines}")
+        assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
+        tell("stop")
+        wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
+        assert "commit ok" in lines, lines
+        tell("close")
+        java.wait(timeout=60)
+    finally:
+        if rd is not None:
+            rd.close()
+        if java.poll() is None:
+            java.kill()
+
+
 def drain(cons: Consumer, into: list) -> None:
     """Poll until a poll comes back empty; (partition, offset, value) go to `into`."""
     while (m := cons.poll(0.1)) is not None:

@@ -630,7 +630,7 @@ public class KafkaTools {
                 }
                 break;
             }
-            case "group-member": {  // a subscribe() consumer: GROUP TOPIC MAX_SECONDS, driven by stdin
+            case "group-member": {  // a subscribe() consumer: GROUP TOPIC MAX_SECONDS [ASSIGNOR], driven by stdin
                 // Polls until the line "stop" (or MAX_SECONDS), printing its rebalance
                 // callbacks as they come ("assigned 0,1", "revoked ...", "lost ..."); then
                 // "commit ok" (or the failure) for a commitSync of its positions and
@@ -644,7 +644,10 @@ public class KafkaTools {
                 p.put("enable.auto.commit", "false");
                 p.put("auto.offset.reset", "earliest");
                 p.put("heartbeat.interval.ms", "500");
-                p.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor");
+                // RangeAssignor unless told: "cooperative-sticky" is KIP-429's incremental protocol
+                p.put("partition.assignment.strategy", args.length > 5 && args[5].equals("cooperative-sticky")
+                      ? "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
+                      : "org.apache.kafka.clients.consumer.RangeAssignor");
                 BlockingQueue<String> commands = new LinkedBlockingQueue<>();
                 Thread stdin = new Thread(() -> {
                     try (java.io.BufferedReader r = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {
