@@ -403,3 +403,97 @@ def test_idle_transactional_ids_expire_and_stay_gone_after_a_restart(cluster_fac
         assert time.monotonic() < deadline
         time.sleep(0.3)
     assert code == 105
+
+
+# ------------------------------------------------- the pure Python clients ----
+# aiokafka and kafka-python implement transactions themselves (their own
+# InitProducerId / AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit / EndTxn
+# versions, not librdkafka's): committed and aborted transactions, and the offsets of a
+# consume-transform-produce step committed, or not, with them.
+ROUNDS = [(10, True), (5, False), (3, True)]
+COMMITTED = sorted([b"t0-%d" % i for i in range(10)] + [b"t2-%d" % i for i in range(3)])
+
+
+def committed_offset(bootstrap: str, group: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return c.committed([TopicPartition(topic, 0)], timeout=20)[0].offset
+    finally:
+        c.close()
+
+
+def test_aiokafka_transactions(cluster_factory) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+
+    c = cluster_factory(3, **TXN)
+    c.create_topic("aio-tx", 2, 3, configs={"min.insync.replicas": "2"})
+    c.create_topic("aio-in", 1, 3)  # offsets of a topic that does not exist are refused (as Kafka)
+
+    async def run() -> list[bytes]:
+        p = AIOKafkaProducer(bootstrap_servers=c.bootstrap, transactional_id="aio-tx")
+        await p.start()
+        try:
+            for txn, (n, commit) in enumerate(ROUNDS):
+                await p.begin_transaction()
+                for i in range(n):
+                    await p.send_and_wait("aio-tx", b"t%d-%d" % (txn, i), partition=i % 2)
+                if txn == 0:  # a consume-transform-produce step: the input's offset goes with it
+                    await p.send_offsets_to_transaction({TopicPartition("aio-in", 0): 6}, "aio-ctp")
+                if txn == 1:
+                    await p.send_offsets_to_transaction({TopicPartition("aio-in", 0): 9}, "aio-ctp")
+                await (p.commit_transaction() if commit else p.abort_transaction())
+        finally:
+            await p.stop()
+        cons = AIOKafkaConsumer(bootstrap_servers=c.bootstrap, isolation_level="read_committed",
+                                enable_auto_commit=False)
+        await cons.start()
+        got: list[bytes] = []
+        try:
+            cons.assign([TopicPartition("aio-tx", 0), TopicPartition("aio-tx", 1)])
+            await cons.seek_to_beginning()
+            for _ in range(12):
+                for msgs in (await cons.getmany(timeout_ms=250)).values():
+                    got.extend(m.value for m in msgs)
+        finally:
+            await cons.stop()
+        return got
+
+    assert sorted(asyncio.run(asyncio.wait_for(run(), 90))) == COMMITTED  # aiokafka's read_committed
+    assert sorted(consume(c.bootstrap, "aio-tx", "read_committed", 13)) == COMMITTED
+    assert len(consume(c.bootstrap, "aio-tx", "read_uncommitted", 18)) == 18
+    assert committed_offset(c.bootstrap, "aio-ctp", "aio-in") == 6  # the aborted 9 never landed
+
+
+def test_kafka_python_transactions(cluster_factory) -> None:
+    from kafka import KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    c = cluster_factory(3, **TXN)
+    c.create_topic("kp-tx", 2, 3, configs={"min.insync.replicas": "2"})
+    c.create_topic("kp-in", 1, 3)
+    p = KafkaProducer(bootstrap_servers=c.bootstrap, transactional_id="kp-tx")
+    try:
+        p.init_transactions()
+        for txn, (n, commit) in enumerate(ROUNDS):
+            p.begin_transaction()
+            for i in range(n):
+                p.send("kp-tx", b"t%d-%d" % (txn, i), partition=i % 2)
+            if txn in (0, 1):
+                offset = 6 if txn == 0 else 9
+                p.send_offsets_to_transaction({TopicPartition("kp-in", 0): OffsetAndMetadata(offset, "", -1)},
+                                              "kp-ctp")
+            if commit:
+                p.commit_transaction()
+            else:
+                p.flush()  # in the log, then aborted
+                p.abort_transaction()
+    finally:
+        p.close()
+    assert sorted(consume(c.bootstrap, "kp-tx", "read_committed", 13)) == COMMITTED
+    assert len(consume(c.bootstrap, "kp-tx", "read_uncommitted", 18)) == 18
+    assert committed_offset(c.bootstrap, "kp-ctp", "kp-in") == 6
