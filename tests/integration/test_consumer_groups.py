@@ -259,6 +259,39 @@ def test_two_consumers_split_partitions_then_one_takes_all(cluster_factory) -> N
         c1.close()
 
 
+class JavaGroupMember:
+    """Kafka's own consumer (tests/java KafkaTools `group-member`) in a process of its own:
+    its rebalance callbacks and answers collected as lines, driven by commands on stdin."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str | None = None) -> None:
+        import threading
+
+        from tests import java_tools
+
+        cp, main = java_tools.compiled()
+        self.proc = subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, main,
+                                      "group-member", bootstrap, group, topic, "120", *([assignor] if assignor else [])],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.strip())
+
+    def tell(self, command: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
 def test_cooperative_rebalances_move_only_what_changes(cluster_factory) -> None:
     # KIP-429 (librdkafka's cooperative-sticky): the broker only relays the members'
     # owned partitions (subscription metadata) and the leader's plan, but a join must
@@ -321,30 +354,11 @@ def test_java_and_librdkafka_share_a_cooperative_group(cluster_factory) -> None:
     # the broker picks the protocol both name and relays each one's owned partitions, so
     # whichever leads, the Java member gives up only what moves and takes the other's
     # share when it leaves, with no full revocation.
-    import threading
-
-    from tests import java_tools
-
-    cp, main = java_tools.compiled()
     c = cluster_factory(1, **FAST)
     topic, group = "jcoop", "jcoop-group"
     c.create_topic(topic, 4, 1)
-    java = subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, main, "group-member",
-                             c.bootstrap, group, topic, "120", "cooperative-sticky"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    lines: list[str] = []
-
-    def reader() -> None:
-        assert java.stdout is not None
-        for line in java.stdout:
-            lines.append(line.strip())
-
-    threading.Thread(target=reader, daemon=True).start()
-
-    def tell(command: str) -> None:
-        assert java.stdin is not None
-        java.stdin.write(command + "\n")
-        java.stdin.flush()
+    java = JavaGroupMember(c.bootstrap, group, topic, "cooperative-sticky")
+    lines = java.lines
 
     def java_owns() -> set[int]:  # the cooperative callbacks are increments
         owned: set[int] = set()
@@ -369,16 +383,15 @@ def test_java_and_librdkafka_share_a_cooperative_group(cluster_factory) -> None:
         rd = None
         wait_until(lambda: java_owns() == {0, 1, 2, 3}, 40, f"the Java member taking the 2 back: {lines}")
         assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
-        tell("stop")
+        java.tell("stop")
         wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
         assert "commit ok" in lines, lines
-        tell("close")
-        java.wait(timeout=60)
+        java.tell("close")
+        java.proc.wait(timeout=60)
     finally:
         if rd is not None:
             rd.close()
-        if java.poll() is None:
-            java.kill()
+        java.kill()
 
 
 def drain(cons: Consumer, into: list) -> None:
@@ -583,36 +596,16 @@ def test_java_consumers_carry_on_when_the_coordinator_is_killed(cluster_factory)
     # The same with Kafka's own consumer (classic protocol), the reference client: after
     # the coordinator's kill -9 its heartbeats and commitSync go on in its generation,
     # no rebalance callback runs (onPartitionsLost/Revoked would, on UNKNOWN_MEMBER_ID).
-    import threading
-
-    from tests import java_tools
-
-    cp, main = java_tools.compiled()
     c = cluster_factory(3, group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=3,
                         offsets_topic_replication_factor=3)
     topic, group = "jresumed", "jresumed-group"
     c.create_topic(topic, 4, 3)
-    procs = [subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, main, "group-member",
-                               c.bootstrap, group, topic, "120"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+    members = [JavaGroupMember(c.bootstrap, group, topic) for _ in range(2)]
+    lines = [m.lines for m in members]
 
     def tell(command: str) -> None:
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(command + "\n")
-            p.stdin.flush()
-
-    lines: list[list[str]] = [[], []]
-
-    def reader(i: int) -> None:
-        out = procs[i].stdout
-        assert out is not None
-        for line in out:
-            lines[i].append(line.strip())
-
-    threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(2)]
-    for t in threads:
-        t.start()
+        for m in members:
+            m.tell(command)
 
     def current() -> list[set[int]]:
         last = [next((ln for ln in reversed(ls) if ln.split(" ")[0] in ("assigned", "revoked", "lost")), "")
@@ -635,10 +628,9 @@ def test_java_consumers_carry_on_when_the_coordinator_is_killed(cluster_factory)
         wait_until(lambda: all(any(ln.startswith("records ") for ln in ls) for ls in lines), 60,
                    f"both members' commits: {lines}")
         tell("close")
-        for p in procs:
-            p.wait(timeout=60)
-        for t in threads:
-            t.join(10)
+        for m in members:
+            m.proc.wait(timeout=60)
+            m.reader.join(10)
         for i in range(2):
             assert lines[i][:len(before[i])] == before[i]
             after = lines[i][len(before[i]):]
@@ -647,9 +639,8 @@ def test_java_consumers_carry_on_when_the_coordinator_is_killed(cluster_factory)
             assert not any(ln.split(" ")[0] in ("assigned", "revoked", "lost") for ln in after), lines[i]
         assert sum(int(next(ln for ln in ls if ln.startswith("records ")).split(" ")[1]) for ls in lines) >= 20
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+        for m in members:
+            m.kill()
 
 
 def test_restarted_static_member_rejoins_without_a_rebalance(cluster_factory) -> None:

@@ -411,6 +411,7 @@ def test_idle_transactional_ids_expire_and_stay_gone_after_a_restart(cluster_fac
 # versions, not librdkafka's): committed and aborted transactions, and the offsets of a
 # consume-transform-produce step committed, or not, with them.
 ROUNDS = [(10, True), (5, False), (3, True)]
+INPUT_OFFSETS = {0: 6, 1: 9}  # a consume-transform-produce step's input offset, per round
 COMMITTED = sorted([b"t0-%d" % i for i in range(10)] + [b"t2-%d" % i for i in range(3)])
 
 
@@ -442,10 +443,8 @@ def test_aiokafka_transactions(cluster_factory) -> None:
                 await p.begin_transaction()
                 for i in range(n):
                     await p.send_and_wait("aio-tx", b"t%d-%d" % (txn, i), partition=i % 2)
-                if txn == 0:  # a consume-transform-produce step: the input's offset goes with it
-                    await p.send_offsets_to_transaction({TopicPartition("aio-in", 0): 6}, "aio-ctp")
-                if txn == 1:
-                    await p.send_offsets_to_transaction({TopicPartition("aio-in", 0): 9}, "aio-ctp")
+                if txn in INPUT_OFFSETS:  # the input's offset goes with the transaction
+                    await p.send_offsets_to_transaction({TopicPartition("aio-in", 0): INPUT_OFFSETS[txn]}, "aio-ctp")
                 await (p.commit_transaction() if commit else p.abort_transaction())
         finally:
             await p.stop()
@@ -483,10 +482,9 @@ def test_kafka_python_transactions(cluster_factory) -> None:
             p.begin_transaction()
             for i in range(n):
                 p.send("kp-tx", b"t%d-%d" % (txn, i), partition=i % 2)
-            if txn in (0, 1):
-                offset = 6 if txn == 0 else 9
-                p.send_offsets_to_transaction({TopicPartition("kp-in", 0): OffsetAndMetadata(offset, "", -1)},
-                                              "kp-ctp")
+            if txn in INPUT_OFFSETS:
+                p.send_offsets_to_transaction(
+                    {TopicPartition("kp-in", 0): OffsetAndMetadata(INPUT_OFFSETS[txn], "", -1)}, "kp-ctp")
             if commit:
                 p.commit_transaction()
             else:
