@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 [ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)

@@ -52,8 +52,9 @@ class ChaosProducer:
     idempotent too, max one in flight so retries cannot reorder)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, client: str = "confluent",
-                 rate: float = 300.0, value_size: int = 0) -> None:
+                 rate: float = 300.0, value_size: int = 0, prefix: bytes = b"") -> None:
         self.bootstrap = bootstrap
+        self.prefix = prefix  # values b"<prefix><n>": two producers of one topic never collide
         self.topic = topic
         self.partitions = partitions
         self.client = client
@@ -116,7 +117,7 @@ class ChaosProducer:
 
     # -- internals ----------------------------------------------------------------
     def _value(self, n: int) -> bytes:
-        v = str(n).encode()
+        v = self.prefix + str(n).encode()
         return v + b"." * max(0, self.value_size - len(v))
 
     def _record(self, partition: int, offset: int, value: bytes) -> None:
@@ -295,11 +296,12 @@ def verify_acked(bootstrap: str, topic: str, partitions: int, acked: list[Ack]) 
     return logs
 
 
-def list_offset(port: int, topic: str, partition: int, timestamp: int = LATEST) -> tuple[int, int]:
+def list_offset(port: int, topic: str, partition: int, timestamp: int = LATEST,
+                host: str = "127.0.0.1") -> tuple[int, int]:
     """(error_code, offset) of ListOffsets (LATEST = the high watermark) at one broker."""
     body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
         {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
-    resp = wire.call("127.0.0.1", port, ApiKey.LIST_OFFSETS, 5, body)
+    resp = wire.call(host, port, ApiKey.LIST_OFFSETS, 5, body)
     r = resp["topics"][0]["partitions"][0]
     return r["error_code"], r["offset"]
 
@@ -341,7 +343,8 @@ def leader_hw(cluster: TestCluster, topic: str, partition: int, timeout: float =
         try:
             leader = cluster.leader_of(topic, partition)
             if leader > 0 and cluster.brokers[leader].alive:
-                err, hw = list_offset(cluster.brokers[leader].port, topic, partition)
+                b = cluster.brokers[leader]
+                err, hw = list_offset(b.port, topic, partition, host=b.host)
                 if err == 0:
                     return leader, hw
                 last = f"error {err} from {leader}"
@@ -384,11 +387,11 @@ def verify_replicas_identical(cluster: TestCluster, topic: str, partitions: int,
 
 
 def produce_raw(port: int, topic: str, partition: int, acks: int = -1, timeout_ms: int = 3000,
-                values: int | list[bytes] = 3, timeout: float | None = None) -> dict:
+                values: int | list[bytes] = 3, timeout: float | None = None, host: str = "127.0.0.1") -> dict:
     """One Produce v7 request with a batch built by kafka-python; the partition response."""
     body = {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": [
         {"name": topic, "partition_data": [{"index": partition, "records": bytes(build_batch(values))}]}]}
-    resp = wire.call("127.0.0.1", port, ApiKey.PRODUCE, 7, body,
+    resp = wire.call(host, port, ApiKey.PRODUCE, 7, body,
                      timeout=timeout if timeout is not None else timeout_ms / 1000 + 10)
     return resp["responses"][0]["partition_responses"][0]
 
@@ -411,7 +414,7 @@ def partition_info(cluster: TestCluster, topic: str, via: int | None = None) -> 
     if via is None:
         md = cluster.metadata([topic])
     else:
-        md = wire.metadata("127.0.0.1", cluster.brokers[via].port, [topic])
+        md = wire.metadata(cluster.brokers[via].host, cluster.brokers[via].port, [topic])
     return {p["partition_index"]: p for p in md["topics"][0]["partitions"]}
 
 
