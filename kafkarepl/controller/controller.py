@@ -26,7 +26,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from kafkarepl.aio import wait_event
 from kafkarepl.controller.alter_partition import AlterPartitionHandler
@@ -213,6 +218,16 @@ class Controller:
                     "controller %d: %s interrupted (%r); will retry", self.broker_id, name, e
                 )
                 self._retry_when_connected(name, fn, fut)
+                continue
+            except SessionExpiredError:
+                # Expected after a long enough partition: the session, and with it this
+                # controller's epoch, ended under the event; ZooKeeper refused its writes.
+                # (The session listener resigns as well; both ways are idempotent.)
+                log.warning("controller %d: ZooKeeper session expired during %s; resigning",
+                            self.broker_id, name)
+                self._resign()
+                if fut is not None and not fut.done():
+                    fut.set_exception(_NotActive())
                 continue
             except _NotActive as e:
                 if fut is not None and not fut.done():
