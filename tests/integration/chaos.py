@@ -48,8 +48,9 @@ class ProduceStats:
 class ChaosProducer:
     """Produces b"<n>" values round-robin over `partitions` until stop().
 
-    client: "confluent" (enable.idempotence, acks=all) or "kafka-python" (acks=all,
-    idempotent too, max one in flight so retries cannot reorder)."""
+    client: "confluent" (enable.idempotence, acks=all), "kafka-python" (acks=all,
+    idempotent too, max one in flight so retries cannot reorder) or "java" (Kafka's own
+    producer, idempotent, acks=all: KafkaTools.java's chaos-produce in a JVM)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, client: str = "confluent",
                  rate: float = 300.0, value_size: int = 0, prefix: bytes = b"") -> None:
@@ -135,6 +136,8 @@ class ChaosProducer:
                 self._run_confluent()
             elif self.client == "kafka-python":
                 self._run_kafka_python()
+            elif self.client == "java":
+                self._run_java()
             else:
                 raise ValueError(self.client)
         except BaseException as exc:  # surfaced by stop()/wait_acks()
@@ -209,6 +212,41 @@ class ChaosProducer:
             self._pace(started)
         p.flush(self._flush_timeout)
         p.close(10)
+
+
+    def _run_java(self) -> None:
+        from tests import java_tools
+
+        cp, main = java_tools.compiled()
+        proc = subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, main, "chaos-produce",
+                                 self.bootstrap, self.topic, str(self.partitions), str(self.rate)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def close_stdin_on_stop() -> None:
+            self._stop.wait()
+            proc.stdin.close()  # the JVM flushes, prints "done" and exits
+
+        threading.Thread(target=close_stdin_on_stop, daemon=True).start()
+        done = False
+        try:
+            for line in proc.stdout:
+                kind, _, rest = line.rstrip("\n").partition(" ")
+                if kind == "ack":
+                    part, offset, value = rest.split(" ", 2)
+                    self._record(int(part), int(offset), value.encode())
+                    self.sent += 1
+                elif kind == "err":
+                    self._error(rest)
+                elif kind == "done":
+                    done = True
+        finally:
+            try:
+                proc.wait(self._flush_timeout + 30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if not done:
+            self._error(f"the Java producer exited with {proc.returncode} before every outcome")
 
 
 # -- verification -------------------------------------------------------------------

@@ -9,8 +9,10 @@ the clients that still reach it.
   it follows the new leader, truncates what it alone had, and rejoins the ISR.
 - A seeded random schedule of partitions (one broker cut from everything, from ZooKeeper
   only, from the other brokers only, from the clients only; two brokers cut from each
-  other; a broker cut from ZooKeeper and one peer) mixed with kill -9 and SIGSTOP, while
-  two clients produce with acks=all: every acknowledged record is read back once, at its
+  other; a broker cut from ZooKeeper and one peer), a quarter of them refusing connections
+  rather than dropping packets, mixed with kill -9 and SIGSTOP, while
+  three clients (librdkafka, kafka-python, Kafka's Java producer) produce with acks=all,
+  idempotent: every acknowledged record is read back once, at its
   offset, and the replicas are identical below the HW; after the last heal every
   partition is led again with its full ISR (liveness). KAFKAREPL_NEMESIS_SECONDS sets the
   length (default 40), KAFKAREPL_NEMESIS_SEED the schedule.
@@ -188,11 +190,14 @@ def test_random_partitions_and_crashes_lose_no_acknowledged_write(partitioned):
     print(f"nemesis seed {seed} (KAFKAREPL_NEMESIS_SEED), {NEMESIS_SECONDS} s")
     c.create_topic("n1", partitions=3, rf=3)
     c.create_topic("n2", partitions=2, rf=3)
+    c.create_topic("n3", partitions=2, rf=3)
     history: list[str] = []
     with ChaosProducer(c.bootstrap, "n1", 3, client="confluent", rate=300) as p1, \
-            ChaosProducer(c.bootstrap, "n2", 2, client="kafka-python", rate=100) as p2:
+            ChaosProducer(c.bootstrap, "n2", 2, client="kafka-python", rate=100) as p2, \
+            ChaosProducer(c.bootstrap, "n3", 2, client="java", rate=100) as p3:
         p1.wait_acks(100)
         p2.wait_acks(30)
+        p3.wait_acks(30, timeout=60)
         deadline = time.monotonic() + NEMESIS_SECONDS
         try:
             while time.monotonic() < deadline:
@@ -200,20 +205,23 @@ def test_random_partitions_and_crashes_lose_no_acknowledged_write(partitioned):
                 a = rng.choice(list(c.brokers))
                 b = rng.choice(pc.others(a))
                 hold = rng.uniform(0.5, 2.5 * SESSION_MS / 1000)
-                history.append(f"{time.strftime('%H:%M:%S')} {fault} broker {a}"
+                # A quarter of the cuts refuse instead of dropping (a rejecting firewall):
+                # brokers then read each other as crashed (fast failover's probe).
+                reject = fault not in ("kill", "pause") and rng.random() < 0.25
+                history.append(f"{time.strftime('%H:%M:%S')} {fault}{' (reject)' if reject else ''} broker {a}"
                                f"{f' / {b}' if fault in ('bridge', 'zookeeper+peer') else ''} for {hold:.1f} s")
                 if fault == "isolate":
-                    net.isolate(pc.host(a))
+                    net.isolate(pc.host(a), reject=reject)
                 elif fault == "zookeeper":
-                    net.cut(pc.host(a), "zk")
+                    net.cut(pc.host(a), "zk", reject)
                 elif fault == "peers":
-                    net.isolate(pc.host(a), [pc.host(o) for o in pc.others(a)])
+                    net.isolate(pc.host(a), [pc.host(o) for o in pc.others(a)], reject)
                 elif fault == "clients":
-                    net.cut(pc.host(a), CLIENT)
+                    net.cut(pc.host(a), CLIENT, reject)
                 elif fault == "bridge":
-                    net.cut(pc.host(a), pc.host(b))
+                    net.cut(pc.host(a), pc.host(b), reject)
                 elif fault == "zookeeper+peer":
-                    net.isolate(pc.host(a), ["zk", pc.host(b)])
+                    net.isolate(pc.host(a), ["zk", pc.host(b)], reject)
                 elif fault == "kill":
                     c.kill(a)
                 elif fault == "pause":
@@ -232,18 +240,20 @@ def test_random_partitions_and_crashes_lose_no_acknowledged_write(partitioned):
         print("\n".join(history))
         # Liveness: once healed, every partition is led again with its whole ISR, and
         # both producers go on.
-        for topic, n in (("n1", 3), ("n2", 2)):
+        for topic, n in (("n1", 3), ("n2", 2), ("n3", 2)):
             try:
                 c.wait_for_leaders(topic, n, isr=3, timeout=90)
             except AssertionError as exc:
                 raise AssertionError(f"{exc}\nseed {seed}\n" + "\n".join(history) + "\n" + all_logs(c)) from None
         p1.wait_acks(100, timeout=90)
         p2.wait_acks(30, timeout=90)
-        s1, s2 = p1.stop(), p2.stop()
-    print(f"acknowledged: {len(s1.acked)} (confluent-kafka), {len(s2.acked)} (kafka-python); "
-          f"producer errors: {len(s1.errors) + len(s2.errors)}")
+        p3.wait_acks(30, timeout=90)
+        s1, s2, s3 = p1.stop(), p2.stop(), p3.stop()
+    print(f"acknowledged: {len(s1.acked)} (confluent-kafka), {len(s2.acked)} (kafka-python), "
+          f"{len(s3.acked)} (Java); producer errors: {s1.errors[:3] + s2.errors[:3] + s3.errors[:3]}")
     verify_acked(c.bootstrap, "n1", 3, s1.acked)
     verify_acked(c.bootstrap, "n2", 2, s2.acked)
-    verify_replicas_identical(c, "n1", 3, timeout=60)
-    verify_replicas_identical(c, "n2", 2, timeout=60)
+    verify_acked(c.bootstrap, "n3", 2, s3.acked)
+    for topic, n in (("n1", 3), ("n2", 2), ("n3", 2)):
+        verify_replicas_identical(c, topic, n, timeout=60)
     assert_no_tracebacks(c)

@@ -534,6 +534,52 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "chaos-produce": {  // numbered values round-robin over partitions until stdin closes:
+                // TOPIC PARTITIONS RATE; "ack P OFFSET VALUE" or "err P VALUE Exception" per record, "done"
+                // once every record has its outcome (tests/integration/chaos.py's ChaosProducer)
+                String topic = args[2];
+                int parts = Integer.parseInt(args[3]);
+                double rate = Double.parseDouble(args[4]);
+                Properties p = producerProps(bootstrap, ProducerConfig.ACKS_CONFIG, "all",
+                                             ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true",
+                                             ProducerConfig.LINGER_MS_CONFIG, "5",
+                                             ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000",
+                                             ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000",
+                                             ProducerConfig.METADATA_MAX_AGE_CONFIG, "1000",
+                                             ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100",
+                                             ProducerConfig.MAX_BLOCK_MS_CONFIG, "120000");
+                java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+                Thread stdin = new Thread(() -> {
+                    try {
+                        while (System.in.read() >= 0) { }
+                    } catch (java.io.IOException e) { }
+                    stop.set(true);
+                });
+                stdin.setDaemon(true);
+                stdin.start();
+                java.io.PrintStream out = System.out;
+                try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
+                    long started = System.nanoTime();
+                    for (long n = 0; !stop.get(); n++) {
+                        String v = Long.toString(n);
+                        int part = (int) (n % parts);
+                        prod.send(new ProducerRecord<>(topic, part, null, v), (md, e) -> {
+                            synchronized (out) {
+                                if (e == null) out.println("ack " + md.partition() + " " + md.offset() + " " + v);
+                                else out.println("err " + part + " " + v + " " + e);
+                            }
+                        });
+                        long ahead = (long) ((n + 1) / rate * 1e9) - (System.nanoTime() - started);
+                        if (ahead > 0) Thread.sleep(ahead / 1_000_000, (int) (ahead % 1_000_000));
+                    }
+                    prod.flush();
+                }
+                synchronized (out) {
+                    out.println("done");
+                    out.flush();
+                }
+                break;
+            }
             case "produce-timestamps": {  // the Java producer, one batch of records with these timestamps: TOPIC TS...
                 // each record's outcome, " | " between: "ok OFFSET" or "ExceptionClass: message"
                 Properties p = producerProps(bootstrap, ProducerConfig.LINGER_MS_CONFIG, "200",
