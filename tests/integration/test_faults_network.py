@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkarepl.cli import wire
+from kafkarepl.protocol import ApiKey
 from kafkarepl.zk.local import LocalZooKeeper
+from tests import java_tools
 from tests.fixtures import netns
 from tests.fixtures.cluster import TestCluster
 from tests.fixtures.netns import CLIENT, Network
@@ -256,4 +260,121 @@ def test_random_partitions_and_crashes_lose_no_acknowledged_write(partitioned):
     verify_acked(c.bootstrap, "n3", 2, s3.acked)
     for topic, n in (("n1", 3), ("n2", 2), ("n3", 2)):
         verify_replicas_identical(c, topic, n, timeout=60)
+    assert_no_tracebacks(c)
+
+
+class JavaTransactions:
+    """KafkaTools.java txn-chaos in a JVM: transactions until stop(), each one's outcome as
+    the Java producer saw it ("commit", "abort", or "unknown": the call failed)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, transactional_id: str) -> None:
+        cp, main = java_tools.compiled()
+        self.proc = subprocess.Popen(
+            ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, main, "txn-chaos", bootstrap, topic,
+             str(partitions), transactional_id],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.outcomes: dict[int, str] = {}
+        self.done = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            kind, _, rest = line.strip().partition(" ")
+            if kind in ("commit", "abort", "unknown"):
+                self.outcomes[int(rest.split()[0])] = kind if kind != "unknown" else line.strip()
+            elif kind == "done":
+                self.done = True
+
+    def count(self, kind: str) -> int:
+        return sum(1 for o in list(self.outcomes.values()) if o.startswith(kind))
+
+    def wait_for(self, kind: str, more: int, timeout: float) -> None:
+        target = self.count(kind) + more
+        wait_until(lambda: self.count(kind) >= target, timeout, f"{more} more transactions to {kind}")
+
+    def stop(self) -> dict[int, str]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(120)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self._reader.join(10)
+        assert self.done, f"the Java transactions ended badly: {self.proc.stderr.read()[-2000:] if self.proc.stderr else ''}"
+        return self.outcomes
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[bytes]:
+    """Every value a read_committed consumer reads from the start to the high watermark
+    (the last offsets may be transaction markers, which a consumer never returns)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-verifier", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": False})
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)}
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            values += [m.value() for m in c.consume(1000, 0.5) if not m.error()]
+            pos = {tp.partition: tp.offset for tp in c.position([TopicPartition(topic, p) for p in range(partitions)])}
+            if all(pos[p] >= ends[p] for p in range(partitions)):
+                return values
+            assert time.monotonic() < deadline, f"read_committed: at {pos}, not at the HW {ends} after {timeout}s"
+    finally:
+        c.close()
+
+
+def transaction_coordinator(c: TestCluster, transactional_id: str) -> int:
+    b = next(iter(c.brokers.values()))
+    resp = wire.call(b.host, b.port, ApiKey.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1})
+    assert resp["error_code"] == 0, resp
+    return resp["node_id"]
+
+
+def test_transactions_stay_atomic_when_their_coordinator_or_a_leader_is_cut_off(partitioned):
+    """Kafka's Java transactional producer commits and aborts in a loop while first the
+    transaction coordinator is cut off from everything past its session timeout (its
+    markers and state writes stall; a new coordinator loads the transaction state), then
+    the leader of a partition written to, then the coordinator again by a refusing
+    firewall. A read_committed consumer then sees every committed transaction whole, no
+    aborted record, and each transaction whose outcome the producer never learned whole
+    or not at all."""
+    pc, c, net = partitioned, partitioned.c, partitioned.net
+    c.create_topic("tx", partitions=2, rf=3)
+    txid = "chaos-tx"
+    txns = JavaTransactions(c.bootstrap, "tx", 2, txid)
+    try:
+        txns.wait_for("commit", 5, timeout=90)  # also creates __transaction_state
+        for what, reject, hold in (("coordinator", False, 2.5), ("leader", False, 1.5), ("coordinator", True, 1.5)):
+            target = transaction_coordinator(c, txid) if what == "coordinator" else c.leader_of("tx", 0)
+            net.isolate(pc.host(target), reject=reject)
+            time.sleep(hold * SESSION_MS / 1000)
+            net.heal()
+            c.wait_for_leaders("tx", 2, isr=3, timeout=90)
+            txns.wait_for("commit", 5, timeout=90)  # and the producer goes on
+    finally:
+        net.heal()
+        outcomes = txns.stop()
+    values = read_committed(c.bootstrap, "tx", 2)
+    seen: dict[int, list[int]] = {}
+    for v in values:
+        t, i = map(int, v.split(b"-"))
+        seen.setdefault(t, []).append(i)
+    print(f"transactions: {sum(o == 'commit' for o in outcomes.values())} committed, "
+          f"{sum(o == 'abort' for o in outcomes.values())} aborted, unknown: "
+          f"{[o for o in outcomes.values() if o.startswith('unknown')]}")
+    assert not set(seen) - set(outcomes), f"records of transactions never begun: {sorted(set(seen) - set(outcomes))}"
+    for t, outcome in sorted(outcomes.items()):
+        got = sorted(seen.get(t, []))
+        if outcome == "commit":
+            assert got == [0, 1, 2, 3, 4], f"committed transaction {t} reads back as {got}"
+        elif outcome == "abort":
+            assert got == [], f"aborted transaction {t} has records read_committed: {got}"
+        else:
+            assert got in ([], [0, 1, 2, 3, 4]), f"transaction {t} ({outcome}) is neither whole nor absent: {got}"
     assert_no_tracebacks(c)

@@ -580,6 +580,80 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "txn-chaos": {  // transactions until stdin closes: TOPIC PARTITIONS TXID. Transaction t
+                // writes "t-0".."t-4" round-robin over the partitions and commits, every fourth aborts;
+                // prints "commit t" / "abort t" once that call returned, "unknown t EXC" when it failed
+                // (the producer is then closed and a new one's initTransactions settles t), "done"
+                String topic = args[2];
+                int parts = Integer.parseInt(args[3]);
+                Properties p = producerProps(bootstrap, ProducerConfig.TRANSACTIONAL_ID_CONFIG, args[4],
+                                             ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "20000",
+                                             ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000",
+                                             ProducerConfig.METADATA_MAX_AGE_CONFIG, "1000",
+                                             ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100",
+                                             ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000",
+                                             ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "30000");
+                java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+                Thread stdin = new Thread(() -> {
+                    try {
+                        while (System.in.read() >= 0) { }
+                    } catch (java.io.IOException e) { }
+                    stop.set(true);
+                });
+                stdin.setDaemon(true);
+                stdin.start();
+                KafkaProducer<String, String> prod = null;
+                for (long t = 0; !stop.get(); t++) {
+                    try {
+                        if (prod == null) {
+                            prod = new KafkaProducer<>(p);
+                            prod.initTransactions();
+                        }
+                        prod.beginTransaction();
+                        List<Future<RecordMetadata>> sent = new ArrayList<>();
+                        for (int i = 0; i < 5; i++) {
+                            sent.add(prod.send(new ProducerRecord<>(topic, (int) ((t + i) % parts), null, t + "-" + i)));
+                        }
+                        for (Future<RecordMetadata> f : sent) f.get();
+                        if (t % 4 == 3) {
+                            prod.abortTransaction();
+                            System.out.println("abort " + t);
+                        } else {
+                            prod.commitTransaction();
+                            System.out.println("commit " + t);
+                        }
+                    } catch (Exception e) {
+                        Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                        System.out.println("unknown " + t + " " + c.getClass().getSimpleName());
+                        if (prod != null) {
+                            try {
+                                prod.close(java.time.Duration.ofSeconds(5));
+                            } catch (Exception ignored) { }
+                            prod = null;
+                        }
+                        Thread.sleep(200);
+                    }
+                    System.out.flush();
+                }
+                // The last transaction settled: a new producer's initTransactions completes or
+                // aborts whatever the old one left.
+                for (int attempt = 0; ; attempt++) {
+                    try {
+                        if (prod != null) prod.close(java.time.Duration.ofSeconds(5));
+                        prod = new KafkaProducer<>(p);
+                        prod.initTransactions();
+                        prod.close(java.time.Duration.ofSeconds(5));
+                        break;
+                    } catch (Exception e) {
+                        prod = null;
+                        if (attempt >= 10) throw e;
+                        Thread.sleep(1000);
+                    }
+                }
+                System.out.println("done");
+                System.out.flush();
+                break;
+            }
             case "produce-timestamps": {  // the Java producer, one batch of records with these timestamps: TOPIC TS...
                 // each record's outcome, " | " between: "ok OFFSET" or "ExceptionClass: message"
                 Properties p = producerProps(bootstrap, ProducerConfig.LINGER_MS_CONFIG, "200",
