@@ -42,6 +42,7 @@ from tests.integration.chaos import (
     ChaosProducer,
     all_logs,
     consume_all,
+    leader_hw,
     partition_info,
     produce_raw,
     verify_acked,
@@ -329,9 +330,10 @@ def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float =
         c.close()
 
 
-def transaction_coordinator(c: TestCluster, transactional_id: str) -> int:
+def coordinator(c: TestCluster, key: str, key_type: int) -> int:
+    """The broker coordinating a group (key_type 0) or a transactional id (1)."""
     b = next(iter(c.brokers.values()))
-    resp = wire.call(b.host, b.port, ApiKey.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1})
+    resp = wire.call(b.host, b.port, ApiKey.FIND_COORDINATOR, 3, {"key": key, "key_type": key_type})
     assert resp["error_code"] == 0, resp
     return resp["node_id"]
 
@@ -351,7 +353,7 @@ def test_transactions_stay_atomic_when_their_coordinator_or_a_leader_is_cut_off(
     try:
         txns.wait_for("commit", 5, timeout=90)  # also creates __transaction_state
         for what, reject, hold in (("coordinator", False, 2.5), ("leader", False, 1.5), ("coordinator", True, 1.5)):
-            target = transaction_coordinator(c, txid) if what == "coordinator" else c.leader_of("tx", 0)
+            target = coordinator(c, txid, 1) if what == "coordinator" else c.leader_of("tx", 0)
             net.isolate(pc.host(target), reject=reject)
             time.sleep(hold * SESSION_MS / 1000)
             net.heal()
@@ -377,4 +379,117 @@ def test_transactions_stay_atomic_when_their_coordinator_or_a_leader_is_cut_off(
             assert got == [], f"aborted transaction {t} has records read_committed: {got}"
         else:
             assert got in ([], [0, 1, 2, 3, 4]), f"transaction {t} ({outcome}) is neither whole nor absent: {got}"
+    assert_no_tracebacks(c)
+
+
+class GroupMember:
+    """A librdkafka consumer of a group: reads, and commits what it read every 0.3 s
+    (synchronously); keeps every value read and every commit the coordinator
+    acknowledged."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.values: set[bytes] = set()
+        self.committed: dict[int, int] = {}  # partition -> highest acknowledged commit
+        self.commit_errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._exc: BaseException | None = None
+        self._thread.start()
+
+    def _run(self) -> None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                      "topic.metadata.refresh.interval.ms": 1000, "enable.partition.eof": False})
+        try:
+            c.subscribe([self.topic])
+            pending: dict[int, int] = {}
+            last_commit = time.monotonic()
+            while not self._stop.is_set():
+                for m in c.consume(500, 0.1):
+                    if not m.error():
+                        self.values.add(m.value())
+                        pending[m.partition()] = m.offset() + 1
+                if pending and time.monotonic() - last_commit > 0.3:
+                    last_commit = time.monotonic()
+                    try:
+                        done = c.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in pending.items()],
+                                        asynchronous=False)
+                    except KafkaException as exc:
+                        self.commit_errors.append(str(exc))
+                    else:
+                        for tp in done or []:
+                            if tp.error is None:
+                                self.committed[tp.partition] = max(self.committed.get(tp.partition, 0), tp.offset)
+                    pending.clear()
+        except BaseException as exc:  # surfaced by stop()
+            self._exc = exc
+        finally:
+            c.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        if self._exc is not None:
+            raise self._exc
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset
+                for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)}
+    finally:
+        c.close()
+
+
+def test_group_commits_survive_their_coordinator_and_leaders_being_cut_off(partitioned):
+    """Two librdkafka consumers of one group read and commit while a producer writes; the
+    group coordinator is cut off past its session timeout (the offsets partition moves,
+    the new coordinator loads the commits), then a data partition's leader, then the
+    coordinator behind a refusing firewall. Every acknowledged record is read at least
+    once, and each partition's committed offset is, in the end, the highest commit the
+    coordinator ever acknowledged: no acknowledged commit is lost or overtaken by an
+    older one."""
+    pc, c, net = partitioned, partitioned.c, partitioned.net
+    topic, group, parts = "g", "chaos-group", 3
+    c.create_topic(topic, partitions=parts, rf=3)
+    with ChaosProducer(c.bootstrap, topic, parts, rate=200) as prod:
+        members = [GroupMember(c.bootstrap, group, topic) for _ in range(2)]
+        try:
+            wait_until(lambda: sum(len(m.committed) for m in members) >= parts, 60, "first commits")
+            for what, reject, hold in (("coordinator", False, 2.5), ("leader", False, 1.5),
+                                       ("coordinator", True, 1.5)):
+                target = coordinator(c, group, 0) if what == "coordinator" else c.leader_of(topic, 0)
+                net.isolate(pc.host(target), reject=reject)
+                time.sleep(hold * SESSION_MS / 1000)
+                net.heal()
+                c.wait_for_leaders(topic, parts, isr=3, timeout=90)
+                c.wait_for_leaders("__consumer_offsets", 50, isr=3, timeout=90)
+                prod.wait_acks(200, timeout=90)
+            stats = prod.stop()
+            ends = {p: leader_hw(c, topic, p)[1] for p in range(parts)}
+
+            def drained() -> bool:
+                best = {p: max((m.committed.get(p, 0) for m in members), default=0) for p in range(parts)}
+                return all(best[p] >= ends[p] for p in range(parts))
+
+            wait_until(drained, 90, f"the group's commits to reach the end offsets {ends}")
+        finally:
+            net.heal()
+            for m in members:
+                m.stop()
+    acked_values = {a.value for a in stats.acked}
+    read = set().union(*(m.values for m in members))
+    missing = acked_values - read
+    assert not missing, f"{len(missing)} acknowledged records never read by the group: {sorted(missing)[:10]}"
+    highest = {p: max(m.committed.get(p, 0) for m in members) for p in range(parts)}
+    final = committed_offsets(c.bootstrap, group, topic, parts)
+    print(f"commit errors seen by the members: {sum(len(m.commit_errors) for m in members)}; "
+          f"highest acknowledged commits {highest}; committed now {final}")
+    assert final == highest, f"committed offsets {final} are not the highest acknowledged commits {highest}"
     assert_no_tracebacks(c)
