@@ -101,7 +101,7 @@ from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 from kafkarepl.server.txn_verification import TransactionVerifier
 from kafkarepl.server.zk_guard import GuardedStore
 from kafkarepl.storage.manager import LogManager
-from kafkarepl.zk.client import AsyncZk
+from kafkarepl.zk.client import AsyncZk, WatchHandle
 from kafkarepl.zk.store import KafkaZkStore
 from kafkarepl.zk.znodes import Endpoint
 
@@ -264,6 +264,7 @@ class Broker:
         self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
         self.started_at = 0.0
         self._stopping = False
+        self._registration_watch: WatchHandle | None = None
         self._throttled_before = False
 
     @classmethod
@@ -411,6 +412,10 @@ class Broker:
             await until_done(self.acl_store.start, "ACLs")
         await self.server.start()
         await until_done(self._register, "registration")
+        # Another broker may delete it if it wrongly finds us dead (server/liveness.py).
+        self._registration_watch = await until_done(
+            lambda: self.store.watch_registration(self.broker_id, self._on_registration_deleted),
+            "registration watch")
         self.zk.on_session_reestablished(self._on_session_reestablished)
         self.zk.on_session_lost(self._on_session_lost)
         await self.controller.start()
@@ -450,8 +455,6 @@ class Broker:
             self.broker_id, host, port, self.config.broker_rack or None,
             endpoints=[Endpoint(name, h, p, protocols[name]) for name, (h, p) in advertised.items()],
         )
-        # Another broker may delete it if it wrongly finds us dead (server/liveness.py).
-        await self.store.watch_registration(self.broker_id, self._on_registration_deleted)
 
     def _on_registration_deleted(self) -> None:
         if self._stopping or not self.zk.client.connected:
@@ -502,6 +505,8 @@ class Broker:
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
         self._stopping = True
+        if self._registration_watch is not None:
+            self._registration_watch.cancel()
         if self.config.controlled_shutdown_enable:
             try:
                 await with_timeout(

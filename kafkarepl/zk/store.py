@@ -18,7 +18,7 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kafkarepl.errors import ErrorCode, KafkaError
-from kafkarepl.zk.client import AsyncZk, ZkTransactionError
+from kafkarepl.zk.client import AsyncZk, WatchHandle, ZkTransactionError
 from kafkarepl.zk.znodes import (
     BROKER_IDS,
     BROKER_TOPICS,
@@ -179,13 +179,17 @@ class KafkaZkStore:
             return False, False  # it moved meanwhile (expired, re-registered): nothing to do
         return True, len(ops) == 2
 
-    async def watch_registration(self, broker_id: int, fn: Callable[[], Any]) -> None:
-        """fn() (on the loop) once this broker's registration is deleted."""
-        def fired(event: Any) -> None:
-            if event.type == "DELETED":
+    async def watch_registration(self, broker_id: int, fn: Callable[[], Any]) -> WatchHandle:
+        """fn() (on the loop) whenever this broker's registration is found missing: once
+        deleted, and after every reconnection that finds it gone. A persistent watch:
+        kazoo drops every one-shot watch when its connection drops (it fires them with
+        EventType.NONE instead of restoring them, as ZooKeeper's Java client would), so a
+        deletion while disconnected, or after a reconnection, would go unseen."""
+        def changed(_data: bytes | None, stat: Any) -> None:
+            if stat is None:
                 fn()
 
-        await self.zk.exists(f"{BROKER_IDS}/{broker_id}", watch=fired)
+        return await self.zk.data_watch(f"{BROKER_IDS}/{broker_id}", changed)
 
     async def get_broker_ids(self) -> list[int]:
         return sorted(int(c) for c in await self.zk.get_children(BROKER_IDS) if c.isdigit())

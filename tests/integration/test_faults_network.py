@@ -493,3 +493,48 @@ def test_group_commits_survive_their_coordinator_and_leaders_being_cut_off(parti
           f"highest acknowledged commits {highest}; committed now {final}")
     assert final == highest, f"committed offsets {final} are not the highest acknowledged commits {highest}"
     assert_no_tracebacks(c)
+
+
+def test_a_registration_deleted_after_a_reconnection_is_restored(partitioned):
+    """kazoo drops every one-shot watch when its connection drops (ZooKeeper's Java client
+    restores them): a broker that reconnected within its session must still notice its
+    registration being deleted (as another broker's crash detection does on a refused
+    connection) and register again. Before the watch was a persistent one, the broker
+    stayed unregistered, taken for dead by the controller, until its session next ended."""
+    from kazoo.client import KazooClient
+
+    pc, c, net = partitioned, partitioned.c, partitioned.net
+    victim = 2
+    log_path = c.brokers[victim].log
+
+    def logged_since(start: int, *lines: str) -> str | None:
+        text = log_path.read_text(errors="replace")[start:]
+        return next((line for line in lines if line in text), None)
+
+    zk = KazooClient(hosts=c.zk_connect, timeout=10.0)
+    zk.start(10)
+    try:
+        path = f"/brokers/ids/{victim}"
+        for _attempt in range(3):  # until a cut ends inside the session (not in its expiry)
+            seen = len(log_path.read_text(errors="replace"))
+            net.cut(pc.host(victim), "zk")
+            wait_until(lambda start=seen: logged_since(start, "CONNECTED -> SUSPENDED"), 10,
+                       "the broker's ZooKeeper connection to drop")
+            net.heal()
+            outcome = wait_until(lambda start=seen: logged_since(start, "SUSPENDED -> CONNECTED", "SUSPENDED -> LOST"),
+                                 15, "the broker to reconnect")
+            if outcome == "SUSPENDED -> CONNECTED":
+                break
+            time.sleep(2)  # the session expired: the broker registers again by itself first
+        else:
+            pytest.fail("three cuts in a row outlasted the session")
+        epoch = zk.exists(path).czxid
+        seen = len(log_path.read_text(errors="replace"))
+        zk.delete(path)
+        wait_until(lambda: (st := zk.exists(path)) is not None and st.czxid != epoch, 10,
+                   f"broker {victim} to register again")
+        assert logged_since(seen, "registration deleted while alive; registering again")
+    finally:
+        zk.stop()
+        zk.close()
+    assert_no_tracebacks(c)

@@ -46,6 +46,20 @@ public class KafkaTools {
         return p;
     }
 
+    /** Set once stdin closes: how a test tells a long-running command to finish. */
+    static java.util.concurrent.atomic.AtomicBoolean stopAtEndOfStdin() {
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        Thread stdin = new Thread(() -> {
+            try {
+                while (System.in.read() >= 0) { }
+            } catch (java.io.IOException e) { }
+            stop.set(true);
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        return stop;
+    }
+
     public static void main(String[] args) throws Exception {
         String cmd = args[0], bootstrap = args[1];
         switch (cmd) {
@@ -548,15 +562,7 @@ public class KafkaTools {
                                              ProducerConfig.METADATA_MAX_AGE_CONFIG, "1000",
                                              ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100",
                                              ProducerConfig.MAX_BLOCK_MS_CONFIG, "120000");
-                java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
-                Thread stdin = new Thread(() -> {
-                    try {
-                        while (System.in.read() >= 0) { }
-                    } catch (java.io.IOException e) { }
-                    stop.set(true);
-                });
-                stdin.setDaemon(true);
-                stdin.start();
+                java.util.concurrent.atomic.AtomicBoolean stop = stopAtEndOfStdin();
                 java.io.PrintStream out = System.out;
                 try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
                     long started = System.nanoTime();
@@ -593,15 +599,7 @@ public class KafkaTools {
                                              ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100",
                                              ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000",
                                              ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "30000");
-                java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
-                Thread stdin = new Thread(() -> {
-                    try {
-                        while (System.in.read() >= 0) { }
-                    } catch (java.io.IOException e) { }
-                    stop.set(true);
-                });
-                stdin.setDaemon(true);
-                stdin.start();
+                java.util.concurrent.atomic.AtomicBoolean stop = stopAtEndOfStdin();
                 KafkaProducer<String, String> prod = null;
                 for (long t = 0; !stop.get(); t++) {
                     try {
