@@ -80,7 +80,9 @@ class ChaosProducer:
         self._stop.set()
         if self._thread.ident is not None:
             self._thread.join(flush_timeout + 30)
-        assert not self._thread.is_alive(), "producer thread did not finish"
+        assert not self._thread.is_alive(), (
+            f"{self.client}: producer thread did not finish; {self.acked_count()} acks, "
+            f"{len(self.stats.errors)} errors, the last: {self.stats.errors[-3:]}")
         if self._exc is not None:
             raise self._exc
         return self.stats
@@ -305,7 +307,10 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60
         c.close()
 
 
-def verify_acked(bootstrap: str, topic: str, partitions: int, acked: list[Ack]) -> dict[int, list[tuple[int, bytes]]]:
+def verify_acked(bootstrap: str, topic: str, partitions: int, acked: list[Ack],
+                 allow_duplicates: bool = False) -> dict[int, list[tuple[int, bytes]]]:
+    """allow_duplicates: a value written twice is reported, not failed, and the order is
+    checked on first copies (see the Java producer in test_faults_network.py)."""
     assert acked, "nothing was acknowledged: the test proves nothing"
     logs = consume_all(bootstrap, topic, partitions)
     seen: dict[bytes, list[tuple[int, int]]] = {}
@@ -315,7 +320,9 @@ def verify_acked(bootstrap: str, topic: str, partitions: int, acked: list[Ack]) 
         for o, v in recs:
             seen.setdefault(v, []).append((p, o))
     dups = {v: where for v, where in seen.items() if len(where) > 1}
-    assert not dups, f"values written more than once: {list(dups.items())[:10]}"
+    if allow_duplicates and dups:
+        print(f"{topic}: {len(dups)} values written more than once: {list(dups.items())[:10]}")
+    assert allow_duplicates or not dups, f"values written more than once: {list(dups.items())[:10]}"
     by_offset = {p: dict(recs) for p, recs in logs.items()}
     where = {v: where[0] for v, where in seen.items()}
     # librdkafka reports some idempotent acks without an offset (a retried batch found
@@ -329,7 +336,7 @@ def verify_acked(bootstrap: str, topic: str, partitions: int, acked: list[Ack]) 
         f"(partition, acked offset, value, value there, where the value is): {examples}")
     # Production order per partition: acknowledged values (numbered) ascend with offsets.
     for p in range(partitions):
-        nums = [int(n) for _o, v in logs[p] if (n := v.split(b".")[0]).isdigit()]
+        nums = [int(n) for o, v in logs[p] if (n := v.split(b".")[0]).isdigit() and seen[v][0] == (p, o)]
         assert nums == sorted(nums), f"p{p}: records out of production order"
     return logs
 

@@ -258,7 +258,14 @@ def test_random_partitions_and_crashes_lose_no_acknowledged_write(partitioned):
           f"{len(s3.acked)} (Java); producer errors: {s1.errors[:3] + s2.errors[:3] + s3.errors[:3]}")
     verify_acked(c.bootstrap, "n1", 3, s1.acked)
     verify_acked(c.bootstrap, "n2", 2, s2.acked)
-    verify_acked(c.bootstrap, "n3", 2, s3.acked)
+    # Kafka's Java producer may write a record twice here, under the broker rules Kafka
+    # has too: a batch in flight to a leader that is cut off is retried, after its
+    # timeout, at the new leader, which meanwhile took more than the 5 later batches it
+    # remembers per producer (the producer sends them over its other connection), so
+    # the retry is answered OUT_OF_ORDER_SEQUENCE_NUMBER, not as a duplicate; the client
+    # then bumps its epoch and sends the batch again with new sequence numbers. Nothing
+    # acknowledged may be lost, and the order of first copies holds.
+    verify_acked(c.bootstrap, "n3", 2, s3.acked, allow_duplicates=True)
     for topic, n in (("n1", 3), ("n2", 2), ("n3", 2)):
         verify_replicas_identical(c, topic, n, timeout=60)
     assert_no_tracebacks(c)

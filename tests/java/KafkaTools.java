@@ -557,11 +557,12 @@ public class KafkaTools {
                 Properties p = producerProps(bootstrap, ProducerConfig.ACKS_CONFIG, "all",
                                              ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true",
                                              ProducerConfig.LINGER_MS_CONFIG, "5",
-                                             ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000",
+                                             // within the 90 s a test waits for the last outcomes
+                                             ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000",
                                              ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000",
                                              ProducerConfig.METADATA_MAX_AGE_CONFIG, "1000",
                                              ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100",
-                                             ProducerConfig.MAX_BLOCK_MS_CONFIG, "120000");
+                                             ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
                 java.util.concurrent.atomic.AtomicBoolean stop = stopAtEndOfStdin();
                 java.io.PrintStream out = System.out;
                 try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
