@@ -12,10 +12,14 @@ the clients that still reach it.
   other; a broker cut from ZooKeeper and one peer), a quarter of them refusing connections
   rather than dropping packets, mixed with kill -9 and SIGSTOP, while
   three clients (librdkafka, kafka-python, Kafka's Java producer) produce with acks=all,
-  idempotent: every acknowledged record is read back once, at its
-  offset, and the replicas are identical below the HW; after the last heal every
-  partition is led again with its full ISR (liveness). KAFKAREPL_NEMESIS_SECONDS sets the
-  length (default 40), KAFKAREPL_NEMESIS_SEED the schedule.
+  idempotent: every acknowledged record is read back at its offset, once (the Java
+  producer may write one twice, see the test), and the replicas are identical below the
+  HW; after the last heal every partition is led again with its full ISR (liveness).
+  KAFKAREPL_NEMESIS_SECONDS sets the length (default 40), KAFKAREPL_NEMESIS_SEED the
+  schedule.
+- Transactions (Kafka's Java producer) stay atomic and group commits stay durable while
+  their coordinators and leaders are cut off; a broker whose registration is deleted
+  after a ZooKeeper reconnection registers again.
 """
 
 from __future__ import annotations
