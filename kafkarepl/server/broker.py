@@ -68,7 +68,7 @@ from kafkarepl.server.fetch_session import FetchSessionCache
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
 from kafkarepl.server.listeners import Listener
-from kafkarepl.server.liveness import DeadBrokerFencer
+from kafkarepl.server.liveness import DeadBrokerFencer, Registration
 from kafkarepl.server.log_cleaner import LogCleanerService
 from kafkarepl.server.log_dir_apis import LogDirApis
 from kafkarepl.server.log_dir_failure import LogDirFailureHandler
@@ -140,6 +140,7 @@ class Broker:
         self.acl_store = AclStore(zk, self.authorizer) if self.authorizer is not None else None
         security = client_security(config)  # this broker's connections to the others
         self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker,
+                                                distrust_s=config.zookeeper_session_timeout_ms / 1000,
                                                 enabled=config.fast_failover_enable)
         self.controller = Controller(
             bid, zk, NetworkBrokerChannel(client_id=f"controller-{bid}", on_connection_lost=fencer.suspect,
@@ -301,9 +302,12 @@ class Broker:
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         return self.metadata.replica_endpoint(broker_id)
 
-    async def _registered_endpoint(self, broker_id: int) -> tuple[str, int, int] | None:
-        info = await self.store.get_broker(broker_id)
-        return None if info is None else (info.host, info.port, info.epoch)
+    async def _registered_endpoint(self, broker_id: int) -> Registration | None:
+        found = await self.store.get_registration(broker_id)
+        if found is None:
+            return None
+        info, session = found
+        return info.host, info.port, info.epoch, session
 
     def _topic_partitions(self, name: str | None, topic_id: Any) -> int:
         """A topic's partitions in this broker's metadata, by name or id (0: unknown)."""

@@ -14,6 +14,14 @@ elects leaders from the ISR and shrinks ISRs; a new controller is elected if it 
 controller. Nothing is elected outside the ISR, so no acknowledged write is at risk; a
 wrong verdict costs what a session expiry costs (the broker re-registers: it watches
 its own registration).
+
+A refusal proves a dead process only where nothing between the two brokers answers for
+it: a firewall that rejects (TCP resets) makes a live broker look dead. A fenced broker
+that registers again in the same ZooKeeper session was alive all along, so the probe
+lied about it: the fencer then distrusts refusals from that broker until a probe gets
+through again, or for `distrust_s` after the last refusal, and leaves it to its session
+as Kafka does. Without that, a rejecting partition between two live brokers made each
+delete the other's registration about once a second for as long as it lasted.
 """
 
 from __future__ import annotations
@@ -27,17 +35,19 @@ from kafkarepl.aio import with_timeout
 
 log = logging.getLogger(__name__)
 
-Probe = Callable[[str, int], Awaitable[bool]]
+Probe = Callable[[str, int], Awaitable[bool | None]]  # refused / accepted / neither (timed out)
+Registration = tuple[str, int, int, int]  # host, port, broker epoch, ZooKeeper session
 
 
-async def refuses_connections(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """True only when a TCP connect is actively refused (nothing listens there)."""
+async def refuses_connections(host: str, port: int, timeout_s: float = 1.0) -> bool | None:
+    """True when a TCP connect is actively refused (nothing listens there), False when it
+    is accepted, None when neither is known (timed out, unreachable)."""
     try:
         _reader, writer = await with_timeout(asyncio.open_connection(host, port), timeout_s)
     except ConnectionRefusedError:
         return True
     except (OSError, asyncio.TimeoutError):
-        return False
+        return None
     writer.close()
     return False
 
@@ -46,29 +56,35 @@ class DeadBrokerFencer:
     def __init__(
         self,
         self_id: int,
-        lookup: Callable[[int], Awaitable[tuple[str, int, int] | None]],
+        lookup: Callable[[int], Awaitable[Registration | None]],
         fence: Callable[[int, int], Awaitable[tuple[bool, bool]]],
         probe: Probe = refuses_connections,
         confirm_delay_s: float = 0.05,
         min_interval_s: float = 1.0,
+        distrust_s: float = 18.0,
         enabled: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.enabled = enabled  # kafkarepl.fast.failover.enable
         self.self_id = self_id
-        self.lookup = lookup  # broker id -> (host, port, broker epoch) from ZooKeeper
+        self.lookup = lookup  # broker id -> (host, port, broker epoch, session) from ZooKeeper
         self.fence = fence  # (broker id, epoch) -> (registration deleted, controller deleted)
         self.probe = probe
         self.confirm_delay_s = confirm_delay_s
         self.min_interval_s = min_interval_s  # per broker, between looks
+        self.distrust_s = distrust_s  # zookeeper.session.timeout.ms: what a distrusted broker waits
+        self.clock = clock
         self._busy: set[int] = set()
         self._last: dict[int, float] = {}
+        self._fenced_session: dict[int, int] = {}  # broker -> the session whose registration we deleted
+        self._distrusted: dict[int, tuple[int, float]] = {}  # broker -> (session, until)
         self.fenced = 0  # brokers fenced (a metric)
 
     def suspect(self, broker_id: int) -> None:
         """A connection to broker_id failed or closed: look whether it is gone."""
         if not self.enabled or broker_id == self.self_id or broker_id < 0 or broker_id in self._busy:
             return
-        now = time.monotonic()
+        now = self.clock()
         if now - self._last.get(broker_id, -1e9) < self.min_interval_s:
             return
         self._last[broker_id] = now
@@ -80,14 +96,36 @@ class DeadBrokerFencer:
             found = await self.lookup(broker_id)
             if found is None:
                 return  # not registered: already handled
-            host, port, epoch = found
-            if not await self.probe(host, port):
+            host, port, epoch, session = found
+            if self._fenced_session.pop(broker_id, None) == session:
+                # registered again by the process we took for dead: refusals lie here
+                self._distrusted[broker_id] = (session, self.clock() + self.distrust_s)
+                log.warning("broker %d registered again in the ZooKeeper session it was fenced in: "
+                            "%s:%d refuses connections while the broker lives (a rejecting firewall?); "
+                            "its refusals are not taken as a crash until a connection gets through (or none is "
+                            "refused for %.0f s)",
+                            broker_id, host, port, self.distrust_s)
+            distrust = self._distrusted.get(broker_id)
+            if distrust is not None and distrust[0] != session:
+                del self._distrusted[broker_id]  # a new process: its refusals count again
+                distrust = None
+            refused = await self.probe(host, port)
+            if refused is False and distrust is not None:
+                del self._distrusted[broker_id]  # a connection got through
+                log.info("broker %d accepts connections again: its refusals count again", broker_id)
+            if not refused:
                 return
+            if distrust is not None:
+                if self.clock() < distrust[1]:
+                    self._distrusted[broker_id] = (session, self.clock() + self.distrust_s)
+                    return  # left to its session, as Kafka does
+                del self._distrusted[broker_id]  # no refusal for distrust_s: trust again
             await asyncio.sleep(self.confirm_delay_s)
             if not await self.probe(host, port):
                 return
             deleted, controller = await self.fence(broker_id, epoch)
             if deleted:
+                self._fenced_session[broker_id] = session
                 self.fenced += 1
                 log.warning("broker %d: %s:%d refuses connections; removed its registration%s "
                             "(epoch %d) instead of waiting for its session to expire", broker_id, host, port,

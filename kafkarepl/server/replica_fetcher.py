@@ -61,6 +61,7 @@ class ReplicaFetcher:
         self.broker_id = broker_id
         self.security = security  # the inter-broker listener is SSL
         self.on_connection_lost = on_connection_lost  # the leader may be dead (server/liveness.py)
+        self._failures = 0  # failed rounds in a row (logged once, then at DEBUG)
         self.throttle = throttle  # follower.replication.throttled.*
         self.leader_id = leader_id
         self.config = config
@@ -165,10 +166,11 @@ class ReplicaFetcher:
                 if fetch_reqs:
                     await self._send_fetch(conn, fetch_reqs, wait)
                     fetch_reqs = []
+                self._succeeded()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - leader down/moving: back off, retry
-                log.info("fetcher %d->%d: %s", self.broker_id, self.leader_id, exc)
+                self._failed(exc)
                 self._close()
                 if self.on_connection_lost is not None:  # it probes: only a refusal counts
                     self.on_connection_lost(self.leader_id)
@@ -214,10 +216,11 @@ class ReplicaFetcher:
                 wait = False  # they fetch next round: no long poll before it
             if self._sent or self._forgotten:
                 await self._send_session_fetch(conn, updates, wait)
+            self._succeeded()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - leader down/moving: back off, retry
-            log.info("fetcher %d->%d: %s", self.broker_id, self.leader_id, exc)
+            self._failed(exc)
             self._close()
             if self.on_connection_lost is not None:  # it probes: only a refusal counts
                 self.on_connection_lost(self.leader_id)
@@ -225,6 +228,20 @@ class ReplicaFetcher:
                 self.replicas.on_follower_request_failed(f, req)
             self._reset_session(failed=True)
             await self._sleep(backoff_s)
+
+    def _failed(self, exc: Exception) -> None:
+        """The first failure in a row at INFO, the retries (one per replica.fetch.backoff.ms
+        while the leader is down) at DEBUG, and the recovery with their count."""
+        self._failures += 1
+        log.log(logging.INFO if self._failures == 1 else logging.DEBUG, "fetcher %d->%d: %s%s",
+                self.broker_id, self.leader_id, exc, "; retrying every replica.fetch.backoff.ms"
+                if self._failures == 1 else "")
+
+    def _succeeded(self) -> None:
+        if self._failures:
+            log.info("fetcher %d->%d: fetching again after %d failed attempt%s", self.broker_id, self.leader_id,
+                     self._failures, "" if self._failures == 1 else "s")
+            self._failures = 0
 
     def _reset_session(self, failed: bool) -> None:
         """Drop the session: requests in flight failed (backoff) or are abandoned (asked

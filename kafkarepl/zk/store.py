@@ -201,6 +201,14 @@ class KafkaZkStore:
             return None
         return decode_broker(broker_id, data, stat.czxid)
 
+    async def get_registration(self, broker_id: int) -> tuple[BrokerInfo, int] | None:
+        """A broker's registration and the ZooKeeper session that holds it."""
+        try:
+            data, stat = await self.zk.get(f"{BROKER_IDS}/{broker_id}")
+        except NoNodeError:
+            return None
+        return decode_broker(broker_id, data, stat.czxid), stat.ephemeralOwner
+
     async def get_brokers(self) -> dict[int, BrokerInfo]:
         ids = await self.get_broker_ids()
         found = await self.zk.get_many([f"{BROKER_IDS}/{i}" for i in ids])

@@ -19,7 +19,9 @@ the clients that still reach it.
   schedule.
 - Transactions (Kafka's Java producer) stay atomic and group commits stay durable while
   their coordinators and leaders are cut off; a broker whose registration is deleted
-  after a ZooKeeper reconnection registers again.
+  after a ZooKeeper reconnection registers again; two live brokers behind a firewall
+  that rejects each other's connections delete each other's registration once, not
+  once a second.
 """
 
 from __future__ import annotations
@@ -548,4 +550,42 @@ def test_a_registration_deleted_after_a_reconnection_is_restored(partitioned):
     finally:
         zk.stop()
         zk.close()
+    assert_no_tracebacks(c)
+
+
+FENCED = "refuses connections; removed its registration"
+
+
+def test_a_rejecting_firewall_between_two_live_brokers_fences_each_once(partitioned):
+    """Two brokers behind a firewall that rejects (TCP resets) each other's connections,
+    both still reaching ZooKeeper: each reads the other's refusals as a crash and deletes
+    its registration once (fast failover's probe), the other registers again in the same
+    ZooKeeper session, which proves it alive, and from then on its refusals are left to
+    its session as Kafka does. Before, each deleted the other's registration about once a
+    second for as long as the firewall stood, moving leaders every time."""
+    pc, c, net = partitioned, partitioned.c, partitioned.net
+    c.create_topic("fw", partitions=4, rf=3)  # fetchers both ways between b1 and b2
+    c.wait_for_leaders("fw", 4, isr=3)
+
+    def count(line: str) -> int:
+        return sum(b.log.read_text(errors="replace").count(line) for b in c.brokers.values())
+
+    fetcher_lines = "[kafkarepl.server.replica_fetcher] fetcher "
+    before_fenced, before_trusted = count(FENCED), count("registered again in the ZooKeeper session")
+    before_fetcher = count(fetcher_lines)
+    with ChaosProducer(c.bootstrap, "fw", 4, client="confluent", rate=200) as p:
+        p.wait_acks(50)
+        net.cut(pc.host(1), pc.host(2), reject=True)
+        time.sleep(4 * SESSION_MS / 1000)  # a dozen suspicions each way, one a second
+        net.heal()
+        c.wait_for_leaders("fw", 4, isr=3, timeout=60)
+        p.wait_acks(50, timeout=60)
+        s = p.stop()
+    fenced = count(FENCED) - before_fenced
+    assert 1 <= fenced <= 2, f"{fenced} registrations deleted behind the firewall (one each way at most):\n" + all_logs(c)
+    assert count("registered again in the ZooKeeper session") - before_trusted >= 1, all_logs(c)
+    # a fetcher logs its first failure and its recovery, not each retry (10 a second here)
+    assert count(fetcher_lines) - before_fetcher <= 30, all_logs(c)
+    verify_acked(c.bootstrap, "fw", 4, s.acked)
+    verify_replicas_identical(c, "fw", 4, timeout=60)
     assert_no_tracebacks(c)
