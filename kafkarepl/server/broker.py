@@ -433,7 +433,7 @@ class Broker:
             self._every(cfg.hw_checkpoint_interval_ms / 1000, self._checkpoint_hw),
             self._every(cfg.log_retention_check_interval_ms / 1000, self._retention),
             self._every(cfg.producer_id_expiration_check_interval_ms / 1000, self._expire_producers),
-            self._every(1.0, self._flush_dirty),
+            self._every(cfg.log_flush_scheduler_interval_ms / 1000, self._flush_dirty),
             self._every(cfg.log_cleaner_backoff_ms / 1000, self.cleaner.run_once),
             self._every(cfg.offsets_retention_check_interval_ms / 1000, self.groups.expire_offsets),
             self._every(cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,

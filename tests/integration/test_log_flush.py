@@ -1,0 +1,53 @@
+"""flush.ms on a real broker: a topic's time-based fsync, checked every
+log.flush.scheduler.interval.ms (Kafka's knob). A flush moves the partition's recovery
+point, which the broker then checkpoints (recovery-point-offset-checkpoint): well before
+log.flush.offset.checkpoint.interval.ms (60 s) only the flusher writes it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kafkarepl.cli import wire
+from kafkarepl.protocol import ApiKey
+from kafkarepl.storage.checkpoints import RECOVERY_POINT_CHECKPOINT
+from tests.batches import build_batch
+from tests.integration.chaos import wait_until
+
+pytestmark = pytest.mark.integration
+HOST = "127.0.0.1"
+
+
+def produce(port: int, topic: str, n: int) -> None:
+    batch = build_batch([b"v%d" % i for i in range(n)], timestamp=int(time.time() * 1000))
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}]}
+    resp = wire.call(HOST, port, ApiKey.PRODUCE, 7, body, timeout=15)
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+
+
+def recovery_point(c, topic: str) -> int | None:
+    path = c.brokers[1].config.parent / "logs" / RECOVERY_POINT_CHECKPOINT
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines()[2:]:
+        name, part, offset = line.split()
+        if (name, part) == (topic, "0"):
+            return int(offset)
+    return None
+
+
+def test_flush_ms_is_checked_every_log_flush_scheduler_interval(cluster_factory) -> None:
+    fast = cluster_factory(1, log_flush_scheduler_interval_ms=100)
+    fast.create_topic("fl", 1, 1, configs={"flush.ms": "50"})
+    produce(fast.brokers[1].port, "fl", 10)
+    wait_until(lambda: recovery_point(fast, "fl") == 10, 10, "flush.ms to flush the partition")
+
+
+def test_flush_ms_is_never_checked_with_kafkas_default_scheduler_interval(cluster_factory) -> None:
+    never = cluster_factory(1, log_flush_scheduler_interval_ms=2**63 - 1)  # Kafka's default
+    never.create_topic("fl", 1, 1, configs={"flush.ms": "50"})
+    produce(never.brokers[1].port, "fl", 10)
+    time.sleep(3)  # three of kafkarepl's default checks
+    assert (recovery_point(never, "fl") or 0) < 10, "flush.ms was checked although the scheduler never runs"
