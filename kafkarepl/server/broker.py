@@ -253,7 +253,7 @@ class Broker:
             request_metrics=self.request_metrics,
         )
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
-                                     sources=(self.cleaner.metrics, self._replication_quota_metrics,
+                                     sources=(self.cleaner.metrics, self._replication_quota_metrics, fencer.metrics,
                                               self.client_quotas.metrics, self.log_manager.metrics,
                                               self._topic_metrics, self.request_metrics.snapshot))
         self._tasks: list[asyncio.Future] = []

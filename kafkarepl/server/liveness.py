@@ -80,6 +80,14 @@ class DeadBrokerFencer:
         self._distrusted: dict[int, tuple[int, float]] = {}  # broker -> (session, until)
         self.fenced = 0  # brokers fenced (a metric)
 
+    def metrics(self) -> dict[str, float]:
+        """Brokers this one fenced since it started, and the brokers whose refusals it
+        distrusts now (a rejecting firewall between them and this broker)."""
+        now = self.clock()
+        return {"kafkarepl_fast_failover_fenced_total": self.fenced,
+                "kafkarepl_fast_failover_distrusted_brokers":
+                    sum(1 for _session, until in self._distrusted.values() if until > now)}
+
     def suspect(self, broker_id: int) -> None:
         """A connection to broker_id failed or closed: look whether it is gone."""
         if not self.enabled or broker_id == self.self_id or broker_id < 0 or broker_id in self._busy:

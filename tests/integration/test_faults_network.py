@@ -88,10 +88,19 @@ def assert_no_tracebacks(c: TestCluster) -> None:
 class PartitionedCluster:
     """A TestCluster whose brokers b1..b3 and ZooKeeper each sit on a host of `net`."""
 
-    def __init__(self, net: Network, zk: LocalZooKeeper, cluster: TestCluster) -> None:
+    def __init__(self, net: Network, zk: LocalZooKeeper, cluster: TestCluster, metrics: dict[int, int]) -> None:
         self.net = net
         self.zk = zk
         self.c = cluster
+        self.metrics_ports = metrics  # broker id -> metrics.port, on the broker's address
+
+    def gauge(self, broker_id: int, name: str) -> float:
+        import urllib.request
+
+        b = self.c.brokers[broker_id]
+        text = urllib.request.urlopen(f"http://{b.host}:{self.metrics_ports[broker_id]}/metrics", timeout=5).read()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.decode().splitlines()
+                   if line.split("{", 1)[0].split(" ", 1)[0] == name)
 
     @staticmethod
     def host(broker_id: int) -> str:
@@ -119,8 +128,9 @@ def partitioned(tmp_path) -> Iterator[PartitionedCluster]:
         hosts = {i: (net.addr[h], net.prefix(h)) for i, h in enumerate(BROKERS, start=1)}
         cluster = TestCluster(new_chroot(zk), tmp_path / "cluster", len(BROKERS),
                               {"min.insync.replicas": "2"}, hosts=hosts)
+        metrics = cluster.serve_metrics()
         cluster.start(timeout=60)
-        yield PartitionedCluster(net, zk, cluster)
+        yield PartitionedCluster(net, zk, cluster, metrics)
     finally:
         net.heal()
         if cluster is not None:
@@ -563,9 +573,26 @@ def test_a_rejecting_firewall_between_two_live_brokers_fences_each_once(partitio
     ZooKeeper session, which proves it alive, and from then on its refusals are left to
     its session as Kafka does. Before, each deleted the other's registration about once a
     second for as long as the firewall stood, moving leaders every time."""
+    import json
+
+    from kazoo.client import KazooClient
+
     pc, c, net = partitioned, partitioned.c, partitioned.net
-    c.create_topic("fw", partitions=4, rf=3)  # fetchers both ways between b1 and b2
+    c.create_topic("fw", partitions=4, rf=3)  # fetchers both ways between every two brokers
     c.wait_for_leaders("fw", 4, isr=3)
+    zk = KazooClient(hosts=c.zk_connect, timeout=10.0)
+    zk.start(10)
+    try:
+        ctrl = json.loads(zk.get("/controller")[0])["brokerid"]
+    finally:
+        zk.stop()
+        zk.close()
+    # The controller behind the firewall, and a partition on the two brokers only: whichever
+    # leads it, the other's fetcher keeps meeting refusals (leaders of the others move away).
+    a, b = ctrl, pc.others(ctrl)[0]
+    third = next(i for i in c.brokers if i not in (a, b))
+    c.create_topic("pair", assignment={0: [a, b]})
+    c.wait_for_leaders("pair", 1, isr=2)
 
     def count(line: str) -> int:
         return sum(b.log.read_text(errors="replace").count(line) for b in c.brokers.values())
@@ -575,8 +602,9 @@ def test_a_rejecting_firewall_between_two_live_brokers_fences_each_once(partitio
     before_fetcher = count(fetcher_lines)
     with ChaosProducer(c.bootstrap, "fw", 4, client="confluent", rate=200) as p:
         p.wait_acks(50)
-        net.cut(pc.host(1), pc.host(2), reject=True)
+        net.cut(pc.host(a), pc.host(b), reject=True)
         time.sleep(4 * SESSION_MS / 1000)  # a dozen suspicions each way, one a second
+        distrusted = {i: pc.gauge(i, "kafkarepl_fast_failover_distrusted_brokers") for i in c.brokers}
         net.heal()
         c.wait_for_leaders("fw", 4, isr=3, timeout=60)
         p.wait_acks(50, timeout=60)
@@ -584,6 +612,9 @@ def test_a_rejecting_firewall_between_two_live_brokers_fences_each_once(partitio
     fenced = count(FENCED) - before_fenced
     assert 1 <= fenced <= 2, f"{fenced} registrations deleted behind the firewall (one each way at most):\n" + all_logs(c)
     assert count("registered again in the ZooKeeper session") - before_trusted >= 1, all_logs(c)
+    # the operator's signal: the broker(s) that fenced a live one now distrust it; the third sees no firewall
+    assert distrusted[a] + distrusted[b] >= 1 and distrusted[third] == 0, distrusted
+    assert sum(pc.gauge(i, "kafkarepl_fast_failover_fenced_total") for i in c.brokers) >= fenced
     # a fetcher logs its first failure and its recovery, not each retry (10 a second here)
     assert count(fetcher_lines) - before_fetcher <= 30, all_logs(c)
     verify_acked(c.bootstrap, "fw", 4, s.acked)

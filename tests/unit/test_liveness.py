@@ -98,6 +98,8 @@ def test_a_broker_back_in_its_own_session_is_left_to_it_while_refusals_go_on():
         for _ in range(30):  # 45 s of refusals, each within distrust_s of the last
             await w.suspect(f, 2)
         assert len(w.fenced) == 1, "a broker proven alive was fenced again"
+        assert f.metrics() == {"kafkarepl_fast_failover_fenced_total": 1,
+                               "kafkarepl_fast_failover_distrusted_brokers": 1}
         w.now += 20  # no refusal seen for longer than distrust_s: refusals count again
         await w.suspect(f, 2)
         assert len(w.fenced) == 2
