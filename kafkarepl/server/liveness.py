@@ -88,6 +88,27 @@ class DeadBrokerFencer:
                 "kafkarepl_fast_failover_distrusted_brokers":
                     sum(1 for _session, until in self._distrusted.values() if until > now)}
 
+    def _note_registration(self, broker_id: int, host: str, port: int, session: int) -> None:
+        """Distrust a broker we fenced that is back in the same session (it was alive);
+        a new process (another session) is trusted again."""
+        if self._fenced_session.pop(broker_id, None) == session:
+            self._distrusted[broker_id] = (session, self.clock() + self.distrust_s)
+            log.warning("broker %d registered again in the ZooKeeper session it was fenced in: "
+                        "%s:%d refuses connections while the broker lives (a rejecting firewall?); "
+                        "its refusals are not taken as a crash until a connection gets through (or none is "
+                        "refused for %.0f s)", broker_id, host, port, self.distrust_s)
+        elif (distrust := self._distrusted.get(broker_id)) is not None and distrust[0] != session:
+            del self._distrusted[broker_id]
+
+    def _still_distrusted(self, broker_id: int) -> bool:
+        """broker_id refused a connection: if distrusted, renew that for distrust_s; a
+        distrust with no refusal for distrust_s has lapsed."""
+        distrust = self._distrusted.pop(broker_id, None)
+        if distrust is None or self.clock() >= distrust[1]:
+            return False
+        self._distrusted[broker_id] = (distrust[0], self.clock() + self.distrust_s)
+        return True
+
     def suspect(self, broker_id: int) -> None:
         """A connection to broker_id failed or closed: look whether it is gone."""
         if not self.enabled or broker_id == self.self_id or broker_id < 0 or broker_id in self._busy:
@@ -105,29 +126,14 @@ class DeadBrokerFencer:
             if found is None:
                 return  # not registered: already handled
             host, port, epoch, session = found
-            if self._fenced_session.pop(broker_id, None) == session:
-                # registered again by the process we took for dead: refusals lie here
-                self._distrusted[broker_id] = (session, self.clock() + self.distrust_s)
-                log.warning("broker %d registered again in the ZooKeeper session it was fenced in: "
-                            "%s:%d refuses connections while the broker lives (a rejecting firewall?); "
-                            "its refusals are not taken as a crash until a connection gets through (or none is "
-                            "refused for %.0f s)",
-                            broker_id, host, port, self.distrust_s)
-            distrust = self._distrusted.get(broker_id)
-            if distrust is not None and distrust[0] != session:
-                del self._distrusted[broker_id]  # a new process: its refusals count again
-                distrust = None
+            self._note_registration(broker_id, host, port, session)
             refused = await self.probe(host, port)
-            if refused is False and distrust is not None:
-                del self._distrusted[broker_id]  # a connection got through
-                log.info("broker %d accepts connections again: its refusals count again", broker_id)
             if not refused:
+                if refused is False and self._distrusted.pop(broker_id, None) is not None:
+                    log.info("broker %d accepts connections again: its refusals count again", broker_id)
                 return
-            if distrust is not None:
-                if self.clock() < distrust[1]:
-                    self._distrusted[broker_id] = (session, self.clock() + self.distrust_s)
-                    return  # left to its session, as Kafka does
-                del self._distrusted[broker_id]  # no refusal for distrust_s: trust again
+            if self._still_distrusted(broker_id):
+                return  # left to its session, as Kafka does
             await asyncio.sleep(self.confirm_delay_s)
             if not await self.probe(host, port):
                 return

@@ -171,9 +171,6 @@ class ReplicaFetcher:
                 raise
             except Exception as exc:  # noqa: BLE001 - leader down/moving: back off, retry
                 self._failed(exc)
-                self._close()
-                if self.on_connection_lost is not None:  # it probes: only a refusal counts
-                    self.on_connection_lost(self.leader_id)
                 for _tp, f, req in [*epoch_reqs, *fetch_reqs]:
                     self.replicas.on_follower_request_failed(f, req)
                 await self._sleep(backoff_s)
@@ -221,21 +218,23 @@ class ReplicaFetcher:
             raise
         except Exception as exc:  # noqa: BLE001 - leader down/moving: back off, retry
             self._failed(exc)
-            self._close()
-            if self.on_connection_lost is not None:  # it probes: only a refusal counts
-                self.on_connection_lost(self.leader_id)
             for _tp, f, req in epoch_reqs:
                 self.replicas.on_follower_request_failed(f, req)
             self._reset_session(failed=True)
             await self._sleep(backoff_s)
 
     def _failed(self, exc: Exception) -> None:
-        """The first failure in a row at INFO, the retries (one per replica.fetch.backoff.ms
-        while the leader is down) at DEBUG, and the recovery with their count."""
+        """A round failed: drop the connection and have the leader probed (only a refusal
+        counts). Logs the first failure in a row at INFO, the retries (one per
+        replica.fetch.backoff.ms while the leader is down) at DEBUG, and the recovery with
+        their count."""
         self._failures += 1
         log.log(logging.INFO if self._failures == 1 else logging.DEBUG, "fetcher %d->%d: %s%s",
                 self.broker_id, self.leader_id, exc, "; retrying every replica.fetch.backoff.ms"
                 if self._failures == 1 else "")
+        self._close()
+        if self.on_connection_lost is not None:
+            self.on_connection_lost(self.leader_id)
 
     def _succeeded(self) -> None:
         if self._failures:

@@ -195,11 +195,8 @@ class KafkaZkStore:
         return sorted(int(c) for c in await self.zk.get_children(BROKER_IDS) if c.isdigit())
 
     async def get_broker(self, broker_id: int) -> BrokerInfo | None:
-        try:
-            data, stat = await self.zk.get(f"{BROKER_IDS}/{broker_id}")
-        except NoNodeError:
-            return None
-        return decode_broker(broker_id, data, stat.czxid)
+        found = await self.get_registration(broker_id)
+        return None if found is None else found[0]
 
     async def get_registration(self, broker_id: int) -> tuple[BrokerInfo, int] | None:
         """A broker's registration and the ZooKeeper session that holds it."""
