@@ -173,24 +173,30 @@ def test_request_percentage_throttles_a_client_flooding_cheap_requests(cluster_f
     assert resp["entries"][0]["error_code"] == 0, resp
 
     async def flood(client_id: str, limit: int) -> tuple[int, int, float]:
-        """(requests sent, the first throttle time seen, seconds the next request took)."""
+        """(requests sent, the first throttle time of 20 ms or more, seconds the next request
+        took); (limit, the first throttle seen, 0) if none was that long."""
+        first_throttle = 0
         conn = BrokerConnection("127.0.0.1", port, client_id=client_id)
         await conn.connect()
         try:
             for n in range(1, limit + 1):
                 r = await conn.send(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False,
                                                          "include_topic_authorized_operations": False})
-                if r["throttle_time_ms"]:
+                if r["throttle_time_ms"] and not first_throttle:
+                    first_throttle = r["throttle_time_ms"]
+                # A first crossing can be over by a microsecond (a 1 ms throttle, less than the
+                # answer's own trip); the hold-back is measured on one long enough to see.
+                if r["throttle_time_ms"] >= 20:
                     t0 = time.monotonic()
                     await conn.send(ApiKey.METADATA, 9, {"topics": [], "allow_auto_topic_creation": False,
                                                          "include_topic_authorized_operations": False})
                     return n, r["throttle_time_ms"], time.monotonic() - t0
-            return limit, 0, 0.0
+            return limit, first_throttle, 0.0
         finally:
             conn.close()
 
     n, throttle, waited = asyncio.run(flood("flood", 50_000))
-    assert throttle > 0, f"{n} Metadata requests and no throttle"
+    assert throttle >= 20, f"{n} Metadata requests and no throttle of 20 ms or more ({throttle})"
     assert waited >= 0.8 * throttle / 1000, (throttle, waited)  # the broker held the next one back
     sent, free_throttle, _ = asyncio.run(flood("free", n + 100))
     assert free_throttle == 0 and sent == n + 100
