@@ -71,6 +71,10 @@ def run_broker(config: BrokerConfig, log_level: str = "INFO", log_file: str | No
         asyncio.run(run(config))
     except KeyboardInterrupt:
         pass
+    except ConfigError as exc:  # found while building the broker: a listener's keystore, ...
+        logging.getLogger("kafkarepl.broker").error("not started: %s", exc)
+        print(f"kafkarepl broker: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -17,6 +17,8 @@ import sys
 # value in the environment wins. Brokers spawned by `cluster up` inherit it.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from kafkarepl.tls_stores import StoreError  # noqa: E402 - after the environment is set
+
 SUBCOMMANDS = (
     "dump_log", "broker", "cluster", "node", "topics", "consumer_groups", "leader_election", "reassign",
     "produce_consume", "transactions", "acls", "configs", "delegation_tokens", "log_dirs", "get_offsets",
@@ -48,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except StoreError as exc:  # a --command-config's keystore or truststore
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

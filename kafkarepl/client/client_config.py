@@ -1,5 +1,6 @@
 """Client properties of the admin commands (`--command-config FILE`, as Kafka's tools):
-security.protocol, ssl.truststore.location / ssl.ca.location, ssl.keystore.location,
+security.protocol, the ssl.truststore.* / ssl.keystore.* settings (PEM, PKCS12 or JKS
+stores, kafkarepl/tls_stores.py) or librdkafka's ssl.ca.location,
 sasl.mechanism and sasl.jaas.config (or sasl.username / sasl.password; a delegation
 token's login with tokenauth="true")."""
 
@@ -10,6 +11,7 @@ import ssl
 from pathlib import Path
 
 from kafkarepl.client.security import ClientSecurity
+from kafkarepl.tls_stores import SslSettings, load_keystore, load_truststore
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -30,10 +32,14 @@ def load_client_security(path: str | None) -> ClientSecurity | None:
     protocol = props.get("security.protocol", "PLAINTEXT").upper()
     ctx = None
     if protocol in ("SSL", "SASL_SSL"):
-        ctx = ssl.create_default_context(cafile=props.get("ssl.truststore.location") or props.get("ssl.ca.location"))
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        settings = SslSettings.from_props(props)
+        if not settings.truststore_location and props.get("ssl.ca.location"):
+            ctx.load_verify_locations(cafile=props["ssl.ca.location"])  # librdkafka's name
+        elif not load_truststore(ctx, settings):
+            ctx.load_default_certs()
         ctx.check_hostname = props.get("ssl.endpoint.identification.algorithm", "https") != ""
-        if props.get("ssl.keystore.location"):
-            ctx.load_cert_chain(props["ssl.keystore.location"], password=props.get("ssl.key.password") or None)
+        load_keystore(ctx, settings)
     if not protocol.startswith("SASL"):
         return ClientSecurity(ctx)
     return sasl_security(ctx, props.get("sasl.mechanism", "PLAIN"), props.get("sasl.jaas.config", ""),

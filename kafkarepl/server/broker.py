@@ -23,7 +23,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from kafkarepl.replication import (
     ReplicationMetrics,
     TopicPartition,
 )
-from kafkarepl.server import profiling
+from kafkarepl.server import listener_keystores, profiling
 from kafkarepl.server.acl_apis import AclApis
 from kafkarepl.server.acl_store import AclStore
 from kafkarepl.server.alter_partition import AlterPartitionManager
@@ -67,6 +67,7 @@ from kafkarepl.server.delegation_tokens import (
 from kafkarepl.server.fetch_session import FetchSessionCache
 from kafkarepl.server.group_coordinator import GroupCoordinatorService
 from kafkarepl.server.handlers import RequestHandlers
+from kafkarepl.server.listener_keystores import ListenerKeystores
 from kafkarepl.server.listeners import Listener
 from kafkarepl.server.liveness import DeadBrokerFencer, Registration
 from kafkarepl.server.log_cleaner import LogCleanerService
@@ -78,6 +79,7 @@ from kafkarepl.server.metadata_apis import MetadataApis
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.metrics import BrokerMetrics
 from kafkarepl.server.network import SocketServer
+from kafkarepl.server.password_encoder import PasswordEncoder
 from kafkarepl.server.producer_ids import ProducerIdManager
 from kafkarepl.server.quota_gate import ClientQuotaGate
 from kafkarepl.server.replica_apis import ReplicaApis
@@ -95,7 +97,7 @@ from kafkarepl.server.request_metrics import RequestMetrics
 from kafkarepl.server.scram_credentials import ScramCredentials
 from kafkarepl.server.ssl_principal import SslPrincipalMapper
 from kafkarepl.server.stall_dump import StallWatchdog
-from kafkarepl.server.tls import client_security, sasl_factory, server_context
+from kafkarepl.server.tls import client_security, listener_props, sasl_factory, server_context
 from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 from kafkarepl.server.txn_verification import TransactionVerifier
@@ -113,8 +115,10 @@ log = logging.getLogger(__name__)
 SHUTDOWN_STALL_DUMP_S = 15.0
 
 class Broker:
-    def __init__(self, config: BrokerConfig, zk: AsyncZk, store: KafkaZkStore, cluster_id: str) -> None:
-        """Build every service; nothing runs until start(). Use Broker.connect()."""
+    def __init__(self, config: BrokerConfig, zk: AsyncZk, store: KafkaZkStore, cluster_id: str,
+                 dynamic: Mapping[str, str] | None = None) -> None:
+        """Build every service; nothing runs until start(). Use Broker.connect().
+        `dynamic`: this broker's dynamic configs when it starts (its listeners' keystores)."""
         self.config = config
         self.broker_id = bid = config.broker_id
         self.zk, self.store, self.cluster_id = zk, store, cluster_id
@@ -138,7 +142,13 @@ class Broker:
                                       config.allow_everyone_if_no_acl_found)
                            if config.authorizer_class_name else None)
         self.acl_store = AclStore(zk, self.authorizer) if self.authorizer is not None else None
-        security = client_security(config)  # this broker's connections to the others
+        encoder = PasswordEncoder.of(config)
+        try:  # the listeners start with the keystores set dynamically, as Kafka's
+            tls_config = listener_keystores.effective(config, dynamic or {}, encoder)
+        except ConfigError as exc:
+            log.error("broker %d: dynamic listener keystores not used: %s", bid, exc)
+            tls_config = config
+        security = client_security(tls_config)  # this broker's connections to the others
         self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker,
                                                 distrust_s=config.zookeeper_session_timeout_ms / 1000,
                                                 enabled=config.fast_failover_enable)
@@ -232,7 +242,7 @@ class Broker:
             quota_gate,
             request_authorizer,
         )
-        first, *more = self._listeners(config)
+        first, *more = self._listeners(tls_config)
         self.server = SocketServer(
             first.host, first.port, handlers.handle, handlers.on_unsupported_version,
             config.socket_request_max_bytes, config.max_connections,
@@ -252,6 +262,9 @@ class Broker:
             request_costs=quota_gate,
             request_metrics=self.request_metrics,
         )
+        self.listener_keystores = ListenerKeystores(
+            config, tls_config, self.server.listeners, {spec.name: spec.protocol for spec in config.listener_specs()},
+            config.inter_broker_listener().name, security.ssl_context, encoder)
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics, fencer.metrics,
                                               self.client_quotas.metrics, self.log_manager.metrics,
@@ -275,17 +288,19 @@ class Broker:
         await zk.start(timeout=config.zookeeper_connection_timeout_ms / 1000)
         store = KafkaZkStore(zk)
         await zk.until_done(store.ensure_layout, "cluster layout")
-        return cls(config, zk, store, await zk.until_done(store.get_cluster_id, "cluster id"))
+        cluster_id = await zk.until_done(store.get_cluster_id, "cluster id")
+        dynamic = await zk.until_done(lambda: store.get_broker_config(config.broker_id), "dynamic broker configs")
+        return cls(config, zk, store, cluster_id, dynamic)
 
     # ------------------------------------------------------------- wiring helpers -----
     def _listeners(self, config: BrokerConfig) -> list[Listener]:
         """Every listener with its own security (Kafka's listener.security.protocol.map)."""
         out = []
-        mapper = SslPrincipalMapper(config.ssl_principal_mapping_rules)
         for spec in config.listener_specs():
+            mapper = SslPrincipalMapper(listener_props(config, spec.name)["ssl.principal.mapping.rules"])
             out.append(Listener(
                 spec.name, spec.host, spec.port,
-                server_context(config) if spec.protocol in ("SSL", "SASL_SSL") else None,
+                server_context(config, spec.name, spec.protocol) if spec.protocol in ("SSL", "SASL_SSL") else None,
                 sasl_factory(config, self.scram, spec.name, self._token_login if config.delegation_token_secret
                              else None) if spec.protocol.startswith("SASL") else None,
                 mapper.name))
@@ -330,7 +345,9 @@ class Broker:
         """Dynamic broker configs in effect here (own over the cluster default): the
         replication throttle rates, and the topic defaults (log.retention.ms, ...), which
         every local partition of a topic without its own override takes at once."""
-        merged = {**await self.store.get_broker_config(), **await self.store.get_broker_config(self.broker_id)}
+        own = await self.store.get_broker_config(self.broker_id)
+        merged = {**await self.store.get_broker_config(), **own}
+        self.listener_keystores.apply(own)
         defaults = dynamic_topic_defaults(merged)
         try:
             log_config(self.config, defaults)

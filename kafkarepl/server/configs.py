@@ -12,6 +12,7 @@ from typing import Any
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import ReplicaManager
+from kafkarepl.server import listener_keystores
 from kafkarepl.server.config import (
     BrokerConfig,
     ConfigError,
@@ -20,6 +21,7 @@ from kafkarepl.server.config import (
 )
 from kafkarepl.server.config_docs import config_documentation
 from kafkarepl.server.config_types import broker_config_type, topic_config_type
+from kafkarepl.server.password_encoder import PasswordEncoder
 from kafkarepl.server.replica_storage import LogStorage, log_config
 from kafkarepl.server.topics import (
     CONFIG_SOURCE_DEFAULT,
@@ -205,10 +207,15 @@ class ConfigService:
 
     async def set_broker_config(self, rname: str, new: dict[str, str], validate_only: bool) -> None:
         entity = _broker_entity(rname)
-        unknown = sorted(set(new) - DYNAMIC_BROKER_CONFIGS - DYNAMIC_LOG_CONFIGS.keys())
+        keystore = {k for k in new if listener_keystores.keystore_config(k)}
+        unknown = sorted(set(new) - DYNAMIC_BROKER_CONFIGS - DYNAMIC_LOG_CONFIGS.keys() - keystore)
         if unknown:
             raise KafkaError(f"cannot update these configs dynamically: {', '.join(unknown)}",
                              ErrorCode.INVALID_REQUEST)
+        if keystore and rname == "":
+            raise KafkaError(f"cannot update these configs at the cluster-wide default, only per broker: "
+                             f"{', '.join(sorted(keystore))}", ErrorCode.INVALID_REQUEST)
+        new = await self._keystore_update(entity, new)
         try:
             log_config(self.config, dynamic_topic_defaults(new))
         except (ValueError, KafkaError) as exc:
@@ -231,6 +238,34 @@ class ConfigService:
                 raise KafkaError(f"{k}: {v!r} is not a valid value", ErrorCode.INVALID_CONFIG) from None
         if not validate_only:
             await self.store.set_broker_config(entity, new)
+
+    async def _keystore_update(self, entity: str, new: dict[str, str]) -> dict[str, str]:
+        """`new` with its listener keystore passwords encoded (those already stored stay
+        as they are); on the broker they are for, the new keystores loaded and checked
+        against the certificates in use (kafka-configs sends a broker's configs to it)."""
+        stored = dict(await self.store.get_broker_config(entity))
+        changed = {k: v for k, v in new.items() if listener_keystores.keystore_config(k) and stored.get(k) != v}
+        gone = {k for k in stored if listener_keystores.keystore_config(k) and k not in new}
+        if not changed and not gone:
+            return new
+        encoder = PasswordEncoder.of(self.config)
+        try:
+            out = {**new, **listener_keystores.encode(changed, encoder)}
+            if entity != str(self.broker_id):
+                return out
+            before = listener_keystores.effective(self.config, stored, encoder)
+            after = listener_keystores.effective(self.config, out, encoder)
+            protocols = {spec.name.lower(): (spec.name, spec.protocol) for spec in self.config.listener_specs()}
+            touched = {found[0] for k in (*changed, *gone) if (found := listener_keystores.keystore_config(k))}
+            for listener in sorted(touched):
+                if listener not in protocols:
+                    raise ConfigError(f"listener {listener} is not one of this broker's")
+                name, protocol = protocols[listener]
+                if protocol in ("SSL", "SASL_SSL"):
+                    listener_keystores.check_update(before, after, name, protocol)
+        except ConfigError as exc:
+            raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
+        return out
 
     async def set_topic_config(self, name: str, new: dict[str, str], validate_only: bool) -> None:
         """Replace the topic's overrides with `new`; this broker's replicas of the topic

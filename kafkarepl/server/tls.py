@@ -1,14 +1,13 @@
-"""Listener security from Kafka's settings: TLS contexts from the ssl.* settings (PEM keystores and truststores, as Kafka's
-`ssl.keystore.type=PEM`): the listener's server context and the client context the
+"""Listener security from Kafka's settings: TLS contexts from each listener's ssl.*
+settings (`listener.name.<listener>.ssl.*` over the broker's; PEM, PKCS12 or JKS stores,
+kafkarepl/tls_stores.py): the listener's server context and the client context the
 broker's own connections to other brokers use (replica fetchers, controller requests,
-transaction markers) when the listener is SSL."""
+transaction markers) when the inter-broker listener is SSL."""
 
 from __future__ import annotations
 
 import logging
-import os
 import ssl
-import tempfile
 from collections.abc import Callable
 
 from kafkarepl.client.security import ClientSecurity
@@ -24,76 +23,81 @@ from kafkarepl.server.oauthbearer import (
 )
 from kafkarepl.server.sasl import MECHANISMS, SaslAuthenticator, TokenLookup, parse_jaas_users
 from kafkarepl.server.scram_credentials import ScramCredentials
+from kafkarepl.tls_stores import SslSettings, StoreError, load_keystore, load_truststore
 
 log = logging.getLogger(__name__)
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_STORE_TYPES = ("ssl.keystore.type", "ssl.truststore.type")
 
 
-def _protocols(ctx: ssl.SSLContext, config: BrokerConfig) -> None:
-    wanted = [p.strip() for p in config.ssl_enabled_protocols.split(",") if p.strip()]
-    versions = [_PROTOCOLS[p] for p in wanted if p in _PROTOCOLS]
+def listener_props(config: BrokerConfig, listener: str | None = None) -> dict[str, str]:
+    """The broker's settings as a listener sees them (Kafka's valuesWithPrefixOverride):
+    `listener.name.<listener>.<key>` over `<key>` (listener: default the inter-broker
+    one). A store type is left empty unless set, so the store's own bytes tell it."""
+    name = (listener or config.listener_name()).lower()
+    props = config.as_props()
+    for key in _STORE_TYPES:
+        if key not in config.explicit:
+            props[key] = ""
+    prefix = f"listener.name.{name}."
+    props.update({k[len(prefix):]: v for k, v in config.extra.items() if k.startswith(prefix)})
+    return props
+
+
+def _protocols(ctx: ssl.SSLContext, props: dict[str, str]) -> None:
+    enabled = props["ssl.enabled.protocols"]
+    versions = [_PROTOCOLS[p.strip()] for p in enabled.split(",") if p.strip() in _PROTOCOLS]
     if not versions:
-        raise ConfigError(f"ssl.enabled.protocols {config.ssl_enabled_protocols!r}: none of TLSv1.2, TLSv1.3")
+        raise ConfigError(f"ssl.enabled.protocols {enabled!r}: none of TLSv1.2, TLSv1.3")
     ctx.minimum_version, ctx.maximum_version = min(versions), max(versions)
-    if config.ssl_cipher_suites:
-        ctx.set_ciphers(":".join(c.strip() for c in config.ssl_cipher_suites.split(",")))
+    if props["ssl.cipher.suites"]:
+        ctx.set_ciphers(":".join(c.strip() for c in props["ssl.cipher.suites"].split(",")))
 
 
-def _load_keystore(ctx: ssl.SSLContext, config: BrokerConfig) -> bool:
-    password = config.ssl_key_password or None
-    if config.ssl_keystore_location:
-        ctx.load_cert_chain(config.ssl_keystore_location, password=password)
-        return True
-    if config.ssl_keystore_certificate_chain and config.ssl_keystore_key:
-        # Inline PEM: ssl wants files; written to a private temporary file and removed.
-        fd, path = tempfile.mkstemp(suffix=".pem")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(config.ssl_keystore_key.strip() + "\n" + config.ssl_keystore_certificate_chain.strip() + "\n")
-            ctx.load_cert_chain(path, password=password)
-        finally:
-            os.unlink(path)
-        return True
-    return False
-
-
-def _load_truststore(ctx: ssl.SSLContext, config: BrokerConfig) -> bool:
-    if config.ssl_truststore_location:
-        ctx.load_verify_locations(cafile=config.ssl_truststore_location)
-        return True
-    if config.ssl_truststore_certificates:
-        ctx.load_verify_locations(cadata=config.ssl_truststore_certificates)
-        return True
-    return False
-
-
-def server_context(config: BrokerConfig) -> ssl.SSLContext:
+def server_context(config: BrokerConfig, listener: str, protocol: str) -> ssl.SSLContext:
+    """The TLS context of an SSL or SASL_SSL listener from its ssl.* settings. As Kafka
+    (KIP-684), a SASL_SSL listener asks for client certificates only when its own
+    `listener.name.<listener>.ssl.client.auth` says so; the broker-wide one is for SSL
+    listeners."""
+    props = listener_props(config, listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    _protocols(ctx, config)
-    if not _load_keystore(ctx, config):
-        raise ConfigError("an SSL listener needs ssl.keystore.location (PEM) or "
-                          "ssl.keystore.certificate.chain and ssl.keystore.key")
-    auth = config.ssl_client_auth.lower()
-    if auth in ("required", "requested"):
-        if not _load_truststore(ctx, config):
-            raise ConfigError(f"ssl.client.auth={auth} needs a truststore")
-        ctx.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
-    elif auth != "none":
-        raise ConfigError(f"ssl.client.auth must be none, requested or required, not {auth!r}")
+    try:
+        _protocols(ctx, props)
+        settings = SslSettings.from_props(props)
+        if not load_keystore(ctx, settings):
+            raise ConfigError("an SSL listener needs ssl.keystore.location or "
+                              "ssl.keystore.certificate.chain and ssl.keystore.key")
+        auth = props["ssl.client.auth"].strip().lower()
+        if protocol == "SASL_SSL" and f"listener.name.{listener.lower()}.ssl.client.auth" not in config.extra:
+            auth = "none"
+        if auth in ("required", "requested"):
+            if not load_truststore(ctx, settings):
+                raise ConfigError(f"ssl.client.auth={auth} needs a truststore")
+            ctx.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
+        elif auth != "none":
+            raise ConfigError(f"ssl.client.auth must be none, requested or required, not {auth!r}")
+    except (ConfigError, StoreError, ssl.SSLError) as exc:
+        raise ConfigError(f"listener {listener}: {exc}") from None
     return ctx
 
 
 def client_context(config: BrokerConfig) -> ssl.SSLContext:
-    """For this broker's connections to the others: verifies them against the
-    truststore (and their host name unless ssl.endpoint.identification.algorithm is
-    empty) and presents the keystore (for ssl.client.auth)."""
+    """For this broker's connections to the others, from the inter-broker listener's
+    ssl.* settings (as Kafka's): verifies them against the truststore (and their host
+    name unless ssl.endpoint.identification.algorithm is empty) and presents the
+    keystore (for ssl.client.auth)."""
+    props = listener_props(config)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    _protocols(ctx, config)
-    if not _load_truststore(ctx, config):
-        ctx.load_default_certs()
-    ctx.check_hostname = bool(config.ssl_endpoint_identification_algorithm)
-    _load_keystore(ctx, config)
+    try:
+        _protocols(ctx, props)
+        settings = SslSettings.from_props(props)
+        if not load_truststore(ctx, settings):
+            ctx.load_default_certs()
+        ctx.check_hostname = bool(props["ssl.endpoint.identification.algorithm"])
+        load_keystore(ctx, settings)
+    except (StoreError, ssl.SSLError) as exc:
+        raise ConfigError(f"listener {config.listener_name()}: {exc}") from None
     return ctx
 
 

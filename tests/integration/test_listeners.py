@@ -144,3 +144,132 @@ def test_brokers_get_in_on_the_inter_broker_listener_when_clients_hold_max_conne
     finally:
         for s in held:
             s.close()
+
+
+def _peer_cn(port: int, ctx) -> str:
+    """The common name of the certificate a listener presents (verified by `ctx`)."""
+    import socket
+
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        der = s.getpeercert(binary_form=True)
+    return str(x509.load_der_x509_certificate(der).subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+def test_per_listener_ssl_settings_with_keytool_stores(cluster_factory, tmp_path) -> None:
+    """`listener.name.<listener>.ssl.*` over the broker's ssl.* (KIP-103), as an operator
+    splits clients from replication: clients on EXTERNAL (SSL) and SASL (SASL_SSL) get a
+    PEM certificate of a public CA and need no certificate of their own; the brokers
+    replicate over INTERNAL with JKS stores made by the JDK's keytool and mutual TLS. The
+    broker-wide ssl.client.auth=required applies to INTERNAL, EXTERNAL overrides it, and
+    the SASL_SSL listener ignores it (KIP-684: only its own prefixed setting counts)."""
+    import os
+    import shutil
+    import ssl
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    keytool = shutil.which("keytool")
+    if keytool is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("keytool (the JDK's) is not installed")
+        pytest.skip("keytool (the JDK's) is not installed")
+
+    def kt(*args: str) -> None:
+        subprocess.run([keytool, *args], cwd=tmp_path, check=True, capture_output=True, timeout=120)
+
+    ca, ca_key, ca_cert = make_ca(tmp_path)
+    c = cluster_factory(2, start=False)
+    ports = {b.broker_id: (free_port(), free_port(), free_port()) for b in c.brokers.values()}
+    for i in c.brokers:  # each broker's internal key pair, self-signed, in its own JKS store
+        kt("-genkeypair", "-alias", "internal", "-keyalg", "EC", "-groupname", "secp256r1",
+           "-dname", f"CN=broker{i}-internal", "-ext", "SAN=ip:127.0.0.1", "-validity", "2",
+           "-storetype", "JKS", "-keystore", f"internal{i}.jks", "-storepass", f"store{i}-pw", "-keypass", "key-pw")
+        kt("-exportcert", "-alias", "internal", "-keystore", f"internal{i}.jks", "-storepass", f"store{i}-pw",
+           "-file", f"internal{i}.der")
+        kt("-importcert", "-noprompt", "-alias", f"broker{i}", "-file", f"internal{i}.der", "-storetype", "JKS",
+           "-keystore", "internal-trust.jks", "-storepass", "trust-pw")
+    for b in c.brokers.values():
+        ext, internal, sasl = ports[b.broker_id]
+        cert = make_cert(tmp_path, f"broker{b.broker_id}-external", ca_key, ca_cert)
+        text = b.config.read_text().replace(
+            f"listeners=PLAINTEXT://127.0.0.1:{b.port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{b.port},EXTERNAL://127.0.0.1:{ext},"
+            f"INTERNAL://127.0.0.1:{internal},SASL://127.0.0.1:{sasl}")
+        jks = tmp_path / f"internal{b.broker_id}.jks"
+        text += ("listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:SSL,INTERNAL:SSL,SASL:SASL_SSL\n"
+                 "inter.broker.listener.name=INTERNAL\n"
+                 "sasl.enabled.mechanisms=PLAIN\n"
+                 f"listener.name.sasl.plain.sasl.jaas.config={JAAS}\n"
+                 f"ssl.keystore.location={cert}\n"
+                 "ssl.client.auth=required\n"
+                 "listener.name.external.ssl.client.auth=none\n"
+                 "listener.name.internal.ssl.keystore.type=JKS\n"
+                 f"listener.name.internal.ssl.keystore.location={jks}\n"
+                 f"listener.name.internal.ssl.keystore.password=store{b.broker_id}-pw\n"
+                 "listener.name.internal.ssl.key.password=key-pw\n"
+                 f"listener.name.internal.ssl.truststore.location={tmp_path / 'internal-trust.jks'}\n"
+                 "listener.name.internal.ssl.truststore.password=trust-pw\n")
+        b.config.write_text(text)
+    c.start()
+
+    external = ",".join(f"127.0.0.1:{p[0]}" for p in ports.values())
+    ext = {"bootstrap.servers": external, "security.protocol": "SSL", "ssl.ca.location": str(ca)}
+    admin = AdminClient(ext)
+    admin.create_topics([NewTopic("split", 1, 2, config={"min.insync.replicas": "2"})])["split"].result(30)
+    deadline = time.monotonic() + 30
+    while True:  # the follower joins the ISR: the brokers' JKS keys pass each other's checks
+        t = admin.list_topics("split", timeout=5).topics["split"]
+        if t.partitions and all(len(p.isrs) == 2 for p in t.partitions.values()):
+            break
+        assert time.monotonic() < deadline, "the follower did not join the ISR over INTERNAL's JKS mutual TLS"
+        time.sleep(0.2)
+    assert roundtrip(c, "split", ext, b"external, no client certificate")
+    sasl = {"bootstrap.servers": ",".join(f"127.0.0.1:{p[2]}" for p in ports.values()),
+            "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca), "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice", "sasl.password": "alice-secret"}
+    assert roundtrip(c, "split", sasl, b"sasl_ssl, no client certificate")
+
+    # Each listener presents its own certificate; INTERNAL's, to a client presenting a
+    # key its truststore holds (broker 2's, read from its JKS store).
+    from kafkarepl.tls_stores import SslSettings, load_keystore
+
+    public = ssl.create_default_context(cafile=str(ca))
+    as_broker2 = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    as_broker2.load_verify_locations(cadata=(tmp_path / "internal1.der").read_bytes())
+    load_keystore(as_broker2, SslSettings(keystore_location=str(tmp_path / "internal2.jks"),
+                                          keystore_password="store2-pw", key_password="key-pw"))
+    ext1, internal1, sasl1 = ports[1]
+    assert _peer_cn(ext1, public) == _peer_cn(sasl1, public) == "broker1-external"
+    assert _peer_cn(internal1, as_broker2) == "broker1-internal"
+    assert _answered(internal1, as_broker2)
+    with pytest.raises(ssl.SSLError):  # INTERNAL's certificate is not the public CA's
+        _peer_cn(internal1, public)
+    # INTERNAL wants a client certificate (the broker-wide required) its truststore holds:
+    # none, or one of the public CA, gets no answer.
+    for client_cert in (None, make_cert(tmp_path, "some-client", ca_key, ca_cert)):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.load_verify_locations(cadata=(tmp_path / "internal1.der").read_bytes())
+        if client_cert is not None:
+            ctx.load_cert_chain(client_cert)
+        assert not _answered(internal1, ctx), client_cert
+
+
+def _answered(port: int, ctx) -> bool:
+    """Whether a listener answers an ApiVersions request over TLS with `ctx` (TLS 1.3
+    reports a refused client certificate only after the client's side of the handshake)."""
+    import socket
+    import ssl
+
+    from kafkarepl.protocol import ApiKey, encode_request
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "tls-probe", {}))
+            return len(s.recv(4)) == 4
+    except (ssl.SSLError, ConnectionError):
+        return False

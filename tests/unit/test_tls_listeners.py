@@ -1,0 +1,70 @@
+"""Each listener's TLS context from its own settings: `listener.name.<listener>.ssl.*`
+over the broker's ssl.* (KIP-103), and ssl.client.auth on SASL_SSL listeners only when
+listener-prefixed (KIP-684)."""
+
+from __future__ import annotations
+
+import ssl
+
+import pytest
+
+from kafkarepl.server.config import BrokerConfig, ConfigError
+from kafkarepl.server.tls import client_context, listener_props, server_context
+from kafkarepl.tls_certs import make_ca, make_cert
+
+
+@pytest.fixture
+def pems(tmp_path):
+    ca, key, cert = make_ca(tmp_path)
+    return {"ca": str(ca), "public": str(make_cert(tmp_path, "public", key, cert)),
+            "internal": str(make_cert(tmp_path, "internal", key, cert))}
+
+
+def config(pems, **extra: str) -> BrokerConfig:
+    return BrokerConfig.from_props({
+        "broker.id": "1",
+        "listeners": "EXTERNAL://127.0.0.1:9094,INTERNAL://127.0.0.1:9093,SASL://127.0.0.1:9095",
+        "listener.security.protocol.map": "EXTERNAL:SSL,INTERNAL:SSL,SASL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.location": pems["public"], "ssl.truststore.location": pems["ca"],
+        **extra})
+
+
+def test_a_listener_prefixed_setting_wins_for_that_listener_only(pems) -> None:
+    cfg = config(pems, **{"listener.name.internal.ssl.keystore.location": pems["internal"],
+                          "listener.name.internal.ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/,DEFAULT"})
+    assert listener_props(cfg, "INTERNAL")["ssl.keystore.location"] == pems["internal"]
+    assert listener_props(cfg, "EXTERNAL")["ssl.keystore.location"] == pems["public"]
+    assert listener_props(cfg)["ssl.principal.mapping.rules"].startswith("RULE:")  # the inter-broker one
+    assert listener_props(cfg, "SASL")["ssl.principal.mapping.rules"] == "DEFAULT"
+    # unset store types are left for the files' bytes to tell; set ones are kept
+    assert listener_props(cfg, "EXTERNAL")["ssl.keystore.type"] == ""
+    assert listener_props(config(pems, **{"ssl.truststore.type": "PEM"}), "EXTERNAL")["ssl.truststore.type"] == "PEM"
+
+
+def test_client_auth_per_listener_and_kip_684(pems) -> None:
+    cfg = config(pems, **{"ssl.client.auth": "required", "listener.name.external.ssl.client.auth": "none"})
+    assert server_context(cfg, "INTERNAL", "SSL").verify_mode == ssl.CERT_REQUIRED
+    assert server_context(cfg, "EXTERNAL", "SSL").verify_mode == ssl.CERT_NONE
+    assert server_context(cfg, "SASL", "SASL_SSL").verify_mode == ssl.CERT_NONE  # broker-wide: not for SASL_SSL
+    cfg = config(pems, **{"listener.name.sasl.ssl.client.auth": "requested"})
+    assert server_context(cfg, "SASL", "SASL_SSL").verify_mode == ssl.CERT_OPTIONAL
+    assert server_context(cfg, "INTERNAL", "SSL").verify_mode == ssl.CERT_NONE
+
+
+def test_the_brokers_own_connections_use_the_inter_broker_listeners_settings(pems, tmp_path) -> None:
+    (tmp_path / "other").mkdir()
+    other_ca, _key, other = make_ca(tmp_path / "other")
+    cfg = config(pems, **{"listener.name.internal.ssl.truststore.location": str(other_ca),
+                          "listener.name.internal.ssl.endpoint.identification.algorithm": ""})
+    ctx = client_context(cfg)
+    assert not ctx.check_hostname
+    assert [int(c["serialNumber"], 16) for c in ctx.get_ca_certs()] == [other.serial_number]
+    assert client_context(config(pems)).check_hostname
+
+
+def test_a_bad_store_names_its_listener(pems, tmp_path) -> None:
+    cfg = config(pems, **{"listener.name.internal.ssl.keystore.location": str(tmp_path / "missing.jks")})
+    with pytest.raises(ConfigError, match="listener INTERNAL: .*missing.jks"):
+        server_context(cfg, "INTERNAL", "SSL")
+    server_context(cfg, "EXTERNAL", "SSL")  # the others are fine
