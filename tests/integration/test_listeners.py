@@ -12,6 +12,7 @@ import pytest
 
 from kafkarepl.cli import wire
 from kafkarepl.tls_certs import make_ca, make_cert
+from tests import java_tools
 from tests.fixtures.cluster import free_port
 from tests.integration.test_sasl import JAAS, roundtrip
 
@@ -248,6 +249,15 @@ def test_per_listener_ssl_settings_with_keytool_stores(cluster_factory, tmp_path
     assert _answered(internal1, as_broker2)
     with pytest.raises(ssl.SSLError):  # INTERNAL's certificate is not the public CA's
         _peer_cn(internal1, public)
+    # Kafka's Java client with its own JKS stores, as a broker-side tool would use INTERNAL
+    java_props = tmp_path / "java-internal.properties"
+    java_props.write_text(
+        "security.protocol=SSL\nssl.truststore.type=JKS\n"
+        f"ssl.truststore.location={tmp_path / 'internal-trust.jks'}\nssl.truststore.password=trust-pw\n"
+        f"ssl.keystore.type=JKS\nssl.keystore.location={tmp_path / 'internal2.jks'}\n"
+        "ssl.keystore.password=store2-pw\nssl.key.password=key-pw\n")
+    out = java_tools.run("produce-with", f"127.0.0.1:{internal1}", "split", str(java_props))
+    assert out.startswith("ok "), out
     # INTERNAL wants a client certificate (the broker-wide required) its truststore holds:
     # none, or one of the public CA, gets no answer.
     for client_cert in (None, make_cert(tmp_path, "some-client", ca_key, ca_cert)):
