@@ -18,10 +18,11 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def make_ca(directory: Path, days: int = 2) -> tuple[Path, ec.EllipticCurvePrivateKey, x509.Certificate]:
+def make_ca(directory: Path, days: int = 2, name: str = "kafkarepl-test-ca"
+            ) -> tuple[Path, ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(_name("kafkarepl-test-ca")).issuer_name(_name("kafkarepl-test-ca"))
+    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)

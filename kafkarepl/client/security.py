@@ -17,8 +17,10 @@ from kafkarepl.errors import ErrorCode, KafkaError
 _HASH = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClientSecurity:
+    # replaced when a broker's inter-broker listener gets new stores at run time
+    # (server/listener_keystores.py): every connection made after reads the new one
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
     sasl_username: str = ""

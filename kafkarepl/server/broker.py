@@ -264,7 +264,7 @@ class Broker:
         )
         self.listener_keystores = ListenerKeystores(
             config, tls_config, self.server.listeners, {spec.name: spec.protocol for spec in config.listener_specs()},
-            config.inter_broker_listener().name, security.ssl_context, encoder)
+            config.inter_broker_listener().name, security, encoder)
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics, fencer.metrics,
                                               self.client_quotas.metrics, self.log_manager.metrics,

@@ -207,7 +207,7 @@ class ConfigService:
 
     async def set_broker_config(self, rname: str, new: dict[str, str], validate_only: bool) -> None:
         entity = _broker_entity(rname)
-        keystore = {k for k in new if listener_keystores.keystore_config(k)}
+        keystore = {k for k in new if listener_keystores.store_config(k)}
         unknown = sorted(set(new) - DYNAMIC_BROKER_CONFIGS - DYNAMIC_LOG_CONFIGS.keys() - keystore)
         if unknown:
             raise KafkaError(f"cannot update these configs dynamically: {', '.join(unknown)}",
@@ -244,8 +244,8 @@ class ConfigService:
         as they are); on the broker they are for, the new keystores loaded and checked
         against the certificates in use (kafka-configs sends a broker's configs to it)."""
         stored = dict(await self.store.get_broker_config(entity))
-        changed = {k: v for k, v in new.items() if listener_keystores.keystore_config(k) and stored.get(k) != v}
-        gone = {k for k in stored if listener_keystores.keystore_config(k) and k not in new}
+        changed = {k: v for k, v in new.items() if listener_keystores.store_config(k) and stored.get(k) != v}
+        gone = {k for k in stored if listener_keystores.store_config(k) and k not in new}
         if not changed and not gone:
             return new
         encoder = PasswordEncoder.of(self.config)
@@ -256,13 +256,14 @@ class ConfigService:
             before = listener_keystores.effective(self.config, stored, encoder)
             after = listener_keystores.effective(self.config, out, encoder)
             protocols = {spec.name.lower(): (spec.name, spec.protocol) for spec in self.config.listener_specs()}
-            touched = {found[0] for k in (*changed, *gone) if (found := listener_keystores.keystore_config(k))}
+            touched = {found[0] for k in (*changed, *gone) if (found := listener_keystores.store_config(k))}
             for listener in sorted(touched):
                 if listener not in protocols:
                     raise ConfigError(f"listener {listener} is not one of this broker's")
                 name, protocol = protocols[listener]
                 if protocol in ("SSL", "SASL_SSL"):
-                    listener_keystores.check_update(before, after, name, protocol)
+                    listener_keystores.check_update(before, after, name, protocol,
+                                                    name == self.config.inter_broker_listener().name)
         except ConfigError as exc:
             raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
         return out

@@ -1,12 +1,14 @@
-"""A listener's keystore changed at run time (KIP-226, as Kafka's "Updating SSL Keystore
-of an Existing Listener"): certificates are rotated without a restart by setting
-`listener.name.<listener>.ssl.keystore.*` (and `.ssl.key.password`) for one broker
-(`kafka-configs --entity-type brokers --entity-name <id> --alter`). Stored in the broker's
-dynamic config in ZooKeeper, passwords encoded with `password.encoder.secret`. New
-connections get the new certificate; open ones keep theirs. As Kafka by default
-(`ssl.allow.dn.changes` / `ssl.allow.san.changes` false), the new certificate must have
-the old one's subject and subject alternative names. Setting the same location again
-re-reads a store that changed on disk."""
+"""A listener's keystore or truststore changed at run time (KIP-226, as Kafka's
+"Updating SSL Keystore of an Existing Listener"): certificates are rotated without a
+restart by setting `listener.name.<listener>.ssl.keystore.*` / `.ssl.truststore.*` (and
+`.ssl.key.password`) for one broker (`kafka-configs --entity-type brokers --entity-name
+<id> --alter`). Stored in the broker's dynamic config in ZooKeeper, passwords encoded with
+`password.encoder.secret`. New connections use the new stores; open ones keep theirs.
+As Kafka by default (`ssl.allow.dn.changes` / `ssl.allow.san.changes` false), a new
+certificate must have the old one's subject and subject alternative names; on the
+inter-broker listener, the new keystore and truststore must complete a TLS handshake with
+each other (Kafka's SslEngineValidator), or the brokers could no longer reach each other.
+Setting the same location again re-reads a store that changed on disk."""
 
 from __future__ import annotations
 
@@ -17,30 +19,34 @@ import re
 import ssl
 from collections.abc import Mapping
 
+from kafkarepl.client.security import ClientSecurity
 from kafkarepl.server.config import BrokerConfig, ConfigError, config_is_sensitive
 from kafkarepl.server.listeners import Listener
 from kafkarepl.server.password_encoder import PasswordEncoder
-from kafkarepl.server.tls import listener_props, server_context
-from kafkarepl.tls_stores import SslSettings, StoreError, keystore_certificate, load_keystore
+from kafkarepl.server.tls import client_context, listener_props, server_context
+from kafkarepl.tls_stores import SslSettings, StoreError, keystore_certificate
 
 log = logging.getLogger(__name__)
 
 KEYSTORE_CONFIGS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
                               "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key"})
+TRUSTSTORE_CONFIGS = frozenset({"ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+                                "ssl.truststore.certificates"})
+STORE_CONFIGS = KEYSTORE_CONFIGS | TRUSTSTORE_CONFIGS
 _NAME = re.compile(r"listener\.name\.([a-z0-9_.-]+?)\.(ssl\..+)")
 
 
-def keystore_config(name: str) -> tuple[str, str] | None:
-    """(listener, config) of a dynamic listener keystore setting, else None."""
+def store_config(name: str) -> tuple[str, str] | None:
+    """(listener, config) of a dynamic listener store setting, else None."""
     m = _NAME.fullmatch(name)
-    return (m[1], m[2]) if m and m[2] in KEYSTORE_CONFIGS else None
+    return (m[1], m[2]) if m and m[2] in STORE_CONFIGS else None
 
 
 def encode(new: Mapping[str, str], encoder: PasswordEncoder | None) -> dict[str, str]:
-    """`new` as stored: the passwords among the keystore settings encoded."""
+    """`new` as stored: the passwords among the store settings encoded."""
     out = dict(new)
     for k, v in new.items():
-        if keystore_config(k) and config_is_sensitive(k) and v:
+        if store_config(k) and config_is_sensitive(k) and v:
             if encoder is None:
                 raise ConfigError(f"{k}: password.encoder.secret is not set on this broker, so passwords "
                                   "cannot be stored dynamically")
@@ -49,10 +55,10 @@ def encode(new: Mapping[str, str], encoder: PasswordEncoder | None) -> dict[str,
 
 
 def effective(config: BrokerConfig, dynamic: Mapping[str, str], encoder: PasswordEncoder | None) -> BrokerConfig:
-    """`config` with the dynamic keystore settings of `dynamic` (as stored) over its own."""
+    """`config` with the dynamic store settings of `dynamic` (as stored) over its own."""
     extra = dict(config.extra)
     for k, v in dynamic.items():
-        if keystore_config(k):
+        if store_config(k):
             if config_is_sensitive(k) and v:
                 if encoder is None:
                     raise ConfigError(f"{k} is encoded in ZooKeeper but password.encoder.secret is not set")
@@ -76,13 +82,42 @@ def _identity(config: BrokerConfig, listener: str) -> tuple[bytes, bytes]:
     return cert.subject.public_bytes(), san
 
 
-def check_update(old: BrokerConfig, new: BrokerConfig, listener: str, protocol: str) -> ssl.SSLContext:
-    """The listener's new server context, if its keystore loads and keeps the identity."""
+def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
+    """A TLS handshake between the two contexts in memory; SSLError if they disagree (the
+    server's side ends only once it has checked the client's certificate, TLS 1.3 too)."""
+    client.check_hostname = False  # a throwaway context: the host names are the listener's business
+    c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+    sides = [(client.wrap_bio(c_in, c_out), c_out, s_in), (server.wrap_bio(s_in, s_out, server_side=True), s_out, c_in)]
+    done = [False, False]
+    for _ in range(20):
+        for i, (obj, out, peer) in enumerate(sides):
+            if not done[i]:
+                try:
+                    obj.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+            if out.pending:
+                peer.write(out.read())
+        if all(done):
+            return
+    raise ssl.SSLError("the handshake did not complete")
+
+
+def check_update(old: BrokerConfig, new: BrokerConfig, listener: str, protocol: str,
+                 inter_broker: bool) -> ssl.SSLContext:
+    """The listener's new server context, if its stores load, its certificate keeps its
+    identity and, on the inter-broker listener, its keystore and truststore agree."""
     try:
         ctx = server_context(new, listener, protocol)
         before, after = _identity(old, listener), _identity(new, listener)
+        if inter_broker:
+            _handshake(server_context(new, listener, protocol), client_context(new))
     except StoreError as exc:
         raise ConfigError(f"listener {listener}: {exc}") from None
+    except ssl.SSLError as exc:
+        raise ConfigError(f"listener {listener}: the new keystore and truststore do not complete a TLS "
+                          f"handshake with each other, so the brokers could not reach each other ({exc})") from None
     if before[0] != after[0]:
         raise ConfigError(f"listener {listener}: the new keystore's certificate has another subject "
                           "(distinguished name) than the one in use")
@@ -93,36 +128,38 @@ def check_update(old: BrokerConfig, new: BrokerConfig, listener: str, protocol: 
 
 
 class ListenerKeystores:
-    """Applies this broker's dynamic keystore settings to its listeners: each new server
-    context swapped in for new connections, and the inter-broker listener's key loaded
-    into the context of the broker's own connections to the others."""
+    """Applies this broker's dynamic store settings to its listeners: each new server
+    context swapped in for new connections, and for the inter-broker listener a new client
+    context for the broker's own connections to the others."""
 
     def __init__(self, config: BrokerConfig, applied: BrokerConfig, listeners: list[Listener],
-                 protocols: Mapping[str, str], inter_broker: str, client_context: ssl.SSLContext | None,
+                 protocols: Mapping[str, str], inter_broker: str, security: ClientSecurity,
                  encoder: PasswordEncoder | None) -> None:
         self.static = config
         self.applied = {listener.name: applied for listener in listeners}  # what each one serves with
         self.listeners = {listener.name: listener for listener in listeners}
         self.protocols, self.inter_broker = protocols, inter_broker
-        self.client_context, self.encoder = client_context, encoder
+        self.security, self.encoder = security, encoder
         self._seen = {name: self._signature(applied, name) for name in self.listeners}
 
-    def _signature(self, config: BrokerConfig, listener: str) -> tuple:
-        """What a keystore's context depends on: its settings and its file's change time."""
+    @staticmethod
+    def _signature(config: BrokerConfig, listener: str) -> tuple:
+        """What a listener's contexts depend on: its store settings and their files' change times."""
         props = listener_props(config, listener)
-        location = props.get("ssl.keystore.location", "")
-        try:
-            mtime = os.stat(location).st_mtime_ns if location else 0
-        except OSError:
-            mtime = -1
-        return tuple(props.get(k, "") for k in sorted(KEYSTORE_CONFIGS)) + (mtime,)
+        times = []
+        for key in ("ssl.keystore.location", "ssl.truststore.location"):
+            try:
+                times.append(os.stat(props[key]).st_mtime_ns if props.get(key) else 0)
+            except OSError:
+                times.append(-1)
+        return tuple(props.get(k, "") for k in sorted(STORE_CONFIGS)) + tuple(times)
 
     def apply(self, dynamic: Mapping[str, str]) -> None:
         """`dynamic`: this broker's own dynamic configs, as stored."""
         try:
             new = effective(self.static, dynamic, self.encoder)
         except ConfigError as exc:
-            log.error("dynamic listener keystores not applied: %s", exc)
+            log.error("dynamic listener stores not applied: %s", exc)
             return
         for name, listener in self.listeners.items():
             protocol = self.protocols.get(name, "")
@@ -131,14 +168,16 @@ class ListenerKeystores:
             signature = self._signature(new, name)
             if signature == self._seen[name]:
                 continue
+            self._seen[name] = signature  # a failure is not retried until the settings change again
+            inter_broker = name == self.inter_broker
             try:
-                listener.ssl_context = check_update(self.applied[name], new, name, protocol)
-                if name == self.inter_broker and self.client_context is not None:
-                    load_keystore(self.client_context, SslSettings.from_props(listener_props(new, name)))
-            except (ConfigError, StoreError, ssl.SSLError) as exc:
-                log.error("listener %s keeps its keystore: %s", name, exc)
-                self._seen[name] = signature  # not retried until it changes again
+                listener.ssl_context = check_update(self.applied[name], new, name, protocol, inter_broker)
+                if inter_broker:
+                    self.security.ssl_context = client_context(new)
+            except ConfigError as exc:
+                log.error("listener %s keeps its stores: %s", name, exc)
                 continue
-            self._seen[name], self.applied[name] = signature, new
-            log.info("listener %s: new keystore in use for new connections (%s)", name,
-                     listener_props(new, name).get("ssl.keystore.location") or "inline PEM")
+            self.applied[name] = new
+            props = listener_props(new, name)
+            log.info("listener %s: new stores in use for new connections (keystore %s, truststore %s)", name,
+                     props.get("ssl.keystore.location") or "inline", props.get("ssl.truststore.location") or "inline")

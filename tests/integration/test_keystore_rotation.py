@@ -12,13 +12,14 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 
 import pytest
 
 from kafkarepl.protocol import ApiKey, encode_request
 from kafkarepl.tls_certs import make_ca, make_cert
 from tests.fixtures.cluster import free_port
-from tests.integration.chaos import wait_until
+from tests.integration.chaos import produce_raw, wait_until
 from tests.integration.test_cli_configs import configs, ok
 
 pytestmark = pytest.mark.integration
@@ -138,3 +139,68 @@ def test_a_broker_with_an_unreadable_keystore_stops_with_the_reason(cluster_fact
     assert b.wait(60) == 2
     out = b.log.read_text()
     assert "listener SSL: the JKS store's password is wrong" in out and "Traceback" not in out, out
+
+
+def test_rotating_the_certificate_authority_of_the_inter_broker_listener(cluster_factory, tmp_path) -> None:
+    """A CA rotation on a mutual-TLS inter-broker listener, step by step as an operator
+    does it with kafka-configs: both CAs trusted, new certificates, the old CA dropped.
+    The brokers replicate throughout; a truststore that would not trust the broker's own
+    certificate is refused; a broker restarted at the end reconnects both ways with the
+    new CA only (so the running broker's own connections took the new key and trust)."""
+    two = tmp_path / "ca2"
+    two.mkdir()
+    ca1, key1, cert1 = make_ca(tmp_path)
+    ca2, key2, cert2 = make_ca(two, name="second-ca")
+    (tmp_path / "both.pem").write_bytes(ca1.read_bytes() + ca2.read_bytes())
+    c = cluster_factory(2, start=False)
+    internal = {}
+    for b in c.brokers.values():
+        internal[b.broker_id] = free_port()
+        d = tmp_path / f"b{b.broker_id}"
+        d.mkdir()
+        cert = make_cert(d, f"broker{b.broker_id}", key1, cert1)
+        b.config.write_text(b.config.read_text().replace(
+            f"listeners=PLAINTEXT://127.0.0.1:{b.port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{internal[b.broker_id]}")
+            + "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SSL\ninter.broker.listener.name=INTERNAL\n"
+            f"ssl.keystore.location={cert}\nssl.truststore.location={ca1}\nssl.client.auth=required\n")
+    c.start()
+    c.create_topic("ca", 2, assignment={0: [1, 2], 1: [2, 1]}, configs={"min.insync.replicas": "2"})
+
+    def set_(broker: int, **settings: str) -> subprocess.CompletedProcess:
+        value = ",".join(f"listener.name.internal.ssl.{k.replace('_', '.')}={v}" for k, v in settings.items())
+        return configs(c.bootstrap, "--entity-type", "brokers", "--entity-name", str(broker), "--alter",
+                       "--add-config", value)
+
+    def replicating() -> None:
+        c.wait_for_leaders("ca", 2, isr=2, timeout=30)
+
+    for i in c.brokers:  # 1: trust both CAs
+        assert set_(i, truststore_location=tmp_path / "both.pem").returncode == 0
+    replicating()
+    for i in c.brokers:  # 2: certificates of the new CA, same names
+        d = tmp_path / f"b{i}-new"
+        d.mkdir()
+        r = set_(i, keystore_location=make_cert(d, f"broker{i}", key2, cert2))
+        assert r.returncode == 0, (r.stdout, r.stderr)
+    replicating()
+    # A truststore without the broker's own CA: its brokers could not reach each other
+    r = set_(1, truststore_location=ca1)
+    assert r.returncode != 0 and "do not complete a TLS handshake" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    for i in c.brokers:  # 3: the old CA dropped
+        assert set_(i, truststore_location=ca2).returncode == 0
+    replicating()
+    c.restart(2)  # it starts with its dynamic stores: it fetches from broker 1 with the new CA's
+    replicating()
+    # Broker 2 leads partition 1 again: broker 1 must fetch from it over a new connection,
+    # with the key and trust it took while running (an acks=all write waits for that fetch).
+    r = subprocess.run([sys.executable, "-m", "kafkarepl", "leader-election", "--bootstrap-server", c.bootstrap,
+                        "--election-type", "PREFERRED", "--all-topic-partitions"],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    wait_until(lambda: c.leader_of("ca", 1) == 2, 15, "broker 2 leads partition 1")
+    wait_until(lambda: produce_raw(c.brokers[2].port, "ca", 1, timeout_ms=3000)["error_code"] == 0, 20,
+               "an acks=all write to partition 1 is replicated to broker 1")
+    trust_old = ssl.create_default_context(cafile=str(ca1))
+    with pytest.raises(ssl.SSLError):
+        _serial(internal[1], trust_old)

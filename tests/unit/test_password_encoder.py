@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kafkarepl.server.config import BrokerConfig, ConfigError
-from kafkarepl.server.listener_keystores import effective, encode, keystore_config
+from kafkarepl.server.listener_keystores import effective, encode, store_config
 from kafkarepl.server.password_encoder import PasswordEncoder
 
 
@@ -31,12 +31,12 @@ def test_the_old_secret_decodes_and_a_wrong_secret_does_not() -> None:
         PasswordEncoder("first").decode("pw")
 
 
-def test_only_listener_keystore_settings_are_dynamic() -> None:
-    assert keystore_config("listener.name.internal.ssl.keystore.location") == ("internal", "ssl.keystore.location")
-    assert keystore_config("listener.name.sasl_ssl.ssl.key.password") == ("sasl_ssl", "ssl.key.password")
-    assert keystore_config("ssl.keystore.location") is None  # the broker-wide one needs a restart, as Kafka
-    assert keystore_config("listener.name.internal.ssl.truststore.location") is None
-    assert keystore_config("listener.name.internal.ssl.client.auth") is None
+def test_only_listener_store_settings_are_dynamic() -> None:
+    assert store_config("listener.name.internal.ssl.keystore.location") == ("internal", "ssl.keystore.location")
+    assert store_config("listener.name.sasl_ssl.ssl.key.password") == ("sasl_ssl", "ssl.key.password")
+    assert store_config("ssl.keystore.location") is None  # the broker-wide one needs a restart, as Kafka
+    assert store_config("listener.name.internal.ssl.truststore.location") == ("internal", "ssl.truststore.location")
+    assert store_config("listener.name.internal.ssl.client.auth") is None
 
 
 def test_stored_passwords_are_encoded_and_decoded_into_the_listeners_config() -> None:
