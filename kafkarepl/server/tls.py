@@ -125,12 +125,18 @@ def sasl_factory(config: BrokerConfig, scram: ScramCredentials, listener: str | 
                  tokens: TokenLookup | None = None) -> Callable[[], SaslAuthenticator]:
     """A new SaslAuthenticator per connection of a SASL listener (PLAIN users from the
     listener's JAAS config; delegation tokens' SCRAM logins from `tokens`)."""
-    enabled = [m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",") if m.strip()]
+    # listener.name.<listener>.sasl.enabled.mechanisms / .connections.max.reauth.ms over the broker's
+    mechanisms = config.listener_setting("sasl.enabled.mechanisms", listener, default=config.sasl_enabled_mechanisms)
+    enabled = [m.strip().upper() for m in (mechanisms or "").split(",") if m.strip()]
     unknown = [m for m in enabled if m not in ("PLAIN", "OAUTHBEARER") and m not in MECHANISMS]
     if unknown:
         raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not supported")
     plain_users = parse_jaas_users(config.jaas_config("PLAIN", listener)) if "PLAIN" in enabled else {}
-    lifetime = config.connections_max_reauth_ms
+    try:
+        lifetime = int(config.listener_setting("connections.max.reauth.ms", listener,
+                                               default=str(config.connections_max_reauth_ms)) or 0)
+    except ValueError:
+        raise ConfigError(f"connections.max.reauth.ms of listener {listener}: not a number") from None
     validator = oauthbearer_validator(config, listener) if "OAUTHBEARER" in enabled else None
     return lambda: SaslAuthenticator(enabled, plain_users, scram.lookup, lifetime,
                                      None if validator is None else OAuthBearerExchange(validator), tokens)

@@ -203,7 +203,8 @@ def test_per_listener_ssl_settings_with_keytool_stores(cluster_factory, tmp_path
         jks = tmp_path / f"internal{b.broker_id}.jks"
         text += ("listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:SSL,INTERNAL:SSL,SASL:SASL_SSL\n"
                  "inter.broker.listener.name=INTERNAL\n"
-                 "sasl.enabled.mechanisms=PLAIN\n"
+                 "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
+                 "listener.name.sasl.sasl.enabled.mechanisms=PLAIN\n"  # the listener's own wins
                  f"listener.name.sasl.plain.sasl.jaas.config={JAAS}\n"
                  f"ssl.keystore.location={cert}\n"
                  "ssl.client.auth=required\n"

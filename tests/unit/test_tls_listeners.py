@@ -5,6 +5,7 @@ listener-prefixed (KIP-684)."""
 from __future__ import annotations
 
 import ssl
+from types import SimpleNamespace
 
 import pytest
 
@@ -68,3 +69,19 @@ def test_a_bad_store_names_its_listener(pems, tmp_path) -> None:
     with pytest.raises(ConfigError, match="listener INTERNAL: .*missing.jks"):
         server_context(cfg, "INTERNAL", "SSL")
     server_context(cfg, "EXTERNAL", "SSL")  # the others are fine
+
+
+def test_sasl_mechanisms_and_reauthentication_per_listener(pems) -> None:
+    from kafkarepl.server.tls import sasl_factory
+
+    cfg = config(pems, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                          "listener.name.sasl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                          "listener.name.sasl.connections.max.reauth.ms": "60000",
+                          "listener.name.sasl.plain.sasl.jaas.config":
+                              'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'})
+    no_scram = SimpleNamespace(lookup=lambda *_a: None)  # no SCRAM login is made here
+    sasl = sasl_factory(cfg, no_scram, "SASL")()  # type: ignore[arg-type]
+    assert sasl.enabled == ["PLAIN", "SCRAM-SHA-256"] and sasl.session_lifetime_ms == 60000
+    assert sasl.plain_users == {"a": "b"}
+    other = sasl_factory(cfg, no_scram, "INTERNAL")()  # type: ignore[arg-type]
+    assert other.enabled == ["SCRAM-SHA-512"] and other.session_lifetime_ms == 0
