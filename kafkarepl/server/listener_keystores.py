@@ -4,8 +4,8 @@ restart by setting `listener.name.<listener>.ssl.keystore.*` / `.ssl.truststore.
 `.ssl.key.password`) for one broker (`kafka-configs --entity-type brokers --entity-name
 <id> --alter`). Stored in the broker's dynamic config in ZooKeeper, passwords encoded with
 `password.encoder.secret`. New connections use the new stores; open ones keep theirs.
-As Kafka by default (`ssl.allow.dn.changes` / `ssl.allow.san.changes` false), a new
-certificate must have the old one's subject and subject alternative names; on the
+As Kafka unless `ssl.allow.dn.changes` / `ssl.allow.san.changes` (static settings) say
+otherwise, a new certificate must have the old one's subject and subject alternative names; on the
 inter-broker listener, the new keystore and truststore must complete a TLS handshake with
 each other (Kafka's SslEngineValidator), or the brokers could no longer reach each other.
 Setting the same location again re-reads a store that changed on disk."""
@@ -118,10 +118,11 @@ def check_update(old: BrokerConfig, new: BrokerConfig, listener: str, protocol: 
     except ssl.SSLError as exc:
         raise ConfigError(f"listener {listener}: the new keystore and truststore do not complete a TLS "
                           f"handshake with each other, so the brokers could not reach each other ({exc})") from None
-    if before[0] != after[0]:
+    allowed = listener_props(new, listener)
+    if before[0] != after[0] and allowed.get("ssl.allow.dn.changes", "false").strip().lower() != "true":
         raise ConfigError(f"listener {listener}: the new keystore's certificate has another subject "
                           "(distinguished name) than the one in use")
-    if before[1] != after[1]:
+    if before[1] != after[1] and allowed.get("ssl.allow.san.changes", "false").strip().lower() != "true":
         raise ConfigError(f"listener {listener}: the new keystore's certificate has other subject "
                           "alternative names than the one in use")
     return ctx

@@ -17,7 +17,9 @@ from kafkarepl.tls_certs import make_ca, make_cert
 @pytest.fixture
 def pems(tmp_path):
     ca, key, cert = make_ca(tmp_path)
+    (tmp_path / "again").mkdir()
     return {"ca": str(ca), "public": str(make_cert(tmp_path, "public", key, cert)),
+            "public2": str(make_cert(tmp_path / "again", "public", key, cert)),  # same name, another key
             "internal": str(make_cert(tmp_path, "internal", key, cert))}
 
 
@@ -85,3 +87,20 @@ def test_sasl_mechanisms_and_reauthentication_per_listener(pems) -> None:
     assert sasl.plain_users == {"a": "b"}
     other = sasl_factory(cfg, no_scram, "INTERNAL")()  # type: ignore[arg-type]
     assert other.enabled == ["SCRAM-SHA-512"] and other.session_lifetime_ms == 0
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_a_rotated_certificate_keeps_its_name_unless_allowed(pems, allow: bool) -> None:
+    from kafkarepl.server.listener_keystores import check_update
+
+    extra = {"ssl.allow.dn.changes": "true"} if allow else {}
+    old = config(pems, **extra)
+    new = config(pems, **extra, **{"listener.name.external.ssl.keystore.location": pems["internal"]})
+    if allow:
+        assert check_update(old, new, "EXTERNAL", "SSL", inter_broker=False).verify_mode == ssl.CERT_NONE
+    else:
+        with pytest.raises(ConfigError, match="another subject"):
+            check_update(old, new, "EXTERNAL", "SSL", inter_broker=False)
+    # the same name, a new key: always fine
+    same = config(pems, **{"listener.name.external.ssl.keystore.location": pems["public2"]})
+    check_update(old, same, "EXTERNAL", "SSL", inter_broker=True)
