@@ -25,6 +25,17 @@ def _established_to(port: int) -> int:
     return len([line for line in out.splitlines() if line.strip()])
 
 
+def _wait_isr(admin, topic: str, isr: int, what: str) -> None:
+    """Until every partition of `topic` has `isr` in-sync replicas, as `admin` sees them."""
+    deadline = time.monotonic() + 30
+    while True:
+        t = admin.list_topics(topic, timeout=5).topics[topic]
+        if t.partitions and all(len(p.isrs) == isr for p in t.partitions.values()):
+            return
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
 def test_three_listeners_per_broker(cluster_factory, tmp_path) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -70,13 +81,7 @@ def test_three_listeners_per_broker(cluster_factory, tmp_path) -> None:
     # (the group coordinator is found on EXTERNAL too).
     admin = AdminClient(ext)
     admin.create_topics([NewTopic("multi", 1, 3, config={"min.insync.replicas": "2"})])["multi"].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        t = admin.list_topics("multi", timeout=5).topics["multi"]
-        if t.partitions and all(len(p.isrs) == 3 for p in t.partitions.values()):
-            break
-        assert time.monotonic() < deadline, "replicas did not join the ISR over the REPLICATION listener"
-        time.sleep(0.2)
+    _wait_isr(admin, "multi", 3, "replicas did not join the ISR over the REPLICATION listener")
     assert roundtrip(c, "multi", ext, b"over three listeners")
     leader = c.leader_of("multi")
     assert _established_to(replication[leader]) >= 2  # the two followers' fetchers
@@ -222,13 +227,8 @@ def test_per_listener_ssl_settings_with_keytool_stores(cluster_factory, tmp_path
     ext = {"bootstrap.servers": external, "security.protocol": "SSL", "ssl.ca.location": str(ca)}
     admin = AdminClient(ext)
     admin.create_topics([NewTopic("split", 1, 2, config={"min.insync.replicas": "2"})])["split"].result(30)
-    deadline = time.monotonic() + 30
-    while True:  # the follower joins the ISR: the brokers' JKS keys pass each other's checks
-        t = admin.list_topics("split", timeout=5).topics["split"]
-        if t.partitions and all(len(p.isrs) == 2 for p in t.partitions.values()):
-            break
-        assert time.monotonic() < deadline, "the follower did not join the ISR over INTERNAL's JKS mutual TLS"
-        time.sleep(0.2)
+    # the follower joins the ISR: the brokers' JKS keys pass each other's checks
+    _wait_isr(admin, "split", 2, "the follower did not join the ISR over INTERNAL's JKS mutual TLS")
     assert roundtrip(c, "split", ext, b"external, no client certificate")
     sasl = {"bootstrap.servers": ",".join(f"127.0.0.1:{p[2]}" for p in ports.values()),
             "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca), "sasl.mechanism": "PLAIN",
