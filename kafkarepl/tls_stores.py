@@ -92,8 +92,7 @@ def load_keystore(ctx: ssl.SSLContext, s: SslSettings) -> bool:
             except ssl.SSLError as exc:
                 raise StoreError(f"ssl.keystore.location {s.keystore_location}: {exc.reason or exc}") from None
             return True
-        with open(s.keystore_location, "rb") as f:
-            data = f.read()
+        data = _read_store(s.keystore_location)
         key, chain = (read_jks_keystore(data, s.keystore_password, s.key_password or s.keystore_password)
                       if kind == "JKS" else _read_pkcs12_keystore(data, s.keystore_password))
         _load_pem_chain(ctx, _pem("PRIVATE KEY", key) + b"".join(_pem("CERTIFICATE", c) for c in chain), None)
@@ -114,8 +113,7 @@ def load_truststore(ctx: ssl.SSLContext, s: SslSettings) -> bool:
                 raise StoreError("ssl.truststore.password cannot be set for a PEM truststore")
             ctx.load_verify_locations(cafile=s.truststore_location)
             return True
-        with open(s.truststore_location, "rb") as f:
-            data = f.read()
+        data = _read_store(s.truststore_location)
         certs = (read_jks_truststore(data, s.truststore_password) if kind == "JKS"
                  else _read_pkcs12_certificates(data, s.truststore_password))
         if not certs:
@@ -132,8 +130,7 @@ def keystore_certificate(s: SslSettings) -> bytes:
     """The certificate (DER) a keystore presents: the first of its chain."""
     if s.keystore_location:
         kind = store_type(s.keystore_type, s.keystore_location, "ssl.keystore")
-        with open(s.keystore_location, "rb") as f:
-            data = f.read()
+        data = _read_store(s.keystore_location)
         if kind == "JKS":
             return read_jks_keystore(data, s.keystore_password, s.key_password or s.keystore_password)[1][0]
         if kind == "PKCS12":
@@ -147,6 +144,18 @@ def keystore_certificate(s: SslSettings) -> bytes:
     if start < 0 or stop < 0:
         raise StoreError("the keystore holds no PEM certificate")
     return ssl.PEM_cert_to_DER_cert(text[start:stop + len(end)])
+
+
+def _read_store(path: str) -> bytes:
+    """A store's bytes, at most MAX_STORE_BYTES (a /proc file says it has none, and may)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_STORE_BYTES + 1)
+    except OSError as exc:
+        raise StoreError(f"{path}: {exc.strerror}") from None
+    if len(data) > MAX_STORE_BYTES:
+        raise StoreError(f"{path}: more than {MAX_STORE_BYTES} bytes: not a store")
+    return data
 
 
 def _pem(label: str, der: bytes) -> bytes:
