@@ -1,8 +1,9 @@
 """Passwords among dynamic broker configs, as Kafka's ZooKeeper mode keeps them
 (KIP-226's PasswordEncoder): never in clear in ZooKeeper, but AES-encrypted with a key
 derived (PBKDF2) from the brokers' `password.encoder.secret`, as
-`encryptedPassword:<b64>,passwordLength:<n>,salt:<b64>,iv:<b64>,keyFactoryAlgorithm:...,
-cipherAlgorithm:...,keyLength:<bits>,iterations:<n>`. `password.encoder.old.secret`
+`encryptedPassword:<b64>,passwordLength:<n>,salt:<b64>,initializationVector:<b64>,
+keyFactoryAlgorithm:...,cipherAlgorithm:...,keyLength:<bits>,iterations:<n>` (Kafka's
+EncryptingPasswordEncoder with its defaults; PBKDF2WithHmacSHA1 values decode too). `password.encoder.old.secret`
 still decodes what an earlier secret encoded. Needs the `cryptography` package."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 from kafkarepl.server.config import BrokerConfig, ConfigError
 
 KEY_FACTORY = "PBKDF2WithHmacSHA512"
+_KEY_FACTORIES = {"PBKDF2WithHmacSHA512": "sha512", "PBKDF2WithHmacSHA1": "sha1"}  # -> hashlib's name
 CIPHER = "AES/CBC/PKCS5Padding"
 
 
@@ -38,8 +40,8 @@ class PasswordEncoder:
             raise ConfigError(f"password.encoder.*: {exc}") from None
 
     @staticmethod
-    def _key(secret: str, salt: bytes, bits: int, iterations: int) -> bytes:
-        return hashlib.pbkdf2_hmac("sha512", secret.encode(), salt, iterations, bits // 8)
+    def _key(secret: str, salt: bytes, bits: int, iterations: int, factory: str = KEY_FACTORY) -> bytes:
+        return hashlib.pbkdf2_hmac(_KEY_FACTORIES[factory], secret.encode(), salt, iterations, bits // 8)
 
     def encode(self, password: str) -> str:
         ciphers, padding = _crypto()
@@ -49,8 +51,8 @@ class PasswordEncoder:
         data = padder.update(password.encode()) + padder.finalize()
         enc = ciphers.Cipher(ciphers.algorithms.AES(key), ciphers.modes.CBC(iv)).encryptor()
         encrypted = enc.update(data) + enc.finalize()
-        fields = {"encryptedPassword": _b64(encrypted), "passwordLength": str(len(password)), "salt": _b64(salt),
-                  "iv": _b64(iv), "keyFactoryAlgorithm": KEY_FACTORY, "cipherAlgorithm": CIPHER,
+        fields = {"encryptedPassword": _b64(encrypted), "passwordLength": str(_java_length(password)), "salt": _b64(salt),
+                  "initializationVector": _b64(iv), "keyFactoryAlgorithm": KEY_FACTORY, "cipherAlgorithm": CIPHER,
                   "keyLength": str(self.key_length), "iterations": str(self.iterations)}
         return ",".join(f"{k}:{v}" for k, v in fields.items())
 
@@ -58,10 +60,10 @@ class PasswordEncoder:
         """The password; ConfigError if neither secret decodes it."""
         try:
             fields = dict(part.split(":", 1) for part in encoded.split(","))
-            if fields["keyFactoryAlgorithm"] != KEY_FACTORY or fields["cipherAlgorithm"] != CIPHER:
-                raise ConfigError(f"password encoded with {fields['keyFactoryAlgorithm']} / "
-                                  f"{fields['cipherAlgorithm']}: not supported")
-            salt, iv = base64.b64decode(fields["salt"]), base64.b64decode(fields["iv"])
+            factory = fields.get("keyFactoryAlgorithm", KEY_FACTORY)
+            if factory not in _KEY_FACTORIES or fields["cipherAlgorithm"] != CIPHER:
+                raise ConfigError(f"password encoded with {factory} / {fields['cipherAlgorithm']}: not supported")
+            salt, iv = base64.b64decode(fields["salt"]), base64.b64decode(fields["initializationVector"])
             encrypted = base64.b64decode(fields["encryptedPassword"])
             bits, iterations, length = int(fields["keyLength"]), int(fields["iterations"]), int(fields["passwordLength"])
         except (KeyError, ValueError) as exc:
@@ -71,7 +73,7 @@ class PasswordEncoder:
             raise ConfigError("an encoded password with bad parameters")
         ciphers, padding = _crypto()
         for secret in filter(None, (self.secret, self.old_secret)):
-            dec = ciphers.Cipher(ciphers.algorithms.AES(self._key(secret, salt, bits, iterations)),
+            dec = ciphers.Cipher(ciphers.algorithms.AES(self._key(secret, salt, bits, iterations, factory)),
                                  ciphers.modes.CBC(iv)).decryptor()
             try:
                 unpadder = padding.PKCS7(128).unpadder()
@@ -79,9 +81,14 @@ class PasswordEncoder:
                 password = plain.decode()
             except ValueError:  # bad padding or bytes: another secret's
                 continue
-            if len(password) == length:
+            if _java_length(password) == length:
                 return password
         raise ConfigError("an encoded password that password.encoder.secret (or .old.secret) does not decode")
+
+
+def _java_length(s: str) -> int:
+    """String.length() in Java, which Kafka's passwordLength holds: UTF-16 code units."""
+    return len(s.encode("utf-16-le")) // 2
 
 
 def _b64(b: bytes) -> str:

@@ -54,3 +54,24 @@ def test_stored_passwords_are_encoded_and_decoded_into_the_listeners_config() ->
     assert "log.retention.ms" not in applied.extra  # only the keystore settings
     with pytest.raises(ConfigError, match="password.encoder.secret is not set"):
         encode(new, PasswordEncoder.of(BrokerConfig.from_props({"broker.id": "1"})))
+
+
+def test_the_jdk_decodes_ours_and_we_decode_the_jdks() -> None:
+    """Kafka's brokers encode with the JDK's PBKDF2 and AES: a value either side writes in
+    ZooKeeper, the other reads (tests/java/PasswordCodec.java)."""
+    import subprocess
+
+    from tests import java_tools
+
+    cp, main = java_tools.compiled("PasswordCodec", prefixes=())
+
+    def java(*args: str) -> str:
+        r = subprocess.run(["java", "-Xshare:auto", "-cp", cp, main, *args], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    enc = PasswordEncoder("shared-secret")
+    for password in ("keystore-pw", "p\u00e4ss:w,rd=1", "x" * 40, "\U0001f511 key"):  # a UTF-16 pair too
+        assert java("decode", "shared-secret", enc.encode(password)) == password
+        assert enc.decode(java("encode", "shared-secret", password)) == password
