@@ -74,12 +74,16 @@ def _identity(config: BrokerConfig, listener: str) -> tuple[bytes, bytes]:
     except ImportError:
         raise ConfigError("a dynamic keystore update needs the cryptography package (pip install cryptography)"
                           ) from None
-    cert = x509.load_der_x509_certificate(keystore_certificate(SslSettings.from_props(listener_props(config, listener))))
     try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.public_bytes()
-    except x509.ExtensionNotFound:
-        san = b""
-    return cert.subject.public_bytes(), san
+        cert = x509.load_der_x509_certificate(keystore_certificate(SslSettings.from_props(listener_props(config,
+                                                                                                        listener))))
+        try:
+            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.public_bytes()
+        except x509.ExtensionNotFound:
+            san = b""
+        return cert.subject.public_bytes(), san
+    except ValueError as exc:  # a certificate cryptography cannot parse (StoreError is one too)
+        raise ConfigError(f"listener {listener}: its keystore's certificate: {exc}") from None
 
 
 def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
