@@ -6,8 +6,8 @@ handed to it through a private temporary file (in /dev/shm where there is one),
 removed as soon as it is loaded.
 
 A store's type is read from its first bytes when `ssl.*store.type` is not set (a JKS
-store starts with 0xFEEDFEED, PEM with "-----BEGIN", PKCS12 is DER); a type that is set
-must match them. PKCS12 needs the `cryptography` package; JKS and PEM need nothing more."""
+store starts with 0xFEEDFEED, PKCS12 is DER: a SEQUENCE, 0x30; anything else is read as
+PEM text); a type that is set must match them. PKCS12 needs the `cryptography` package; JKS and PEM need nothing more."""
 
 from __future__ import annotations
 
@@ -71,7 +71,9 @@ def store_type(declared: str, path: str, what: str) -> str:
             head = f.read(64)
     except OSError as exc:
         raise StoreError(f"{what}.location {path}: {exc.strerror}") from None
-    found = "JKS" if head.startswith(JKS_MAGIC) else "PEM" if head.lstrip().startswith(b"-----") else "PKCS12"
+    # PKCS12 is DER (a SEQUENCE, 0x30); PEM is text, maybe after "Bag Attributes" lines
+    # (openssl pkcs12 -nodes writes them), which OpenSSL skips.
+    found = "JKS" if head.startswith(JKS_MAGIC) else "PKCS12" if head[:1] == b"\x30" else "PEM"
     if declared and declared != found:
         raise StoreError(f"{what}.location {path} is not a {declared} store (it reads as {found})")
     return found

@@ -199,3 +199,18 @@ def test_a_command_config_with_keytool_stores(stores: Path, tmp_path: Path) -> N
     props.write_text(props.read_text().replace("trust-pw", "wrong"))
     with pytest.raises(StoreError, match="password is wrong"):
         load_client_security(str(props))
+
+
+def test_a_pem_keystore_with_bag_attributes_is_pem(tmp_path: Path) -> None:
+    """`openssl pkcs12 -nodes` writes "Bag Attributes" lines before each PEM block, which
+    OpenSSL skips: such a file is a PEM store, whether the type is set or read."""
+    from kafkarepl.tls_certs import make_ca, make_cert
+
+    ca, key, cert = make_ca(tmp_path)
+    pem = make_cert(tmp_path, "bagged", key, cert)
+    bagged = tmp_path / "bagged-attrs.pem"
+    bagged.write_bytes(b"Bag Attributes\n    friendlyName: broker\n" + pem.read_bytes())
+    for kind in ("", "PEM"):
+        server, client = contexts(tmp_path, SslSettings(keystore_type=kind, keystore_location=str(bagged)),
+                                  SslSettings(truststore_location=str(ca)))
+        assert subject_cn(handshake(server, client)) == "bagged"
