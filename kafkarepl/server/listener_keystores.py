@@ -24,7 +24,7 @@ from kafkarepl.server.config import BrokerConfig, ConfigError, config_is_sensiti
 from kafkarepl.server.listeners import Listener
 from kafkarepl.server.password_encoder import PasswordEncoder
 from kafkarepl.server.tls import client_context, listener_props, server_context
-from kafkarepl.tls_stores import SslSettings, StoreError, keystore_certificate
+from kafkarepl.tls_stores import SslSettings, keystore_certificate
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +112,12 @@ def check_update(old: BrokerConfig, new: BrokerConfig, listener: str, protocol: 
                  inter_broker: bool) -> ssl.SSLContext:
     """The listener's new server context, if its stores load, its certificate keeps its
     identity and, on the inter-broker listener, its keystore and truststore agree."""
+    # server_context, client_context and _identity report a bad store as a ConfigError
+    ctx = server_context(new, listener, protocol)
+    before, after = _identity(old, listener), _identity(new, listener)
     try:
-        ctx = server_context(new, listener, protocol)
-        before, after = _identity(old, listener), _identity(new, listener)
         if inter_broker:
-            _handshake(server_context(new, listener, protocol), client_context(new))
-    except StoreError as exc:
-        raise ConfigError(f"listener {listener}: {exc}") from None
+            _handshake(ctx, client_context(new))  # the listener's own new context, loaded once
     except ssl.SSLError as exc:
         raise ConfigError(f"listener {listener}: the new keystore and truststore do not complete a TLS "
                           f"handshake with each other, so the brokers could not reach each other ({exc})") from None
