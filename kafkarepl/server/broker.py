@@ -149,6 +149,7 @@ class Broker:
             log.error("broker %d: dynamic listener keystores not used: %s", bid, exc)
             tls_config = config
         security = client_security(tls_config)  # this broker's connections to the others
+        served = listener_keystores.ServedIdentities(tls_config)
         self.fencer = fencer = DeadBrokerFencer(bid, self._registered_endpoint, store.fence_dead_broker,
                                                 distrust_s=config.zookeeper_session_timeout_ms / 1000,
                                                 enabled=config.fast_failover_enable)
@@ -194,7 +195,7 @@ class Broker:
                                          on_swapped=self._checkpoints_after_move,
                                          known=lambda tp: metadata.partition(*tp) is not None)
         topics = TopicService(guarded, config, storage, metadata)
-        configs = ConfigService(bid, guarded, config, storage, replicas)
+        configs = ConfigService(bid, guarded, config, storage, replicas, served)
         self._configs = configs
         self._storage = storage
         self.config_changes = ConfigChangeListener(zk, store, replicas, self._topic_overrides,
@@ -264,7 +265,7 @@ class Broker:
         )
         self.listener_keystores = ListenerKeystores(
             config, tls_config, self.server.listeners, {spec.name: spec.protocol for spec in config.listener_specs()},
-            config.inter_broker_listener().name, security, encoder)
+            config.inter_broker_listener().name, security, encoder, served)
         self.metrics = BrokerMetrics(bid, replicas, self.server, self.controller, self.fetch_sessions,
                                      sources=(self.cleaner.metrics, self._replication_quota_metrics, fencer.metrics,
                                               self.client_quotas.metrics, self.log_manager.metrics,

@@ -138,9 +138,11 @@ Entry = tuple[str | None, int, bool]  # value, source, read-only
 
 class ConfigService:
     def __init__(
-        self, broker_id: int, store: GuardedStore, config: BrokerConfig, storage: LogStorage, replicas: ReplicaManager
+        self, broker_id: int, store: GuardedStore, config: BrokerConfig, storage: LogStorage, replicas: ReplicaManager,
+        served: listener_keystores.ServedIdentities | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.served = served  # the certificates this broker's listeners serve
         self.store = store
         self.config = config
         self.storage = storage
@@ -263,7 +265,8 @@ class ConfigService:
                 name, protocol = protocols[listener]
                 if protocol in ("SSL", "SASL_SSL"):
                     listener_keystores.check_update(before, after, name, protocol,
-                                                    name == self.config.inter_broker_listener().name)
+                                                    name == self.config.inter_broker_listener().name,
+                                                    self.served.get(name) if self.served else None)
         except ConfigError as exc:
             raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
         return out

@@ -67,8 +67,11 @@ def effective(config: BrokerConfig, dynamic: Mapping[str, str], encoder: Passwor
     return dataclasses.replace(config, extra=extra)
 
 
-def _identity(config: BrokerConfig, listener: str) -> tuple[bytes, bytes]:
-    """(subject, subject alternative names) of the certificate a listener presents, DER."""
+Identity = tuple[bytes, bytes]  # a certificate's (subject, subject alternative names), DER
+
+
+def _identity(config: BrokerConfig, listener: str) -> Identity:
+    """The identity of the certificate in the keystore `config` gives a listener."""
     try:
         from cryptography import x509
     except ImportError:
@@ -108,13 +111,35 @@ def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
     raise ssl.SSLError("the handshake did not complete")
 
 
-def check_update(old: BrokerConfig, new: BrokerConfig, listener: str, protocol: str,
-                 inter_broker: bool) -> ssl.SSLContext:
-    """The listener's new server context, if its stores load, its certificate keeps its
-    identity and, on the inter-broker listener, its keystore and truststore agree."""
+class ServedIdentities:
+    """The identity of the certificate each TLS listener serves, read when its stores were
+    loaded: a keystore replaced in place must be held to the certificate in use, which its
+    file no longer holds."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self._served: dict[str, Identity] = {}
+        for spec in config.listener_specs():
+            if spec.protocol in ("SSL", "SASL_SSL"):
+                try:
+                    self._served[spec.name] = _identity(config, spec.name)
+                except ConfigError:  # no keystore or no cryptography: an update checks the configured file
+                    pass
+
+    def get(self, listener: str) -> Identity | None:
+        return self._served.get(listener)
+
+    def set(self, listener: str, identity: Identity) -> None:
+        self._served[listener] = identity
+
+
+def check_update(old: BrokerConfig, new: BrokerConfig, listener: str, protocol: str, inter_broker: bool,
+                 served: Identity | None = None) -> tuple[ssl.SSLContext, Identity]:
+    """The listener's new server context and its certificate's identity, if its stores
+    load, its certificate keeps the identity of the one served (`served`, else the one in
+    `old`'s keystore) and, on the inter-broker listener, its keystore and truststore agree."""
     # server_context, client_context and _identity report a bad store as a ConfigError
     ctx = server_context(new, listener, protocol)
-    before, after = _identity(old, listener), _identity(new, listener)
+    before, after = served or _identity(old, listener), _identity(new, listener)
     try:
         if inter_broker:
             _handshake(ctx, client_context(new))  # the listener's own new context, loaded once
@@ -128,7 +153,7 @@ def check_update(old: BrokerConfig, new: BrokerConfig, listener: str, protocol: 
     if before[1] != after[1] and allowed.get("ssl.allow.san.changes", "false").strip().lower() != "true":
         raise ConfigError(f"listener {listener}: the new keystore's certificate has other subject "
                           "alternative names than the one in use")
-    return ctx
+    return ctx, after
 
 
 class ListenerKeystores:
@@ -138,12 +163,12 @@ class ListenerKeystores:
 
     def __init__(self, config: BrokerConfig, applied: BrokerConfig, listeners: list[Listener],
                  protocols: Mapping[str, str], inter_broker: str, security: ClientSecurity,
-                 encoder: PasswordEncoder | None) -> None:
+                 encoder: PasswordEncoder | None, served: ServedIdentities) -> None:
         self.static = config
         self.applied = {listener.name: applied for listener in listeners}  # what each one serves with
         self.listeners = {listener.name: listener for listener in listeners}
         self.protocols, self.inter_broker = protocols, inter_broker
-        self.security, self.encoder = security, encoder
+        self.security, self.encoder, self.served = security, encoder, served
         self._seen = {name: self._signature(applied, name) for name in self.listeners}
 
     @staticmethod
@@ -175,12 +200,15 @@ class ListenerKeystores:
             self._seen[name] = signature  # a failure is not retried until the settings change again
             inter_broker = name == self.inter_broker
             try:
-                listener.ssl_context = check_update(self.applied[name], new, name, protocol, inter_broker)
+                ctx, identity = check_update(self.applied[name], new, name, protocol, inter_broker,
+                                             self.served.get(name))
                 if inter_broker:
                     self.security.ssl_context = client_context(new)
             except ConfigError as exc:
                 log.error("listener %s keeps its stores: %s", name, exc)
                 continue
+            listener.ssl_context = ctx
+            self.served.set(name, identity)
             self.applied[name] = new
             props = listener_props(new, name)
             log.info("listener %s: new stores in use for new connections (keystore %s, truststore %s)", name,

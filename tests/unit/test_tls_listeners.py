@@ -4,6 +4,7 @@ listener-prefixed (KIP-684)."""
 
 from __future__ import annotations
 
+import os
 import ssl
 from types import SimpleNamespace
 
@@ -97,10 +98,37 @@ def test_a_rotated_certificate_keeps_its_name_unless_allowed(pems, allow: bool) 
     old = config(pems, **extra)
     new = config(pems, **extra, **{"listener.name.external.ssl.keystore.location": pems["internal"]})
     if allow:
-        assert check_update(old, new, "EXTERNAL", "SSL", inter_broker=False).verify_mode == ssl.CERT_NONE
+        assert check_update(old, new, "EXTERNAL", "SSL", inter_broker=False)[0].verify_mode == ssl.CERT_NONE
     else:
         with pytest.raises(ConfigError, match="another subject"):
             check_update(old, new, "EXTERNAL", "SSL", inter_broker=False)
     # the same name, a new key: always fine
     same = config(pems, **{"listener.name.external.ssl.keystore.location": pems["public2"]})
     check_update(old, same, "EXTERNAL", "SSL", inter_broker=True)
+
+
+def test_a_keystore_replaced_in_place_is_held_to_the_certificate_served(pems, tmp_path) -> None:
+    """The file of the keystore in use rewritten with another name's certificate: the
+    update is refused (its file no longer holds the old certificate to compare with), the
+    listener keeps serving its old context; one with the same name is taken."""
+    import shutil
+
+    from kafkarepl.client.security import ClientSecurity
+    from kafkarepl.server.listener_keystores import ListenerKeystores, ServedIdentities
+
+    live = tmp_path / "live.pem"
+    shutil.copy(pems["public"], live)
+    cfg = config(pems, **{"listener.name.external.ssl.keystore.location": str(live)})
+    listener = SimpleNamespace(name="EXTERNAL", ssl_context=server_context(cfg, "EXTERNAL", "SSL"))
+    served = ServedIdentities(cfg)
+    assert served.get("EXTERNAL") is not None
+    keystores = ListenerKeystores(cfg, cfg, [listener], {"EXTERNAL": "SSL"}, "INTERNAL",  # type: ignore[list-item]
+                                  ClientSecurity(), None, served)
+    before = listener.ssl_context
+    shutil.copy(pems["internal"], live)  # another subject, same location
+    os.utime(live, ns=(1, 1))  # the change time differs from the copy's for sure
+    keystores.apply({})
+    assert listener.ssl_context is before
+    shutil.copy(pems["public2"], live)  # the same subject, another key: rotated
+    keystores.apply({})
+    assert listener.ssl_context is not before
