@@ -94,9 +94,7 @@ def load_keystore(ctx: ssl.SSLContext, s: SslSettings) -> bool:
             except ssl.SSLError as exc:
                 raise StoreError(f"ssl.keystore.location {s.keystore_location}: {exc.reason or exc}") from None
             return True
-        data = _read_store(s.keystore_location)
-        key, chain = (read_jks_keystore(data, s.keystore_password, s.key_password or s.keystore_password)
-                      if kind == "JKS" else _read_pkcs12_keystore(data, s.keystore_password))
+        key, chain = _key_and_chain(s, kind)
         _load_pem_chain(ctx, _pem("PRIVATE KEY", key) + b"".join(_pem("CERTIFICATE", c) for c in chain), None)
         return True
     if s.keystore_certificate_chain and s.keystore_key:
@@ -132,12 +130,9 @@ def keystore_certificate(s: SslSettings) -> bytes:
     """The certificate (DER) a keystore presents: the first of its chain."""
     if s.keystore_location:
         kind = store_type(s.keystore_type, s.keystore_location, "ssl.keystore")
-        data = _read_store(s.keystore_location)
-        if kind == "JKS":
-            return read_jks_keystore(data, s.keystore_password, s.key_password or s.keystore_password)[1][0]
-        if kind == "PKCS12":
-            return _read_pkcs12_keystore(data, s.keystore_password)[1][0]
-        text = data.decode("ascii", "replace")
+        if kind != "PEM":
+            return _key_and_chain(s, kind)[1][0]
+        text = _read_store(s.keystore_location).decode("ascii", "replace")
     else:
         text = s.keystore_certificate_chain
     begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
@@ -146,6 +141,15 @@ def keystore_certificate(s: SslSettings) -> bytes:
     if start < 0 or stop < 0:
         raise StoreError("the keystore holds no PEM certificate")
     return ssl.PEM_cert_to_DER_cert(text[start:stop + len(end)])
+
+
+def _key_and_chain(s: SslSettings, kind: str) -> tuple[bytes, list[bytes]]:
+    """The private key (PKCS#8 DER) and certificate chain (DER, the leaf first) of a JKS or
+    PKCS12 keystore."""
+    data = _read_store(s.keystore_location)
+    if kind == "JKS":
+        return read_jks_keystore(data, s.keystore_password, s.key_password or s.keystore_password)
+    return _read_pkcs12_keystore(data, s.keystore_password)
 
 
 def _read_store(path: str) -> bytes:
