@@ -198,7 +198,8 @@ class ConfigService:
                 # Its own value (null for log.retention.ms when only .hours holds one, as
                 # Kafka's); the source is the synonym in force.
                 value = next((v for b, v, _src in syn if b == k), None)
-                read_only = k not in DYNAMIC_BROKER_CONFIGS and k not in DYNAMIC_LOG_CONFIGS
+                read_only = (k not in DYNAMIC_BROKER_CONFIGS and k not in DYNAMIC_LOG_CONFIGS
+                             and not listener_keystores.store_config(k))  # listener stores: per broker
                 broker[k] = (value, syn[0][2] if syn else CONFIG_SOURCE_DEFAULT, read_only, syn)
             return broker
         raise KafkaError(f"unsupported resource type {rtype}", ErrorCode.INVALID_REQUEST)

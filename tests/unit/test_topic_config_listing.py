@@ -49,9 +49,11 @@ BROKER_BACKED = {  # topic config -> (broker synonym, Kafka's default)
 
 
 class FakeStore:
-    def __init__(self, overrides: dict[str, str], cluster_default: dict[str, str] | None = None) -> None:
+    def __init__(self, overrides: dict[str, str], cluster_default: dict[str, str] | None = None,
+                 broker: dict[str, str] | None = None) -> None:
         self.overrides = overrides
         self.cluster_default = cluster_default or {}
+        self.broker = broker or {}
 
     async def topic_exists(self, name: str) -> bool:
         return name == "t"
@@ -60,7 +62,7 @@ class FakeStore:
         return dict(self.overrides)
 
     async def get_broker_config(self, broker: object = None) -> dict[str, str]:
-        return dict(self.cluster_default) if broker is None else {}
+        return dict(self.cluster_default) if broker is None else dict(self.broker)
 
 
 def describe(overrides: dict[str, str], config: BrokerConfig | None = None,
@@ -158,3 +160,19 @@ def test_broker_ms_settings_are_null_with_kafkas_hours_as_their_synonyms() -> No
     # and the topics' retention.ms, from the same settings
     assert describe({}, BrokerConfig.from_props({"log.retention.hours": "1"}))["retention.ms"] == (
         "3600000", CONFIG_SOURCE_STATIC_BROKER, False, [("log.retention.hours", "1", CONFIG_SOURCE_STATIC_BROKER), hours])
+
+
+def test_a_brokers_dynamic_listener_stores_are_listed_as_alterable() -> None:
+    """kafka-configs --describe --entity-type brokers --entity-name 1 after a keystore
+    rotation: the listener-prefixed store settings are dynamic per-broker configs, not
+    read-only, and their passwords are hidden."""
+    from kafkarepl.server.configs import CONFIG_SOURCE_DYNAMIC_BROKER
+
+    mine = {"listener.name.external.ssl.keystore.location": "/etc/kafka/b1.p12",
+            "listener.name.external.ssl.keystore.password": "encoded"}
+    svc = ConfigService(1, FakeStore({}, broker=mine), BrokerConfig(), None, None)  # type: ignore[arg-type]
+    entries = asyncio.run(svc.describe_with_synonyms(RESOURCE_BROKER, "1"))
+    value, source, read_only, _syn = entries["listener.name.external.ssl.keystore.location"]
+    assert (value, source, read_only) == ("/etc/kafka/b1.p12", CONFIG_SOURCE_DYNAMIC_BROKER, False)
+    assert entries["listener.name.external.ssl.keystore.password"][2] is False
+    assert entries["log.dirs"][2] is True  # a static one stays read-only
