@@ -17,6 +17,13 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
+from kafkarepl.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    TopicsView,
+)
 from kafkarepl.coordinator.group import (
     Group,
     GroupConfig,
@@ -41,11 +48,14 @@ def random_member_id(client_id: str) -> str:
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, num_partitions: int,
-                 new_member_id: Callable[[str], str] = random_member_id) -> None:
+                 new_member_id: Callable[[str], str] = random_member_id,
+                 consumer_config: ConsumerGroupConfig | None = None) -> None:
         self.config = config
+        self.consumer_config = consumer_config or ConsumerGroupConfig()
         self.num_partitions = num_partitions
         self.outbox = Outbox()
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, Group] = {}  # classic groups, and every group's committed offsets
+        self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848's (ConsumerGroupHeartbeat)
         self._new_member_id = new_member_id
         self._owned: dict[int, bool] = {}  # __consumer_offsets partition -> loaded
 
@@ -122,6 +132,8 @@ class GroupCoordinator:
         self._owned.pop(partition, None)
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
             self.groups.pop(gid).shut_down(ErrorCode.NOT_COORDINATOR)
+        for gid in [g for g in self.consumer_groups if self.partition_for(g) == partition]:
+            del self.consumer_groups[gid]
 
     @overload
     def _group(self, group_id: str, create: Literal[True]) -> Group: ...
@@ -136,6 +148,9 @@ class GroupCoordinator:
 
     def _gc(self, group_id: str) -> None:
         """An Empty group with no members and no offsets is forgotten (Kafka: Dead)."""
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and cg.is_empty and not (group_id in self.groups and self.groups[group_id].offsets):
+            del self.consumer_groups[group_id]
         g = self.groups.get(group_id)
         if g is not None and g.state is GroupState.EMPTY and g.is_empty and not g.offsets:
             g.state = GroupState.DEAD
@@ -150,6 +165,9 @@ class GroupCoordinator:
             return JoinResponse(err, r.member_id)
         if not self.config.min_session_timeout_ms <= r.session_timeout_ms <= self.config.max_session_timeout_ms:
             return JoinResponse(ErrorCode.INVALID_SESSION_TIMEOUT, r.member_id)
+        if self._consumer_group_active(group_id):  # no mixed groups here (Kafka 4 converts them)
+            return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
+        self.consumer_groups.pop(group_id, None)  # an empty one becomes a classic group, as Kafka
         group = self._group(group_id, create=not r.member_id)
         if group is None:
             return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
@@ -192,6 +210,36 @@ class GroupCoordinator:
         self._gc(group_id)
         return ErrorCode.NONE, codes
 
+    def _consumer_group_active(self, group_id: str) -> bool:
+        cg = self.consumer_groups.get(group_id)
+        return cg is not None and not cg.is_empty
+
+    def consumer_heartbeat(self, group_id: str, r: HeartbeatRequest, topics: TopicsView,
+                           now_ms: int) -> HeartbeatResponse:
+        """ConsumerGroupHeartbeat (KIP-848). A classic group with members keeps its id (no
+        online migration between the protocols here)."""
+        err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_REQUEST
+        if err:
+            return HeartbeatResponse(err, "GroupId can't be empty." if not group_id else None)
+        classic = self.groups.get(group_id)
+        if classic is not None and not (classic.state is GroupState.EMPTY and classic.is_empty):
+            return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, (
+                f"Cannot upgrade classic group {group_id} to consumer group: it has members, and this broker "
+                "does not convert groups online." if r.member_epoch == 0 else
+                f"Group {group_id} is not a consumer group."))
+        cg = self.consumer_groups.get(group_id)
+        if cg is None:
+            if r.member_epoch != 0:  # unknown here (a new coordinator): the member joins again
+                return HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID,
+                                         f"Member {r.member_id} is not a member of group {group_id}.")
+            cg = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
+        out = cg.heartbeat(r, topics, now_ms)
+        self._gc(group_id)
+        return out
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.consumer_groups.get(group_id)
+
     # ----------------------------------------------------------------- offsets -----
     def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                         now_ms: int) -> ErrorCode:
@@ -200,6 +248,9 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return err
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            return cg.commit_error(member_id, generation_id)
         group = self._group(group_id)
         if group is None:
             return ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 else ErrorCode.NONE
@@ -235,6 +286,9 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- describe -----
     def describe(self, group_id: str) -> tuple[ErrorCode, dict[str, Any]]:
         err = self.coordinator_error(group_id)
+        if not err and self._consumer_group_active(group_id):  # as Kafka: ConsumerGroupDescribe's
+            return ErrorCode.GROUP_ID_NOT_FOUND, {"group_state": GroupState.DEAD.value, "protocol_type": "",
+                                                  "protocol_data": "", "members": []}
         group = self._group(group_id) if not err else None
         if group is None:
             return err, {"group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
@@ -246,8 +300,13 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return err, []
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and not cg.is_empty:
+            return ErrorCode.NON_EMPTY_GROUP, []
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
+            if cg is not None:
+                return ErrorCode.NONE, []
             return ErrorCode.GROUP_ID_NOT_FOUND, []
         # Kafka's validateDeleteGroup: by state. Pending (MEMBER_ID_REQUIRED) ids do not
         # count: a client repeating JoinGroup without a member id must not keep a group
@@ -258,9 +317,12 @@ class GroupCoordinator:
 
     def finish_delete(self, group_id: str) -> ErrorCode:
         """The tombstones are replicated: forget the group (if it stayed empty)."""
+        if self._consumer_group_active(group_id):
+            return ErrorCode.NON_EMPTY_GROUP  # someone joined meanwhile
+        cg = self.consumer_groups.pop(group_id, None)
         g = self.groups.get(group_id)
         if g is None:
-            return ErrorCode.GROUP_ID_NOT_FOUND
+            return ErrorCode.NONE if cg is not None else ErrorCode.GROUP_ID_NOT_FOUND
         if g.state is not GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP  # someone joined meanwhile
         g.offsets.clear()
@@ -281,7 +343,8 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}, []
-        subscribed = g.subscribed_topics()
+        cg = self.consumer_groups.get(group_id)
+        subscribed = cg.subscribed_topics() if cg is not None and not cg.is_empty else g.subscribed_topics()
         codes = {
             tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if subscribed is None or tp[0] in subscribed else ErrorCode.NONE
             for tp in partitions
@@ -295,17 +358,17 @@ class GroupCoordinator:
                 g.offsets.pop(tp, None)
             self._gc(group_id)
 
-    def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
-        """(group_id, protocol_type, state) of the loaded groups; a partition still
-        loading makes the list incomplete, which Kafka reports as LOAD_IN_PROGRESS."""
+    def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[tuple[str, str, str, str]]]:
+        """(group_id, protocol_type, state, group type) of the loaded groups; a partition
+        still loading makes the list incomplete, which Kafka reports as LOAD_IN_PROGRESS."""
         if any(loaded is False for loaded in self._owned.values()):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         wanted = {s.lower() for s in states}
-        return ErrorCode.NONE, [
-            (gid, g.protocol_type or "", g.state.value)
-            for gid, g in sorted(self.groups.items())
-            if not wanted or g.state.value.lower() in wanted
-        ]
+        listed = {gid: (g.protocol_type or "", g.state.value, "classic") for gid, g in self.groups.items()}
+        listed.update({gid: ("consumer", cg.state, "consumer") for gid, cg in self.consumer_groups.items()
+                       if not cg.is_empty or gid not in self.groups or not self.groups[gid].protocol_type})
+        return ErrorCode.NONE, [(gid, *v) for gid, v in sorted(listed.items())
+                                if not wanted or v[1].lower() in wanted]
 
     # --------------------------------------------------------- offset retention -----
     def expire_offsets(self, now_ms: int, wall_ms: int,
@@ -322,7 +385,12 @@ class GroupCoordinator:
         for gid, g in list(self.groups.items()):
             if not self._owned.get(self.partition_for(gid)):
                 continue
-            if g.state is GroupState.EMPTY and g.is_empty:
+            cg = self.consumer_groups.get(gid)
+            if cg is not None and not cg.is_empty:
+                in_use = cg.subscribed_topics()
+                expired = [tp for tp, o in g.offsets.items()
+                           if tp[0] not in in_use and wall_ms - o.commit_timestamp_ms >= retention_ms]
+            elif g.state is GroupState.EMPTY and g.is_empty:
                 since = g.empty_since_ms
                 expired = [tp for tp, o in g.offsets.items()
                            if (now_ms - since if since is not None else wall_ms - o.commit_timestamp_ms)
@@ -347,9 +415,14 @@ class GroupCoordinator:
         for gid in list(self.groups):
             self.groups[gid].expire(now_ms)
             self._gc(gid)
+        for gid in list(self.consumer_groups):
+            self.consumer_groups[gid].expire(now_ms)
+            self._gc(gid)
 
     def next_deadline(self) -> int | None:
-        return min((d for g in self.groups.values() if (d := g.next_deadline()) is not None), default=None)
+        deadlines = [g.next_deadline() for g in self.groups.values()]
+        deadlines += [cg.next_deadline() for cg in self.consumer_groups.values()]
+        return min((d for d in deadlines if d is not None), default=None)
 
     def drain(self) -> list[tuple[int, JoinResponse | SyncResponse]]:
         return self.outbox.drain()

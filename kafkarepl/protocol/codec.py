@@ -275,7 +275,21 @@ def field_reader(field: Field, version: int, flexible: bool) -> Reader:
     t = field.type
     nullable = in_range(version, field.nullable)
     if isinstance(t, Struct):
-        return compile_decoder(t.fields, version, flexible)
+        dec = compile_decoder(t.fields, version, flexible)
+        if not nullable:
+            return dec
+
+        def read_nullable(mv: memoryview, pos: int) -> tuple[Any, int]:
+            # Kafka's nullable struct: an INT8 marker, -1 null, 1 the struct follows
+            if pos >= len(mv):
+                raise DecodeError(f"{field.name}: truncated")
+            marker = mv[pos]
+            if marker == 0xFF:
+                return None, pos + 1
+            if marker != 1:
+                raise DecodeError(f"{field.name}: bad nullable struct marker {marker}")
+            return dec(mv, pos + 1)
+        return read_nullable
     if isinstance(t, Array):
         return _array_reader(field, t, version, flexible, nullable)
     if t in (STRING, BYTES, RECORDS):
@@ -329,9 +343,17 @@ def field_writer(field: Field, version: int, flexible: bool) -> Writer:
     t = field.type
     nullable = in_range(version, field.nullable)
     if isinstance(t, Struct):
-        if nullable:  # none of the declared APIs has one; Kafka would add a presence byte
-            raise NotImplementedError(f"{field.name}: nullable struct fields")
-        return compile_encoder(t.fields, version, flexible)
+        enc = compile_encoder(t.fields, version, flexible)
+        if not nullable:
+            return enc
+
+        def write_nullable(out: list, v: Any) -> None:
+            if v is None:
+                out.append(b"\xff")
+            else:
+                out.append(b"\x01")
+                enc(out, v)
+        return write_nullable
     if isinstance(t, Array):
         return _array_writer(field, t, version, flexible, nullable)
     if t in (STRING, BYTES, RECORDS):

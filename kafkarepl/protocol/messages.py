@@ -355,7 +355,8 @@ CONTROLLED_SHUTDOWN = api(
 )
 
 OFFSET_COMMIT = api(
-    ApiKey.OFFSET_COMMIT, 'OffsetCommit', '0-8', '8+',
+    # v9: the same fields; a KIP-848 member sends its member epoch in GenerationIdOrMemberEpoch
+    ApiKey.OFFSET_COMMIT, 'OffsetCommit', '0-9', '8+',
     request=[
         F('GroupId', STRING, '0+'),
         F('GenerationIdOrMemberEpoch', INT32, '1+', default=-1),
@@ -1544,6 +1545,81 @@ DELETE_ACLS = api(
     ],
 )
 
+CONSUMER_GROUP_HEARTBEAT = api(
+    # KIP-848's consumer group protocol: the coordinator assigns (coordinator/consumer_group.py)
+    ApiKey.CONSUMER_GROUP_HEARTBEAT, 'ConsumerGroupHeartbeat', '0-1', '0+',
+    request=[
+        F('GroupId', STRING, '0+'),
+        F('MemberId', STRING, '0+'),
+        F('MemberEpoch', INT32, '0+'),
+        F('InstanceId', STRING, '0+', nullable='0+', default=None),
+        F('RackId', STRING, '0+', nullable='0+', default=None),
+        F('RebalanceTimeoutMs', INT32, '0+', default=-1),
+        F('SubscribedTopicNames', A(STRING), '0+', nullable='0+', default=None),
+        F('SubscribedTopicRegex', STRING, '1+', nullable='1+', default=None),
+        F('ServerAssignor', STRING, '0+', nullable='0+', default=None),
+        F('TopicPartitions', A(S(
+            F('TopicId', UUID, '0+'),
+            F('Partitions', A(INT32), '0+'),
+          )), '0+', nullable='0+', default=None),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('ErrorCode', INT16, '0+'),
+        F('ErrorMessage', STRING, '0+', nullable='0+', default=None),
+        F('MemberId', STRING, '0+', nullable='0+', default=None),
+        F('MemberEpoch', INT32, '0+'),
+        F('HeartbeatIntervalMs', INT32, '0+'),
+        F('Assignment', S(
+            F('TopicPartitions', A(S(
+                F('TopicId', UUID, '0+'),
+                F('Partitions', A(INT32), '0+'),
+              )), '0+'),
+          ), '0+', nullable='0+', default=None),
+    ],
+)
+
+_DESCRIBED_ASSIGNMENT = S(
+    F('TopicPartitions', A(S(
+        F('TopicId', UUID, '0+'),
+        F('TopicName', STRING, '0+'),
+        F('Partitions', A(INT32), '0+'),
+      )), '0+'),
+)
+
+CONSUMER_GROUP_DESCRIBE = api(
+    ApiKey.CONSUMER_GROUP_DESCRIBE, 'ConsumerGroupDescribe', '0', '0+',
+    request=[
+        F('GroupIds', A(STRING), '0+'),
+        F('IncludeAuthorizedOperations', BOOL, '0+'),
+    ],
+    response=[
+        F('ThrottleTimeMs', INT32, '0+'),
+        F('Groups', A(S(
+            F('ErrorCode', INT16, '0+'),
+            F('ErrorMessage', STRING, '0+', nullable='0+', default=None),
+            F('GroupId', STRING, '0+'),
+            F('GroupState', STRING, '0+'),
+            F('GroupEpoch', INT32, '0+'),
+            F('AssignmentEpoch', INT32, '0+'),
+            F('AssignorName', STRING, '0+'),
+            F('Members', A(S(
+                F('MemberId', STRING, '0+'),
+                F('InstanceId', STRING, '0+', nullable='0+', default=None),
+                F('RackId', STRING, '0+', nullable='0+', default=None),
+                F('MemberEpoch', INT32, '0+'),
+                F('ClientId', STRING, '0+'),
+                F('ClientHost', STRING, '0+'),
+                F('SubscribedTopicNames', A(STRING), '0+'),
+                F('SubscribedTopicRegex', STRING, '0+', nullable='0+', default=None),
+                F('Assignment', _DESCRIBED_ASSIGNMENT, '0+'),
+                F('TargetAssignment', _DESCRIBED_ASSIGNMENT, '0+'),
+              )), '0+'),
+            F('AuthorizedOperations', INT32, '0+', default=-2147483648),
+          )), '0+'),
+    ],
+)
+
 APIS: tuple[ApiSpec, ...] = (
     PRODUCE,
     DESCRIBE_ACLS,
@@ -1562,6 +1638,8 @@ APIS: tuple[ApiSpec, ...] = (
     TXN_OFFSET_COMMIT,
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
+    CONSUMER_GROUP_HEARTBEAT,
+    CONSUMER_GROUP_DESCRIBE,
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
     DESCRIBE_USER_SCRAM_CREDENTIALS,

@@ -242,6 +242,11 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = prop("group.initial.rebalance.delay.ms", 3000)
     group_min_session_timeout_ms: int = prop("group.min.session.timeout.ms", 6000)
     group_max_session_timeout_ms: int = prop("group.max.session.timeout.ms", 1800000)
+    # KIP-848 consumer groups (ConsumerGroupHeartbeat): set by the broker, not the members
+    group_consumer_session_timeout_ms: int = prop("group.consumer.session.timeout.ms", 45000)
+    group_consumer_heartbeat_interval_ms: int = prop("group.consumer.heartbeat.interval.ms", 5000)
+    group_consumer_max_size: int = prop("group.consumer.max.size", 2147483647)
+    group_consumer_assignors: str = prop("group.consumer.assignors", "uniform,range")  # the first the default
     metrics_port: int = prop("metrics.port", -1)
     cluster_name: str = prop("cluster.name", "kafkarepl")
     # Properties we do not interpret are kept, so topic-level defaults can be derived.

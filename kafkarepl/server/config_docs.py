@@ -102,6 +102,12 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "follower.replication.throttled.rate": "The replication bytes per second a follower may fetch for "
                                            "the throttled replicas of a reassignment (dynamic only).",
     "fetch.max.bytes": "The most record bytes one Fetch answer holds, whatever the request asks.",
+    "group.consumer.assignors": "The server-side assignors KIP-848 consumer groups may ask for (uniform, "
+                                "range); the first is the default.",
+    "group.consumer.heartbeat.interval.ms": "How often a KIP-848 consumer group member heartbeats.",
+    "group.consumer.max.size": "The most members a KIP-848 consumer group may have.",
+    "group.consumer.session.timeout.ms": "How long a KIP-848 consumer group member may go without a heartbeat "
+                                         "before it is removed from its group.",
     "group.initial.rebalance.delay.ms": "How long a new consumer group waits for more members before its "
                                         "first rebalance.",
     "group.max.session.timeout.ms": "The longest session timeout a group member may ask for.",

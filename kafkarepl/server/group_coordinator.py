@@ -40,12 +40,15 @@ from kafkarepl.coordinator import (
     iter_records,
     partition_for,
 )
+from kafkarepl.coordinator.assignors import ASSIGNORS
+from kafkarepl.coordinator.consumer_group import ConsumerGroupConfig, HeartbeatRequest, TopicsView
 from kafkarepl.coordinator.offsets import decode_key, decode_value
 from kafkarepl.coordinator.records import TRANSACTIONAL_BIT, BatchBuilder
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import Request
 from kafkarepl.replication import TopicPartition
 from kafkarepl.server.authorized_ops import ResourceType, authorized_operations
+from kafkarepl.server.config import ConfigError
 from kafkarepl.server.coordinator_log import (
     COORDINATOR_APPEND_ERRORS,
     append_as_coordinator,
@@ -62,7 +65,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GROUP_TYPE_CLASSIC = "classic"
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 LOAD_CHUNK_BYTES = 1 << 20
@@ -79,6 +81,19 @@ _APPEND_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
+
+
+def consumer_group_config(cfg: BrokerConfig) -> ConsumerGroupConfig:
+    """group.consumer.*: KIP-848 groups' timing, size and assignors (those kafkarepl has)."""
+    names = tuple(a.strip().lower().rsplit(".", 1)[-1].removesuffix("assignor") for a in
+                  cfg.group_consumer_assignors.split(",") if a.strip())
+    known = tuple(a for a in names if a in ASSIGNORS)
+    if not known:
+        raise ConfigError(f"group.consumer.assignors: none of {cfg.group_consumer_assignors!r} is one of "
+                          f"{', '.join(ASSIGNORS)}")
+    return ConsumerGroupConfig(session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+                               heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+                               max_size=cfg.group_consumer_max_size, assignors=known)
 
 
 class GroupCoordinatorService:
@@ -107,6 +122,7 @@ class GroupCoordinatorService:
                 max_size=cfg.group_max_size,
             ),
             cfg.offsets_topic_num_partitions,
+            consumer_config=consumer_group_config(cfg),
         )
         self._waiters: dict[int, asyncio.Future] = {}
         # TxnOffsetCommit: offsets written in a producer's open transaction, applied when
@@ -114,6 +130,7 @@ class GroupCoordinatorService:
         # producer id -> group id -> offsets
         self._txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._topics: TopicsView | None = None  # for the KIP-848 groups' subscriptions
         self._loads: dict[int, asyncio.Task] = {}
         self._stores: set[asyncio.Task] = set()
         self._create_lock = asyncio.Lock()
@@ -386,6 +403,55 @@ class GroupCoordinatorService:
         return {"throttle_time_ms": 0, "error_code": int(res.error), "protocol_type": res.protocol_type,
                 "protocol_name": res.protocol_name, "assignment": res.assignment}
 
+    # ------------------------------------------------- KIP-848 consumer groups -----
+    def _topics_view(self) -> TopicsView:
+        """The topics as this broker knows them, rebuilt only when its metadata changed."""
+        view = self._topics
+        if view is None or view.version != self.metadata.version:
+            view = self._topics = TopicsView(self.metadata.version, {
+                name: (t.topic_id, len(t.partitions)) for name, t in self.metadata.topics.items() if t.partitions})
+        return view
+
+    async def consumer_group_heartbeat(self, req: Request, client_host: str = "") -> dict[str, Any]:
+        b = req.body
+        owned = b.get("topic_partitions")
+        r = HeartbeatRequest(
+            member_id=b["member_id"] or "", member_epoch=b["member_epoch"], instance_id=b.get("instance_id"),
+            rack_id=b.get("rack_id"), rebalance_timeout_ms=b.get("rebalance_timeout_ms", -1),
+            subscribed_topic_names=b.get("subscribed_topic_names"),
+            subscribed_topic_regex=b.get("subscribed_topic_regex"), server_assignor=b.get("server_assignor"),
+            owned=None if owned is None else {t["topic_id"]: frozenset(t["partitions"]) for t in owned},
+            client_id=req.client_id or "", client_host=client_host, version=req.api_version)
+        res = self.core.consumer_heartbeat(b["group_id"] or "", r, self._topics_view(), self.clock.monotonic_ms())
+        self._after()
+        self._sync_partition_count()
+        assignment = None if res.assignment is None else {"topic_partitions": [
+            {"topic_id": tid, "partitions": sorted(parts)} for tid, parts in res.assignment.items()]}
+        return {"throttle_time_ms": 0, "error_code": int(res.error), "error_message": res.message,
+                "member_id": res.member_id, "member_epoch": res.member_epoch,
+                "heartbeat_interval_ms": res.heartbeat_interval_ms, "assignment": assignment}
+
+    async def consumer_group_describe(self, req: Request) -> dict[str, Any]:
+        ops = authorized_operations(ResourceType.GROUP, req.body.get("include_authorized_operations", False))
+        names = {t.topic_id: name for name, t in self.metadata.topics.items()}
+        out = []
+        pace = Pacer()  # the client names the groups
+        for gid in req.body["group_ids"] or []:
+            if pace.due():
+                await asyncio.sleep(0)
+            empty = {"error_message": None, "group_id": gid, "group_state": "Dead", "group_epoch": -1,
+                     "assignment_epoch": -1, "assignor_name": "", "members": [], "authorized_operations": ops}
+            err = self.core.coordinator_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
+            cg = self.core.consumer_group(gid) if not err else None
+            if err:
+                out.append({**empty, "error_code": int(err)})
+            elif cg is None:  # the admin client asks DescribeGroups next (a classic group)
+                out.append({**empty, "error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
+                            "error_message": f"Group {gid} is not a consumer group."})
+            else:
+                out.append({**empty, "error_code": 0, **cg.describe(names)})
+        return {"throttle_time_ms": 0, "groups": out}
+
     async def heartbeat(self, req: Request) -> dict[str, Any]:
         b = req.body
         code = self.core.heartbeat(b["group_id"], b["member_id"], b.get("group_instance_id"),
@@ -612,17 +678,17 @@ class GroupCoordinatorService:
             if pace.due():
                 await asyncio.sleep(0)
             err, d = self.core.describe(gid)
+            if err is ErrorCode.GROUP_ID_NOT_FOUND and req.api_version < 6:
+                err = ErrorCode.NONE  # a KIP-848 group: before v6 only its state says so (Dead), as Kafka
             out.append({"error_code": int(err), "group_id": gid, **d, "authorized_operations": ops})
         return {"throttle_time_ms": 0, "groups": out}
 
     async def list_groups(self, req: Request) -> dict[str, Any]:
         err, groups = self.core.list_groups(req.body.get("states_filter") or ())
         types = {t.lower() for t in req.body.get("types_filter") or ()}
-        if types and GROUP_TYPE_CLASSIC not in types:
-            groups = []  # only classic groups live here (no KIP-848 "consumer" groups yet)
         return {"throttle_time_ms": 0, "error_code": int(err), "groups": [
-            {"group_id": g, "protocol_type": pt, "group_state": st, "group_type": GROUP_TYPE_CLASSIC}
-            for g, pt, st in groups
+            {"group_id": g, "protocol_type": pt, "group_state": st, "group_type": gt}
+            for g, pt, st, gt in groups if not types or gt in types
         ]}
 
     async def offset_delete(self, req: Request) -> dict[str, Any]:

@@ -87,6 +87,8 @@ SERVED = (
     ApiKey.TXN_OFFSET_COMMIT,
     ApiKey.DESCRIBE_TRANSACTIONS,
     ApiKey.LIST_TRANSACTIONS,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
     ApiKey.SASL_HANDSHAKE,
     ApiKey.SASL_AUTHENTICATE,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -189,6 +191,7 @@ class RequestHandlers:
             ApiKey.OFFSET_FETCH: groups.offset_fetch,
             ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
             ApiKey.LIST_GROUPS: groups.list_groups,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: groups.consumer_group_describe,
             ApiKey.DELETE_GROUPS: groups.delete_groups,
             ApiKey.OFFSET_DELETE: groups.offset_delete,
             ApiKey.DELETE_RECORDS: replica.delete_records,
@@ -215,6 +218,8 @@ class RequestHandlers:
             removed = self.authz.gate(req)  # KafkaError: denied as a whole
         if req.api_key == ApiKey.JOIN_GROUP:  # the member's host is shown by DescribeGroups
             return await self.groups.join_group(req, f"/{conn.peer[0]}" if conn.peer else "")
+        if req.api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT:  # and by ConsumerGroupDescribe
+            return await self.groups.consumer_group_heartbeat(req, f"/{conn.peer[0]}" if conn.peer else "")
         fn = self._table.get(req.api_key)
         token_api = self._token_apis.get(req.api_key)
         if token_api is not None:

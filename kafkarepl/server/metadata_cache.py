@@ -47,6 +47,7 @@ class MetadataCache:
         self._by_id: dict[uuid.UUID, TopicInfo] = {}  # topic_by_id's index of `topics`
         self.controller_id: int = -1
         self.controller_epoch: int = -1
+        self.version = 0  # changes with every update: a reader's copy of the topics is stale
         # Leaders' inter-broker endpoints from LeaderAndIsr (its live_leaders), as Kafka's
         # fetchers use: a broker just started follows before the UpdateMetadata that lists
         # the other brokers has arrived. Never served to clients.
@@ -55,6 +56,7 @@ class MetadataCache:
     # -- updates -------------------------------------------------------------------
     def update(self, body: dict) -> None:
         """Apply an UpdateMetadata request body (v5+ topic_states layout)."""
+        self.version += 1
         self.controller_id = body.get("controller_id", self.controller_id)
         self.controller_epoch = max(self.controller_epoch, body.get("controller_epoch", -1))
         brokers: dict[int, BrokerInfo] = {}
@@ -100,6 +102,7 @@ class MetadataCache:
         )
 
     def remove_topic(self, name: str) -> None:
+        self.version += 1
         self.topics.pop(name, None)
 
     # -- queries -------------------------------------------------------------------

@@ -34,7 +34,8 @@ CLUSTER_ALTER = {ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ELECT_LEADERS,
                  ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_REPLICA_LOG_DIRS}
 CLUSTER_DESCRIBE = {ApiKey.DESCRIBE_ACLS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
                     ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS}
-GROUP_READ = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP}
+GROUP_READ = {ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+              ApiKey.CONSUMER_GROUP_HEARTBEAT}
 TXN_WRITE = {ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT}
 
 
@@ -154,6 +155,8 @@ class RequestAuthorizer:
             self._require(Op.DELETE, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
         elif k == ApiKey.DESCRIBE_GROUPS:
             return self._take_names(b, "groups", Op.DESCRIBE, R.GROUP)
+        elif k == ApiKey.CONSUMER_GROUP_DESCRIBE:
+            return self._take_names(b, "group_ids", Op.DESCRIBE, R.GROUP)
         elif k == ApiKey.DELETE_GROUPS:
             return self._take_names(b, "groups_names", Op.DELETE, R.GROUP)
         elif k == ApiKey.LIST_GROUPS:
@@ -348,6 +351,11 @@ class RequestAuthorizer:
                 resp["groups"].append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "group_id": g,
                                        "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
                                        "authorized_operations": -2147483648})
+        elif k == ApiKey.CONSUMER_GROUP_DESCRIBE:
+            for g in removed.names:
+                resp["groups"].append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "error_message": None,
+                                       "group_id": g, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                                       "assignor_name": "", "members": [], "authorized_operations": -2147483648})
         elif k == ApiKey.DELETE_GROUPS:
             for g in removed.names:
                 resp["results"].append({"group_id": g, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)})

@@ -466,7 +466,7 @@ def test_load_replays_offsets_and_tombstones() -> None:
     assert err is E.NONE
     assert offs == {("t", 0): OffsetAndMetadata(12, 4, "", 222), ("t", 1): OffsetAndMetadata(20)}
     assert "g2" not in c.groups  # its only offset was deleted
-    assert c.list_groups() == (E.NONE, [("g1", "", "Empty")])
+    assert c.list_groups() == (E.NONE, [("g1", "", "Empty", "classic")])
     assert c.describe("nope") == (E.NONE, {"group_state": "Dead", "protocol_type": "", "protocol_data": "",
                                            "members": []})
 

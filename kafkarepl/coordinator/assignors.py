@@ -1,0 +1,94 @@
+"""The server-side assignors of KIP-848 consumer groups (`group.consumer.assignors`):
+`uniform` (the default) and `range`. Pure functions of the members' subscriptions, the
+subscribed topics' partition counts and the current target assignment.
+
+uniform: every member gets as near the same number of partitions as its subscriptions
+allow, and keeps as many of its current ones as that balance permits (sticky), so a
+member joining or leaving moves only the partitions it must.
+range: per topic, the members subscribed to it in member id order each get a contiguous
+range (the first `partitions % members` one more), so members subscribed to the same
+co-partitioned topics get the same partition numbers of each.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+
+TopicPartitions = dict[str, frozenset[int]]  # topic name -> partitions
+ASSIGNORS = ("uniform", "range")
+
+
+def assign(assignor: str, subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str, int],
+           current: Mapping[str, TopicPartitions]) -> dict[str, TopicPartitions]:
+    """member id -> its target partitions. `subscriptions`: member id -> topic names it
+    subscribes to; `partitions`: topic name -> partition count (topics that do not exist
+    are absent); `current`: the previous target assignment."""
+    if assignor == "range":
+        return _range(subscriptions, partitions)
+    return _uniform(subscriptions, partitions, current)
+
+
+def _range(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str, int]) -> dict[str, TopicPartitions]:
+    out: dict[str, TopicPartitions] = {m: {} for m in subscriptions}
+    for topic, count in sorted(partitions.items()):
+        members = sorted(m for m, topics in subscriptions.items() if topic in topics)
+        if not members:
+            continue
+        base, extra = divmod(count, len(members))
+        start = 0
+        for i, m in enumerate(members):
+            n = base + (1 if i < extra else 0)
+            if n:
+                out[m][topic] = frozenset(range(start, start + n))
+            start += n
+    return out
+
+
+def _uniform(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str, int],
+             current: Mapping[str, TopicPartitions]) -> dict[str, TopicPartitions]:
+    members = sorted(subscriptions)
+    # Partitions grouped by the members that may have them (one group per distinct
+    # subscription set, usually one): O(partitions x log members), never x members.
+    groups: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    for topic, n in sorted(partitions.items()):
+        subscribed = tuple(m for m in members if topic in subscriptions[m])
+        if subscribed:
+            groups.setdefault(subscribed, []).extend((topic, p) for p in range(n))
+    order = sorted(groups.items(), key=lambda kv: (len(kv[0]), kv[0]))
+    # How many each member should get: water-filling, the partitions with the fewest
+    # eligible members placed first, each on the least loaded of its members.
+    quota = dict.fromkeys(members, 0)
+    for ms, tps in order:
+        heap = [(quota[m], m) for m in ms]
+        heapq.heapify(heap)
+        for _ in tps:
+            q, m = heapq.heappop(heap)
+            quota[m] = q + 1
+            heapq.heappush(heap, (q + 1, m))
+    # Sticky: each member keeps its current partitions it may still have, up to its quota.
+    eligible = {tp: set(ms) for ms, tps in groups.items() for tp in tps}
+    owner: dict[tuple[str, int], str] = {}
+    count = dict.fromkeys(members, 0)
+    for m in members:
+        for topic, parts in sorted(current.get(m, {}).items()):
+            for p in sorted(parts):
+                tp = (topic, p)
+                if count[m] < quota[m] and tp not in owner and m in eligible.get(tp, ()):
+                    owner[tp] = m
+                    count[m] += 1
+    # The rest: each to the eligible member furthest under its quota.
+    for ms, tps in order:
+        gaps = [(count[m] - quota[m], count[m], m) for m in ms]
+        heapq.heapify(gaps)
+        for tp in tps:
+            if tp in owner:
+                continue
+            _gap, c, m = heapq.heappop(gaps)
+            owner[tp] = m
+            count[m] = c + 1
+            heapq.heappush(gaps, (count[m] - quota[m], count[m], m))
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
+    for (topic, p), m in owner.items():
+        out[m].setdefault(topic, set()).add(p)
+    return {m: {t: frozenset(ps) for t, ps in tps.items()} for m, tps in out.items()}

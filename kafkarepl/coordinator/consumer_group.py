@@ -1,0 +1,461 @@
+"""A consumer group of KIP-848's protocol (ConsumerGroupHeartbeat), sans-I/O.
+
+The coordinator, not a member, assigns: each change of membership, subscriptions or the
+subscribed topics' partitions bumps the *group epoch* and the assignor (assignors.py)
+computes a new *target assignment* for that epoch. Each member then moves to its target in
+steps (Kafka's CurrentAssignmentBuilder) so that no partition is ever held by two members:
+it first gives up the partitions it must revoke, keeping its member epoch
+(UNREVOKED_PARTITIONS); once its heartbeat no longer lists them it gets the target epoch
+and the partitions already released by their previous holders (UNRELEASED_PARTITIONS while
+some are still held elsewhere), then STABLE. A member that misses
+`group.consumer.session.timeout.ms` of heartbeats, or does not revoke within its rebalance
+timeout, is fenced: removed, its partitions free for the others.
+
+Membership is kept in memory only: a new coordinator (after a failover) does not know the
+members, which learn UNKNOWN_MEMBER_ID, give up their partitions and join again; committed
+offsets are kept as always. Time is the caller's `now_ms`.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import re2  # type: ignore[import-untyped]
+
+from kafkarepl.coordinator.assignors import ASSIGNORS, TopicPartitions, assign
+from kafkarepl.errors import ErrorCode
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is its answer, not the broker's log
+
+Assignment = dict[uuid.UUID, frozenset[int]]  # topic id -> partitions
+
+
+@dataclass(frozen=True)
+class TopicsView:
+    """The cluster's topics as the coordinator's broker knows them; `version` changes
+    whenever they do (the groups recheck their subscriptions only then)."""
+
+    version: int
+    by_name: Mapping[str, tuple[uuid.UUID, int]]  # topic name -> (topic id, partition count)
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+MAX_REGEX_LENGTH = 1000
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+    assignors: tuple[str, ...] = ASSIGNORS  # group.consumer.assignors, the first the default
+
+
+class MemberState(enum.Enum):
+    STABLE = "stable"
+    UNREVOKED_PARTITIONS = "unrevoked_partitions"
+    UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+
+@dataclass
+class HeartbeatRequest:
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None  # TopicPartitions: null when unchanged
+    client_id: str = ""
+    client_host: str = ""
+    version: int = 0
+
+
+@dataclass
+class HeartbeatResponse:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_names: frozenset[str] = frozenset()
+    regex: str | None = None
+    assignor: str | None = None
+    epoch: int = 0
+    previous_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    session_deadline_ms: int = 0
+    revocation_deadline_ms: int | None = None
+    left: bool = False  # a static member that left with epoch -2: its partitions wait for its return
+
+
+def _compile(regex: str) -> Any:
+    """RE2, as Kafka's RE2J: linear time in the name matched, whatever the pattern (a
+    backtracking engine would let a client's pattern hold the event loop)."""
+    return re2.compile(regex, options=_RE2_OPTIONS)
+
+
+def _subset(small: Assignment, big: Assignment) -> bool:
+    return all(parts <= big.get(tid, frozenset()) for tid, parts in small.items())
+
+
+def _overlaps(a: Assignment, b: Assignment) -> bool:
+    return any(parts & b.get(tid, frozenset()) for tid, parts in a.items())
+
+
+def _clean(a: Mapping[uuid.UUID, frozenset[int]]) -> Assignment:
+    return {tid: parts for tid, parts in a.items() if parts}
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str, config: ConsumerGroupConfig,
+                 new_member_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+        self.group_id = group_id
+        self.config = config
+        self._new_member_id = new_member_id
+        self.members: dict[str, ConsumerMember] = {}
+        self.static: dict[str, str] = {}  # instance id -> member id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.target: dict[str, TopicPartitions] = {}  # member id -> partitions by topic name
+        self.topics: dict[str, tuple[uuid.UUID, int]] = {}  # the subscribed topics at the group epoch
+        self.owners: dict[tuple[uuid.UUID, int], str] = {}  # partition -> member holding it
+        self._regex_cache: dict[str, tuple[int, frozenset[str]]] = {}  # regex -> (topics version, names)
+        self._seen_version = -1  # of the TopicsView the target was last checked against
+
+    # ------------------------------------------------------------------ state ------
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(m.epoch != self.assignment_epoch or m.state is not MemberState.STABLE for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topics(self) -> set[str]:
+        """The topics the members subscribe to, by name or by regex (as last resolved)."""
+        return set(self.topics) | {t for m in self.members.values() for t in m.subscribed_names}
+
+    def next_deadline(self) -> int | None:
+        deadlines = [m.session_deadline_ms for m in self.members.values()]
+        deadlines += [m.revocation_deadline_ms for m in self.members.values() if m.revocation_deadline_ms is not None]
+        return min(deadlines, default=None)
+
+    # --------------------------------------------------------------- heartbeat -----
+    def heartbeat(self, r: HeartbeatRequest, topics: TopicsView, now_ms: int) -> HeartbeatResponse:
+        err = self._invalid(r)
+        if err:
+            return HeartbeatResponse(ErrorCode.INVALID_REQUEST, err)
+        if r.server_assignor is not None and r.server_assignor not in self.config.assignors:
+            return HeartbeatResponse(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                                     f"ServerAssignor {r.server_assignor} is not supported. Supported assignors: "
+                                     f"{', '.join(self.config.assignors)}.")
+        if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(r, topics, now_ms)
+        member, error = self._member(r, now_ms)
+        if member is None:
+            assert error is not None
+            return error
+        bump = False
+        if r.member_epoch == 0 and member.member_id not in self.members:
+            if len(self.members) >= self.config.max_size:
+                return HeartbeatResponse(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                         f"The consumer group has reached its maximum capacity of "
+                                         f"{self.config.max_size} members.")
+            self.members[member.member_id] = member
+            if member.instance_id is not None:
+                self.static[member.instance_id] = member.member_id
+            bump = True
+        if r.subscribed_topic_names is not None and frozenset(r.subscribed_topic_names) != member.subscribed_names:
+            member.subscribed_names = frozenset(r.subscribed_topic_names)
+            bump = True
+        if r.subscribed_topic_regex is not None and (r.subscribed_topic_regex or None) != member.regex:
+            member.regex = r.subscribed_topic_regex or None
+            bump = True
+        if r.server_assignor is not None:
+            member.assignor = r.server_assignor  # used from the next rebalance, as Kafka
+        if r.rack_id is not None:
+            member.rack_id = r.rack_id  # no rebalance for it, as Kafka (no rack-aware assignor here)
+        if r.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = r.rebalance_timeout_ms
+        member.client_id, member.client_host = r.client_id, r.client_host
+        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        self._refresh(topics, force=bump)
+        before = dict(member.assigned)
+        self._reconcile(member, r.owned, now_ms)
+        full = (r.rebalance_timeout_ms != -1 and r.owned is not None
+                and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None))
+        send = r.member_epoch == 0 or full or member.assigned != before
+        return HeartbeatResponse(ErrorCode.NONE, None, member.member_id, member.epoch,
+                                 self.config.heartbeat_interval_ms, dict(member.assigned) if send else None)
+
+    @staticmethod
+    def _invalid(r: HeartbeatRequest) -> str | None:
+        """Kafka's request checks, in its order, with its messages."""
+        if (r.version >= 1 or r.member_epoch > 0 or r.member_epoch == LEAVE_EPOCH) and not r.member_id.strip():
+            return "MemberId can't be empty."
+        if r.instance_id is not None and not r.instance_id.strip():
+            return "InstanceId can't be empty."
+        if r.rack_id is not None and not r.rack_id.strip():
+            return "RackId can't be empty."
+        if r.member_epoch == 0:
+            if r.rebalance_timeout_ms == -1:
+                return "RebalanceTimeoutMs must be provided in first request."
+            if r.owned is None or r.owned:
+                return "TopicPartitions must be empty when (re-)joining."
+            if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+                return "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+        elif r.member_epoch == STATIC_LEAVE_EPOCH and r.instance_id is None:
+            return "InstanceId can't be null."
+        elif r.member_epoch < STATIC_LEAVE_EPOCH:
+            return "MemberEpoch is invalid."
+        if r.subscribed_topic_regex:
+            if len(r.subscribed_topic_regex) > MAX_REGEX_LENGTH:
+                return f"SubscribedTopicRegex is longer than {MAX_REGEX_LENGTH} characters."
+            try:
+                _compile(r.subscribed_topic_regex)
+            except re2.error as exc:
+                return f"SubscribedTopicRegex `{r.subscribed_topic_regex}` is not a valid regular expression: {exc}."
+        return None
+
+    def _member(self, r: HeartbeatRequest, now_ms: int) -> tuple[ConsumerMember | None, HeartbeatResponse | None]:
+        """The member the heartbeat is from (a new one on joining), or the error to answer."""
+        if r.instance_id is not None:
+            current_id = self.static.get(r.instance_id)
+            current = self.members.get(current_id) if current_id else None
+            if r.member_epoch == 0:
+                if current is not None and current.member_id != r.member_id:
+                    if not current.left:
+                        return None, HeartbeatResponse(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                                       f"Static member {current.member_id} with instance id "
+                                                       f"{r.instance_id} is not released yet.")
+                    # the same instance back: it takes the old member's place, epoch and
+                    # partitions, without a rebalance (KIP-345 as Kafka's new protocol)
+                    new_id = r.member_id or self._new_member_id()
+                    del self.members[current.member_id]
+                    for tp, holder in self.owners.items():
+                        if holder == current.member_id:
+                            self.owners[tp] = new_id
+                    if current.member_id in self.target:
+                        self.target[new_id] = self.target.pop(current.member_id)
+                    current.member_id, current.left = new_id, False
+                    self.members[new_id] = current
+                    self.static[r.instance_id] = new_id
+                    return current, None
+                if current is not None:
+                    current.left = False
+                    return current, None
+                return self._new_member(r, now_ms), None
+            if current is None or current.member_id != r.member_id:
+                if r.member_id in self.members:
+                    return None, HeartbeatResponse(ErrorCode.FENCED_INSTANCE_ID,
+                                                   f"Static member {r.member_id} with instance id {r.instance_id} "
+                                                   "was fenced by another member.")
+                return None, HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID,
+                                               f"Member {r.member_id} is not a member of group {self.group_id}.")
+            return (current, None) if (err := self._epoch_error(current, r)) is None else (None, err)
+        member = self.members.get(r.member_id) if r.member_id else None
+        if member is None:
+            if r.member_epoch != 0:
+                return None, HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID,
+                                               f"Member {r.member_id} is not a member of group {self.group_id}.")
+            return self._new_member(r, now_ms), None
+        if r.member_epoch == 0:
+            return member, None  # a rejoin of a member still known: it gets its partitions again
+        return (member, None) if (err := self._epoch_error(member, r)) is None else (None, err)
+
+    def _new_member(self, r: HeartbeatRequest, now_ms: int) -> ConsumerMember:
+        return ConsumerMember(r.member_id or self._new_member_id(), r.instance_id, r.rack_id, r.client_id,
+                              r.client_host, r.rebalance_timeout_ms, session_deadline_ms=now_ms)
+
+    @staticmethod
+    def _epoch_error(member: ConsumerMember, r: HeartbeatRequest) -> HeartbeatResponse | None:
+        """FENCED_MEMBER_EPOCH unless the member is at its epoch, or at the previous one
+        (the answer that moved it on was lost) owning nothing it no longer has."""
+        if r.member_epoch == member.epoch:
+            return None
+        if (r.member_epoch < member.epoch and r.member_epoch == member.previous_epoch
+                and r.owned is not None and _subset(r.owned, member.assigned)):
+            return None
+        return HeartbeatResponse(ErrorCode.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a {'greater' if r.member_epoch > member.epoch else 'smaller'}"
+                                 f" member epoch ({r.member_epoch}) than the one known by the group coordinator "
+                                 f"({member.epoch}). The member must abandon all its partitions and rejoin.")
+
+    def _leave(self, r: HeartbeatRequest, topics: TopicsView, now_ms: int) -> HeartbeatResponse:
+        member = self.members.get(r.member_id)
+        if r.instance_id is not None:
+            current_id = self.static.get(r.instance_id)
+            if current_id is None:
+                return HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID,
+                                         f"Instance id {r.instance_id} is unknown.")
+            if current_id != r.member_id:
+                return HeartbeatResponse(ErrorCode.FENCED_INSTANCE_ID,
+                                         f"Static member {r.member_id} with instance id {r.instance_id} "
+                                         "was fenced by another member.")
+        if member is None:
+            return HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID,
+                                     f"Member {r.member_id} is not a member of group {self.group_id}.")
+        if r.member_epoch == STATIC_LEAVE_EPOCH:
+            member.left = True  # keeps its partitions until it returns or its session ends
+            member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        else:
+            self.remove(member.member_id, topics)
+        return HeartbeatResponse(ErrorCode.NONE, None, r.member_id, r.member_epoch, 0)
+
+    def remove(self, member_id: str, topics: TopicsView | None) -> None:
+        """`topics` None: the topics of the last assignment."""
+        """The member left or was fenced: its partitions are free, the group rebalances."""
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return
+        if member.instance_id is not None and self.static.get(member.instance_id) == member_id:
+            del self.static[member.instance_id]
+        for tp in [tp for tp, holder in self.owners.items() if holder == member_id]:
+            del self.owners[tp]
+        self.target.pop(member_id, None)
+        self._refresh(topics if topics is not None else TopicsView(self._seen_version, self.topics), force=True)
+
+    # ------------------------------------------------------------ assignment ------
+    def _regex_topics(self, regex: str, topics: TopicsView) -> frozenset[str]:
+        hit = self._regex_cache.get(regex)
+        if hit is not None and hit[0] == topics.version:
+            return hit[1]
+        pattern = _compile(regex)
+        names = frozenset(t for t in topics.by_name if not t.startswith("__") and pattern.fullmatch(t))
+        self._regex_cache[regex] = (topics.version, names)
+        return names
+
+    def _refresh(self, topics: TopicsView, force: bool) -> None:
+        """A new group epoch and target assignment when the membership changed (`force`)
+        or the subscribed topics did (created, deleted, more partitions)."""
+        if not force and topics.version == self._seen_version:
+            return
+        self._seen_version = topics.version
+        subscriptions = {mid: m.subscribed_names | (self._regex_topics(m.regex, topics) if m.regex else frozenset())
+                         for mid, m in self.members.items()}
+        self._regex_cache = {m.regex: self._regex_cache[m.regex] for m in self.members.values()
+                             if m.regex in self._regex_cache}
+        seen = {t: topics.by_name[t] for ts in subscriptions.values() for t in ts if t in topics.by_name}
+        if not force and seen == self.topics:
+            return
+        self.topics = seen
+        self.group_epoch += 1
+        self.target = assign(self.assignor(), subscriptions, {t: n for t, (_tid, n) in seen.items()}, self.target)
+        self.assignment_epoch = self.group_epoch
+
+    def assignor(self) -> str:
+        """The members' most common ServerAssignor, else the default (Kafka's rule)."""
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            if m.assignor:
+                votes[m.assignor] = votes.get(m.assignor, 0) + 1
+        return max(sorted(votes), key=lambda a: votes[a]) if votes else self.config.assignors[0]
+
+    def _target_of(self, member_id: str) -> Assignment:
+        return {self.topics[t][0]: parts for t, parts in self.target.get(member_id, {}).items() if t in self.topics}
+
+    def _reconcile(self, m: ConsumerMember, owned: Assignment | None, now_ms: int) -> None:
+        """Kafka's CurrentAssignmentBuilder: one step of the member towards its target."""
+        if m.state is MemberState.UNREVOKED_PARTITIONS:
+            if owned is None or _overlaps(owned, m.pending_revocation):
+                return  # still revoking
+        elif m.state is MemberState.STABLE and m.epoch == self.assignment_epoch:
+            return
+        target = self._target_of(m.member_id)
+        kept: dict[uuid.UUID, frozenset[int]] = {}
+        revoke: dict[uuid.UUID, frozenset[int]] = {}
+        add: dict[uuid.UUID, frozenset[int]] = {}
+        unreleased = False
+        for tid in set(m.assigned) | set(target):
+            have, want = m.assigned.get(tid, frozenset()), target.get(tid, frozenset())
+            kept[tid] = have & want
+            revoke[tid] = have - want
+            free = frozenset(p for p in want - have if self.owners.get((tid, p), m.member_id) == m.member_id)
+            unreleased |= len(free) < len(want - have)
+            add[tid] = free
+        for tid, parts in m.pending_revocation.items():  # revoked now: no longer held
+            for p in parts:
+                if self.owners.get((tid, p)) == m.member_id:
+                    del self.owners[(tid, p)]
+        m.pending_revocation = {}
+        if any(revoke.values()):
+            m.state = MemberState.UNREVOKED_PARTITIONS
+            m.assigned, m.pending_revocation = _clean(kept), _clean(revoke)
+            m.revocation_deadline_ms = now_ms + max(0, m.rebalance_timeout_ms)
+        else:
+            m.previous_epoch, m.epoch = m.epoch, self.assignment_epoch
+            m.assigned = _clean({tid: kept.get(tid, frozenset()) | add.get(tid, frozenset()) for tid in kept})
+            m.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+            m.revocation_deadline_ms = None
+        for tid, parts in m.assigned.items():
+            for p in parts:
+                self.owners[(tid, p)] = m.member_id
+        for tid, parts in m.pending_revocation.items():
+            for p in parts:
+                self.owners[(tid, p)] = m.member_id
+
+    # ------------------------------------------------------------------ timers -----
+    def expire(self, now_ms: int) -> list[str]:
+        """Members whose session ended, or that did not revoke in time, are fenced."""
+        gone = [mid for mid, m in self.members.items()
+                if m.session_deadline_ms <= now_ms
+                or (m.revocation_deadline_ms is not None and m.revocation_deadline_ms <= now_ms)]
+        for mid in gone:
+            self.remove(mid, None)
+        return gone
+
+    # ----------------------------------------------------------------- offsets -----
+    def commit_error(self, member_id: str, epoch: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit: a commit from outside the group
+        (epoch -1, no member id) only while it is empty; else a member at its epoch."""
+        if epoch < 0 and not self.members:
+            return ErrorCode.NONE
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE if epoch == member.epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+    # ---------------------------------------------------------------- describe -----
+    def describe(self, names: Mapping[uuid.UUID, str]) -> dict[str, Any]:
+        def parts(a: Assignment) -> list[dict[str, Any]]:
+            return [{"topic_id": tid, "topic_name": names.get(tid, ""), "partitions": sorted(ps)}
+                    for tid, ps in sorted(a.items(), key=lambda kv: names.get(kv[0], ""))]
+
+        return {
+            "group_state": self.state, "group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
+            "assignor_name": self.assignor(),
+            "members": [{
+                "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_epoch": m.epoch, "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": sorted(m.subscribed_names), "subscribed_topic_regex": m.regex,
+                "assignment": {"topic_partitions": parts(m.assigned)},
+                "target_assignment": {"topic_partitions": parts(self._target_of(m.member_id))},
+            } for m in sorted(self.members.values(), key=lambda m: m.member_id)],
+        }

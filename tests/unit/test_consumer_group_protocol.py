@@ -1,0 +1,228 @@
+"""KIP-848 consumer groups (coordinator/consumer_group.py) against clients simulated as
+Kafka's own behaves: each member owns what its last answer assigned, reports it after a
+change, and heartbeats in any order. No partition may ever be owned by two members, and
+the group must settle on a balanced assignment in which every member is at the group's
+epoch."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkarepl.coordinator.assignors import assign
+from kafkarepl.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    TopicsView,
+)
+from kafkarepl.coordinator.coordinator import GroupCoordinator
+from kafkarepl.coordinator.group import GroupConfig
+from kafkarepl.errors import ErrorCode as E
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+TOPICS = TopicsView(1, {"a": (T1, 6), "b": (T2, 3)})
+
+
+class Client:
+    """A member as Kafka's consumer acts: it owns what it was last assigned."""
+
+    def __init__(self, group: ConsumerGroup, name: str, topics: list[str], instance: str | None = None) -> None:
+        self.group, self.id, self.topics, self.instance = group, name, topics, instance
+        self.epoch = 0
+        self.owned: dict[uuid.UUID, frozenset[int]] = {}
+        self.report = True  # TopicPartitions is sent on joining and after each change
+
+    def beat(self, now: int = 0, view: TopicsView = TOPICS) -> E:
+        joining = self.epoch == 0
+        r = HeartbeatRequest(self.id, self.epoch, instance_id=self.instance,
+                             rebalance_timeout_ms=30000 if joining else -1,
+                             subscribed_topic_names=self.topics if joining else None,
+                             owned=dict(self.owned) if self.report else None, version=1)
+        res = self.group.heartbeat(r, view, now)
+        if res.error:
+            return res.error
+        self.report = False
+        self.epoch = res.member_epoch
+        if res.assignment is not None and res.assignment != self.owned:
+            self.owned = {t: p for t, p in res.assignment.items() if p}
+            self.report = True
+        return E.NONE
+
+    def leave(self) -> E:
+        res = self.group.heartbeat(HeartbeatRequest(self.id, -1, version=1), TOPICS, 0)
+        self.owned, self.epoch = {}, 0
+        return res.error
+
+
+def owned_by_two(clients: list[Client]) -> set[tuple[uuid.UUID, int]]:
+    seen: set[tuple[uuid.UUID, int]] = set()
+    twice = set()
+    for c in clients:
+        for t, ps in c.owned.items():
+            for p in ps:
+                (twice if (t, p) in seen else seen).add((t, p))
+    return twice
+
+
+def settle(group: ConsumerGroup, clients: list[Client], rng: random.Random, rounds: int = 60) -> None:
+    for _ in range(rounds):
+        for c in rng.sample(clients, len(clients)):
+            assert c.beat() is E.NONE
+            assert not owned_by_two(clients)
+
+
+def test_a_joining_member_gets_its_share_only_once_the_other_released_it() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    a = Client(g, "a", ["a"])
+    a.beat()
+    assert a.owned == {T1: frozenset(range(6))} and a.epoch == 1 and g.state == "Stable"
+    b = Client(g, "b", ["a"])
+    b.beat()  # b joins: epoch 2, but a still holds every partition
+    assert b.epoch == 2 and b.owned == {} and g.state == "Reconciling"
+    a.beat()  # a is told to keep 3 (revoking 3), at its old epoch
+    assert a.epoch == 1 and len(a.owned[T1]) == 3
+    b.beat()  # a has not confirmed: b still gets nothing
+    assert b.owned == {}
+    a.beat()  # a reports the 3 it kept: it moves to epoch 2
+    assert a.epoch == 2
+    b.beat()
+    assert b.owned[T1] == frozenset(range(6)) - a.owned[T1]
+    assert g.state == "Stable" and not owned_by_two([a, b])
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32), joins=st.integers(1, 6))
+def test_random_heartbeat_orders_never_give_a_partition_to_two_members(seed: int, joins: int) -> None:
+    rng = random.Random(seed)
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    clients: list[Client] = []
+    for i in range(joins):
+        clients.append(Client(g, f"m{i}", rng.choice([["a"], ["a", "b"], ["b"]])))
+        for _ in range(rng.randint(0, 4)):
+            c = rng.choice(clients)
+            assert c.beat() is E.NONE
+            assert not owned_by_two(clients)
+        if len(clients) > 1 and rng.random() < 0.3:
+            gone = clients.pop(rng.randrange(len(clients)))
+            known = gone.id in g.members
+            assert gone.leave() is (E.NONE if known else E.UNKNOWN_MEMBER_ID)
+    settle(g, clients, rng)
+    assert g.state == "Stable"
+    assert all(c.epoch == g.group_epoch for c in clients)
+    # every subscribed partition is owned, by a member subscribed to its topic
+    wanted = {(T1, p) for p in range(6)} if any("a" in c.topics for c in clients) else set()
+    wanted |= {(T2, p) for p in range(3)} if any("b" in c.topics for c in clients) else set()
+    got = {(t, p) for c in clients for t, ps in c.owned.items() for p in ps}
+    assert got == wanted
+    for c in clients:
+        assert all(({T1: "a", T2: "b"}[t]) in c.topics for t in c.owned)
+
+
+def test_uniform_is_balanced_and_sticky() -> None:
+    subs = {m: frozenset({"t"}) for m in "abc"}
+    first = assign("uniform", subs, {"t": 10}, {})
+    assert sorted(len(v["t"]) for v in first.values()) == [3, 3, 4]
+    subs["d"] = frozenset({"t"})
+    second = assign("uniform", subs, {"t": 10}, first)
+    assert sorted(len(v.get("t", ())) for v in second.values()) == [2, 2, 3, 3]
+    for m in "abc":  # the old members keep what they keep, the new one gets the moved ones
+        assert second[m]["t"] <= first[m]["t"]
+    ranged = assign("range", subs, {"t": 10, "u": 3}, {})
+    assert ranged["a"]["t"] == frozenset({0, 1, 2}) and ranged["d"]["t"] == frozenset({8, 9})
+
+
+def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig(session_timeout_ms=45000))
+    a, b = Client(g, "a", ["a"]), Client(g, "b", ["a"])
+    a.beat(now=0)
+    b.beat(now=0)
+    a.beat(now=0)  # told to revoke 3, with its rebalance timeout of 30 s
+    assert g.expire(29_999) == []
+    assert g.expire(30_000) == ["a"]
+    assert b.beat(now=30_000) is E.NONE and b.owned[T1] == frozenset(range(6))
+    assert a.beat(now=30_001) is E.UNKNOWN_MEMBER_ID
+
+
+def test_session_timeout_and_epoch_fencing() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig(session_timeout_ms=1000))
+    a = Client(g, "a", ["a"])
+    a.beat(now=0)
+    a.epoch += 5
+    assert a.beat(now=10) is E.FENCED_MEMBER_EPOCH
+    a.epoch -= 5
+    assert g.expire(999) == [] and g.expire(1000) == ["a"]  # a fenced heartbeat does not count
+    assert g.state == "Empty"
+
+
+def test_a_static_member_returns_to_its_partitions_without_a_rebalance() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    a, b = Client(g, "a", ["a"], instance="ia"), Client(g, "b", ["a"])
+    settle(g, [a, b], random.Random(1), rounds=4)
+    epoch, mine = g.group_epoch, a.owned
+    assert g.heartbeat(HeartbeatRequest("a", -2, instance_id="ia", version=1), TOPICS, 0).error is E.NONE
+    again = Client(g, "a2", ["a"], instance="ia")  # a new process, a new member id
+    assert again.beat() is E.NONE
+    assert again.owned == mine and g.group_epoch == epoch
+    other = Client(g, "a3", ["a"], instance="ia")
+    assert other.beat() is E.UNRELEASED_INSTANCE_ID  # the instance is in use again
+
+
+def test_offset_commits_follow_the_member_epoch() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    assert g.commit_error("", -1) is E.NONE  # an admin's commit to an empty group
+    a = Client(g, "a", ["a"])
+    a.beat()
+    assert g.commit_error("", -1) is E.UNKNOWN_MEMBER_ID
+    assert g.commit_error("a", a.epoch) is E.NONE
+    assert g.commit_error("a", a.epoch - 1) is E.STALE_MEMBER_EPOCH
+
+
+@pytest.mark.parametrize(("request_", "message"), [
+    (HeartbeatRequest("", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned={}, version=1),
+     "MemberId can't be empty."),
+    (HeartbeatRequest("m", 0, subscribed_topic_names=["a"], owned={}, version=1),
+     "RebalanceTimeoutMs must be provided in first request."),
+    (HeartbeatRequest("m", 0, rebalance_timeout_ms=1, owned={}, version=1),
+     "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."),
+    (HeartbeatRequest("m", -2, version=1), "InstanceId can't be null."),
+    (HeartbeatRequest("m", -3, version=1), "MemberEpoch is invalid."),
+    (HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(", owned={}, version=1),
+     "not a valid regular expression"),
+])
+def test_invalid_heartbeats_are_answered_as_kafka_does(request_: HeartbeatRequest, message: str) -> None:
+    res = ConsumerGroup("g", ConsumerGroupConfig()).heartbeat(request_, TOPICS, 0)
+    assert res.error is E.INVALID_REQUEST and message in (res.message or "")
+
+
+def test_a_regex_subscription_follows_new_topics_in_linear_time() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    r = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(a+)+b", owned={}, version=1)
+    names = {"a" * 240: (T1, 1), "aab": (T2, 2)}  # a backtracking engine would never finish the first
+    res = g.heartbeat(r, TopicsView(1, names), 0)
+    assert res.assignment == {T2: frozenset({0, 1})}
+    names["aaab"] = (uuid.UUID(int=3), 1)
+    res = g.heartbeat(HeartbeatRequest("m", res.member_epoch, version=1), TopicsView(2, names), 1)
+    assert res.assignment is not None and uuid.UUID(int=3) in res.assignment
+
+
+def test_a_classic_group_with_members_and_a_consumer_group_keep_to_their_protocol() -> None:
+    c = GroupCoordinator(GroupConfig(), 1)
+    c.begin_loading(0)
+    c.finish_loading(0)
+    join = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned={}, version=1)
+    assert c.consumer_heartbeat("g", join, TOPICS, 0).error is E.NONE
+    from kafkarepl.coordinator.group import JoinRequest
+    classic = JoinRequest(member_id="", client_id="c", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                          protocol_type="consumer", protocols=[("range", b"")])
+    assert c.join("g", classic, 0).error is E.INCONSISTENT_GROUP_PROTOCOL  # type: ignore[union-attr]
+    assert c.list_groups() == (E.NONE, [("g", "consumer", "Stable", "consumer")])
+    assert c.describe("g")[0] is E.GROUP_ID_NOT_FOUND
+    assert c.prepare_delete("g")[0] is E.NON_EMPTY_GROUP
+    # a member unknown to this coordinator (a new one after a failover) joins again
+    lost = HeartbeatRequest("x", 3, version=1)
+    assert c.consumer_heartbeat("h", lost, TOPICS, 0).error is E.UNKNOWN_MEMBER_ID
