@@ -762,11 +762,19 @@ public class KafkaTools {
                 p.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
                 p.put("enable.auto.commit", "false");
                 p.put("auto.offset.reset", "earliest");
-                p.put("heartbeat.interval.ms", "500");
-                // RangeAssignor unless told: "cooperative-sticky" is KIP-429's incremental protocol
-                p.put("partition.assignment.strategy", args.length > 5 && args[5].equals("cooperative-sticky")
-                      ? "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
-                      : "org.apache.kafka.clients.consumer.RangeAssignor");
+                String assignor = args.length > 5 ? args[5] : "";
+                if (assignor.startsWith("consumer")) {
+                    // KIP-848's protocol: the broker assigns ("consumer:range" names its assignor);
+                    // the heartbeat interval and session timeout are the broker's
+                    p.put("group.protocol", "consumer");
+                    if (assignor.contains(":")) p.put("group.remote.assignor", assignor.split(":", 2)[1]);
+                } else {
+                    p.put("heartbeat.interval.ms", "500");
+                    // RangeAssignor unless told: "cooperative-sticky" is KIP-429's incremental protocol
+                    p.put("partition.assignment.strategy", assignor.equals("cooperative-sticky")
+                          ? "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
+                          : "org.apache.kafka.clients.consumer.RangeAssignor");
+                }
                 BlockingQueue<String> commands = new LinkedBlockingQueue<>();
                 Thread stdin = new Thread(() -> {
                     try (java.io.BufferedReader r = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {

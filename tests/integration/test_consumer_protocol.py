@@ -1,0 +1,189 @@
+"""KIP-848's consumer group protocol (`group.protocol=consumer`) with real clients:
+librdkafka (confluent-kafka) and Kafka's own Java consumer, against broker processes.
+The broker assigns; members move partitions without any member stopping to rejoin."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupType
+from confluent_kafka.admin import AdminClient
+
+from tests.fixtures.cluster import TestCluster
+from tests.integration.test_consumer_groups import (
+    FAST,
+    JavaGroupMember,
+    assigned,
+    drain,
+    find_coordinator,
+    produce,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def member(c: TestCluster, group: str, **conf) -> Consumer:
+    return Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "topic.metadata.refresh.interval.ms": 1000, **conf})
+
+
+def describe(c: TestCluster, group: str):
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    result = admin.describe_consumer_groups([group])[group].result(timeout=20)
+    del admin  # only once its call is answered
+    return result
+
+
+def test_librdkafka_members_split_the_partitions_and_hand_them_over(cluster_factory) -> None:
+    c = cluster_factory(1, **FAST)
+    topic, group = "kip848", "kip848-group"
+    c.create_topic(topic, 6, 1)
+    m1, m2 = member(c, group), member(c, group)
+    seen: dict[int, list] = {1: [], 2: []}
+    try:
+        m1.subscribe([topic])
+        wait_until(lambda: (drain(m1, seen[1]), assigned(m1) == set(range(6)))[1], 30, "the first member owning all")
+        m2.subscribe([topic])
+
+        def split() -> bool:
+            drain(m1, seen[1])
+            drain(m2, seen[2])
+            a, b = assigned(m1), assigned(m2)
+            assert not (a & b), (a, b)  # never one partition on two members
+            return len(a) == 3 and len(b) == 3
+
+        wait_until(split, 40, "3 partitions each")
+        sent = produce(c.bootstrap, topic, 6, 20)
+        wait_until(lambda: (drain(m1, seen[1]), drain(m2, seen[2]), len(seen[1]) + len(seen[2]) >= len(sent))[2],
+                   30, "every record")
+        assert sorted(v for _, _, v in seen[1] + seen[2]) == sorted(sent)  # each exactly once
+        for i, cons in ((1, m1), (2, m2)):
+            assert {p for p, _, _ in seen[i]} == assigned(cons)
+        m1.commit(asynchronous=False)  # OffsetCommit v9 with its member epoch
+
+        d = describe(c, group)
+        assert d.type == ConsumerGroupType.CONSUMER and str(d.state).endswith("STABLE"), d
+        owned = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in d.members}
+        assert sorted(map(len, owned.values())) == [3, 3] and set().union(*owned.values()) == set(range(6))
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})  # kept: a dropped client cancels its calls
+        listed = admin.list_consumer_groups().result(timeout=20)
+        assert [(g.group_id, g.type) for g in listed.valid] == [(group, ConsumerGroupType.CONSUMER)], (listed.valid, listed.errors)
+
+        m2.close()  # leaves with epoch -1: the rest moves at once, no session timeout
+        wait_until(lambda: (drain(m1, seen[1]), assigned(m1) == set(range(6)))[1], 30,
+                   "the remaining member taking every partition")
+        more = produce(c.bootstrap, topic, 6, 5, tag="more-")
+        wait_until(lambda: (drain(m1, seen[1]), more <= {v for _, _, v in seen[1]})[1], 30, "the new records")
+    finally:
+        m1.close()
+
+
+def test_java_and_librdkafka_members_of_one_consumer_protocol_group(cluster_factory) -> None:
+    """Kafka's consumer (AsyncKafkaConsumer) and librdkafka in one group: the Java member
+    is told to revoke only the partitions that move, its commits carry its member epoch,
+    and it takes the other's share back when that one leaves, revoking nothing."""
+    c = cluster_factory(1, **FAST)
+    topic, group = "jk848", "jk848-group"
+    c.create_topic(topic, 4, 1)
+    java = JavaGroupMember(c.bootstrap, group, topic, "consumer:uniform")
+    lines = java.lines
+
+    def java_owns() -> set[int]:  # its callbacks are increments, as with cooperative groups
+        owned: set[int] = set()
+        for ln in list(lines):
+            what, _, parts = ln.partition(" ")
+            ps = {int(x) for x in parts.split(",") if x} if what in ("assigned", "revoked", "lost") else set()
+            owned = owned | ps if what == "assigned" else owned - ps
+        return owned
+
+    rd = None
+    seen: list = []
+    try:
+        wait_until(lambda: java_owns() == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
+        rd = member(c, group)
+        rd.subscribe([topic])
+        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns() == {0, 1, 2, 3} - assigned(rd))[1],
+                   60, f"2 partitions each: {lines}")
+        revoked = [ln for ln in lines if ln.startswith("revoked ")]
+        assert len(revoked) == 1 and len(revoked[0].split(" ")[1].split(",")) == 2, lines
+        assert not any(ln.startswith("lost") for ln in lines), lines
+        before = len(lines)
+        rd.close()
+        rd = None
+        wait_until(lambda: java_owns() == {0, 1, 2, 3}, 60, f"the Java member taking the 2 back: {lines}")
+        assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
+        java.tell("stop")
+        wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
+        assert "commit ok" in lines, lines
+        java.tell("close")
+        java.proc.wait(timeout=60)
+    finally:
+        if rd is not None:
+            rd.close()
+        java.kill()
+
+
+def test_a_regex_subscription_picks_up_new_topics(cluster_factory) -> None:
+    c = cluster_factory(1, **FAST)
+    c.create_topic("rx-one", 2, 1)
+    c.create_topic("other", 2, 1)
+    m = member(c, "rx-group")
+    try:
+        m.subscribe(["^rx-.*"])  # sent as SubscribedTopicRegex, resolved by the broker
+        wait_until(lambda: (m.poll(0.1), {tp.topic for tp in m.assignment()} == {"rx-one"})[1], 30,
+                   "rx-one assigned")
+        c.create_topic("rx-two", 1, 1)
+        wait_until(lambda: (m.poll(0.1), {tp.topic for tp in m.assignment()} == {"rx-one", "rx-two"})[1], 40,
+                   "the new rx-two assigned too")
+    finally:
+        m.close()
+
+
+def test_members_of_a_failed_over_coordinator_join_again_and_resume_from_commits(cluster_factory) -> None:
+    c = cluster_factory(3, **{**FAST, "offsets_topic_replication_factor": 3})
+    topic, group = "fo848", "fo848-group"
+    c.create_topic(topic, 3, 3)
+    m = member(c, group)
+    seen: list = []
+    try:
+        m.subscribe([topic])
+        first = produce(c.bootstrap, topic, 3, 10)
+        wait_until(lambda: (drain(m, seen), first <= {v for _, _, v in seen})[1], 40, "the first records")
+        m.commit(asynchronous=False)
+        coordinator = find_coordinator(c, group)
+        c.kill(coordinator)
+        second = produce(c.bootstrap, topic, 3, 10, tag="second-")
+        wait_until(lambda: (drain(m, seen), second <= {v for _, _, v in seen})[1], 90,
+                   "the records written after the coordinator died")
+        assert assigned(m) == {0, 1, 2}
+        firsts = [v for _, _, v in seen if v in first]
+        assert len(firsts) == len(first)  # resumed from the commit: nothing read twice
+    finally:
+        m.close()
+
+
+def test_consumer_group_describe_and_list_name_the_group_types(cluster_factory) -> None:
+    """A classic group is described by DescribeGroups after ConsumerGroupDescribe answers
+    GROUP_ID_NOT_FOUND (the admin client falls back), and each is listed with its type."""
+    c = cluster_factory(1, **FAST)
+    c.create_topic("types", 1, 1)
+    classic = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "classic-g", "auto.offset.reset": "earliest",
+                        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    new = member(c, "consumer-g")
+    try:
+        classic.subscribe(["types"])
+        new.subscribe(["types"])
+        wait_until(lambda: (classic.poll(0.1), new.poll(0.1), describe(c, "classic-g").members
+                            and describe(c, "consumer-g").members)[2], 40, "both groups with a member")
+        assert describe(c, "classic-g").type == ConsumerGroupType.CLASSIC
+        assert describe(c, "consumer-g").type == ConsumerGroupType.CONSUMER
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        listed = {g.group_id: g.type for g in admin.list_consumer_groups().result(timeout=20).valid}
+        assert listed == {"classic-g": ConsumerGroupType.CLASSIC, "consumer-g": ConsumerGroupType.CONSUMER}
+        only = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=20).valid
+        assert [g.group_id for g in only] == ["consumer-g"]
+    finally:
+        classic.close()
+        new.close()
+
