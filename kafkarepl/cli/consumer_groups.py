@@ -116,21 +116,40 @@ def _assignment(data: bytes | None) -> list[tuple[str, int]]:
     return out
 
 
-async def _describe(client: ClusterClient, coordinator: int, group: str) -> int:
+async def _members(client: ClusterClient, coordinator: int, group: str) -> tuple[str, list[dict[str, Any]],
+                                                                                  dict[tuple[str, int], dict]]:
+    """(state, members, partition -> its member): ConsumerGroupDescribe for a KIP-848
+    group, else DescribeGroups (a classic group), as Kafka's admin client asks."""
+    resp = await client.send(ApiKey.CONSUMER_GROUP_DESCRIBE, {"group_ids": [group],
+                                                              "include_authorized_operations": False}, coordinator, 0)
+    [g] = resp["groups"]
+    owner: dict[tuple[str, int], dict[str, Any]] = {}
+    if not g["error_code"]:
+        for m in g["members"]:
+            for t in m["assignment"]["topic_partitions"]:
+                for p in t["partitions"]:
+                    owner[(t["topic_name"], p)] = m
+        return g["group_state"], g["members"], owner
+    if g["error_code"] != ErrorCode.GROUP_ID_NOT_FOUND:
+        raise KafkaError(f"group {group}: {ErrorCode(g['error_code']).name}", ErrorCode(g["error_code"]))
     resp = await client.send(ApiKey.DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False},
                              coordinator, 5)
     [g] = resp["groups"]
     if g["error_code"]:
         raise KafkaError(f"group {group}: {ErrorCode(g['error_code']).name}", ErrorCode(g["error_code"]))
-    owner: dict[tuple[str, int], dict[str, Any]] = {}
     for m in g["members"]:
         for tp in _assignment(m["member_assignment"]):
             owner[tp] = m
+    return g["group_state"], g["members"], owner
+
+
+async def _describe(client: ClusterClient, coordinator: int, group: str) -> int:
+    state, members, owner = await _members(client, coordinator, group)
     committed = await _committed(client, coordinator, group)
-    if g["group_state"] == "Dead" and not committed:
+    if state == "Dead" and not committed:
         print(f"Consumer group '{group}' does not exist.")
         return 1
-    if not g["members"]:
+    if not members:
         print(f"\nConsumer group '{group}' has no active members.\n")
     tps = sorted(set(committed) | set(owner))
     ends = await _offsets(client, tps, LATEST) if tps else {}

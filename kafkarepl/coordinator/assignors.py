@@ -29,15 +29,38 @@ def assign(assignor: str, subscriptions: Mapping[str, frozenset[str]], partition
     return _uniform(subscriptions, partitions, current)
 
 
+def _subscribers(subscriptions: Mapping[str, frozenset[str]],
+                 partitions: Mapping[str, int]) -> dict[str, tuple[str, ...]]:
+    """topic -> the members subscribed to it, in member id order. Members are grouped by
+    their subscription first (usually one for the whole group), so the cost is topics x
+    distinct subscriptions, not topics x members; topics with the same subscribers share
+    one tuple (the same object: cheap to use as a key again)."""
+    alike: dict[frozenset[str], list[str]] = {}
+    for m in sorted(subscriptions):
+        alike.setdefault(subscriptions[m], []).append(m)
+    subs = list(alike.items())
+    shared: dict[tuple[int, ...], tuple[str, ...]] = {}
+    out: dict[str, tuple[str, ...]] = {}
+    for topic in sorted(partitions):
+        key = tuple(i for i, (sub, _ms) in enumerate(subs) if topic in sub)
+        if not key:
+            continue
+        members = shared.get(key)
+        if members is None:
+            members = shared[key] = tuple(sorted(m for i in key for m in subs[i][1]))
+        out[topic] = members
+    return out
+
+
 def _range(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str, int]) -> dict[str, TopicPartitions]:
     out: dict[str, TopicPartitions] = {m: {} for m in subscriptions}
-    for topic, count in sorted(partitions.items()):
-        members = sorted(m for m, topics in subscriptions.items() if topic in topics)
+    for topic, members in _subscribers(subscriptions, partitions).items():
+        count = partitions[topic]
         if not members:
             continue
         base, extra = divmod(count, len(members))
         start = 0
-        for i, m in enumerate(members):
+        for i, m in enumerate(members if base else members[:extra]):  # members past the ranges get none
             n = base + (1 if i < extra else 0)
             if n:
                 out[m][topic] = frozenset(range(start, start + n))
@@ -50,12 +73,10 @@ def _uniform(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[st
     members = sorted(subscriptions)
     # Partitions grouped by the members that may have them (one group per distinct
     # subscription set, usually one): O(partitions x log members), never x members.
-    groups: dict[tuple[str, ...], list[tuple[str, int]]] = {}
-    for topic, n in sorted(partitions.items()):
-        subscribed = tuple(m for m in members if topic in subscriptions[m])
-        if subscribed:
-            groups.setdefault(subscribed, []).extend((topic, p) for p in range(n))
-    order = sorted(groups.items(), key=lambda kv: (len(kv[0]), kv[0]))
+    groups: dict[int, tuple[tuple[str, ...], list[tuple[str, int]]]] = {}  # by id() of the shared tuple
+    for topic, subscribed in _subscribers(subscriptions, partitions).items():
+        groups.setdefault(id(subscribed), (subscribed, []))[1].extend((topic, p) for p in range(partitions[topic]))
+    order = sorted(groups.values(), key=lambda kv: (len(kv[0]), kv[0]))
     # How many each member should get: water-filling, the partitions with the fewest
     # eligible members placed first, each on the least loaded of its members.
     quota = dict.fromkeys(members, 0)
@@ -67,7 +88,10 @@ def _uniform(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[st
             quota[m] = q + 1
             heapq.heappush(heap, (q + 1, m))
     # Sticky: each member keeps its current partitions it may still have, up to its quota.
-    eligible = {tp: set(ms) for ms, tps in groups.items() for tp in tps}
+    eligible: dict[tuple[str, int], frozenset[str]] = {}
+    for ms, tps in order:
+        allowed = frozenset(ms)  # one set per subscription, not per partition
+        eligible.update((tp, allowed) for tp in tps)
     owner: dict[tuple[str, int], str] = {}
     count = dict.fromkeys(members, 0)
     for m in members:

@@ -142,6 +142,7 @@ class ConsumerGroup:
         self.owners: dict[tuple[uuid.UUID, int], str] = {}  # partition -> member holding it
         self._regex_cache: dict[str, tuple[int, frozenset[str]]] = {}  # regex -> (topics version, names)
         self._seen_version = -1  # of the TopicsView the target was last checked against
+        self._subscriptions: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct subscription
 
     # ------------------------------------------------------------------ state ------
     @property
@@ -193,7 +194,11 @@ class ConsumerGroup:
                 self.static[member.instance_id] = member.member_id
             bump = True
         if r.subscribed_topic_names is not None and frozenset(r.subscribed_topic_names) != member.subscribed_names:
-            member.subscribed_names = frozenset(r.subscribed_topic_names)
+            names = frozenset(r.subscribed_topic_names)
+            # members with the same subscription share one set: the assignors group them by it
+            member.subscribed_names = self._subscriptions.setdefault(names, names)
+            if len(self._subscriptions) > 2 * len(self.members) + 16:
+                self._subscriptions = {m.subscribed_names: m.subscribed_names for m in self.members.values()}
             bump = True
         if r.subscribed_topic_regex is not None and (r.subscribed_topic_regex or None) != member.regex:
             member.regex = r.subscribed_topic_regex or None
@@ -259,9 +264,8 @@ class ConsumerGroup:
                     # partitions, without a rebalance (KIP-345 as Kafka's new protocol)
                     new_id = r.member_id or self._new_member_id()
                     del self.members[current.member_id]
-                    for tp, holder in self.owners.items():
-                        if holder == current.member_id:
-                            self.owners[tp] = new_id
+                    for tp in self._held(current):
+                        self.owners[tp] = new_id
                     if current.member_id in self.target:
                         self.target[new_id] = self.target.pop(current.member_id)
                     current.member_id, current.left = new_id, False
@@ -337,10 +341,16 @@ class ConsumerGroup:
             return
         if member.instance_id is not None and self.static.get(member.instance_id) == member_id:
             del self.static[member.instance_id]
-        for tp in [tp for tp, holder in self.owners.items() if holder == member_id]:
-            del self.owners[tp]
+        for tp in self._held(member):
+            if self.owners.get(tp) == member_id:
+                del self.owners[tp]
         self.target.pop(member_id, None)
         self._refresh(topics if topics is not None else TopicsView(self._seen_version, self.topics), force=True)
+
+    @staticmethod
+    def _held(m: ConsumerMember) -> list[tuple[uuid.UUID, int]]:
+        """The partitions a member holds: assigned, or still to be revoked."""
+        return [(tid, p) for a in (m.assigned, m.pending_revocation) for tid, ps in a.items() for p in ps]
 
     # ------------------------------------------------------------ assignment ------
     def _regex_topics(self, regex: str, topics: TopicsView) -> frozenset[str]:
@@ -358,11 +368,13 @@ class ConsumerGroup:
         if not force and topics.version == self._seen_version:
             return
         self._seen_version = topics.version
-        subscriptions = {mid: m.subscribed_names | (self._regex_topics(m.regex, topics) if m.regex else frozenset())
-                         for mid, m in self.members.items()}
+        subscriptions = {mid: m.subscribed_names | self._regex_topics(m.regex, topics) if m.regex
+                         else m.subscribed_names for mid, m in self.members.items()}
         self._regex_cache = {m.regex: self._regex_cache[m.regex] for m in self.members.values()
                              if m.regex in self._regex_cache}
-        seen = {t: topics.by_name[t] for ts in subscriptions.values() for t in ts if t in topics.by_name}
+        # set operations (in C): a member may name any number of topics
+        wanted = frozenset().union(*subscriptions.values()) & topics.by_name.keys()
+        seen = {t: topics.by_name[t] for t in wanted}
         if not force and seen == self.topics:
             return
         self.topics = seen

@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
 from tests.fixtures.cluster import TestCluster
+from tests.integration.test_cli_admin import cli
 from tests.integration.test_consumer_groups import (
     FAST,
     JavaGroupMember,
@@ -69,6 +70,14 @@ def test_librdkafka_members_split_the_partitions_and_hand_them_over(cluster_fact
         admin = AdminClient({"bootstrap.servers": c.bootstrap})  # kept: a dropped client cancels its calls
         listed = admin.list_consumer_groups().result(timeout=20)
         assert [(g.group_id, g.type) for g in listed.valid] == [(group, ConsumerGroupType.CONSUMER)], (listed.valid, listed.errors)
+        # kafka-consumer-groups.sh's --describe: each partition with its member, offsets and lag
+        r = cli("consumer-groups", "--bootstrap-server", c.bootstrap, "--describe", "--group", group)
+        rows = [line.split() for line in r.stdout.splitlines() if line.strip()]
+        assert r.returncode == 0 and rows[0][6] == "CONSUMER-ID", r.stdout + r.stderr
+        by_partition = {int(row[2]): row[6] for row in rows[1:]}
+        assert {m: {p for p, who in by_partition.items() if who == m} for m in owned} == owned, rows
+        committed = {int(row[2]): row[3] for row in rows[1:]}
+        assert all(committed[p] == "20" for p in assigned(m1)), rows  # m1 committed its own
 
         m2.close()  # leaves with epoch -1: the rest moves at once, no session timeout
         wait_until(lambda: (drain(m1, seen[1]), assigned(m1) == set(range(6)))[1], 30,
