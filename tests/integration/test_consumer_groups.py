@@ -263,14 +263,16 @@ class JavaGroupMember:
     """Kafka's own consumer (tests/java KafkaTools `group-member`) in a process of its own:
     its rebalance callbacks and answers collected as lines, driven by commands on stdin."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str | None = None) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str | None = None,
+                 instance_id: str | None = None) -> None:
         import threading
 
         from tests import java_tools
 
         cp, main = java_tools.compiled()
         self.proc = subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, main,
-                                      "group-member", bootstrap, group, topic, "120", *([assignor] if assignor else [])],
+                                      "group-member", bootstrap, group, topic, "120", *([assignor] if assignor else []),
+                                      *([instance_id] if instance_id else [])],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True)
         self.lines: list[str] = []

@@ -4,6 +4,8 @@ The broker assigns; members move partitions without any member stopping to rejoi
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
@@ -98,21 +100,13 @@ def test_java_and_librdkafka_members_of_one_consumer_protocol_group(cluster_fact
     java = JavaGroupMember(c.bootstrap, group, topic, "consumer:uniform")
     lines = java.lines
 
-    def java_owns() -> set[int]:  # its callbacks are increments, as with cooperative groups
-        owned: set[int] = set()
-        for ln in list(lines):
-            what, _, parts = ln.partition(" ")
-            ps = {int(x) for x in parts.split(",") if x} if what in ("assigned", "revoked", "lost") else set()
-            owned = owned | ps if what == "assigned" else owned - ps
-        return owned
-
     rd = None
     seen: list = []
     try:
-        wait_until(lambda: java_owns() == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
+        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
         rd = member(c, group)
         rd.subscribe([topic])
-        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns() == {0, 1, 2, 3} - assigned(rd))[1],
+        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns(lines) == {0, 1, 2, 3} - assigned(rd))[1],
                    60, f"2 partitions each: {lines}")
         revoked = [ln for ln in lines if ln.startswith("revoked ")]
         assert len(revoked) == 1 and len(revoked[0].split(" ")[1].split(",")) == 2, lines
@@ -120,7 +114,7 @@ def test_java_and_librdkafka_members_of_one_consumer_protocol_group(cluster_fact
         before = len(lines)
         rd.close()
         rd = None
-        wait_until(lambda: java_owns() == {0, 1, 2, 3}, 60, f"the Java member taking the 2 back: {lines}")
+        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member taking the 2 back: {lines}")
         assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
         java.tell("stop")
         wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
@@ -196,3 +190,51 @@ def test_consumer_group_describe_and_list_name_the_group_types(cluster_factory) 
         classic.close()
         new.close()
 
+
+
+def java_owns(lines: list[str]) -> set[int]:
+    """What a Java member owns, from its (incremental) rebalance callbacks."""
+    owned: set[int] = set()
+    for ln in list(lines):
+        what, _, parts = ln.partition(" ")
+        ps = {int(x) for x in parts.split(",") if x} if what in ("assigned", "revoked", "lost") else set()
+        owned = owned | ps if what == "assigned" else owned - ps
+    return owned
+
+
+def test_a_restarted_static_java_member_gets_its_partitions_back_without_a_rebalance(cluster_factory) -> None:
+    """Kafka's consumer with group.instance.id leaves with epoch -2 on close: its
+    partitions wait for it (the session timeout), the other member keeps exactly its own,
+    and the same instance started again gets the same partitions."""
+    c = cluster_factory(1, **FAST)
+    topic, group = "st848", "st848-group"
+    c.create_topic(topic, 4, 1)
+    first = JavaGroupMember(c.bootstrap, group, topic, "consumer", "static-a")
+    second = None
+    rd = member(c, group)
+    seen: list = []
+    try:
+        wait_until(lambda: java_owns(first.lines) == {0, 1, 2, 3}, 60, f"the Java member owning all: {first.lines}")
+        rd.subscribe([topic])
+        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns(first.lines) == {0, 1, 2, 3}
+                            - assigned(rd))[1], 60, f"2 partitions each: {first.lines}")
+        mine, theirs = assigned(rd), java_owns(first.lines)
+        first.tell("stop")
+        wait_until(lambda: "commit ok" in first.lines, 60, f"the commit: {first.lines}")
+        first.tell("close")
+        first.proc.wait(timeout=60)
+        deadline = time.monotonic() + 8  # the static member's partitions are not handed over
+        while time.monotonic() < deadline:
+            drain(rd, seen)
+            assert assigned(rd) == mine
+        second = JavaGroupMember(c.bootstrap, group, topic, "consumer", "static-a")
+        wait_until(lambda: java_owns(second.lines) == theirs, 60, f"the same partitions back: {second.lines}")
+        for _ in range(10):
+            drain(rd, seen)
+            assert assigned(rd) == mine  # the other member never moved
+        assert not any(ln.startswith(("revoked", "lost")) for ln in second.lines), second.lines
+    finally:
+        rd.close()
+        first.kill()
+        if second is not None:
+            second.kill()

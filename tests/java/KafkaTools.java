@@ -749,7 +749,7 @@ public class KafkaTools {
                 }
                 break;
             }
-            case "group-member": {  // a subscribe() consumer: GROUP TOPIC MAX_SECONDS [ASSIGNOR], driven by stdin
+            case "group-member": {  // a subscribe() consumer: GROUP TOPIC MAX_SECONDS [ASSIGNOR [INSTANCE_ID]], driven by stdin
                 // Polls until the line "stop" (or MAX_SECONDS), printing its rebalance
                 // callbacks as they come ("assigned 0,1", "revoked ...", "lost ..."); then
                 // "commit ok" (or the failure) for a commitSync of its positions and
@@ -768,6 +768,7 @@ public class KafkaTools {
                     // the heartbeat interval and session timeout are the broker's
                     p.put("group.protocol", "consumer");
                     if (assignor.contains(":")) p.put("group.remote.assignor", assignor.split(":", 2)[1]);
+                    if (args.length > 6) p.put("group.instance.id", args[6]);  // a static member (KIP-345)
                 } else {
                     p.put("heartbeat.interval.ms", "500");
                     // RangeAssignor unless told: "cooperative-sticky" is KIP-429's incremental protocol
