@@ -329,6 +329,14 @@ class ConsumerGroup:
         if r.member_epoch == STATIC_LEAVE_EPOCH:
             member.left = True  # keeps its partitions until it returns or its session ends
             member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+            # those it was revoking are released (it consumes nothing now), as Kafka
+            for tid, parts in member.pending_revocation.items():
+                for p in parts:
+                    if self.owners.get((tid, p)) == member.member_id:
+                        del self.owners[(tid, p)]
+            if member.state is MemberState.UNREVOKED_PARTITIONS:  # reconciled again when it returns
+                member.state = MemberState.UNRELEASED_PARTITIONS
+            member.pending_revocation, member.revocation_deadline_ms = {}, None
         else:
             self.remove(member.member_id, topics)
         return HeartbeatResponse(ErrorCode.NONE, None, r.member_id, r.member_epoch, 0)
@@ -417,11 +425,17 @@ class ConsumerGroup:
                 if self.owners.get((tid, p)) == m.member_id:
                     del self.owners[(tid, p)]
         m.pending_revocation = {}
-        if any(revoke.values()):
+        # revoked partitions the member says it no longer owns (a replaced static member,
+        # a rejoin) need no wait for it; unreported ones might still be in use
+        if any(revoke.values()) and (owned is None or _overlaps(owned, revoke)):
             m.state = MemberState.UNREVOKED_PARTITIONS
             m.assigned, m.pending_revocation = _clean(kept), _clean(revoke)
             m.revocation_deadline_ms = now_ms + max(0, m.rebalance_timeout_ms)
         else:
+            for tid, parts in revoke.items():
+                for p in parts:
+                    if self.owners.get((tid, p)) == m.member_id:
+                        del self.owners[(tid, p)]
             m.previous_epoch, m.epoch = m.epoch, self.assignment_epoch
             m.assigned = _clean({tid: kept.get(tid, frozenset()) | add.get(tid, frozenset()) for tid in kept})
             m.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE

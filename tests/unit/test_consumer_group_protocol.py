@@ -95,22 +95,36 @@ def test_a_joining_member_gets_its_share_only_once_the_other_released_it() -> No
     assert g.state == "Stable" and not owned_by_two([a, b])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 2**32), joins=st.integers(1, 6))
 def test_random_heartbeat_orders_never_give_a_partition_to_two_members(seed: int, joins: int) -> None:
     rng = random.Random(seed)
     g = ConsumerGroup("g", ConsumerGroupConfig())
     clients: list[Client] = []
     for i in range(joins):
-        clients.append(Client(g, f"m{i}", rng.choice([["a"], ["a", "b"], ["b"]])))
+        clients.append(Client(g, f"m{i}", rng.choice([["a"], ["a", "b"], ["b"]]), rng.choice([None, f"i{i}"])))
         for _ in range(rng.randint(0, 4)):
             c = rng.choice(clients)
             assert c.beat() is E.NONE
             assert not owned_by_two(clients)
-        if len(clients) > 1 and rng.random() < 0.3:
-            gone = clients.pop(rng.randrange(len(clients)))
+        # (a static member's replacement that has not joined yet stays: the instance's
+        # partitions wait for it until its session ends, and no time passes here)
+        leaving = [c for c in clients if c.instance is None or c.id in g.members]
+        if len(clients) > 1 and leaving and rng.random() < 0.3:
+            gone = rng.choice(leaving)
+            clients.remove(gone)
             known = gone.id in g.members
-            assert gone.leave() is (E.NONE if known else E.UNKNOWN_MEMBER_ID)
+            if gone.instance is not None and known and rng.random() < 0.5:
+                # a static member restarts: it leaves with -2, the same instance comes back
+                assert g.heartbeat(HeartbeatRequest(gone.id, -2, instance_id=gone.instance, version=1),
+                                   TOPICS, 0).error is E.NONE
+                gone.owned = {}  # it consumes nothing while away
+                clients.append(Client(g, gone.id + "'", gone.topics, gone.instance))
+            elif gone.instance is not None:
+                res = g.heartbeat(HeartbeatRequest(gone.id, -1, instance_id=gone.instance, version=1), TOPICS, 0)
+                assert res.error is (E.NONE if known else E.UNKNOWN_MEMBER_ID)
+            else:
+                assert gone.leave() is (E.NONE if known else E.UNKNOWN_MEMBER_ID)
     settle(g, clients, rng)
     assert g.state == "Stable"
     assert all(c.epoch == g.group_epoch for c in clients)
@@ -121,6 +135,8 @@ def test_random_heartbeat_orders_never_give_a_partition_to_two_members(seed: int
     assert got == wanted
     for c in clients:
         assert all(({T1: "a", T2: "b"}[t]) in c.topics for t in c.owned)
+    # the coordinator's index of who holds what agrees with its members
+    assert g.owners == {tp: m.member_id for m in g.members.values() for tp in g._held(m)}
 
 
 def test_uniform_is_balanced_and_sticky() -> None:
@@ -226,3 +242,19 @@ def test_a_classic_group_with_members_and_a_consumer_group_keep_to_their_protoco
     # a member unknown to this coordinator (a new one after a failover) joins again
     lost = HeartbeatRequest("x", 3, version=1)
     assert c.consumer_heartbeat("h", lost, TOPICS, 0).error is E.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_member_leaving_mid_revocation_releases_what_it_was_revoking() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    a, b = Client(g, "a", ["a"], instance="ia"), Client(g, "b", ["a"])
+    a.beat()
+    b.beat()
+    a.beat()  # a is told to revoke 3
+    assert len(a.owned[T1]) == 3 and g.members["a"].pending_revocation
+    assert g.heartbeat(HeartbeatRequest("a", -2, instance_id="ia", version=1), TOPICS, 0).error is E.NONE
+    b.beat()  # the 3 a was revoking are free at once; a's kept 3 wait for it
+    assert b.owned[T1] == frozenset(range(6)) - a.owned[T1]
+    back = Client(g, "a-again", ["a"], instance="ia")
+    assert back.beat() is E.NONE and back.owned == a.owned
+    settle(g, [back, b], random.Random(2), rounds=4)
+    assert g.state == "Stable" and not owned_by_two([back, b])
