@@ -68,8 +68,10 @@ def test_a_kafkarepl_broker_against_the_kafkarepl_client() -> None:
     p = API[ApiKey.PRODUCE]
     assert f"\tProduce(0): {p.min_version} to {p.max_version} [usable: {p.max_version}],\n" in text
     assert "\tUpdateFeatures(57): UNSUPPORTED,\n" in text
-    assert text.endswith(f"\tListTransactions(66): 0 to {API[ApiKey.LIST_TRANSACTIONS].max_version} "
-                         f"[usable: {API[ApiKey.LIST_TRANSACTIONS].max_version}]\n)")
+    assert f"\tListTransactions(66): 0 to {API[ApiKey.LIST_TRANSACTIONS].max_version} " \
+           f"[usable: {API[ApiKey.LIST_TRANSACTIONS].max_version}],\n" in text
+    assert text.endswith("\tConsumerGroupHeartbeat(68): 0 to 1 [usable: 1],\n"
+                         "\tConsumerGroupDescribe(69): 0 [usable: 0]\n)")
 
 
 def test_node_text() -> None:
