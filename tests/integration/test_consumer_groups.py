@@ -351,39 +351,54 @@ def test_cooperative_rebalances_move_only_what_changes(cluster_factory) -> None:
             cons.close()
 
 
-def test_java_and_librdkafka_share_a_cooperative_group(cluster_factory) -> None:
-    # Kafka's CooperativeStickyAssignor and librdkafka's cooperative-sticky in one group:
-    # the broker picks the protocol both name and relays each one's owned partitions, so
-    # whichever leads, the Java member gives up only what moves and takes the other's
-    # share when it leaves, with no full revocation.
+def java_owns(lines: list[str]) -> set[int]:
+    """What a Java member owns, from its rebalance callbacks (increments with a cooperative
+    assignor or KIP-848's protocol)."""
+    owned: set[int] = set()
+    for ln in list(lines):
+        what, _, parts = ln.partition(" ")
+        ps = {int(x) for x in parts.split(",") if x} if what in ("assigned", "revoked", "lost") else set()
+        owned = owned | ps if what == "assigned" else owned - ps
+    return owned
+
+
+def consumer_protocol_member(c: TestCluster, group: str, **conf) -> Consumer:
+    """A librdkafka member of a KIP-848 group (the broker sets its timing and assignor)."""
+    return Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "topic.metadata.refresh.interval.ms": 1000, **conf})
+
+
+@pytest.mark.parametrize("protocol", ["cooperative-sticky", "consumer"])
+def test_java_and_librdkafka_share_a_group(cluster_factory, protocol: str) -> None:
+    # cooperative-sticky: Kafka's CooperativeStickyAssignor and librdkafka's in one
+    # classic group: the broker picks the protocol both name and relays each one's owned
+    # partitions. consumer: KIP-848's protocol, the broker assigns (uniform) and tells the
+    # Java member (AsyncKafkaConsumer) to revoke what moves, its commits carrying its
+    # member epoch. Either way, the Java member gives up only what moves and takes the
+    # other's share when it leaves, with no full revocation.
     c = cluster_factory(1, **FAST)
     topic, group = "jcoop", "jcoop-group"
     c.create_topic(topic, 4, 1)
-    java = JavaGroupMember(c.bootstrap, group, topic, "cooperative-sticky")
+    java = JavaGroupMember(c.bootstrap, group, topic, "cooperative-sticky" if protocol != "consumer"
+                           else "consumer:uniform")
     lines = java.lines
-
-    def java_owns() -> set[int]:  # the cooperative callbacks are increments
-        owned: set[int] = set()
-        for ln in list(lines):
-            what, _, parts = ln.partition(" ")
-            ps = {int(x) for x in parts.split(",") if x} if what in ("assigned", "revoked", "lost") else set()
-            owned = owned | ps if what == "assigned" else owned - ps
-        return owned
-
     seen: list = []
     rd = None
     try:
-        wait_until(lambda: java_owns() == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
-        rd = confluent_consumer(c, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
+        rd = (consumer_protocol_member(c, group) if protocol == "consumer"
+              else confluent_consumer(c, group, **{"partition.assignment.strategy": "cooperative-sticky"}))
         rd.subscribe([topic])
-        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns() == {0, 1, 2, 3} - assigned(rd))[1],
-                   40, f"2 partitions each: {lines}")
+        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns(lines) == {0, 1, 2, 3} - assigned(rd))[1],
+                   60, f"2 partitions each: {lines}")
         revoked = [ln for ln in lines if ln.startswith("revoked ")]
         assert len(revoked) == 1 and len(revoked[0].split(" ")[1].split(",")) == 2, lines
+        assert not any(ln.startswith("lost") for ln in lines), lines
         before = len(lines)
         rd.close()
         rd = None
-        wait_until(lambda: java_owns() == {0, 1, 2, 3}, 40, f"the Java member taking the 2 back: {lines}")
+        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member taking the 2 back: {lines}")
         assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
         java.tell("stop")
         wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")

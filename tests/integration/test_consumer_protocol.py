@@ -1,6 +1,8 @@
 """KIP-848's consumer group protocol (`group.protocol=consumer`) with real clients:
 librdkafka (confluent-kafka) and Kafka's own Java consumer, against broker processes.
-The broker assigns; members move partitions without any member stopping to rejoin."""
+The broker assigns; members move partitions without any member stopping to rejoin. (A
+Java member and a librdkafka one in one group: test_consumer_groups.py's
+test_java_and_librdkafka_share_a_group[consumer].)"""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from tests.integration.test_consumer_groups import (
     FAST,
     JavaGroupMember,
     assigned,
+    consumer_protocol_member,
     drain,
     find_coordinator,
+    java_owns,
     produce,
     wait_until,
 )
@@ -25,10 +29,7 @@ from tests.integration.test_consumer_groups import (
 pytestmark = pytest.mark.integration
 
 
-def member(c: TestCluster, group: str, **conf) -> Consumer:
-    return Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "group.protocol": "consumer",
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                     "topic.metadata.refresh.interval.ms": 1000, **conf})
+member = consumer_protocol_member
 
 
 def describe(c: TestCluster, group: str):
@@ -88,43 +89,6 @@ def test_librdkafka_members_split_the_partitions_and_hand_them_over(cluster_fact
         wait_until(lambda: (drain(m1, seen[1]), more <= {v for _, _, v in seen[1]})[1], 30, "the new records")
     finally:
         m1.close()
-
-
-def test_java_and_librdkafka_members_of_one_consumer_protocol_group(cluster_factory) -> None:
-    """Kafka's consumer (AsyncKafkaConsumer) and librdkafka in one group: the Java member
-    is told to revoke only the partitions that move, its commits carry its member epoch,
-    and it takes the other's share back when that one leaves, revoking nothing."""
-    c = cluster_factory(1, **FAST)
-    topic, group = "jk848", "jk848-group"
-    c.create_topic(topic, 4, 1)
-    java = JavaGroupMember(c.bootstrap, group, topic, "consumer:uniform")
-    lines = java.lines
-
-    rd = None
-    seen: list = []
-    try:
-        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
-        rd = member(c, group)
-        rd.subscribe([topic])
-        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns(lines) == {0, 1, 2, 3} - assigned(rd))[1],
-                   60, f"2 partitions each: {lines}")
-        revoked = [ln for ln in lines if ln.startswith("revoked ")]
-        assert len(revoked) == 1 and len(revoked[0].split(" ")[1].split(",")) == 2, lines
-        assert not any(ln.startswith("lost") for ln in lines), lines
-        before = len(lines)
-        rd.close()
-        rd = None
-        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member taking the 2 back: {lines}")
-        assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
-        java.tell("stop")
-        wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
-        assert "commit ok" in lines, lines
-        java.tell("close")
-        java.proc.wait(timeout=60)
-    finally:
-        if rd is not None:
-            rd.close()
-        java.kill()
 
 
 def test_a_regex_subscription_picks_up_new_topics(cluster_factory) -> None:
@@ -191,15 +155,6 @@ def test_consumer_group_describe_and_list_name_the_group_types(cluster_factory) 
         new.close()
 
 
-
-def java_owns(lines: list[str]) -> set[int]:
-    """What a Java member owns, from its (incremental) rebalance callbacks."""
-    owned: set[int] = set()
-    for ln in list(lines):
-        what, _, parts = ln.partition(" ")
-        ps = {int(x) for x in parts.split(",") if x} if what in ("assigned", "revoked", "lost") else set()
-        owned = owned | ps if what == "assigned" else owned - ps
-    return owned
 
 
 def test_a_restarted_static_java_member_gets_its_partitions_back_without_a_rebalance(cluster_factory) -> None:
