@@ -208,6 +208,14 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
             r = await conn.send(ApiKey.OFFSET_FETCH, 7, {"group_id": "g-admin", "topics": None,
                                                          "require_stable": False})
             assert r["error_code"] == group_denied
+            # KIP-848's heartbeat needs READ on the group, ConsumerGroupDescribe DESCRIBE
+            r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+                "group_id": "g-alice", "member_id": "m-1", "member_epoch": 0, "rebalance_timeout_ms": 30000,
+                "subscribed_topic_names": ["orders"], "topic_partitions": []})
+            assert r["error_code"] == group_denied and r["assignment"] is None
+            r = await conn.send(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g-admin"],
+                                                                    "include_authorized_operations": False})
+            assert [(g["group_id"], g["error_code"]) for g in r["groups"]] == [("g-admin", group_denied)]
             r = await conn.send(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": None,
                                                           "timeout_ms": 5000})
             assert r["error_code"] == cluster_denied
