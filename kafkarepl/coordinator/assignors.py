@@ -95,8 +95,10 @@ def _uniform(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[st
     owner: dict[tuple[str, int], str] = {}
     count = dict.fromkeys(members, 0)
     for m in members:
-        for topic, parts in sorted(current.get(m, {}).items()):
-            for p in sorted(parts):
+        mine = current.get(m, {})
+        over = sum(map(len, mine.values())) > quota[m]  # only then does the order of keeping matter
+        for topic, parts in (sorted(mine.items()) if over else mine.items()):
+            for p in (sorted(parts) if over else parts):
                 tp = (topic, p)
                 if count[m] < quota[m] and tp not in owner and m in eligible.get(tp, ()):
                     owner[tp] = m

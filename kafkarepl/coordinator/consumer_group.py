@@ -381,7 +381,8 @@ class ConsumerGroup:
         self._regex_cache = {m.regex: self._regex_cache[m.regex] for m in self.members.values()
                              if m.regex in self._regex_cache}
         # set operations (in C): a member may name any number of topics
-        wanted = frozenset().union(*subscriptions.values()) & topics.by_name.keys()
+        distinct = {id(sub): sub for sub in subscriptions.values()}.values()  # members share their sets
+        wanted = frozenset().union(*distinct) & topics.by_name.keys()
         seen = {t: topics.by_name[t] for t in wanted}
         if not force and seen == self.topics:
             return
