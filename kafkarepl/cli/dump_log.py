@@ -211,7 +211,7 @@ def _json(doc: Any) -> str:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
-def _parse_coordinator_record(records: dict[int, tuple[str, Any, Any, range]], key: bytes | None,
+def _parse_coordinator_record(records: dict[int, tuple[str, Any, Any, range, range]], key: bytes | None,
                               value: bytes | None) -> dict:
     """A coordinator record as Kafka 4's --offsets-decoder shows it: the key as
     {"type": key version, "data": ...}, the value as {"version": ..., "data": ...}, a
@@ -221,14 +221,14 @@ def _parse_coordinator_record(records: dict[int, tuple[str, Any, Any, range]], k
     (kind,) = struct.unpack_from(">h", key, 0)
     if kind not in records:
         return {"key": f"Unknown record type {kind}, skipping."}
-    name, key_fields, value_fields, value_versions = records[kind]
+    name, key_fields, value_fields, value_versions, flexible = records[kind]
     try:
         kv, k = read_versioned(key, key_fields, range(kind, kind + 1))
         out = {"key": _json({"type": str(kv), "data": to_json(key_fields, kv, k)})}
         if value is None:
             out["payload"] = "<DELETE>"
             return out
-        vv, v = read_versioned(value, value_fields, value_versions)
+        vv, v = read_versioned(value, value_fields, value_versions, flexible)
         data = to_json(value_fields, vv, v)
         if name == "GroupMetadata" and v.get("protocol_type") == "consumer":
             for member, decoded in zip(data["members"], v["members"], strict=True):

@@ -11,9 +11,10 @@ some are still held elsewhere), then STABLE. A member that misses
 `group.consumer.session.timeout.ms` of heartbeats, or does not revoke within its rebalance
 timeout, is fenced: removed, its partitions free for the others.
 
-Membership is kept in memory only: a new coordinator (after a failover) does not know the
-members, which learn UNKNOWN_MEMBER_ID, give up their partitions and join again; committed
-offsets are kept as always. Time is the caller's `now_ms`.
+What changed is also kept as Kafka's records (consumer_group_records.py): the caller
+writes `pending_records()` to `__consumer_offsets` after each call, and a new coordinator
+(after a failover) `restore`s the group from them, so its members carry on in their epochs.
+Time is the caller's `now_ms`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import enum
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
+from kafkarepl.coordinator import consumer_group_records as records
 from kafkarepl.coordinator.assignors import ASSIGNORS, TopicPartitions, assign
 from kafkarepl.errors import ErrorCode
 
@@ -60,6 +63,12 @@ class MemberState(enum.Enum):
     STABLE = "stable"
     UNREVOKED_PARTITIONS = "unrevoked_partitions"
     UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+
+# as ConsumerGroupCurrentMemberAssignment's State holds them (Kafka's MemberState)
+_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
+_STATES = {code: state for state, code in _STATE_CODES.items()}
+_UNKNOWN = object()  # what the log holds for a record whose write failed
 
 
 @dataclass
@@ -127,6 +136,25 @@ def _clean(a: Mapping[uuid.UUID, frozenset[int]]) -> Assignment:
     return {tid: parts for tid, parts in a.items() if parts}
 
 
+def _metadata_value(m: ConsumerMember) -> dict[str, Any]:
+    return {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+            "client_host": m.client_host, "subscribed_topic_names": sorted(m.subscribed_names),
+            "subscribed_topic_regex": m.regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "server_assignor": m.assignor}
+
+
+def _target_value(goal: Assignment) -> dict[str, Any]:
+    return {"topic_partitions": records.topic_partitions(goal)}
+
+
+def _current_value(m: ConsumerMember) -> dict[str, Any]:
+    """A static member that left is written at epoch -2, its epoch as the previous (Kafka's)."""
+    return {"member_epoch": STATIC_LEAVE_EPOCH if m.left else m.epoch,
+            "previous_member_epoch": m.epoch if m.left else m.previous_epoch,
+            "state": _STATE_CODES[m.state], "assigned_partitions": records.topic_partitions(m.assigned),
+            "partitions_pending_revocation": records.topic_partitions(m.pending_revocation)}
+
+
 class ConsumerGroup:
     def __init__(self, group_id: str, config: ConsumerGroupConfig,
                  new_member_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
@@ -143,6 +171,11 @@ class ConsumerGroup:
         self._regex_cache: dict[str, tuple[int, frozenset[str]]] = {}  # regex -> (topics version, names)
         self._seen_version = -1  # of the TopicsView the target was last checked against
         self._subscriptions: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct subscription
+        # What the log holds (as last asked for): (record kind, member id or "") -> what
+        # its value was made of; members whose records may have changed since.
+        self._written: dict[tuple[int, str], Any] = {}
+        self._dirty: set[str] = set()
+        self._all_dirty = False
 
     # ------------------------------------------------------------------ state ------
     @property
@@ -217,6 +250,7 @@ class ConsumerGroup:
         full = (r.rebalance_timeout_ms != -1 and r.owned is not None
                 and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None))
         send = r.member_epoch == 0 or full or member.assigned != before
+        self._dirty.add(member.member_id)
         return HeartbeatResponse(ErrorCode.NONE, None, member.member_id, member.epoch,
                                  self.config.heartbeat_interval_ms, dict(member.assigned) if send else None)
 
@@ -264,6 +298,7 @@ class ConsumerGroup:
                     # partitions, without a rebalance (KIP-345 as Kafka's new protocol)
                     new_id = r.member_id or self._new_member_id()
                     del self.members[current.member_id]
+                    self._dirty.add(current.member_id)  # its records go
                     for tp in self._held(current):
                         self.owners[tp] = new_id
                     if current.member_id in self.target:
@@ -337,6 +372,7 @@ class ConsumerGroup:
             if member.state is MemberState.UNREVOKED_PARTITIONS:  # reconciled again when it returns
                 member.state = MemberState.UNRELEASED_PARTITIONS
             member.pending_revocation, member.revocation_deadline_ms = {}, None
+            self._dirty.add(member.member_id)
         else:
             self.remove(member.member_id, topics)
         return HeartbeatResponse(ErrorCode.NONE, None, r.member_id, r.member_epoch, 0)
@@ -347,6 +383,7 @@ class ConsumerGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return
+        self._dirty.add(member_id)
         if member.instance_id is not None and self.static.get(member.instance_id) == member_id:
             del self.static[member.instance_id]
         for tp in self._held(member):
@@ -390,6 +427,7 @@ class ConsumerGroup:
         self.group_epoch += 1
         self.target = assign(self.assignor(), subscriptions, {t: n for t, (_tid, n) in seen.items()}, self.target)
         self.assignment_epoch = self.group_epoch
+        self._all_dirty = True  # every member's target may have moved
 
     def assignor(self) -> str:
         """The members' most common ServerAssignor, else the default (Kafka's rule)."""
@@ -447,6 +485,96 @@ class ConsumerGroup:
         for tid, parts in m.pending_revocation.items():
             for p in parts:
                 self.owners[(tid, p)] = m.member_id
+
+    # ----------------------------------------------------------------- records -----
+    def pending_records(self) -> list[records.Record]:
+        """The records of what changed since the last call, in Kafka's order: members'
+        metadata and the group epoch, then the target assignment and its epoch, then the
+        members' current assignments. Members gone get tombstones."""
+        if self._all_dirty:
+            ids = set(self.members) | {mid for _kind, mid in self._written if mid}
+        else:
+            ids = self._dirty
+        self._dirty, self._all_dirty = set(), False
+        if not ids and not self._written and not self.group_epoch:
+            return []  # a group no heartbeat joined yet has nothing to keep
+        meta: list[records.Record] = []
+        target: list[records.Record] = []
+        current: list[records.Record] = []
+        for mid in sorted(ids):
+            m = self.members.get(mid)
+            if m is None:
+                for kind, out in ((records.CURRENT_ASSIGNMENT, current), (records.TARGET_ASSIGNMENT, target),
+                                  (records.MEMBER_METADATA, meta)):
+                    if self._written.pop((kind, mid), None) is not None:
+                        out.append(records.encode(kind, self.group_id, mid, None))
+                continue
+            self._put(meta, records.MEMBER_METADATA, mid, (
+                m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names, m.regex,
+                m.rebalance_timeout_ms, m.assignor), partial(_metadata_value, m))
+            goal = self._target_of(mid)
+            self._put(target, records.TARGET_ASSIGNMENT, mid, goal, partial(_target_value, goal))
+            self._put(current, records.CURRENT_ASSIGNMENT, mid, (
+                m.epoch, m.previous_epoch, m.state, m.left, dict(m.assigned), dict(m.pending_revocation)),
+                partial(_current_value, m))
+        self._put(meta, records.GROUP_EPOCH, "", self.group_epoch, lambda: {"epoch": self.group_epoch})
+        self._put(target, records.ASSIGNMENT_EPOCH, "", self.assignment_epoch,
+                  lambda: {"assignment_epoch": self.assignment_epoch})
+        return meta + target + current
+
+    def _put(self, out: list[records.Record], kind: int, mid: str, made_of: Any,
+             value: Callable[[], dict[str, Any]]) -> None:
+        if self._written.get((kind, mid), _UNKNOWN) is _UNKNOWN or self._written[(kind, mid)] != made_of:
+            self._written[(kind, mid)] = made_of
+            out.append(records.encode(kind, self.group_id, mid or None, value()))
+
+    def tombstones(self) -> list[records.Record]:
+        """The tombstones of every record the group has in the log (it is being deleted)."""
+        return [records.encode(kind, self.group_id, mid or None, None)
+                for kind, mid in sorted(self._written, key=lambda k: (k[1] == "", k))]
+
+    def write_failed(self) -> None:
+        """A write of pending_records() failed: what the log holds of the group is not
+        known, so the next records rewrite all of it (and tombstone what it wrote)."""
+        self._written = dict.fromkeys(self._written, _UNKNOWN)
+        self._all_dirty = True
+
+    def restore(self, loaded: records.LoadedConsumerGroup, topics: TopicsView | None, now_ms: int) -> None:
+        """The group as its records left it (a new coordinator took its partition over):
+        members keep their epochs and partitions, their sessions start now."""
+        self.group_epoch = loaded.group_epoch or 0
+        self.assignment_epoch = loaded.assignment_epoch
+        names = {tid: name for name, (tid, _n) in topics.by_name.items()} if topics is not None else {}
+        for mid, meta in loaded.members.items():
+            cur = loaded.currents.get(mid, {})
+            subscribed = frozenset(meta["subscribed_topic_names"])
+            m = ConsumerMember(mid, meta["instance_id"], meta["rack_id"], meta["client_id"], meta["client_host"],
+                               meta["rebalance_timeout_ms"],
+                               subscribed_names=self._subscriptions.setdefault(subscribed, subscribed),
+                               regex=meta["subscribed_topic_regex"], assignor=meta["server_assignor"])
+            epoch = cur.get("member_epoch", 0)
+            m.left = epoch == STATIC_LEAVE_EPOCH
+            m.epoch = cur.get("previous_member_epoch", -1) if m.left else epoch
+            m.previous_epoch = -1 if m.left else cur.get("previous_member_epoch", -1)
+            # a state a later version wrote: reconciled again at its next heartbeat
+            m.state = _STATES.get(cur.get("state", 0), MemberState.UNRELEASED_PARTITIONS)
+            m.assigned = records.assignment_of(cur.get("assigned_partitions", []))
+            m.pending_revocation = records.assignment_of(cur.get("partitions_pending_revocation", []))
+            m.session_deadline_ms = now_ms + self.config.session_timeout_ms
+            if m.state is MemberState.UNREVOKED_PARTITIONS:
+                m.revocation_deadline_ms = now_ms + max(0, m.rebalance_timeout_ms)
+            self.members[mid] = m
+            if m.instance_id is not None:
+                self.static[m.instance_id] = mid
+            for tp in self._held(m):
+                self.owners[tp] = mid
+            goal = loaded.targets.get(mid, {})
+            self.target[mid] = {names[tid]: parts for tid, parts in goal.items() if tid in names}
+        # the topics of the target: the first heartbeat's check finds them unchanged unless
+        # they changed meanwhile (then a new epoch, as Kafka's metadata hash would say)
+        self.topics = {t: topics.by_name[t] for goal in self.target.values() for t in goal} if topics else {}
+        self._all_dirty = True
+        self.pending_records()  # what the log holds: nothing to write
 
     # ------------------------------------------------------------------ timers -----
     def expire(self, now_ms: int) -> list[str]:

@@ -8,7 +8,10 @@ responses completed by any of those calls. Offsets are committed in two steps:
 `validate_commit` before the broker writes them to the log, `apply_commit` once the
 write is replicated (acks=all), so the cache never holds an offset the log could lose.
 Group records (membership) the groups ask for come out of `drain_stores()`; the
-broker writes them in that order and reports each outcome with `store_done`.
+broker writes them in that order and reports each outcome with `store_done`. KIP-848
+groups' records come out of `drain_writes()`, written in that order too; a heartbeat is
+answered once its group's records are replicated, a failed write is reported with
+`write_failed`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
+from kafkarepl.coordinator import consumer_group_records
 from kafkarepl.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
@@ -58,6 +62,7 @@ class GroupCoordinator:
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848's (ConsumerGroupHeartbeat)
         self._new_member_id = new_member_id
         self._owned: dict[int, bool] = {}  # __consumer_offsets partition -> loaded
+        self._writes: list[tuple[str, list[consumer_group_records.Record]]] = []  # KIP-848 groups' records
 
     # ---------------------------------------------------------------- ownership -----
     def partition_for(self, group_id: str) -> int:
@@ -83,13 +88,15 @@ class GroupCoordinator:
         self._owned[partition] = False
 
     def load(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]],
-             now_ms: int = 0, wall_ms: int = 0) -> int:
+             now_ms: int = 0, wall_ms: int = 0, topics: TopicsView | None = None) -> int:
         """Replay (key, value) records of the partition's log, oldest first: committed
-        offsets, and each group's last membership record (its members' sessions start
-        at now_ms; wall_ms is the clock of the records' timestamps). Records of other
+        offsets, each classic group's last membership record and KIP-848 groups' records
+        (members' sessions start at now_ms; wall_ms is the clock of the records'
+        timestamps; `topics` names the topic ids of their assignments). Records of other
         kinds are skipped. Returns how many records were applied."""
         applied = 0
         snapshots: dict[str, GroupSnapshot | None] = {}
+        loaded: dict[str, consumer_group_records.LoadedConsumerGroup] = {}
         for key, value in records:
             if key is None:
                 continue
@@ -99,6 +106,8 @@ class GroupCoordinator:
                     gid = decode_group_key(key)
                     if gid is not None:
                         snapshots[gid] = decode_group_value(value)
+                        applied += 1
+                    elif consumer_group_records.replay(loaded, key, value):
                         applied += 1
                     continue
                 v = decode_value(value)
@@ -118,7 +127,11 @@ class GroupCoordinator:
             group = self._group(gid, create=True)
             group.restore(snap, now_ms, since)
             group.rebalance_if_over_max_size(now_ms)
-        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
+        for gid, state in loaded.items():
+            if state.group_epoch is not None:  # else deleted (its member records are leftovers)
+                cg = self.consumer_groups[gid] = ConsumerGroup(gid, self.consumer_config)
+                cg.restore(state, topics, now_ms)
+        for gid in [g for g in {*self.groups, *self.consumer_groups} if self.partition_for(g) == partition]:
             self._gc(gid)
         return applied
 
@@ -150,7 +163,7 @@ class GroupCoordinator:
         """An Empty group with no members and no offsets is forgotten (Kafka: Dead)."""
         cg = self.consumer_groups.get(group_id)
         if cg is not None and cg.is_empty and not (group_id in self.groups and self.groups[group_id].offsets):
-            del self.consumer_groups[group_id]
+            self._drop_consumer_group(group_id)
         g = self.groups.get(group_id)
         if g is not None and g.state is GroupState.EMPTY and g.is_empty and not g.offsets:
             g.state = GroupState.DEAD
@@ -167,7 +180,7 @@ class GroupCoordinator:
             return JoinResponse(ErrorCode.INVALID_SESSION_TIMEOUT, r.member_id)
         if self._consumer_group_active(group_id):  # no mixed groups here (Kafka 4 converts them)
             return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
-        self.consumer_groups.pop(group_id, None)  # an empty one becomes a classic group, as Kafka
+        self._drop_consumer_group(group_id)  # an empty one becomes a classic group, as Kafka
         group = self._group(group_id, create=not r.member_id)
         if group is None:
             return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
@@ -234,8 +247,37 @@ class GroupCoordinator:
                                          f"Member {r.member_id} is not a member of group {group_id}.")
             cg = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
         out = cg.heartbeat(r, topics, now_ms)
+        self._collect(group_id, cg)
         self._gc(group_id)
         return out
+
+    def _collect(self, group_id: str, cg: ConsumerGroup) -> None:
+        pending = cg.pending_records()
+        if pending:
+            self._writes.append((group_id, pending))
+
+    def _drop_consumer_group(self, group_id: str) -> None:
+        """The consumer group goes (empty): its records go from the log too."""
+        cg = self.consumer_groups.pop(group_id, None)
+        if cg is not None and (gone := cg.tombstones()):
+            self._writes.append((group_id, gone))
+
+    def consumer_group_tombstones(self, group_id: str) -> list[tuple[bytes | None, bytes | None]]:
+        """DeleteGroups: the KIP-848 group's records to delete with its offsets."""
+        cg = self.consumer_groups.get(group_id)
+        gone: list[tuple[bytes | None, bytes | None]] = [*cg.tombstones()] if cg is not None else []
+        return gone
+
+    def drain_writes(self) -> list[tuple[str, list[consumer_group_records.Record]]]:
+        """KIP-848 groups' records to write, in order: (group id, records)."""
+        writes, self._writes = self._writes, []
+        return writes
+
+    def write_failed(self, group_id: str) -> None:
+        """A write of the group's records failed: its next ones rewrite all of it."""
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            cg.write_failed()
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         return self.consumer_groups.get(group_id)
@@ -416,7 +458,9 @@ class GroupCoordinator:
             self.groups[gid].expire(now_ms)
             self._gc(gid)
         for gid in list(self.consumer_groups):
-            self.consumer_groups[gid].expire(now_ms)
+            cg = self.consumer_groups[gid]
+            if cg.expire(now_ms):
+                self._collect(gid, cg)
             self._gc(gid)
 
     def next_deadline(self) -> int | None:

@@ -6,8 +6,10 @@ txn_log.py), and dump-log shows them as Kafka's generated JSON converters do
 (--offsets-decoder, --transaction-log-decoder).
 
 Every record's key and value start with an int16 version; the key's version says which
-record it is (OffsetCommit: 0-1, GroupMetadata: 2, TransactionLog: 0 in its own topic).
-The non-flexible versions are declared: those kafkarepl and Kafka 4.0's coordinators write.
+record it is (OffsetCommit: 0-1, GroupMetadata: 2, KIP-848's consumer groups: 3 and 5-8,
+TransactionLog: 0 in its own topic). The versions declared are those kafkarepl and Kafka
+4.0's coordinators write: the older records' non-flexible ones, KIP-848's flexible v0 values
+(their keys are not flexible).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .codec import DecodeError, compile_decoder, compile_encoder
-from .schema import BYTES, INT8, INT16, INT32, INT64, STRING, in_range
+from .schema import BYTES, INT8, INT16, INT32, INT64, STRING, UUID, in_range
 from .schema import Array as A
 from .schema import Field as F
 from .schema import Struct as S
@@ -69,6 +71,37 @@ TRANSACTION_LOG_VALUE: Fields = (
     F('TransactionLastUpdateTimestampMs', INT64, '0+'),
     F('TransactionStartTimestampMs', INT64, '0+'),
 )
+# KIP-848 (ConsumerGroupHeartbeat) groups: one record per group and per member, so a
+# heartbeat writes only what it changed. Keys hold the group id (and member id).
+CONSUMER_GROUP_KEY: Fields = (F('GroupId', STRING, '0+'),)
+CONSUMER_GROUP_MEMBER_KEY: Fields = (F('GroupId', STRING, '0+'), F('MemberId', STRING, '0+'))
+CONSUMER_GROUP_METADATA_VALUE: Fields = (
+    F('Epoch', INT32, '0+'),
+    F('MetadataHash', INT64, '0+', tagged='0+', tag=0, default=0),
+)
+_CLASSIC_PROTOCOL = S(F('Name', STRING, '0+'), F('Metadata', BYTES, '0+'))
+CONSUMER_GROUP_MEMBER_METADATA_VALUE: Fields = (
+    F('InstanceId', STRING, '0+', nullable='0+'),
+    F('RackId', STRING, '0+', nullable='0+'),
+    F('ClientId', STRING, '0+'),
+    F('ClientHost', STRING, '0+'),
+    F('SubscribedTopicNames', A(STRING), '0+'),
+    F('SubscribedTopicRegex', STRING, '0+', nullable='0+'),
+    F('RebalanceTimeoutMs', INT32, '0+', default=-1),
+    F('ServerAssignor', STRING, '0+', nullable='0+'),
+    F('ClassicMemberMetadata', S(F('SupportedProtocols', A(_CLASSIC_PROTOCOL), '0+')), '0+',
+      nullable='0+', tagged='0+', tag=0, default=None),
+)
+_TOPIC_PARTITIONS = A(S(F('TopicId', UUID, '0+'), F('Partitions', A(INT32), '0+')))
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE: Fields = (F('AssignmentEpoch', INT32, '0+'),)
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE: Fields = (F('TopicPartitions', _TOPIC_PARTITIONS, '0+'),)
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE: Fields = (
+    F('MemberEpoch', INT32, '0+'),
+    F('PreviousMemberEpoch', INT32, '0+'),
+    F('State', INT8, '0+'),
+    F('AssignedPartitions', _TOPIC_PARTITIONS, '0+'),
+    F('PartitionsPendingRevocation', _TOPIC_PARTITIONS, '0+'),
+)
 CONSUMER_PROTOCOL_SUBSCRIPTION: Fields = (
     F('Topics', A(STRING), '0+'),
     F('UserData', BYTES, '0+', nullable='0+', default=None),
@@ -87,14 +120,25 @@ CONSUMER_PROTOCOL_ASSIGNMENT: Fields = (
     F('UserData', BYTES, '0+', nullable='0+', default=None),
 )
 
-# key version -> (record type, key fields, value fields, the value versions declared)
-OFFSETS_TOPIC_RECORDS: dict[int, tuple[str, Fields, Fields, range]] = {
-    0: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE, range(0, 4)),
-    1: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE, range(0, 4)),
-    2: ("GroupMetadata", GROUP_METADATA_KEY, GROUP_METADATA_VALUE, range(0, 4)),
+NO_VERSIONS = range(0)
+# key version -> (record type, key fields, value fields, the value versions declared, those
+# of them that are flexible)
+OFFSETS_TOPIC_RECORDS: dict[int, tuple[str, Fields, Fields, range, range]] = {
+    0: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE, range(0, 4), NO_VERSIONS),
+    1: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE, range(0, 4), NO_VERSIONS),
+    2: ("GroupMetadata", GROUP_METADATA_KEY, GROUP_METADATA_VALUE, range(0, 4), NO_VERSIONS),
+    3: ("ConsumerGroupMetadata", CONSUMER_GROUP_KEY, CONSUMER_GROUP_METADATA_VALUE, range(0, 1), range(0, 1)),
+    5: ("ConsumerGroupMemberMetadata", CONSUMER_GROUP_MEMBER_KEY, CONSUMER_GROUP_MEMBER_METADATA_VALUE,
+        range(0, 1), range(0, 1)),
+    6: ("ConsumerGroupTargetAssignmentMetadata", CONSUMER_GROUP_KEY,
+        CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE, range(0, 1), range(0, 1)),
+    7: ("ConsumerGroupTargetAssignmentMember", CONSUMER_GROUP_MEMBER_KEY,
+        CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE, range(0, 1), range(0, 1)),
+    8: ("ConsumerGroupCurrentMemberAssignment", CONSUMER_GROUP_MEMBER_KEY,
+        CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE, range(0, 1), range(0, 1)),
 }
-TRANSACTION_TOPIC_RECORDS: dict[int, tuple[str, Fields, Fields, range]] = {
-    0: ("TransactionLog", TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE, range(0, 1)),
+TRANSACTION_TOPIC_RECORDS: dict[int, tuple[str, Fields, Fields, range, range]] = {
+    0: ("TransactionLog", TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE, range(0, 1), NO_VERSIONS),
 }
 CONSUMER_PROTOCOL_VERSIONS = range(0, 4)
 
@@ -116,9 +160,9 @@ class RecordSchema:
     """A record key's or value's fields at the versions declared, their readers and writers
     compiled once (the coordinators read and write their records through these)."""
 
-    def __init__(self, fields: Fields, versions: range) -> None:
-        self.fields, self.versions = fields, versions
-        self._readers = {v: compile_decoder(fields, v, False) for v in versions}
+    def __init__(self, fields: Fields, versions: range, flexible: range = NO_VERSIONS) -> None:
+        self.fields, self.versions, self.flexible = fields, versions, flexible
+        self._readers = {v: compile_decoder(fields, v, v in flexible) for v in versions}
         self._writers: dict[int, Callable[[list, dict], None]] = {}  # compiled at first use
 
     def read(self, data: bytes, *, exact: bool = True, newer_as_latest: bool = False) -> tuple[int, dict[str, Any]]:
@@ -145,20 +189,22 @@ class RecordSchema:
         """`body` as a record key or value: the int16 version, then the fields at it."""
         writer = self._writers.get(version)
         if writer is None:
-            writer = self._writers[version] = compile_encoder(self.fields, version, False)
+            writer = self._writers[version] = compile_encoder(self.fields, version, version in self.flexible)
         out: list[Any] = [_VERSION.pack(version)]
         writer(out, body)
         return b"".join(out)
 
 
-def read_versioned(data: bytes, fields: Fields, versions: range, **kw: bool) -> tuple[int, dict[str, Any]]:
-    """RecordSchema(fields, versions).read(data, **kw), for tools reading any record kind."""
-    return _schema(fields, versions).read(data, **kw)
+def read_versioned(data: bytes, fields: Fields, versions: range, flexible: range = NO_VERSIONS,
+                   **kw: bool) -> tuple[int, dict[str, Any]]:
+    """RecordSchema(fields, versions, flexible).read(data, **kw), for tools reading any
+    record kind."""
+    return _schema(fields, versions, flexible).read(data, **kw)
 
 
 @functools.cache
-def _schema(fields: Fields, versions: range) -> RecordSchema:
-    return RecordSchema(fields, versions)
+def _schema(fields: Fields, versions: range, flexible: range) -> RecordSchema:
+    return RecordSchema(fields, versions, flexible)
 
 
 def to_json(fields: Fields, version: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -181,4 +227,6 @@ def _json_value(t: Any, version: int, v: Any) -> Any:
         return to_json(t.fields, version, v)
     if t == BYTES:
         return base64.b64encode(bytes(v)).decode()
+    if t == UUID:  # Kafka's Uuid.toString: url-safe base64, unpadded
+        return base64.urlsafe_b64encode(v.bytes).decode().rstrip("=")
     return v

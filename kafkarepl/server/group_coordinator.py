@@ -8,7 +8,8 @@ JoinGroup/SyncGroup responses it parks, and the `__consumer_offsets` log.
   becoming leader loads the partition's committed offsets from its log (requests for its
   groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile); losing it drops its groups
   (NOT_COORDINATOR). Membership is in the log too (group records, written as the core
-  asks: `_store`), so after a failover the members carry on in their generation.
+  asks: `_store`; KIP-848 groups' records: `_write`), so after a failover the members
+  carry on in their generation or epoch.
 - OffsetCommit: validated by the core, written as records through the leader append
   path, answered once the HW passes them (acks=all), then applied to the cache.
 """
@@ -68,6 +69,7 @@ log = logging.getLogger(__name__)
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 LOAD_CHUNK_BYTES = 1 << 20
+WRITE_BATCH_BYTES = 512 << 10  # a KIP-848 group's records per batch: under message.max.bytes
 LOAD_RETRY_S = 1.0
 METADATA_WAIT_S = 5.0
 _CHUNK = 1000  # partitions of a request handled between two yields
@@ -94,6 +96,24 @@ def consumer_group_config(cfg: BrokerConfig) -> ConsumerGroupConfig:
     return ConsumerGroupConfig(session_timeout_ms=cfg.group_consumer_session_timeout_ms,
                                heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
                                max_size=cfg.group_consumer_max_size, assignors=known)
+
+
+def _chunks(records: Sequence[tuple[bytes, bytes | None]], limit: int) -> list[list[tuple[bytes, bytes | None]]]:
+    out: list[list[tuple[bytes, bytes | None]]] = [[]]
+    size = 0
+    for key, value in records:
+        n = len(key) + (len(value) if value is not None else 0) + 16
+        if out[-1] and size + n > limit:
+            out.append([])
+            size = 0
+        out[-1].append((key, value))
+        size += n
+    return out
+
+
+async def _first_error(futures: list[asyncio.Future[ErrorCode]]) -> ErrorCode:
+    codes = [await f for f in futures]
+    return next((c for c in codes if c is not ErrorCode.NONE), ErrorCode.NONE)
 
 
 class GroupCoordinatorService:
@@ -133,6 +153,7 @@ class GroupCoordinatorService:
         self._topics: TopicsView | None = None  # for the KIP-848 groups' subscriptions
         self._loads: dict[int, asyncio.Task] = {}
         self._stores: set[asyncio.Task] = set()
+        self._writes: dict[str, asyncio.Future[ErrorCode]] = {}  # KIP-848 group -> its last write
         self._create_lock = asyncio.Lock()
         self._commit_order = asyncio.Lock()  # held by a large commit until its append starts
 
@@ -144,6 +165,8 @@ class GroupCoordinatorService:
             task = asyncio.ensure_future(self._store(store))  # started in order: appended in order
             self._stores.add(task)
             task.add_done_callback(self._stores.discard)
+        for group_id, records in self.core.drain_writes():
+            self._write(group_id, records)
         for token, response in self.core.drain():
             fut = self._waiters.pop(token, None)
             if fut is not None and not fut.done():
@@ -170,6 +193,28 @@ class GroupCoordinatorService:
             log.info("group %s: its record was not written: %s", req.group_id, code.name)
         self.core.store_done(req.group_id, req.store_id, code, self.clock.monotonic_ms())
         self._after()
+
+    def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Append a KIP-848 group's records now (so in the order the core asked), in
+        batches of at most WRITE_BATCH_BYTES; its heartbeats wait for the outcome."""
+        tp = TopicPartition(OFFSETS_TOPIC, self.core.partition_for(group_id))
+        futures = []
+        for chunk in _chunks(records, WRITE_BATCH_BYTES):
+            batch = memoryview(build_batch(chunk, self.clock.wall_ms()))
+            futures.append(start_append_as_coordinator(self.replicas, tp, batch, self.config.offsets_commit_timeout_ms,
+                                                       COORDINATOR_APPEND_ERRORS))
+        fut = futures[0] if len(futures) == 1 else asyncio.ensure_future(_first_error(futures))
+        self._writes[group_id] = fut
+
+        def done(f: asyncio.Future[ErrorCode]) -> None:
+            if self._writes.get(group_id) is f:
+                del self._writes[group_id]
+            code = ErrorCode.UNKNOWN_SERVER_ERROR if f.cancelled() else f.result()
+            if code is not ErrorCode.NONE:
+                log.info("consumer group %s: its records were not written: %s", group_id, code.name)
+                self.core.write_failed(group_id)
+
+        fut.add_done_callback(done)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -237,7 +282,7 @@ class GroupCoordinatorService:
                 await asyncio.sleep(LOAD_RETRY_S)
         if self._loads.get(idx) is not asyncio.current_task():
             return
-        n = self.core.load(idx, records, self.clock.monotonic_ms(), self.clock.wall_ms())
+        n = self.core.load(idx, records, self.clock.monotonic_ms(), self.clock.wall_ms(), self._topics_view())
         for pid, held in open_txns.items():  # their markers may still come
             for key, value in held:
                 k, o = decode_key(key) if key else None, decode_value(value) if value else None
@@ -422,9 +467,18 @@ class GroupCoordinatorService:
             subscribed_topic_regex=b.get("subscribed_topic_regex"), server_assignor=b.get("server_assignor"),
             owned=None if owned is None else {t["topic_id"]: frozenset(t["partitions"]) for t in owned},
             client_id=req.client_id or "", client_host=client_host, version=req.api_version)
-        res = self.core.consumer_heartbeat(b["group_id"] or "", r, self._topics_view(), self.clock.monotonic_ms())
+        gid = b["group_id"] or ""
+        res = self.core.consumer_heartbeat(gid, r, self._topics_view(), self.clock.monotonic_ms())
         self._after()
         self._sync_partition_count()
+        # answered once the group's records are replicated (its own, or earlier ones it
+        # may have been told about), as Kafka's coordinator runtime does
+        written = self._writes.get(gid)
+        if written is not None and not res.error:
+            code = await asyncio.shield(written)
+            if code is not ErrorCode.NONE:
+                return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "member_id": None,
+                        "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
         assignment = None if res.assignment is None else {"topic_partitions": [
             {"topic_id": tid, "partitions": sorted(parts)} for tid, parts in res.assignment.items()]}
         return {"throttle_time_ms": 0, "error_code": int(res.error), "error_message": res.message,
@@ -752,9 +806,9 @@ class GroupCoordinatorService:
             if pace.due():
                 await asyncio.sleep(0)
             code, offsets = self.core.prepare_delete(gid)
-            if code is ErrorCode.NONE:  # the group's record goes with its offsets (Kafka's the same)
+            if code is ErrorCode.NONE:  # the group's records go with its offsets (Kafka's the same)
                 code = await self._append(gid, [(encode_key(gid, t, i), None) for t, i in offsets]
-                                          + [(encode_group_key(gid), None)])
+                                          + [(encode_group_key(gid), None)] + self.core.consumer_group_tombstones(gid))
             if code is ErrorCode.NONE:
                 code = self.core.finish_delete(gid)
             results.append({"group_id": gid, "error_code": int(code)})

@@ -107,27 +107,50 @@ def test_a_regex_subscription_picks_up_new_topics(cluster_factory) -> None:
         m.close()
 
 
-def test_members_of_a_failed_over_coordinator_join_again_and_resume_from_commits(cluster_factory) -> None:
+def test_members_of_a_failed_over_coordinator_carry_on_in_their_epochs(cluster_factory) -> None:
+    """The group's records (ConsumerGroupMemberMetadata, ...CurrentMemberAssignment, ...)
+    let the next coordinator resume it: its members keep their ids, epochs and partitions
+    (nothing revoked or lost), and their commits are accepted at their epochs."""
     c = cluster_factory(3, **{**FAST, "offsets_topic_replication_factor": 3})
     topic, group = "fo848", "fo848-group"
-    c.create_topic(topic, 3, 3)
-    m = member(c, group)
+    c.create_topic(topic, 4, 3)
+    moved: list[tuple[str, int, list[int]]] = []  # (callback, member, partitions)
+
+    def joined(i: int) -> Consumer:
+        m = member(c, group)
+        m.subscribe([topic], on_revoke=lambda _c, ps: moved.append(("revoke", i, [p.partition for p in ps])),
+                    on_lost=lambda _c, ps: moved.append(("lost", i, [p.partition for p in ps])))
+        return m
+
+    m1, m2 = joined(1), joined(2)
     seen: list = []
     try:
-        m.subscribe([topic])
-        first = produce(c.bootstrap, topic, 3, 10)
-        wait_until(lambda: (drain(m, seen), first <= {v for _, _, v in seen})[1], 40, "the first records")
-        m.commit(asynchronous=False)
+        wait_until(lambda: (drain(m1, seen), drain(m2, seen), len(assigned(m1)) == len(assigned(m2)) == 2)[2],
+                   60, "2 partitions each")
+        first = produce(c.bootstrap, topic, 4, 10)
+        wait_until(lambda: (drain(m1, seen), drain(m2, seen), first <= {v for _, _, v in seen})[2], 60,
+                   "the first records")
+        m1.commit(asynchronous=False)
+        m2.commit(asynchronous=False)
+        before = describe(c, group)
+        owned = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in before.members}
+        moved.clear()
         coordinator = find_coordinator(c, group)
         c.kill(coordinator)
-        second = produce(c.bootstrap, topic, 3, 10, tag="second-")
-        wait_until(lambda: (drain(m, seen), second <= {v for _, _, v in seen})[1], 90,
+        wait_until(lambda: find_coordinator(c, group) not in (None, coordinator), 60, "a new coordinator")
+        second = produce(c.bootstrap, topic, 4, 10, tag="second-")
+        wait_until(lambda: (drain(m1, seen), drain(m2, seen), second <= {v for _, _, v in seen})[2], 90,
                    "the records written after the coordinator died")
-        assert assigned(m) == {0, 1, 2}
-        firsts = [v for _, _, v in seen if v in first]
-        assert len(firsts) == len(first)  # resumed from the commit: nothing read twice
+        for cons in (m1, m2):  # a commit at the member's epoch: the new coordinator knows it
+            cons.commit(asynchronous=False)
+        after = describe(c, group)
+        assert {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in after.members} == owned
+        assert str(after.state).endswith("STABLE"), after
+        assert moved == [], moved  # no member gave anything up
+        assert sorted(v for _, _, v in seen) == sorted(first | second)  # each read once: no rejoin, no reread
     finally:
-        m.close()
+        m1.close()
+        m2.close()
 
 
 def test_consumer_group_describe_and_list_name_the_group_types(cluster_factory) -> None:

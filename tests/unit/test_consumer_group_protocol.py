@@ -2,22 +2,26 @@
 Kafka's own behaves: each member owns what its last answer assigned, reports it after a
 change, and heartbeats in any order. No partition may ever be owned by two members, and
 the group must settle on a balanced assignment in which every member is at the group's
-epoch."""
+epoch. A group's records, replayed by a new coordinator, must give back the same group."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkarepl.coordinator import consumer_group_records as records
 from kafkarepl.coordinator.assignors import assign
 from kafkarepl.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
     HeartbeatRequest,
+    HeartbeatResponse,
     TopicsView,
 )
 from kafkarepl.coordinator.coordinator import GroupCoordinator
@@ -26,6 +30,56 @@ from kafkarepl.errors import ErrorCode as E
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 TOPICS = TopicsView(1, {"a": (T1, 6), "b": (T2, 3)})
+
+
+class LoggedGroup(ConsumerGroup):
+    """A group whose records go to a compacted log after every call, as the broker
+    writes them (each key's last value kept, in the order of those last writes)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.log: dict[bytes, bytes | None] = {}
+
+    def _take(self) -> None:
+        for key, value in self.pending_records():
+            self.log.pop(key, None)
+            self.log[key] = value
+
+    def heartbeat(self, r: HeartbeatRequest, topics: TopicsView, now_ms: int) -> HeartbeatResponse:
+        out = super().heartbeat(r, topics, now_ms)
+        self._take()
+        return out
+
+    def expire(self, now_ms: int) -> list[str]:
+        out = super().expire(now_ms)
+        self._take()
+        return out
+
+
+def state_of(g: ConsumerGroup) -> tuple:
+    """What a group's records must carry over (not timers: sessions restart)."""
+    members = {mid: dataclasses.replace(m, session_deadline_ms=0, revocation_deadline_ms=None,
+                                        previous_epoch=-1 if m.left else m.previous_epoch)
+               for mid, m in g.members.items()}
+    return (g.group_epoch, g.assignment_epoch, members, g.static, g.owners,
+            {mid: t for mid, t in g.target.items() if t}, g.topics)
+
+
+def fail_over(g: LoggedGroup, clients: list[Client]) -> LoggedGroup:
+    """A new coordinator: the group as replayed from its records (a group that wrote
+    none yet is new); the clients heartbeat to it from now on."""
+    loaded: dict[str, records.LoadedConsumerGroup] = {}
+    for key, value in g.log.items():
+        assert records.replay(loaded, key, value)
+    new = LoggedGroup(g.group_id, g.config)
+    new.log = dict(g.log)
+    if g.group_id in loaded and loaded[g.group_id].group_epoch is not None:
+        new.restore(loaded[g.group_id], TOPICS, 0)
+    assert state_of(new) == state_of(g)
+    assert new.pending_records() == []  # the log already holds all of it
+    for c in clients:
+        c.group = new
+    return new
 
 
 class Client:
@@ -95,13 +149,18 @@ def test_a_joining_member_gets_its_share_only_once_the_other_released_it() -> No
     assert g.state == "Stable" and not owned_by_two([a, b])
 
 
+@pytest.mark.parametrize("failovers", [False, True])
 @settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 2**32), joins=st.integers(1, 6))
-def test_random_heartbeat_orders_never_give_a_partition_to_two_members(seed: int, joins: int) -> None:
+def test_random_heartbeat_orders_never_give_a_partition_to_two_members(failovers: bool, seed: int,
+                                                                       joins: int) -> None:
+    """failovers: at random points a new coordinator takes the group over from its records."""
     rng = random.Random(seed)
-    g = ConsumerGroup("g", ConsumerGroupConfig())
+    g = LoggedGroup("g", ConsumerGroupConfig())
     clients: list[Client] = []
     for i in range(joins):
+        if failovers and rng.random() < 0.4:
+            g = fail_over(g, clients)
         clients.append(Client(g, f"m{i}", rng.choice([["a"], ["a", "b"], ["b"]]), rng.choice([None, f"i{i}"])))
         for _ in range(rng.randint(0, 4)):
             c = rng.choice(clients)
@@ -125,6 +184,8 @@ def test_random_heartbeat_orders_never_give_a_partition_to_two_members(seed: int
                 assert res.error is (E.NONE if known else E.UNKNOWN_MEMBER_ID)
             else:
                 assert gone.leave() is (E.NONE if known else E.UNKNOWN_MEMBER_ID)
+    if failovers:
+        g = fail_over(g, clients)
     settle(g, clients, rng)
     assert g.state == "Stable"
     assert all(c.epoch == g.group_epoch for c in clients)
@@ -258,3 +319,65 @@ def test_a_static_member_leaving_mid_revocation_releases_what_it_was_revoking() 
     assert back.beat() is E.NONE and back.owned == a.owned
     settle(g, [back, b], random.Random(2), rounds=4)
     assert g.state == "Stable" and not owned_by_two([back, b])
+
+
+def test_members_carry_on_after_a_failover_in_their_epochs() -> None:
+    g = LoggedGroup("g", ConsumerGroupConfig())
+    a, b = Client(g, "a", ["a", "b"], instance="ia"), Client(g, "b", ["a"])
+    settle(g, [a, b], random.Random(3), rounds=4)
+    epoch, owned = g.group_epoch, (dict(a.owned), dict(b.owned))
+    g = fail_over(g, [a, b])
+    for c in (a, b):
+        assert c.beat(now=1) is E.NONE and g.commit_error(c.id, c.epoch) is E.NONE
+    assert g.group_epoch == epoch and (a.owned, b.owned) == owned and g.state == "Stable"
+    # a static member that left before the failover gets its partitions back after it
+    assert g.heartbeat(HeartbeatRequest("a", -2, instance_id="ia", version=1), TOPICS, 1).error is E.NONE
+    g = fail_over(g, [b])
+    back = Client(g, "a2", ["a", "b"], instance="ia")
+    assert back.beat(now=2) is E.NONE and back.owned == owned[0] and g.group_epoch == epoch
+    # a member that leaves is gone from the records: a later coordinator does not know it
+    assert b.leave() is E.NONE
+    g = fail_over(g, [back])
+    assert set(g.members) == {"a2"}
+    # and the group, emptied, leaves only its epochs behind until it is deleted
+    assert back.leave() is E.NONE
+    assert g.is_empty and {records.record_version(k) for k, v in g.log.items() if v is not None} == {
+        records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH}
+    assert {records.record_version(k) for k, _v in g.tombstones()} == {records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH}
+
+
+def test_the_coordinator_writes_restores_and_deletes_consumer_groups() -> None:
+    c = GroupCoordinator(GroupConfig(), 1)
+    c.begin_loading(0)
+    c.finish_loading(0)
+    join = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned={}, version=1)
+    res = c.consumer_heartbeat("g", join, TOPICS, 0)
+    assert res.error is E.NONE
+    writes = c.drain_writes()
+    assert [gid for gid, _ in writes] == ["g"]
+    log = dict(writes[0][1])
+    assert {records.record_version(k) for k in log} == {
+        records.GROUP_EPOCH, records.MEMBER_METADATA, records.ASSIGNMENT_EPOCH, records.TARGET_ASSIGNMENT,
+        records.CURRENT_ASSIGNMENT}
+    # a failed write: the next heartbeat writes the whole group again
+    c.write_failed("g")
+    assert c.consumer_heartbeat("g", HeartbeatRequest("m", res.member_epoch, version=1), TOPICS, 1).error is E.NONE
+    (_, again), = c.drain_writes()
+    assert dict(again) == log
+    # a new coordinator resumes the member in its epoch
+    new = GroupCoordinator(GroupConfig(), 1)
+    new.begin_loading(0)
+    new.load(0, list(log.items()), now_ms=5, topics=TOPICS)
+    new.finish_loading(0)
+    res2 = new.consumer_heartbeat("g", HeartbeatRequest("m", res.member_epoch, version=1), TOPICS, 6)
+    assert res2.error is E.NONE and res2.member_epoch == res.member_epoch
+    assert new.drain_writes() == []  # nothing changed
+    # the member leaves: the group, with no offsets, is forgotten and its records deleted
+    assert new.consumer_heartbeat("g", HeartbeatRequest("m", -1, version=1), TOPICS, 7).error is E.NONE
+    assert "g" not in new.consumer_groups
+    for _gid, recs in new.drain_writes():
+        for key, value in recs:
+            log.pop(key, None)
+            if value is not None:
+                log[key] = value
+    assert log == {}

@@ -210,7 +210,7 @@ def test_offsets_decoder_skips_what_it_cannot_read(tmp_path):
 
     value = encode_value(OffsetAndMetadata(42, 3, "md", T0))
     seg = _write_log(tmp_path, "__consumer_offsets-0", [
-        build_batch([(b"\x00\x05" + b"x" * 6, b"\x00\x00")], T0),  # a record type Kafka has and this does not
+        build_batch([(b"\x00\x0a" + b"x" * 6, b"\x00\x00")], T0),  # a record type Kafka has and this does not
         build_batch([(encode_key("g", "t", 1), value[:-3])], T0),  # cut short
         build_batch([(None, value)], T0),  # no key
         build_batch([(encode_key("g", "t", 1), b"\x00\x09" + value[2:])], T0),  # an unknown value version
@@ -218,7 +218,7 @@ def test_offsets_decoder_skips_what_it_cannot_read(tmp_path):
     r = dump("--offsets-decoder", str(seg))
     assert r.returncode == 0, r.stderr  # the log itself is sound
     recs = [ln.split(" key: ", 1)[1] for ln in r.stdout.splitlines() if ln.startswith("|")]
-    assert recs[0] == "Unknown record type 5, skipping."
+    assert recs[0] == "Unknown record type 10, skipping."
     assert recs[1].startswith("Error: OffsetCommit record: malformed at version 3") and recs[1].endswith("skipping.")
     assert recs[2] == "Error: a coordinator record needs a key, skipping."
     assert recs[3] == "Error: OffsetCommit record: version 9, skipping."
