@@ -3,9 +3,11 @@ pytest bench/test_bench_consumer_groups.py --benchmark-enable).
 
   heartbeat_steady  one heartbeat of a stable member (what every member pays every
                     group.consumer.heartbeat.interval.ms), in a group of MEMBERS members
-                    subscribed to TOPICS topics of 10 partitions
+                    subscribed to TOPICS topics of 10 partitions, with the check of what
+                    records it changed (none)
   join              a member joining that group: a new group epoch and target assignment
-                    (the uniform assignor over every partition) and its first answer
+                    (the uniform assignor over every partition), its first answer and
+                    the records of what changed (then it leaves: the same again)
   produce_decode    decoding a Produce v9 request of 16 KiB, the same run's baseline: the
                     least work the broker does for a produce request
 """
@@ -42,6 +44,7 @@ def _group(members: int, topics: int) -> tuple[ConsumerGroup, TopicsView, list[s
         res = g.heartbeat(HeartbeatRequest(f"m{i}", 0, rebalance_timeout_ms=30000, subscribed_topic_names=names,
                                            owned={}, version=1), view, 0)
         assert res.assignment is not None
+    g.pending_records()
     assert g.state == "Stable"
     return g, view, names
 
@@ -51,7 +54,12 @@ def test_heartbeat_steady(benchmark, size: str) -> None:
     g, view, _ = _group(*SIZES[size])
     m = g.members["m0"]
     req = HeartbeatRequest("m0", m.epoch, version=1)
-    benchmark(lambda: g.heartbeat(req, view, 1))
+
+    def beat() -> None:
+        g.heartbeat(req, view, 1)
+        assert not g.pending_records()
+
+    benchmark(beat)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -63,7 +71,9 @@ def test_join(benchmark, size: str) -> None:
         mid = f"new{next(joins)}"
         g.heartbeat(HeartbeatRequest(mid, 0, rebalance_timeout_ms=30000, subscribed_topic_names=names, owned={},
                                      version=1), view, 1)
+        assert g.pending_records()
         g.remove(mid, view)  # the group back to its size for the next round
+        assert g.pending_records()
 
     benchmark.pedantic(join, rounds=5 if size == "large" else 50, iterations=1)
 

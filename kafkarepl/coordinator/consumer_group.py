@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import re2  # type: ignore[import-untyped]
@@ -143,10 +142,6 @@ def _metadata_value(m: ConsumerMember) -> dict[str, Any]:
             "server_assignor": m.assignor}
 
 
-def _target_value(goal: Assignment) -> dict[str, Any]:
-    return {"topic_partitions": records.topic_partitions(goal)}
-
-
 def _current_value(m: ConsumerMember) -> dict[str, Any]:
     """A static member that left is written at epoch -2, its epoch as the previous (Kafka's)."""
     return {"member_epoch": STATIC_LEAVE_EPOCH if m.left else m.epoch,
@@ -171,9 +166,11 @@ class ConsumerGroup:
         self._regex_cache: dict[str, tuple[int, frozenset[str]]] = {}  # regex -> (topics version, names)
         self._seen_version = -1  # of the TopicsView the target was last checked against
         self._subscriptions: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct subscription
-        # What the log holds (as last asked for): (record kind, member id or "") -> what
-        # its value was made of; members whose records may have changed since.
-        self._written: dict[tuple[int, str], Any] = {}
+        # What the log holds (as last asked for): what each member's records (metadata,
+        # target, current assignment) and the group's epochs were made of; members whose
+        # records may have changed since.
+        self._written_members: dict[str, tuple[Any, Any, Any]] = {}
+        self._written_group: tuple[Any, Any] | None = None
         self._dirty: set[str] = set()
         self._all_dirty = False
 
@@ -491,52 +488,69 @@ class ConsumerGroup:
         """The records of what changed since the last call, in Kafka's order: members'
         metadata and the group epoch, then the target assignment and its epoch, then the
         members' current assignments. Members gone get tombstones."""
+        ids: Iterable[str]
         if self._all_dirty:
-            ids = set(self.members) | {mid for _kind, mid in self._written if mid}
+            ids = sorted(set(self.members) | set(self._written_members))
         else:
-            ids = self._dirty
+            ids = self._dirty if len(self._dirty) < 2 else sorted(self._dirty)
         self._dirty, self._all_dirty = set(), False
-        if not ids and not self._written and not self.group_epoch:
+        if not ids and self._written_group is None and not self.group_epoch:
             return []  # a group no heartbeat joined yet has nothing to keep
         meta: list[records.Record] = []
         target: list[records.Record] = []
         current: list[records.Record] = []
-        for mid in sorted(ids):
+        gid, encode = self.group_id, records.encode
+        for mid in ids:
             m = self.members.get(mid)
+            was = self._written_members.get(mid)
             if m is None:
-                for kind, out in ((records.CURRENT_ASSIGNMENT, current), (records.TARGET_ASSIGNMENT, target),
-                                  (records.MEMBER_METADATA, meta)):
-                    if self._written.pop((kind, mid), None) is not None:
-                        out.append(records.encode(kind, self.group_id, mid, None))
+                if was is not None:
+                    del self._written_members[mid]
+                    current.append(encode(records.CURRENT_ASSIGNMENT, gid, mid, None))
+                    target.append(encode(records.TARGET_ASSIGNMENT, gid, mid, None))
+                    meta.append(encode(records.MEMBER_METADATA, gid, mid, None))
                 continue
-            self._put(meta, records.MEMBER_METADATA, mid, (
-                m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names, m.regex,
-                m.rebalance_timeout_ms, m.assignor), partial(_metadata_value, m))
-            goal = self._target_of(mid)
-            self._put(target, records.TARGET_ASSIGNMENT, mid, goal, partial(_target_value, goal))
-            self._put(current, records.CURRENT_ASSIGNMENT, mid, (
-                m.epoch, m.previous_epoch, m.state, m.left, dict(m.assigned), dict(m.pending_revocation)),
-                partial(_current_value, m))
-        self._put(meta, records.GROUP_EPOCH, "", self.group_epoch, lambda: {"epoch": self.group_epoch})
-        self._put(target, records.ASSIGNMENT_EPOCH, "", self.assignment_epoch,
-                  lambda: {"assignment_epoch": self.assignment_epoch})
+            # what each record is made of, by reference: a member's assignments and the
+            # target's are replaced, never changed in place, so an unchanged member costs
+            # a few identity checks (a stable heartbeat)
+            now = ((m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names, m.regex,
+                    m.rebalance_timeout_ms, m.assignor), self.target.get(mid),
+                   (m.epoch, m.previous_epoch, m.state, m.left, m.assigned, m.pending_revocation))
+            if was == now:
+                continue
+            self._written_members[mid] = now
+            if was is None or was[0] != now[0]:
+                meta.append(encode(records.MEMBER_METADATA, gid, mid, _metadata_value(m)))
+            if was is None or was[1] != now[1]:
+                target.append(encode(records.TARGET_ASSIGNMENT, gid, mid, {
+                    "topic_partitions": records.topic_partitions(self._target_of(mid))}))
+            if was is None or was[2] != now[2]:
+                current.append(encode(records.CURRENT_ASSIGNMENT, gid, mid, _current_value(m)))
+        epochs = (self.group_epoch, self.assignment_epoch)
+        was_group = self._written_group
+        if was_group != epochs:
+            self._written_group = epochs
+            if was_group is None or was_group[0] != epochs[0]:
+                meta.append(encode(records.GROUP_EPOCH, gid, None, {"epoch": self.group_epoch}))
+            if was_group is None or was_group[1] != epochs[1]:
+                target.append(encode(records.ASSIGNMENT_EPOCH, gid, None, {"assignment_epoch": self.assignment_epoch}))
         return meta + target + current
-
-    def _put(self, out: list[records.Record], kind: int, mid: str, made_of: Any,
-             value: Callable[[], dict[str, Any]]) -> None:
-        if self._written.get((kind, mid), _UNKNOWN) is _UNKNOWN or self._written[(kind, mid)] != made_of:
-            self._written[(kind, mid)] = made_of
-            out.append(records.encode(kind, self.group_id, mid or None, value()))
 
     def tombstones(self) -> list[records.Record]:
         """The tombstones of every record the group has in the log (it is being deleted)."""
-        return [records.encode(kind, self.group_id, mid or None, None)
-                for kind, mid in sorted(self._written, key=lambda k: (k[1] == "", k))]
+        out = [records.encode(kind, self.group_id, mid, None) for mid in sorted(self._written_members)
+               for kind in (records.CURRENT_ASSIGNMENT, records.TARGET_ASSIGNMENT, records.MEMBER_METADATA)]
+        if self._written_group is not None:
+            out += [records.encode(kind, self.group_id, None, None)
+                    for kind in (records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH)]
+        return out
 
     def write_failed(self) -> None:
         """A write of pending_records() failed: what the log holds of the group is not
         known, so the next records rewrite all of it (and tombstone what it wrote)."""
-        self._written = dict.fromkeys(self._written, _UNKNOWN)
+        self._written_members = dict.fromkeys(self._written_members, (_UNKNOWN, _UNKNOWN, _UNKNOWN))
+        if self._written_group is not None:
+            self._written_group = (_UNKNOWN, _UNKNOWN)
         self._all_dirty = True
 
     def restore(self, loaded: records.LoadedConsumerGroup, topics: TopicsView | None, now_ms: int) -> None:

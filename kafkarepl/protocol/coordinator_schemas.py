@@ -209,11 +209,14 @@ def _schema(fields: Fields, versions: range, flexible: range) -> RecordSchema:
 
 def to_json(fields: Fields, version: int, body: dict[str, Any]) -> dict[str, Any]:
     """`body` as Kafka's generated JsonConverter writes it at `version`: the fields of that
-    version in declaration order, named camelCase, bytes in base64."""
+    version in declaration order (tagged ones only when not their default), named
+    camelCase, bytes in base64, uuids as Kafka prints them."""
     out: dict[str, Any] = {}
     for f in fields:
         if not in_range(version, f.versions):
             continue
+        if in_range(version, f.tagged) and body[f.key] == f.default:
+            continue  # a tagged field is shown only when set, as Kafka's
         out[f.name[0].lower() + f.name[1:]] = _json_value(f.type, version, body[f.key])
     return out
 

@@ -205,6 +205,46 @@ def test_transaction_log_decoder_shows_kafka_json(tmp_path):
     assert recs[1].endswith('{"type":"0","data":{"transactionalId":"tx-1"}} payload: <DELETE>')
 
 
+def test_offsets_decoder_shows_consumer_group_records(tmp_path):
+    import uuid
+
+    from kafkarepl.coordinator import build_batch
+    from kafkarepl.coordinator.consumer_group import (
+        ConsumerGroup,
+        ConsumerGroupConfig,
+        HeartbeatRequest,
+        TopicsView,
+    )
+
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    tid = uuid.UUID(int=7)
+    g.heartbeat(HeartbeatRequest("m-1", 0, instance_id="i-1", rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
+                                 owned={}, client_id="c1", client_host="/127.0.0.1", version=1),
+                TopicsView(1, {"t": (tid, 2)}), 0)
+    seg = _write_log(tmp_path, "__consumer_offsets-0", [build_batch(g.pending_records(), T0),
+                                                         build_batch(g.tombstones()[:1], T0)])
+    r = dump("--offsets-decoder", str(seg))
+    assert r.returncode == 0, r.stderr
+    recs = [ln.split(" key: ", 1)[1] for ln in r.stdout.splitlines() if ln.startswith("|")]
+    shown = [(json.loads(k), v if v == "<DELETE>" else json.loads(v)) for k, v in (x.split(" payload: ") for x in recs)]
+    topic = "AAAAAAAAAAAAAAAAAAAABw"  # uuid 7 as Kafka prints it
+    parts = [{"topicId": topic, "partitions": [0, 1]}]
+    assert shown == [
+        ({"type": "5", "data": {"groupId": "g", "memberId": "m-1"}}, {"version": "0", "data": {
+            "instanceId": "i-1", "rackId": None, "clientId": "c1", "clientHost": "/127.0.0.1",
+            "subscribedTopicNames": ["t"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 30000,
+            "serverAssignor": None}}),
+        ({"type": "3", "data": {"groupId": "g"}}, {"version": "0", "data": {"epoch": 1}}),
+        ({"type": "7", "data": {"groupId": "g", "memberId": "m-1"}}, {"version": "0", "data": {
+            "topicPartitions": parts}}),
+        ({"type": "6", "data": {"groupId": "g"}}, {"version": "0", "data": {"assignmentEpoch": 1}}),
+        ({"type": "8", "data": {"groupId": "g", "memberId": "m-1"}}, {"version": "0", "data": {
+            "memberEpoch": 1, "previousMemberEpoch": 0, "state": 0, "assignedPartitions": parts,
+            "partitionsPendingRevocation": []}}),
+        ({"type": "8", "data": {"groupId": "g", "memberId": "m-1"}}, "<DELETE>"),
+    ]
+
+
 def test_offsets_decoder_skips_what_it_cannot_read(tmp_path):
     from kafkarepl.coordinator import OffsetAndMetadata, build_batch, encode_key, encode_value
 
