@@ -601,12 +601,26 @@ class ConsumerGroup:
         return gone
 
     # ----------------------------------------------------------------- offsets -----
-    def commit_error(self, member_id: str, epoch: int) -> ErrorCode:
+    def commit_error(self, member_id: str, epoch: int, api_version: int = 9) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetCommit: a commit from outside the group
-        (epoch -1, no member id) only while it is empty; else a member at its epoch."""
+        (epoch -1, no member id) only while it is empty; else a member at its epoch, with
+        OffsetCommit v9+ (the first to carry a member epoch; `api_version` 9 for
+        TxnOffsetCommit, which Kafka does not hold to it)."""
         if epoch < 0 and not self.members:
             return ErrorCode.NONE
         member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        return ErrorCode.NONE if epoch == member.epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+    def fetch_error(self, member_id: str | None, epoch: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetFetch: a fetch naming no member (an admin
+        client, OffsetFetch before v9) is answered; a member's only at its epoch."""
+        if member_id is None and epoch < 0:
+            return ErrorCode.NONE
+        member = self.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE if epoch == member.epoch else ErrorCode.STALE_MEMBER_EPOCH

@@ -284,15 +284,15 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------- offsets -----
     def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
-                        now_ms: int) -> ErrorCode:
+                        now_ms: int, api_version: int = 9) -> ErrorCode:
         """Whether the member may commit for the group (NONE: yes; each offset is then
-        checked by offset_error)."""
+        checked by offset_error). api_version: OffsetCommit's (a KIP-848 member needs v9+)."""
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return err
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
-            return cg.commit_error(member_id, generation_id)
+            return cg.commit_error(member_id, generation_id, api_version)
         group = self._group(group_id)
         if group is None:
             return ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 else ErrorCode.NONE
@@ -313,11 +313,16 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      member_id: str | None = None, member_epoch: int = -1,
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Committed offsets (None = none committed) of the requested partitions, or of
-        every partition with an offset when topics is None."""
+        every partition with an offset when topics is None. A KIP-848 group's member
+        (OffsetFetch v9) must be at its epoch."""
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
+            return err, {}
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and (err := cg.fetch_error(member_id, member_epoch)):
             return err, {}
         group = self._group(group_id)
         stored = group.offsets if group is not None else {}

@@ -387,13 +387,22 @@ OFFSET_COMMIT = api(
 )
 
 OFFSET_FETCH = api(
-    ApiKey.OFFSET_FETCH, 'OffsetFetch', '0-7', '6+',
+    ApiKey.OFFSET_FETCH, 'OffsetFetch', '0-9', '6+',
     request=[
         F('GroupId', STRING, '0-7'),
         F('Topics', A(S(
             F('Name', STRING, '0-7'),
             F('PartitionIndexes', A(INT32), '0-7'),
           )), '0-7', nullable='2-7'),
+        F('Groups', A(S(  # v8+: many groups in one request (the admin client batches them)
+            F('GroupId', STRING, '8+'),
+            F('MemberId', STRING, '9+', nullable='9+', default=None),  # KIP-848 members: checked
+            F('MemberEpoch', INT32, '9+', default=-1),
+            F('Topics', A(S(
+                F('Name', STRING, '8+'),
+                F('PartitionIndexes', A(INT32), '8+'),
+              )), '8+', nullable='8+'),
+          )), '8+'),
         F('RequireStable', BOOL, '7+'),
     ],
     response=[
@@ -409,6 +418,20 @@ OFFSET_FETCH = api(
               )), '0-7'),
           )), '0-7'),
         F('ErrorCode', INT16, '2-7'),
+        F('Groups', A(S(
+            F('GroupId', STRING, '8+'),
+            F('Topics', A(S(
+                F('Name', STRING, '8+'),
+                F('Partitions', A(S(
+                    F('PartitionIndex', INT32, '8+'),
+                    F('CommittedOffset', INT64, '8+'),
+                    F('CommittedLeaderEpoch', INT32, '8+', default=-1),
+                    F('Metadata', STRING, '8+', nullable='8+'),
+                    F('ErrorCode', INT16, '8+'),
+                  )), '8+'),
+              )), '8+'),
+            F('ErrorCode', INT16, '8+'),
+          )), '8+'),
     ],
 )
 

@@ -606,7 +606,7 @@ class GroupCoordinatorService:
             to_write, records = await self._commit_records(group_id, offsets, codes, pace)
             err = self.core.validate_commit(
                 group_id, b.get("member_id") or "", b.get("group_instance_id"),
-                b.get("generation_id_or_member_epoch", -1), self.clock.monotonic_ms())
+                b.get("generation_id_or_member_epoch", -1), self.clock.monotonic_ms(), v)
             self._after()
             if err:
                 codes.update(dict.fromkeys(offsets, err))
@@ -698,14 +698,27 @@ class GroupCoordinatorService:
 
     async def offset_fetch(self, req: Request) -> dict[str, Any]:
         b, v = req.body, req.api_version
-        topics = b.get("topics")
+        if v < 8:
+            err, topics = await self._fetch_group(b["group_id"], b.get("topics"), None, -1, bool(b.get("require_stable")), v)
+            return {"throttle_time_ms": 0, "error_code": int(err), "topics": topics}
+        groups = []
+        for g in b["groups"] or []:  # each group's partitions are paced in _fetch_group
+            err, topics = await self._fetch_group(g["group_id"], g["topics"], g.get("member_id"),
+                                                  g.get("member_epoch", -1), bool(b.get("require_stable")), v)
+            groups.append({"group_id": g["group_id"], "topics": [] if err else topics, "error_code": int(err)})
+            await asyncio.sleep(0)
+        return {"throttle_time_ms": 0, "groups": groups}
+
+    async def _fetch_group(self, group_id: str, topics: list[dict[str, Any]] | None, member_id: str | None,
+                           member_epoch: int, require_stable: bool, v: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+        """One group's part of an OffsetFetch: its error and its topics' rows."""
         wanted = None if topics is None else [(t["name"], t["partition_indexes"]) async for t in paced(topics)]
-        err, found = self.core.fetch_offsets(b["group_id"], wanted)
+        err, found = self.core.fetch_offsets(group_id, wanted, member_id, member_epoch)
         if err and wanted is not None:
             found = {tp: None async for tp in paced((t, p) for t, parts in wanted for p in parts)}
         # KIP-447: a client asking for stable offsets learns that a transaction still has
         # offsets of the partition pending (UNSTABLE_OFFSET_COMMIT, retriable).
-        unstable = self._pending_txn_partitions(b["group_id"]) if b.get("require_stable") and not err else set()
+        unstable = self._pending_txn_partitions(group_id) if require_stable and not err else set()
         by_topic: dict[str, list[dict[str, Any]]] = {}
         pace = Pacer()  # the client names the partitions
         for (topic, index), o in found.items():
@@ -720,8 +733,7 @@ class GroupCoordinatorService:
                 # Before v2 there is no top-level code: the group error goes per partition.
                 "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if pending else (int(err) if v < 2 else 0),
             })
-        return {"throttle_time_ms": 0, "error_code": int(err),
-                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        return err, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
     # ----------------------------------------------------------- describing -----
     async def describe_groups(self, req: Request) -> dict[str, Any]:

@@ -67,6 +67,9 @@ class Removed:
     # Topics named by id (Metadata v12, DeleteTopics v6): id -> the name to answer with
     # (None where the principal may not describe the topic, as Kafka hides it then)
     topic_ids: dict[uuid.UUID, str | None] = field(default_factory=dict)
+    # OffsetFetch v8+, per group left in the request (in its order): whether it asked for
+    # all topics (then only the describable are shown), and the topics taken out of it
+    groups: list[tuple[bool, dict[str, list[int]]]] = field(default_factory=list)
 
 
 class RequestAuthorizer:
@@ -147,10 +150,26 @@ class RequestAuthorizer:
                     removed.not_attempted = {t["name"]: list(t["partitions"]) for t in b["v3_and_below_topics"]}
                     b["v3_and_below_topics"] = []
                 return removed
+        elif k == ApiKey.OFFSET_FETCH and req.api_version >= 8:
+            # Kafka's: each group its own GROUP_AUTHORIZATION_FAILED, each topic its own
+            # TOPIC_AUTHORIZATION_FAILED; of "all topics", only the describable shown
+            removed = Removed()
+            keep = []
+            for g in b.get("groups") or []:
+                if not self.allowed(Op.DESCRIBE, R.GROUP, g["group_id"]):
+                    removed.names.append(g["group_id"])
+                    continue
+                every = g.get("topics") is None
+                taken = {} if every else self._take(g, "topics", Op.DESCRIBE, parts=_indexes("partition_indexes")).topics
+                removed.groups.append((every, taken))
+                keep.append(g)
+            b["groups"] = keep
+            return removed
         elif k == ApiKey.OFFSET_FETCH:
             self._require(Op.DESCRIBE, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
             if b.get("topics") is not None:
                 return self._take(b, "topics", Op.DESCRIBE, parts=_indexes("partition_indexes"))
+            return Removed(filter_listing=True)
         elif k == ApiKey.OFFSET_DELETE:
             self._require(Op.DELETE, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
         elif k == ApiKey.DESCRIBE_GROUPS:
@@ -330,7 +349,19 @@ class RequestAuthorizer:
                 resp["topics"].append({"name": name, "partitions": [
                     {"partition_index": p, "error_code": code, "error_message": None, "active_producers": []}
                     for p in parts]})
+        elif k == ApiKey.OFFSET_FETCH and req.api_version >= 8:
+            for g, (every, taken) in zip(resp["groups"], removed.groups, strict=True):
+                if every:
+                    g["topics"] = [t for t in g["topics"] if self.allowed(Op.DESCRIBE, R.TOPIC, t["name"])]
+                for name, parts in taken.items():
+                    g["topics"].append({"name": name, "partitions": [
+                        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                         "metadata": None, "error_code": code} for p in parts]})
+            resp["groups"] += [{"group_id": gid, "topics": [], "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
+                               for gid in removed.names]
         elif k in (ApiKey.TXN_OFFSET_COMMIT, ApiKey.OFFSET_FETCH):
+            if removed.filter_listing:  # OffsetFetch of all topics: only the describable shown
+                resp["topics"] = [t for t in resp["topics"] if self.allowed(Op.DESCRIBE, R.TOPIC, t["name"])]
             for name, parts in removed.topics.items():
                 if k == ApiKey.OFFSET_FETCH:
                     rows = [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,

@@ -162,11 +162,18 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
     g = Consumer({**conf(c, "admin", "admin-secret"), "group.id": "g-admin", "enable.auto.commit": False})
     retried(lambda: g.commit(offsets=[TopicPartition("orders", 0, 0)], asynchronous=False))
     g.close()
+    shared = Consumer({**conf(c, "admin", "admin-secret"), "group.id": "g-shared", "enable.auto.commit": False})
+    retried(lambda: shared.commit(offsets=[TopicPartition("orders", 0, 3), TopicPartition("secret", 0, 4)],
+                                  asynchronous=False))
+    shared.close()
     tp = Producer({**conf(c, "admin", "admin-secret"), "transactional.id": "tx-admin"})
     tp.init_transactions(60)
 
     topic_denied, group_denied, txn_denied, cluster_denied = 29, 30, 53, 31
-    # alice may see the topic (so her client finds its leader), nothing more.
+    # alice may see the topic (so her client finds its leader) and one group's offsets,
+    # nothing more (the group's ACL first: once the topic's shows, so does the group's).
+    assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+                "--group", "g-shared").returncode == 0
     assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
                 "--topic", "orders").returncode == 0
     alice = AdminClient(conf(c, "alice", "alice-secret"))
@@ -208,6 +215,22 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
             r = await conn.send(ApiKey.OFFSET_FETCH, 7, {"group_id": "g-admin", "topics": None,
                                                          "require_stable": False})
             assert r["error_code"] == group_denied
+            # of all a group's offsets, only the topics she may describe; OffsetFetch v8+:
+            # each group refused or answered on its own, each topic too
+            r = await conn.send(ApiKey.OFFSET_FETCH, 7, {"group_id": "g-shared", "topics": None,
+                                                         "require_stable": False})
+            assert [(t["name"], [p["committed_offset"] for p in t["partitions"]]) for t in r["topics"]] == [
+                ("orders", [3])]
+            r = await conn.send(ApiKey.OFFSET_FETCH, 9, {"require_stable": False, "groups": [
+                {"group_id": "g-admin", "topics": None}, {"group_id": "g-shared", "topics": None},
+                {"group_id": "g-shared", "topics": [{"name": "orders", "partition_indexes": [0]},
+                                                    {"name": "secret", "partition_indexes": [0]}]}]})
+            assert [(g["group_id"], g["error_code"], [(t["name"], [(p["committed_offset"], p["error_code"])
+                                                                   for p in t["partitions"]]) for t in g["topics"]])
+                    for g in r["groups"]] == [
+                ("g-shared", 0, [("orders", [(3, 0)])]),
+                ("g-shared", 0, [("orders", [(3, 0)]), ("secret", [(-1, topic_denied)])]),
+                ("g-admin", group_denied, [])]
             # KIP-848's heartbeat needs READ on the group, ConsumerGroupDescribe DESCRIBE
             r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
                 "group_id": "g-alice", "member_id": "m-1", "member_epoch": 0, "rebalance_timeout_ms": 30000,

@@ -12,6 +12,9 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
+from kafkarepl.errors import ErrorCode as E
+from kafkarepl.protocol import ApiKey
+from tests import java_tools
 from tests.fixtures.cluster import TestCluster
 from tests.integration.test_cli_admin import cli
 from tests.integration.test_consumer_groups import (
@@ -21,10 +24,12 @@ from tests.integration.test_consumer_groups import (
     consumer_protocol_member,
     drain,
     find_coordinator,
+    group_call,
     java_owns,
     produce,
     wait_until,
 )
+from tests.integration.test_metrics import scrape
 
 pytestmark = pytest.mark.integration
 
@@ -152,6 +157,64 @@ def test_members_of_a_failed_over_coordinator_carry_on_in_their_epochs(cluster_f
             v for v in first | second if int(v.rsplit(b"-", 1)[0].rsplit(b"p", 1)[1]) in mine)
     finally:
         java.kill()
+        m.close()
+
+
+def test_offsets_of_a_member_follow_its_epoch_and_groups_are_fetched_together(cluster_factory) -> None:
+    """OffsetCommit and OffsetFetch v9 carry a KIP-848 member's id and epoch, checked as
+    Kafka's coordinator checks them (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, and
+    UNSUPPORTED_VERSION for a member's commit before v9); Kafka's admin client fetches the
+    offsets of many groups in one OffsetFetch (v8+) per coordinator."""
+    c = cluster_factory(3, start=False, **{**FAST, "offsets_topic_replication_factor": 3})
+    metrics = c.serve_metrics()
+    c.start()
+    topic = "epochs"
+    c.create_topic(topic, 2, 3)
+    groups = [f"og-{i}" for i in range(6)]
+    m = member(c, groups[0])
+    try:
+        m.subscribe([topic])
+        wait_until(lambda: (m.poll(0.1), assigned(m) == {0, 1})[1], 40, "the member owning both partitions")
+        d = group_call(c, groups[0], ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [groups[0]]})
+        [who] = d["groups"][0]["members"]
+        mid, epoch = who["member_id"], who["member_epoch"]
+
+        def commit(group: str, version: int, member_id: str, member_epoch: int, offset: int) -> set[int]:
+            r = group_call(c, group, ApiKey.OFFSET_COMMIT, version, {
+                "group_id": group, "generation_id_or_member_epoch": member_epoch, "member_id": member_id,
+                "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": offset + p}
+                                                          for p in (0, 1)]}]})
+            return {p["error_code"] for t in r["topics"] for p in t["partitions"]}
+
+        assert commit(groups[0], 9, mid, epoch, 5) == {E.NONE}
+        assert commit(groups[0], 9, mid, epoch - 1, 7) == {E.STALE_MEMBER_EPOCH}
+        assert commit(groups[0], 8, mid, epoch, 7) == {E.UNSUPPORTED_VERSION}
+        for i, g in enumerate(groups[1:], 1):  # an admin's commits (no member) to groups with none
+            assert commit(g, 9, "", -1, 10 * i) == {E.NONE}
+
+        def fetch(member_id: str | None, member_epoch: int) -> dict:
+            r = group_call(c, groups[0], ApiKey.OFFSET_FETCH, 9, {"groups": [
+                {"group_id": groups[0], "member_id": member_id, "member_epoch": member_epoch, "topics": None}]})
+            return r["groups"][0]
+
+        ok = fetch(mid, epoch)
+        assert ok["error_code"] == 0 and [p["committed_offset"] for p in ok["topics"][0]["partitions"]] == [5, 6]
+        assert fetch(mid, epoch + 1)["error_code"] == E.STALE_MEMBER_EPOCH
+        assert fetch("nobody", 1)["error_code"] == E.UNKNOWN_MEMBER_ID
+        assert fetch(None, -1)["error_code"] == 0  # an admin client names no member
+        # kafka-consumer-groups.sh --describe --all-groups: the Java admin batches the groups
+        # by coordinator (FindCoordinator v4, OffsetFetch v9 with many groups)
+        def fetches() -> float:
+            return sum(scrape(port).get('kafka_network_requestmetrics_requests_total{request="OffsetFetch",version="9"}', 0)
+                       for port in metrics.values())
+
+        before = fetches()
+        shown = java_tools.run("group-offsets", c.bootstrap, *groups).split(" | ")
+        assert shown == [f"{g} [{topic}-0={10 * i if i else 5}, {topic}-1={10 * i + 1 if i else 6}]"
+                         for i, g in enumerate(groups)], shown
+        coordinators = {find_coordinator(c, g) for g in groups}
+        assert len(coordinators) > 1 and fetches() - before == len(coordinators)  # one request each
+    finally:
         m.close()
 
 

@@ -211,6 +211,23 @@ public class KafkaTools {
                 }
                 break;
             }
+            case "group-offsets": {  // kafka-consumer-groups.sh --describe --all-groups' offsets, one batched call: GID...
+                try (Admin a = admin(bootstrap)) {
+                    Map<String, ListConsumerGroupOffsetsSpec> specs = new TreeMap<>();
+                    for (int i = 2; i < args.length; i++) specs.put(args[i], new ListConsumerGroupOffsetsSpec());
+                    ListConsumerGroupOffsetsResult r = a.listConsumerGroupOffsets(specs);
+                    List<String> groups = new ArrayList<>();
+                    for (String g : specs.keySet()) {
+                        List<String> out = new ArrayList<>();
+                        r.partitionsToOffsetAndMetadata(g).get().forEach((tp, o) ->
+                            out.add(tp.topic() + "-" + tp.partition() + "=" + (o == null ? "none" : o.offset())));
+                        Collections.sort(out);
+                        groups.add(g + " " + out);
+                    }
+                    System.out.println(String.join(" | ", groups));
+                }
+                break;
+            }
             case "delete-group": {  // kafka-consumer-groups.sh --delete --group GID
                 try (Admin a = admin(bootstrap)) {
                     a.deleteConsumerGroups(List.of(args[2])).all().get();

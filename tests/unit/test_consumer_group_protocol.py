@@ -257,6 +257,12 @@ def test_offset_commits_follow_the_member_epoch() -> None:
     assert g.commit_error("", -1) is E.UNKNOWN_MEMBER_ID
     assert g.commit_error("a", a.epoch) is E.NONE
     assert g.commit_error("a", a.epoch - 1) is E.STALE_MEMBER_EPOCH
+    assert g.commit_error("a", a.epoch, api_version=8) is E.UNSUPPORTED_VERSION  # a member needs v9+
+    # OffsetFetch v9: a member only at its epoch; a fetch naming no member (admin) always
+    assert g.fetch_error("a", a.epoch) is E.NONE
+    assert g.fetch_error("a", a.epoch + 1) is E.STALE_MEMBER_EPOCH
+    assert g.fetch_error("b", 1) is E.UNKNOWN_MEMBER_ID
+    assert g.fetch_error(None, -1) is E.NONE
 
 
 @pytest.mark.parametrize(("request_", "message"), [

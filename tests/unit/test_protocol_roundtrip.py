@@ -75,7 +75,7 @@ def test_every_requested_range_is_declared() -> None:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0), ApiKey.FIND_COORDINATOR: (0, 4),
         ApiKey.LEADER_AND_ISR: (0, 6), ApiKey.STOP_REPLICA: (0, 3),
         ApiKey.UPDATE_METADATA: (0, 7), ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
-        ApiKey.ALTER_PARTITION: (0, 3), ApiKey.OFFSET_COMMIT: (0, 9), ApiKey.OFFSET_FETCH: (0, 7),
+        ApiKey.ALTER_PARTITION: (0, 3), ApiKey.OFFSET_COMMIT: (0, 9), ApiKey.OFFSET_FETCH: (0, 9),
         ApiKey.JOIN_GROUP: (0, 7), ApiKey.HEARTBEAT: (0, 4), ApiKey.LEAVE_GROUP: (0, 4),
         ApiKey.SYNC_GROUP: (0, 5), ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DESCRIBE_ACLS: (1, 3), ApiKey.CREATE_ACLS: (1, 3), ApiKey.DELETE_ACLS: (1, 3),
