@@ -133,6 +133,11 @@ class RequestAuthorizer:
             self._require(Op.DESCRIBE, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         elif k in GROUP_READ:
             self._require(Op.READ, R.GROUP, b.get("group_id") or "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            if k == ApiKey.CONSUMER_GROUP_HEARTBEAT:  # as Kafka: every topic named must be describable
+                denied = [t for t in b.get("subscribed_topic_names") or [] if not self.allowed(Op.DESCRIBE, R.TOPIC, t)]
+                if denied:
+                    raise KafkaError(f"{_session.get()[0]} may not DESCRIBE TOPIC {', '.join(denied[:10])}",
+                                     ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         elif k == ApiKey.ADD_PARTITIONS_TO_TXN and req.api_version >= 4:
             # The batched form is broker to broker (KIP-890 verification), as Kafka.
             self._require(Op.CLUSTER_ACTION, R.CLUSTER, CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -170,9 +170,10 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
     tp.init_transactions(60)
 
     topic_denied, group_denied, txn_denied, cluster_denied = 29, 30, 53, 31
-    # alice may see the topic (so her client finds its leader) and one group's offsets,
-    # nothing more (the group's ACL first: once the topic's shows, so does the group's).
-    assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+    # alice may see the topic (so her client finds its leader) and read one group (its
+    # offsets: READ implies DESCRIBE), nothing more (the group's ACL first: once the
+    # topic's shows, so does the group's).
+    assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--operation", "Read",
                 "--group", "g-shared").returncode == 0
     assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
                 "--topic", "orders").returncode == 0
@@ -236,6 +237,16 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
                 "group_id": "g-alice", "member_id": "m-1", "member_epoch": 0, "rebalance_timeout_ms": 30000,
                 "subscribed_topic_names": ["orders"], "topic_partitions": []})
             assert r["error_code"] == group_denied and r["assignment"] is None
+            # and DESCRIBE on every topic it names, as Kafka (a regex is resolved by the broker)
+            join = {"group_id": "g-shared", "member_id": "m-2", "member_epoch": 0, "rebalance_timeout_ms": 30000,
+                    "subscribed_topic_names": ["orders", "secret"], "topic_partitions": []}
+            r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, join)
+            assert r["error_code"] == topic_denied and r["assignment"] is None, r
+            r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, dict(join, subscribed_topic_names=["orders"]))
+            assert r["error_code"] == 0 and r["member_epoch"] > 0, r
+            r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {"group_id": "g-shared", "member_id": "m-2",
+                                                                     "member_epoch": -1})
+            assert r["error_code"] == 0, r
             r = await conn.send(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g-admin"],
                                                                     "include_authorized_operations": False})
             assert [(g["group_id"], g["error_code"]) for g in r["groups"]] == [("g-admin", group_denied)]
