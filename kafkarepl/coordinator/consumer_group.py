@@ -296,8 +296,8 @@ class ConsumerGroup:
                     new_id = r.member_id or self._new_member_id()
                     del self.members[current.member_id]
                     self._dirty.add(current.member_id)  # its records go
-                    for tp in self._held(current):
-                        self.owners[tp] = new_id
+                    self._hold(new_id, current.assigned)
+                    self._hold(new_id, current.pending_revocation)
                     if current.member_id in self.target:
                         self.target[new_id] = self.target.pop(current.member_id)
                     current.member_id, current.left = new_id, False
@@ -362,10 +362,7 @@ class ConsumerGroup:
             member.left = True  # keeps its partitions until it returns or its session ends
             member.session_deadline_ms = now_ms + self.config.session_timeout_ms
             # those it was revoking are released (it consumes nothing now), as Kafka
-            for tid, parts in member.pending_revocation.items():
-                for p in parts:
-                    if self.owners.get((tid, p)) == member.member_id:
-                        del self.owners[(tid, p)]
+            self._release(member.member_id, member.pending_revocation)
             if member.state is MemberState.UNREVOKED_PARTITIONS:  # reconciled again when it returns
                 member.state = MemberState.UNRELEASED_PARTITIONS
             member.pending_revocation, member.revocation_deadline_ms = {}, None
@@ -375,19 +372,32 @@ class ConsumerGroup:
         return HeartbeatResponse(ErrorCode.NONE, None, r.member_id, r.member_epoch, 0)
 
     def remove(self, member_id: str, topics: TopicsView | None) -> None:
-        """`topics` None: the topics of the last assignment."""
-        """The member left or was fenced: its partitions are free, the group rebalances."""
+        """The member left or was fenced: its partitions are free, the group rebalances
+        (`topics` None: over the topics of the last assignment)."""
         member = self.members.pop(member_id, None)
         if member is None:
             return
         self._dirty.add(member_id)
         if member.instance_id is not None and self.static.get(member.instance_id) == member_id:
             del self.static[member.instance_id]
-        for tp in self._held(member):
-            if self.owners.get(tp) == member_id:
-                del self.owners[tp]
+        self._release(member_id, member.assigned)
+        self._release(member_id, member.pending_revocation)
         self.target.pop(member_id, None)
         self._refresh(topics if topics is not None else TopicsView(self._seen_version, self.topics), force=True)
+
+    def _release(self, member_id: str, partitions: Assignment) -> None:
+        """The member no longer holds `partitions`: each is free for its next owner
+        (unless another member holds it already)."""
+        owners = self.owners
+        for tid, parts in partitions.items():
+            for p in parts:
+                if owners.get((tid, p)) == member_id:
+                    del owners[(tid, p)]
+
+    def _hold(self, member_id: str, partitions: Assignment) -> None:
+        for tid, parts in partitions.items():
+            for p in parts:
+                self.owners[(tid, p)] = member_id
 
     @staticmethod
     def _held(m: ConsumerMember) -> list[tuple[uuid.UUID, int]]:
@@ -456,10 +466,7 @@ class ConsumerGroup:
             free = frozenset(p for p in want - have if self.owners.get((tid, p), m.member_id) == m.member_id)
             unreleased |= len(free) < len(want - have)
             add[tid] = free
-        for tid, parts in m.pending_revocation.items():  # revoked now: no longer held
-            for p in parts:
-                if self.owners.get((tid, p)) == m.member_id:
-                    del self.owners[(tid, p)]
+        self._release(m.member_id, m.pending_revocation)  # revoked now: no longer held
         m.pending_revocation = {}
         # revoked partitions the member says it no longer owns (a replaced static member,
         # a rejoin) need no wait for it; unreported ones might still be in use
@@ -468,20 +475,13 @@ class ConsumerGroup:
             m.assigned, m.pending_revocation = _clean(kept), _clean(revoke)
             m.revocation_deadline_ms = now_ms + max(0, m.rebalance_timeout_ms)
         else:
-            for tid, parts in revoke.items():
-                for p in parts:
-                    if self.owners.get((tid, p)) == m.member_id:
-                        del self.owners[(tid, p)]
+            self._release(m.member_id, revoke)
             m.previous_epoch, m.epoch = m.epoch, self.assignment_epoch
             m.assigned = _clean({tid: kept.get(tid, frozenset()) | add.get(tid, frozenset()) for tid in kept})
             m.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
             m.revocation_deadline_ms = None
-        for tid, parts in m.assigned.items():
-            for p in parts:
-                self.owners[(tid, p)] = m.member_id
-        for tid, parts in m.pending_revocation.items():
-            for p in parts:
-                self.owners[(tid, p)] = m.member_id
+        self._hold(m.member_id, m.assigned)
+        self._hold(m.member_id, m.pending_revocation)
 
     # ----------------------------------------------------------------- records -----
     def pending_records(self) -> list[records.Record]:
@@ -580,8 +580,8 @@ class ConsumerGroup:
             self.members[mid] = m
             if m.instance_id is not None:
                 self.static[m.instance_id] = mid
-            for tp in self._held(m):
-                self.owners[tp] = mid
+            self._hold(mid, m.assigned)
+            self._hold(mid, m.pending_revocation)
             goal = loaded.targets.get(mid, {})
             self.target[mid] = {names[tid]: parts for tid, parts in goal.items() if tid in names}
         # the topics of the target: the first heartbeat's check finds them unchanged unless
