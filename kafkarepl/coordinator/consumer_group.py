@@ -84,6 +84,9 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     version: int = 0
+    # under ACLs: whether the member's principal may DESCRIBE a topic (its regex resolves
+    # to those only, as Kafka's since KAFKA-18813); None: every topic
+    may_describe: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -165,6 +168,7 @@ class ConsumerGroup:
         self.owners: dict[tuple[uuid.UUID, int], str] = {}  # partition -> member holding it
         self._regex_cache: dict[str, tuple[int, frozenset[str]]] = {}  # regex -> (topics version, names)
         self._seen_version = -1  # of the TopicsView the target was last checked against
+        self._may_describe: Callable[[str], bool] | None = None  # of the last heartbeat (regexes)
         self._subscriptions: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct subscription
         # What the log holds (as last asked for): what each member's records (metadata,
         # target, current assignment) and the group's epochs were made of; members whose
@@ -207,6 +211,7 @@ class ConsumerGroup:
             return HeartbeatResponse(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                      f"ServerAssignor {r.server_assignor} is not supported. Supported assignors: "
                                      f"{', '.join(self.config.assignors)}.")
+        self._may_describe = r.may_describe
         if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(r, topics, now_ms)
         member, error = self._member(r, now_ms)
@@ -411,6 +416,8 @@ class ConsumerGroup:
             return hit[1]
         pattern = _compile(regex)
         names = frozenset(t for t in topics.by_name if not t.startswith("__") and pattern.fullmatch(t))
+        if self._may_describe is not None:  # resolved as the heartbeat that asked may see them
+            names = frozenset(filter(self._may_describe, names))
         self._regex_cache[regex] = (topics.version, names)
         return names
 

@@ -457,7 +457,8 @@ class GroupCoordinatorService:
                 name: (t.topic_id, len(t.partitions)) for name, t in self.metadata.topics.items() if t.partitions})
         return view
 
-    async def consumer_group_heartbeat(self, req: Request, client_host: str = "") -> dict[str, Any]:
+    async def consumer_group_heartbeat(self, req: Request, client_host: str = "",
+                                       may_describe: Callable[[str], bool] | None = None) -> dict[str, Any]:
         b = req.body
         owned = b.get("topic_partitions")
         r = HeartbeatRequest(
@@ -466,7 +467,8 @@ class GroupCoordinatorService:
             subscribed_topic_names=b.get("subscribed_topic_names"),
             subscribed_topic_regex=b.get("subscribed_topic_regex"), server_assignor=b.get("server_assignor"),
             owned=None if owned is None else {t["topic_id"]: frozenset(t["partitions"]) for t in owned},
-            client_id=req.client_id or "", client_host=client_host, version=req.api_version)
+            client_id=req.client_id or "", client_host=client_host, version=req.api_version,
+            may_describe=may_describe)
         gid = b["group_id"] or ""
         res = self.core.consumer_heartbeat(gid, r, self._topics_view(), self.clock.monotonic_ms())
         self._after()

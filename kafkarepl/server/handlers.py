@@ -219,7 +219,8 @@ class RequestHandlers:
         if req.api_key == ApiKey.JOIN_GROUP:  # the member's host is shown by DescribeGroups
             return await self.groups.join_group(req, f"/{conn.peer[0]}" if conn.peer else "")
         if req.api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT:  # and by ConsumerGroupDescribe
-            return await self.groups.consumer_group_heartbeat(req, f"/{conn.peer[0]}" if conn.peer else "")
+            return await self.groups.consumer_group_heartbeat(req, f"/{conn.peer[0]}" if conn.peer else "",
+                                                              self.authz.topic_describer())
         fn = self._table.get(req.api_key)
         token_api = self._token_apis.get(req.api_key)
         if token_api is not None:

@@ -96,6 +96,15 @@ class RequestAuthorizer:
         principal, host = _session.get()
         return self.authorizer.authorize(principal, host, op, rtype, name)
 
+    def topic_describer(self) -> Callable[[str], bool] | None:
+        """Whether the current request's principal may DESCRIBE a topic, as a function
+        bound to that principal (usable after the request); None without an authorizer."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return None
+        principal, host = _session.get()
+        return lambda topic: authorizer.authorize(principal, host, Op.DESCRIBE, R.TOPIC, topic)
+
     def _allowed_some(self, op: Op, rtype: R) -> bool:
         """`op` allowed on some resource of the type (Kafka's authorizeByResourceType)."""
         if self.authorizer is None:
@@ -388,6 +397,17 @@ class RequestAuthorizer:
                                        "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
                                        "authorized_operations": -2147483648})
         elif k == ApiKey.CONSUMER_GROUP_DESCRIBE:
+            # as Kafka (KAFKA-18813): a group whose members hold or are to get a topic the
+            # principal may not describe is not shown
+            for i, g in enumerate(resp["groups"]):
+                named = {tp["topic_name"] for m in g["members"] for a in ("assignment", "target_assignment")
+                         for tp in m[a]["topic_partitions"]}
+                if any(not self.allowed(Op.DESCRIBE, R.TOPIC, t) for t in named):
+                    resp["groups"][i] = {
+                        **g, "error_code": code, "members": [], "group_state": "", "group_epoch": -1,
+                        "assignment_epoch": -1, "assignor_name": "",
+                        "error_message": "The group has described topic(s) that the client is not authorized to "
+                                         "describe."}
             for g in removed.names:
                 resp["groups"].append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "error_message": None,
                                        "group_id": g, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,

@@ -247,6 +247,34 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
             r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {"group_id": "g-shared", "member_id": "m-2",
                                                                      "member_epoch": -1})
             assert r["error_code"] == 0, r
+            # a regex resolves to the topics she may describe only (KAFKA-18813)
+            r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, dict(
+                join, member_id="m-3", subscribed_topic_names=None, subscribed_topic_regex="orders|secret"))
+            assert r["error_code"] == 0 and len(r["assignment"]["topic_partitions"]) == 1, r
+
+            async def described() -> dict:
+                d = await conn.send(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g-shared"],
+                                                                        "include_authorized_operations": False})
+                return d["groups"][0]
+
+            g = await described()
+            assert g["error_code"] == 0 and [(tp["topic_name"], tp["partitions"]) for m in g["members"]
+                                             for tp in m["assignment"]["topic_partitions"]] == [("orders", [0])], g
+            # a group with a member on a topic she may not describe is not shown to her
+            su = BrokerConnection("127.0.0.1", port, security=ClientSecurity(None, "PLAIN", "admin", "admin-secret"))
+            await su.connect()
+            try:
+                r = await su.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, dict(join, member_id="m-admin",
+                                                                          subscribed_topic_names=["secret"]))
+                assert r["error_code"] == 0, r
+                g = await described()
+                assert (g["error_code"], g["members"]) == (topic_denied, []), g
+                await su.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {"group_id": "g-shared", "member_id": "m-admin",
+                                                                    "member_epoch": -1})
+            finally:
+                su.close()
+            await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {"group_id": "g-shared", "member_id": "m-3",
+                                                                 "member_epoch": -1})
             r = await conn.send(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g-admin"],
                                                                     "include_authorized_operations": False})
             assert [(g["group_id"], g["error_code"]) for g in r["groups"]] == [("g-admin", group_denied)]

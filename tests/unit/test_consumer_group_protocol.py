@@ -293,6 +293,14 @@ def test_a_regex_subscription_follows_new_topics_in_linear_time() -> None:
     assert res.assignment is not None and uuid.UUID(int=3) in res.assignment
 
 
+def test_a_regex_resolves_to_the_topics_the_member_may_describe() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    r = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_regex="a|b", owned={}, version=1,
+                         may_describe=lambda t: t == "b")
+    res = g.heartbeat(r, TOPICS, 0)
+    assert res.assignment == {T2: frozenset({0, 1, 2})}  # "a" matches, but is not hers to see
+
+
 def test_a_classic_group_with_members_and_a_consumer_group_keep_to_their_protocol() -> None:
     c = GroupCoordinator(GroupConfig(), 1)
     c.begin_loading(0)
