@@ -365,7 +365,9 @@ class GroupCoordinator:
     def finish_delete(self, group_id: str) -> ErrorCode:
         """The tombstones are replicated: forget the group (if it stayed empty)."""
         if self._consumer_group_active(group_id):
-            return ErrorCode.NON_EMPTY_GROUP  # someone joined meanwhile
+            # someone joined meanwhile: the group's records just deleted are written again
+            self.consumer_groups[group_id].write_failed()
+            return ErrorCode.NON_EMPTY_GROUP
         cg = self.consumer_groups.pop(group_id, None)
         g = self.groups.get(group_id)
         if g is None:

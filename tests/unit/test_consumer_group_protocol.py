@@ -26,6 +26,7 @@ from kafkarepl.coordinator.consumer_group import (
 )
 from kafkarepl.coordinator.coordinator import GroupCoordinator
 from kafkarepl.coordinator.group import GroupConfig
+from kafkarepl.coordinator.offsets import OffsetAndMetadata
 from kafkarepl.errors import ErrorCode as E
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -395,3 +396,32 @@ def test_the_coordinator_writes_restores_and_deletes_consumer_groups() -> None:
             if value is not None:
                 log[key] = value
     assert log == {}
+
+
+def test_a_member_joining_while_its_group_is_deleted_gets_its_records_written_again() -> None:
+    c = GroupCoordinator(GroupConfig(), 1)
+    c.begin_loading(0)
+    c.finish_loading(0)
+    join = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned={}, version=1)
+    assert c.consumer_heartbeat("g", join, TOPICS, 0).error is E.NONE
+    c.apply_commit("g", {("a", 0): OffsetAndMetadata(5)})
+    assert c.consumer_heartbeat("g", HeartbeatRequest("m", -1, version=1), TOPICS, 1).error is E.NONE
+    assert "g" in c.consumer_groups  # Empty, kept for its offsets
+    c.drain_writes()
+    assert c.prepare_delete("g") == (E.NONE, [("a", 0)])
+    gone = c.consumer_group_tombstones("g")
+    assert {records.record_version(k) for k, _ in gone} == {records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH}
+    # the tombstones are being written when a member joins again
+    res = c.consumer_heartbeat("g", dict_join(join, "n"), TOPICS, 2)
+    assert res.error is E.NONE
+    c.drain_writes()
+    assert c.finish_delete("g") is E.NON_EMPTY_GROUP
+    assert c.consumer_heartbeat("g", HeartbeatRequest("n", res.member_epoch, version=1), TOPICS, 3).error is E.NONE
+    (_, again), = c.drain_writes()  # the whole group written again after its tombstones
+    assert {records.record_version(k) for k, v in again if v is not None} >= {
+        records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH, records.MEMBER_METADATA}
+
+
+def dict_join(r: HeartbeatRequest, member_id: str) -> HeartbeatRequest:
+    """The same join from another member."""
+    return dataclasses.replace(r, member_id=member_id)
