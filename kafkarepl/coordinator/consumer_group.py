@@ -48,6 +48,11 @@ class TopicsView:
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 MAX_REGEX_LENGTH = 1000
+# A member's subscription is one record (ConsumerGroupMemberMetadata), which must fit a
+# __consumer_offsets batch (message.max.bytes, 1 MiB by default): larger, its write would
+# fail at every heartbeat of the group. Kafka fails that member's heartbeat only
+# (UNKNOWN_SERVER_ERROR, its state rolled back); so does this check, before any change.
+MAX_SUBSCRIPTION_BYTES = 512 << 10
 
 
 @dataclass(frozen=True)
@@ -207,6 +212,11 @@ class ConsumerGroup:
         err = self._invalid(r)
         if err:
             return HeartbeatResponse(ErrorCode.INVALID_REQUEST, err)
+        if r.subscribed_topic_names is not None and (
+                size := sum(len(t.encode()) for t in r.subscribed_topic_names)) > MAX_SUBSCRIPTION_BYTES:
+            return HeartbeatResponse(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                     f"SubscribedTopicNames of {size} bytes do not fit the member's record "
+                                     f"(at most {MAX_SUBSCRIPTION_BYTES} bytes).")
         if r.server_assignor is not None and r.server_assignor not in self.config.assignors:
             return HeartbeatResponse(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                      f"ServerAssignor {r.server_assignor} is not supported. Supported assignors: "

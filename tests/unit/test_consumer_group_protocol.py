@@ -83,6 +83,14 @@ def fail_over(g: LoggedGroup, clients: list[Client]) -> LoggedGroup:
     return new
 
 
+def coordinator_and_join() -> tuple[GroupCoordinator, HeartbeatRequest]:
+    """A coordinator owning its only partition, and member m's first heartbeat."""
+    c = GroupCoordinator(GroupConfig(), 1)
+    c.begin_loading(0)
+    c.finish_loading(0)
+    return c, HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned={}, version=1)
+
+
 class Client:
     """A member as Kafka's consumer acts: it owns what it was last assigned."""
 
@@ -302,11 +310,21 @@ def test_a_regex_resolves_to_the_topics_the_member_may_describe() -> None:
     assert res.assignment == {T2: frozenset({0, 1, 2})}  # "a" matches, but is not hers to see
 
 
+def test_a_subscription_too_large_to_record_fails_that_member_only() -> None:
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    a = Client(g, "a", ["a"])
+    assert a.beat() is E.NONE
+    g.pending_records()
+    huge = [f"topic-{i:07d}-" + "x" * 200 for i in range(3000)]  # ~640 KiB of names
+    res = g.heartbeat(HeartbeatRequest("b", 0, rebalance_timeout_ms=1, subscribed_topic_names=huge, owned={},
+                                       version=1), TOPICS, 1)
+    assert res.error is E.UNKNOWN_SERVER_ERROR and "do not fit" in (res.message or "")
+    assert set(g.members) == {"a"} and g.pending_records() == []  # nothing changed, nothing to write
+    assert a.beat() is E.NONE and a.owned == {T1: frozenset(range(6))}
+
+
 def test_a_classic_group_with_members_and_a_consumer_group_keep_to_their_protocol() -> None:
-    c = GroupCoordinator(GroupConfig(), 1)
-    c.begin_loading(0)
-    c.finish_loading(0)
-    join = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned={}, version=1)
+    c, join = coordinator_and_join()
     assert c.consumer_heartbeat("g", join, TOPICS, 0).error is E.NONE
     from kafkarepl.coordinator.group import JoinRequest
     classic = JoinRequest(member_id="", client_id="c", session_timeout_ms=10000, rebalance_timeout_ms=10000,
@@ -362,10 +380,7 @@ def test_members_carry_on_after_a_failover_in_their_epochs() -> None:
 
 
 def test_the_coordinator_writes_restores_and_deletes_consumer_groups() -> None:
-    c = GroupCoordinator(GroupConfig(), 1)
-    c.begin_loading(0)
-    c.finish_loading(0)
-    join = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned={}, version=1)
+    c, join = coordinator_and_join()
     res = c.consumer_heartbeat("g", join, TOPICS, 0)
     assert res.error is E.NONE
     writes = c.drain_writes()
@@ -399,10 +414,7 @@ def test_the_coordinator_writes_restores_and_deletes_consumer_groups() -> None:
 
 
 def test_a_member_joining_while_its_group_is_deleted_gets_its_records_written_again() -> None:
-    c = GroupCoordinator(GroupConfig(), 1)
-    c.begin_loading(0)
-    c.finish_loading(0)
-    join = HeartbeatRequest("m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned={}, version=1)
+    c, join = coordinator_and_join()
     assert c.consumer_heartbeat("g", join, TOPICS, 0).error is E.NONE
     c.apply_commit("g", {("a", 0): OffsetAndMetadata(5)})
     assert c.consumer_heartbeat("g", HeartbeatRequest("m", -1, version=1), TOPICS, 1).error is E.NONE
