@@ -414,11 +414,6 @@ class ConsumerGroup:
             for p in parts:
                 self.owners[(tid, p)] = member_id
 
-    @staticmethod
-    def _held(m: ConsumerMember) -> list[tuple[uuid.UUID, int]]:
-        """The partitions a member holds: assigned, or still to be revoked."""
-        return [(tid, p) for a in (m.assigned, m.pending_revocation) for tid, ps in a.items() for p in ps]
-
     # ------------------------------------------------------------ assignment ------
     def _regex_topics(self, regex: str, topics: TopicsView) -> frozenset[str]:
         hit = self._regex_cache.get(regex)

@@ -707,7 +707,7 @@ class GroupCoordinatorService:
         for g in b["groups"] or []:  # each group's partitions are paced in _fetch_group
             err, topics = await self._fetch_group(g["group_id"], g["topics"], g.get("member_id"),
                                                   g.get("member_epoch", -1), bool(b.get("require_stable")), v)
-            groups.append({"group_id": g["group_id"], "topics": [] if err else topics, "error_code": int(err)})
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": int(err)})
             await asyncio.sleep(0)
         return {"throttle_time_ms": 0, "groups": groups}
 
@@ -716,7 +716,9 @@ class GroupCoordinatorService:
         """One group's part of an OffsetFetch: its error and its topics' rows."""
         wanted = None if topics is None else [(t["name"], t["partition_indexes"]) async for t in paced(topics)]
         err, found = self.core.fetch_offsets(group_id, wanted, member_id, member_epoch)
-        if err and wanted is not None:
+        if err and (wanted is None or v >= 8):
+            return err, []  # v8+: the group's error alone, as Kafka
+        if err and wanted is not None:  # before v8, each partition answered (v0-1 carry the error there)
             found = {tp: None async for tp in paced((t, p) for t, parts in wanted for p in parts)}
         # KIP-447: a client asking for stable offsets learns that a transaction still has
         # offsets of the partition pending (UNSTABLE_OFFSET_COMMIT, retriable).

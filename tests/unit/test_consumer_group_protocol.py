@@ -206,7 +206,8 @@ def test_random_heartbeat_orders_never_give_a_partition_to_two_members(failovers
     for c in clients:
         assert all(({T1: "a", T2: "b"}[t]) in c.topics for t in c.owned)
     # the coordinator's index of who holds what agrees with its members
-    assert g.owners == {tp: m.member_id for m in g.members.values() for tp in g._held(m)}
+    assert g.owners == {(tid, p): m.member_id for m in g.members.values()
+                        for a in (m.assigned, m.pending_revocation) for tid, ps in a.items() for p in ps}
 
 
 def test_uniform_is_balanced_and_sticky() -> None:
