@@ -28,7 +28,9 @@ from typing import Any
 import re2  # type: ignore[import-untyped]
 
 from kafkarepl.coordinator import consumer_group_records as records
+from kafkarepl.coordinator import consumer_protocol
 from kafkarepl.coordinator.assignors import ASSIGNORS, TopicPartitions, assign
+from kafkarepl.coordinator.group import JoinRequest, JoinResponse, SyncResponse
 from kafkarepl.errors import ErrorCode
 
 _RE2_OPTIONS = re2.Options()
@@ -61,6 +63,17 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = ASSIGNORS  # group.consumer.assignors, the first the default
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("downgrade", "bidirectional")
+
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 class MemberState(enum.Enum):
@@ -104,6 +117,25 @@ class HeartbeatResponse:
     assignment: Assignment | None = None
 
 
+@dataclass(frozen=True)
+class ClassicMetadata:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) in a
+    KIP-848 group: its session timeout and the protocols it joined with, in its order."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
+
+    @property
+    def version(self) -> int:
+        """Its consumer protocol version: its assignments are written at it."""
+        data = self.protocols[0][1]
+        return int.from_bytes(data[:2], "big", signed=True) if len(data) >= 2 else 0
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -123,6 +155,7 @@ class ConsumerMember:
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
     left: bool = False  # a static member that left with epoch -2: its partitions wait for its return
+    classic: ClassicMetadata | None = None  # a member of the classic protocol (a group mid-migration)
 
 
 def _compile(regex: str) -> Any:
@@ -147,7 +180,10 @@ def _metadata_value(m: ConsumerMember) -> dict[str, Any]:
     return {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
             "client_host": m.client_host, "subscribed_topic_names": sorted(m.subscribed_names),
             "subscribed_topic_regex": m.regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
-            "server_assignor": m.assignor}
+            "server_assignor": m.assignor,
+            "classic_member_metadata": None if m.classic is None else {
+                "session_timeout_ms": m.classic.session_timeout_ms,
+                "supported_protocols": [{"name": n, "metadata": md} for n, md in m.classic.protocols]}}
 
 
 def _current_value(m: ConsumerMember) -> dict[str, Any]:
@@ -229,6 +265,8 @@ class ConsumerGroup:
             assert error is not None
             return error
         bump = False
+        if member.classic is not None:  # a classic member's id, joining with this protocol now
+            member.classic = None
         if r.member_epoch == 0 and member.member_id not in self.members:
             if len(self.members) >= self.config.max_size:
                 return HeartbeatResponse(ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -398,7 +436,11 @@ class ConsumerGroup:
         self._release(member_id, member.assigned)
         self._release(member_id, member.pending_revocation)
         self.target.pop(member_id, None)
-        self._refresh(topics if topics is not None else TopicsView(self._seen_version, self.topics), force=True)
+        self._refresh(topics if topics is not None else self.topics_view(), force=True)
+
+    def topics_view(self) -> TopicsView:
+        """The topics as of the last assignment (for changes made without the broker's)."""
+        return TopicsView(self._seen_version, self.topics)
 
     def _release(self, member_id: str, partitions: Assignment) -> None:
         """The member no longer holds `partitions`: each is free for its next owner
@@ -413,6 +455,174 @@ class ConsumerGroup:
         for tid, parts in partitions.items():
             for p in parts:
                 self.owners[(tid, p)] = member_id
+
+    # ------------------------------------------- classic members (migration) -----
+    # A group converted from the classic protocol keeps its classic members until they
+    # move over (a rolling upgrade): Kafka's GroupMetadataManager serves their JoinGroup,
+    # SyncGroup, Heartbeat and LeaveGroup from the KIP-848 group. A JoinGroup is their
+    # heartbeat with a full subscription: it reconciles them one step and its generation
+    # is their member epoch; a Heartbeat answers REBALANCE_IN_PROGRESS when they have a
+    # step to take (so they rejoin); SyncGroup hands them their current partitions.
+
+    def _session_timeout_ms(self, m: ConsumerMember) -> int:
+        return m.classic.session_timeout_ms if m.classic is not None else self.config.session_timeout_ms
+
+    def all_classic(self, but: str | None = None) -> bool:
+        """Whether every member other than `but` speaks the classic protocol."""
+        return all(m.classic is not None for mid, m in self.members.items() if mid != but)
+
+    def _supports_classic(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """Kafka's ConsumerGroup.supportsClassicProtocols: the consumer type, and (with
+        classic members) one protocol name every one of them has."""
+        if protocol_type != consumer_protocol.PROTOCOL_TYPE or not protocols:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        names = {n for n, _ in protocols}
+        return not classic or any(all(n in {p for p, _ in c.protocols} for c in classic) for n in names)
+
+    def _classic_member(self, member_id: str, instance_id: str | None) -> tuple[ConsumerMember | None, ErrorCode]:
+        """The classic member a Sync/Heartbeat/Leave names, Kafka's validateConsumerGroupMember
+        then throwIfMemberDoesNotUseClassicProtocol."""
+        if instance_id is not None:
+            current = self.members.get(self.static.get(instance_id, ""))
+            if current is None:
+                return None, ErrorCode.UNKNOWN_MEMBER_ID
+            if member_id and current.member_id != member_id:
+                return None, ErrorCode.FENCED_INSTANCE_ID
+            member: ConsumerMember | None = current
+        else:
+            member = self.members.get(member_id)
+        if member is None or member.classic is None:
+            return None, ErrorCode.UNKNOWN_MEMBER_ID
+        return member, ErrorCode.NONE
+
+    def _names(self) -> dict[uuid.UUID, str]:
+        return {tid: name for name, (tid, _n) in self.topics.items()}
+
+    def adopt(self, members: list[tuple[ConsumerMember, TopicPartitions]], epoch: int, topics: TopicsView) -> None:
+        """The members of a classic group converted to this one (group_conversion.py),
+        each with its target: the group at `epoch`, all of it to be written."""
+        self.group_epoch = self.assignment_epoch = epoch
+        for m, target in members:
+            m.subscribed_names = self._subscriptions.setdefault(m.subscribed_names, m.subscribed_names)
+            self.members[m.member_id] = m
+            if m.instance_id is not None:
+                self.static[m.instance_id] = m.member_id
+            self._hold(m.member_id, m.assigned)
+            self.target[m.member_id] = target
+        self.topics = {t: topics.by_name[t] for goal in self.target.values() for t in goal}
+        self._seen_version = topics.version
+        self._all_dirty = True
+
+    def classic_join(self, r: JoinRequest, topics: TopicsView, now_ms: int) -> JoinResponse:
+        member_id = r.member_id or self._new_member_id()
+        known = r.member_id in self.members or (r.group_instance_id is not None and r.group_instance_id in self.static)
+        if len(self.members) >= self.config.max_size and not known:
+            return JoinResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, r.member_id)
+        if not self._supports_classic(r.protocol_type, r.protocols):
+            return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
+        if not r.member_id and r.group_instance_id is None and r.require_known_member_id:
+            return JoinResponse(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        try:
+            sub = consumer_protocol.read_subscription(r.protocols[0][1])
+        except ValueError:
+            return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
+        if sum(len(t.encode()) for t in sub.topics) > MAX_SUBSCRIPTION_BYTES:
+            return JoinResponse(ErrorCode.UNKNOWN_SERVER_ERROR, r.member_id)
+        bump = False
+        if r.group_instance_id is not None:
+            current = self.members.get(self.static.get(r.group_instance_id, ""))
+            if current is not None and r.member_id and current.member_id != r.member_id:
+                return JoinResponse(ErrorCode.FENCED_INSTANCE_ID, r.member_id)
+            if current is not None and current.member_id != member_id:
+                # a static member restarted: the new id takes its place and partitions (KIP-345)
+                del self.members[current.member_id]
+                self._dirty.add(current.member_id)
+                self._hold(member_id, current.assigned)
+                self._hold(member_id, current.pending_revocation)
+                if current.member_id in self.target:
+                    self.target[member_id] = self.target.pop(current.member_id)
+                current.member_id, current.left = member_id, False
+                self.members[member_id] = current
+                self.static[r.group_instance_id] = member_id
+        member = self.members.get(member_id)
+        if member is not None and member.classic is None:
+            return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
+        if member is None:
+            member = ConsumerMember(member_id, r.group_instance_id, sub.rack_id, r.client_id, r.client_host,
+                                    r.rebalance_timeout_ms, epoch=0)
+            self.members[member_id] = member
+            if r.group_instance_id is not None:
+                self.static[r.group_instance_id] = member_id
+            bump = True
+        names = frozenset(sub.topics)
+        if names != member.subscribed_names:
+            member.subscribed_names = self._subscriptions.setdefault(names, names)
+            bump = True
+        member.rack_id = sub.rack_id
+        member.rebalance_timeout_ms = r.rebalance_timeout_ms
+        member.client_id, member.client_host = r.client_id, r.client_host
+        member.assignor = None
+        member.classic = ClassicMetadata(r.session_timeout_ms, tuple(r.protocols))
+        member.session_deadline_ms = now_ms + r.session_timeout_ms
+        self._refresh(topics, force=bump)
+        # what it says it owns: an eager member (and a v0 subscription) owns nothing now
+        owned = {topics.by_name[t][0]: ps for t, ps in sub.owned.items() if t in topics.by_name}
+        if member.state is not MemberState.UNREVOKED_PARTITIONS:
+            member.revocation_deadline_ms = None  # it rejoined as asked
+        self._reconcile(member, owned, now_ms)
+        self._dirty.add(member_id)
+        return JoinResponse(ErrorCode.NONE, member_id, member.epoch, consumer_protocol.PROTOCOL_TYPE,
+                            member.classic.protocol_name, "", [])
+
+    def classic_sync(self, member_id: str, instance_id: str | None, generation_id: int,
+                     protocol_type: str | None, protocol_name: str | None, now_ms: int) -> SyncResponse:
+        member, err = self._classic_member(member_id, instance_id)
+        if member is None:
+            return SyncResponse(err)
+        assert member.classic is not None
+        if generation_id != member.epoch:
+            return SyncResponse(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != consumer_protocol.PROTOCOL_TYPE) or (
+                protocol_name is not None and protocol_name != member.classic.protocol_name):
+            return SyncResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        # a newer group epoch: it must rejoin first, unless it rejoined already and has
+        # partitions to give up (it learns which from this assignment)
+        if self.group_epoch > member.epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            return SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS)
+        member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        names = self._names()
+        assigned = {names[tid]: ps for tid, ps in member.assigned.items() if tid in names}
+        return SyncResponse(ErrorCode.NONE, protocol_type, protocol_name,
+                            consumer_protocol.write_assignment(member.classic.version, assigned))
+
+    def classic_heartbeat(self, member_id: str, instance_id: str | None, generation_id: int,
+                          now_ms: int) -> ErrorCode:
+        member, err = self._classic_member(member_id, instance_id)
+        if member is None:
+            return err
+        assert member.classic is not None
+        if generation_id != member.epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        waiting = any(self.owners.get((tid, p), member.member_id) != member.member_id
+                      for tid, parts in self._target_of(member.member_id).items()
+                      for p in parts - member.assigned.get(tid, frozenset()))
+        if (member.epoch < self.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not waiting)):
+            if member.revocation_deadline_ms is None:  # Kafka's join timeout: rejoin in time
+                member.revocation_deadline_ms = now_ms + max(0, member.rebalance_timeout_ms)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def classic_leave(self, members: list[tuple[str, str | None]], topics: TopicsView) -> list[ErrorCode]:
+        out = []
+        for member_id, instance_id in members:
+            member, err = self._classic_member(member_id, instance_id)
+            if member is not None:
+                self.remove(member.member_id, topics)
+            out.append(err)
+        return out
 
     # ------------------------------------------------------------ assignment ------
     def _regex_topics(self, regex: str, topics: TopicsView) -> frozenset[str]:
@@ -526,7 +736,7 @@ class ConsumerGroup:
             # target's are replaced, never changed in place, so an unchanged member costs
             # a few identity checks (a stable heartbeat)
             now = ((m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names, m.regex,
-                    m.rebalance_timeout_ms, m.assignor), self.target.get(mid),
+                    m.rebalance_timeout_ms, m.assignor, m.classic), self.target.get(mid),
                    (m.epoch, m.previous_epoch, m.state, m.left, m.assigned, m.pending_revocation))
             if was == now:
                 continue
@@ -578,6 +788,9 @@ class ConsumerGroup:
                                meta["rebalance_timeout_ms"],
                                subscribed_names=self._subscriptions.setdefault(subscribed, subscribed),
                                regex=meta["subscribed_topic_regex"], assignor=meta["server_assignor"])
+            if (classic := meta.get("classic_member_metadata")) is not None and classic["supported_protocols"]:
+                m.classic = ClassicMetadata(classic["session_timeout_ms"], tuple(
+                    (p["name"], bytes(p["metadata"])) for p in classic["supported_protocols"]))
             epoch = cur.get("member_epoch", 0)
             m.left = epoch == STATIC_LEAVE_EPOCH
             m.epoch = cur.get("previous_member_epoch", -1) if m.left else epoch
@@ -586,7 +799,7 @@ class ConsumerGroup:
             m.state = _STATES.get(cur.get("state", 0), MemberState.UNRELEASED_PARTITIONS)
             m.assigned = records.assignment_of(cur.get("assigned_partitions", []))
             m.pending_revocation = records.assignment_of(cur.get("partitions_pending_revocation", []))
-            m.session_deadline_ms = now_ms + self.config.session_timeout_ms
+            m.session_deadline_ms = now_ms + self._session_timeout_ms(m)
             if m.state is MemberState.UNREVOKED_PARTITIONS:
                 m.revocation_deadline_ms = now_ms + max(0, m.rebalance_timeout_ms)
             self.members[mid] = m
@@ -623,6 +836,8 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # its generation is its member epoch
+            return ErrorCode.NONE if epoch == member.epoch else ErrorCode.ILLEGAL_GENERATION
         if api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         return ErrorCode.NONE if epoch == member.epoch else ErrorCode.STALE_MEMBER_EPOCH

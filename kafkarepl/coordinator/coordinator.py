@@ -16,6 +16,7 @@ answered once its group's records are replicated, a failed write is reported wit
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
@@ -39,11 +40,17 @@ from kafkarepl.coordinator.group import (
     StoreRequest,
     SyncResponse,
 )
+from kafkarepl.coordinator.group_conversion import (
+    downgrade_members,
+    to_consumer_group,
+    upgrade_refusal,
+)
 from kafkarepl.coordinator.group_records import GroupSnapshot, decode_group_key, decode_group_value
 from kafkarepl.coordinator.offsets import OffsetAndMetadata, decode_key, decode_value, partition_for
 from kafkarepl.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
 def random_member_id(client_id: str) -> str:
@@ -172,14 +179,18 @@ class GroupCoordinator:
                 self.outbox.store(group_id, None)
 
     # ------------------------------------------------------------------ groups -----
-    def join(self, group_id: str, r: JoinRequest, now_ms: int) -> JoinResponse | Parked:
+    def join(self, group_id: str, r: JoinRequest, now_ms: int,
+             topics: TopicsView | None = None) -> JoinResponse | Parked:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return JoinResponse(err, r.member_id)
         if not self.config.min_session_timeout_ms <= r.session_timeout_ms <= self.config.max_session_timeout_ms:
             return JoinResponse(ErrorCode.INVALID_SESSION_TIMEOUT, r.member_id)
-        if self._consumer_group_active(group_id):  # no mixed groups here (Kafka 4 converts them)
-            return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and not cg.is_empty:  # a classic member of a group mid-migration
+            joined = cg.classic_join(r, topics or cg.topics_view(), now_ms)
+            self._collect(group_id, cg)
+            return joined
         self._drop_consumer_group(group_id)  # an empty one becomes a classic group, as Kafka
         group = self._group(group_id, create=not r.member_id)
         if group is None:
@@ -194,6 +205,9 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return SyncResponse(err)
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and not cg.is_empty:
+            return cg.classic_sync(member_id, instance_id, generation_id, protocol_type, protocol_name, now_ms)
         group = self._group(group_id)
         if group is None:
             return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -204,16 +218,25 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return err
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and not cg.is_empty:
+            return cg.classic_heartbeat(member_id, instance_id, generation_id, now_ms)
         group = self._group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return group.heartbeat(member_id, instance_id, generation_id, now_ms)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]],
-              now_ms: int) -> tuple[ErrorCode, list[ErrorCode]]:
+              now_ms: int, topics: TopicsView | None = None) -> tuple[ErrorCode, list[ErrorCode]]:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return err, []
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and not cg.is_empty:
+            codes = cg.classic_leave(members, topics or cg.topics_view())
+            self._collect(group_id, cg)
+            self._gc(group_id)
+            return ErrorCode.NONE, codes
         group = self._group(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in members]
@@ -236,20 +259,45 @@ class GroupCoordinator:
             return HeartbeatResponse(err, "GroupId can't be empty." if not group_id else None)
         classic = self.groups.get(group_id)
         if classic is not None and not (classic.state is GroupState.EMPTY and classic.is_empty):
-            return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, (
-                f"Cannot upgrade classic group {group_id} to consumer group: it has members, and this broker "
-                "does not convert groups online." if r.member_epoch == 0 else
-                f"Group {group_id} is not a consumer group."))
+            why = upgrade_refusal(classic, self.consumer_config) if r.member_epoch == 0 else "it is not one"
+            if why is None:
+                try:
+                    converted = to_consumer_group(classic, self.consumer_config, topics, now_ms)
+                except ValueError:
+                    why = "the embedded consumer protocol is malformed"
+            if why is not None:
+                return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND,
+                                         f"Cannot use group {group_id} as a consumer group: {why}.")
+            log.info("group %s: converted from the classic protocol to the consumer protocol (%d members)",
+                     group_id, len(converted.members))
+            classic.hand_over(now_ms)
+            self.consumer_groups[group_id] = converted
         cg = self.consumer_groups.get(group_id)
         if cg is None:
             if r.member_epoch != 0:  # unknown here (a new coordinator): the member joins again
                 return HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID,
                                          f"Member {r.member_id} is not a member of group {group_id}.")
             cg = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
+        epoch = cg.group_epoch
         out = cg.heartbeat(r, topics, now_ms)
         self._collect(group_id, cg)
+        self._maybe_downgrade(group_id, cg, epoch, now_ms)
         self._gc(group_id)
         return out
+
+    def _maybe_downgrade(self, group_id: str, cg: ConsumerGroup, epoch: int, now_ms: int) -> None:
+        """The last consumer-protocol member left a group of classic members: it becomes a
+        classic group again (Kafka's online downgrade) at the group epoch before it left
+        (`epoch`: the generation its members are at), the KIP-848 group's records go."""
+        if cg.is_empty or not cg.all_classic():
+            return
+        members = downgrade_members(cg, self.config.max_size, self.consumer_config)
+        if members is None:
+            return
+        log.info("group %s: converted from the consumer protocol to the classic protocol (%d members)",
+                 group_id, len(members))
+        self._drop_consumer_group(group_id)
+        self._group(group_id, create=True).take_over(members, epoch, now_ms)
 
     def _collect(self, group_id: str, cg: ConsumerGroup) -> None:
         pending = cg.pending_records()
@@ -466,8 +514,10 @@ class GroupCoordinator:
             self._gc(gid)
         for gid in list(self.consumer_groups):
             cg = self.consumer_groups[gid]
+            epoch = cg.group_epoch
             if cg.expire(now_ms):
                 self._collect(gid, cg)
+                self._maybe_downgrade(gid, cg, epoch, now_ms)
             self._gc(gid)
 
     def next_deadline(self) -> int | None:

@@ -28,16 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkarepl.coordinator.consumer_protocol import SUBSCRIPTION as _SUBSCRIPTION
 from kafkarepl.coordinator.group_records import GroupSnapshot, MemberSnapshot
 from kafkarepl.coordinator.offsets import OffsetAndMetadata
 from kafkarepl.errors import ErrorCode
-from kafkarepl.protocol.coordinator_schemas import (
-    CONSUMER_PROTOCOL_SUBSCRIPTION,
-    CONSUMER_PROTOCOL_VERSIONS,
-    RecordSchema,
-)
-
-_SUBSCRIPTION = RecordSchema(CONSUMER_PROTOCOL_SUBSCRIPTION, CONSUMER_PROTOCOL_VERSIONS)
 
 
 class GroupState(enum.Enum):
@@ -783,6 +777,49 @@ class Group:
                 self.outbox.complete(m.sync_token, SyncResponse(error))
                 m.sync_token = None
         self.state = GroupState.DEAD
+
+    # ---------------------------------------------------- protocol migration -----
+    def hand_over(self, now_ms: int) -> None:
+        """Its members move to a KIP-848 group (an online upgrade): parked JoinGroup and
+        SyncGroup requests learn REBALANCE_IN_PROGRESS and rejoin there, the group's
+        record goes; its committed offsets stay here, as every group's do."""
+        for m in self.members.values():
+            if m.join_token is not None:
+                self.outbox.complete(m.join_token, JoinResponse(ErrorCode.REBALANCE_IN_PROGRESS, m.member_id))
+            if m.sync_token is not None:
+                self.outbox.complete(m.sync_token, SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS))
+        for r in self._static_stores.values():
+            self.outbox.complete(r.token, JoinResponse(ErrorCode.REBALANCE_IN_PROGRESS, r.new_id))
+        self._static_stores.clear()
+        self.members.clear()
+        self.static_members.clear()
+        self.pending_members.clear()
+        self.pending_sync.clear()
+        self.sync_deadline_ms = self.rebalance_deadline_ms = self._initial_delay_left_ms = None
+        self._sync_store, self._pending_assignment = None, {}
+        self.state, self.leader_id, self.protocol_name = GroupState.EMPTY, None, None
+        self.empty_since_ms = now_ms
+        if self.persisted:
+            self.persisted = False
+            self.outbox.store(self.group_id, None)
+
+    def take_over(self, members: list[Member], generation_id: int, now_ms: int) -> None:
+        """Members of a KIP-848 group whose last consumer-protocol member left (an online
+        downgrade): the group starts Stable at the KIP-848 group's epoch with their
+        assignments, its record written, then rebalances (Kafka's convertToClassicGroup)."""
+        self.members = {m.member_id: m for m in members}
+        self.static_members = {m.group_instance_id: m.member_id for m in members if m.group_instance_id is not None}
+        for m in members:
+            m.is_new = False
+            m.keep_alive(now_ms)
+        self.generation_id = generation_id
+        self.protocol_type = members[0].protocol_type
+        self.leader_id = members[0].member_id
+        self.protocol_name = self.select_protocol()
+        self.state = GroupState.STABLE
+        self.empty_since_ms = None
+        self._store(now_ms)
+        self._prepare_rebalance(now_ms)
 
     # ----------------------------------------------------------------- describe -----
     def describe(self) -> dict[str, Any]:

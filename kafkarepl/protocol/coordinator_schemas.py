@@ -89,7 +89,8 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE: Fields = (
     F('SubscribedTopicRegex', STRING, '0+', nullable='0+'),
     F('RebalanceTimeoutMs', INT32, '0+', default=-1),
     F('ServerAssignor', STRING, '0+', nullable='0+'),
-    F('ClassicMemberMetadata', S(F('SupportedProtocols', A(_CLASSIC_PROTOCOL), '0+')), '0+',
+    F('ClassicMemberMetadata', S(F('SessionTimeoutMs', INT32, '0+'), F('SupportedProtocols', A(_CLASSIC_PROTOCOL), '0+')),
+      '0+',
       nullable='0+', tagged='0+', tag=0, default=None),
 )
 _TOPIC_PARTITIONS = A(S(F('TopicId', UUID, '0+'), F('Partitions', A(INT32), '0+')))

@@ -247,6 +247,7 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = prop("group.consumer.heartbeat.interval.ms", 5000)
     group_consumer_max_size: int = prop("group.consumer.max.size", 2147483647)
     group_consumer_assignors: str = prop("group.consumer.assignors", "uniform,range")  # the first the default
+    group_consumer_migration_policy: str = prop("group.consumer.migration.policy", "bidirectional")
     metrics_port: int = prop("metrics.port", -1)
     cluster_name: str = prop("cluster.name", "kafkarepl")
     # Properties we do not interpret are kept, so topic-level defaults can be derived.

@@ -104,6 +104,8 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "fetch.max.bytes": "The most record bytes one Fetch answer holds, whatever the request asks.",
     "group.consumer.assignors": "The server-side assignors KIP-848 consumer groups may ask for (uniform, "
                                 "range); the first is the default.",
+    "group.consumer.migration.policy": "Whether a consumer group converts online between the classic protocol and "
+                                       "KIP-848's: upgrade, downgrade, bidirectional or disabled.",
     "group.consumer.heartbeat.interval.ms": "How often a KIP-848 consumer group member heartbeats.",
     "group.consumer.max.size": "The most members a KIP-848 consumer group may have.",
     "group.consumer.session.timeout.ms": "How long a KIP-848 consumer group member may go without a heartbeat "

@@ -30,9 +30,11 @@ from kafkarepl.coordinator import (
     GroupConfig,
     GroupCoordinator,
     JoinRequest,
+    JoinResponse,
     OffsetAndMetadata,
     Parked,
     StoreRequest,
+    SyncResponse,
     build_batch,
     encode_group_key,
     encode_group_value,
@@ -42,7 +44,12 @@ from kafkarepl.coordinator import (
     partition_for,
 )
 from kafkarepl.coordinator.assignors import ASSIGNORS
-from kafkarepl.coordinator.consumer_group import ConsumerGroupConfig, HeartbeatRequest, TopicsView
+from kafkarepl.coordinator.consumer_group import (
+    MIGRATION_POLICIES,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    TopicsView,
+)
 from kafkarepl.coordinator.offsets import decode_key, decode_value
 from kafkarepl.coordinator.records import TRANSACTIONAL_BIT, BatchBuilder
 from kafkarepl.errors import ErrorCode, KafkaError
@@ -93,9 +100,13 @@ def consumer_group_config(cfg: BrokerConfig) -> ConsumerGroupConfig:
     if not known:
         raise ConfigError(f"group.consumer.assignors: none of {cfg.group_consumer_assignors!r} is one of "
                           f"{', '.join(ASSIGNORS)}")
+    policy = cfg.group_consumer_migration_policy.strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(f"group.consumer.migration.policy: {cfg.group_consumer_migration_policy!r} is not one of "
+                          f"{', '.join(MIGRATION_POLICIES)}")
     return ConsumerGroupConfig(session_timeout_ms=cfg.group_consumer_session_timeout_ms,
                                heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
-                               max_size=cfg.group_consumer_max_size, assignors=known)
+                               max_size=cfg.group_consumer_max_size, assignors=known, migration_policy=policy)
 
 
 def _chunks(records: Sequence[tuple[bytes, bytes | None]], limit: int) -> list[list[tuple[bytes, bytes | None]]]:
@@ -215,6 +226,12 @@ class GroupCoordinatorService:
                 self.core.write_failed(group_id)
 
         fut.add_done_callback(done)
+
+    async def _written(self, group_id: str) -> ErrorCode:
+        """Once the group's last records are replicated (its own, or earlier ones the answer
+        may tell of), as Kafka's coordinator runtime answers: their outcome."""
+        written = self._writes.get(group_id)
+        return ErrorCode.NONE if written is None else await asyncio.shield(written)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -425,8 +442,11 @@ class GroupCoordinatorService:
             client_host=client_host,
             require_known_member_id=v >= 4,
         )
-        res = await self._outcome(self.core.join(b["group_id"], r, self.clock.monotonic_ms()))
+        gid = b["group_id"]
+        res = await self._outcome(self.core.join(gid, r, self.clock.monotonic_ms(), self._topics_view()))
         self._sync_partition_count()
+        if not res.error and (code := await self._written(gid)):
+            res = JoinResponse(code, r.member_id)
         return {
             "throttle_time_ms": 0,
             "error_code": int(res.error),
@@ -445,6 +465,8 @@ class GroupCoordinatorService:
             b["group_id"], b["member_id"], b.get("group_instance_id"), b["generation_id"],
             b.get("protocol_type"), b.get("protocol_name"), assignments, self.clock.monotonic_ms(),
         ))
+        if not res.error and (code := await self._written(b["group_id"])):
+            res = SyncResponse(code)
         return {"throttle_time_ms": 0, "error_code": int(res.error), "protocol_type": res.protocol_type,
                 "protocol_name": res.protocol_name, "assignment": res.assignment}
 
@@ -473,14 +495,9 @@ class GroupCoordinatorService:
         res = self.core.consumer_heartbeat(gid, r, self._topics_view(), self.clock.monotonic_ms())
         self._after()
         self._sync_partition_count()
-        # answered once the group's records are replicated (its own, or earlier ones it
-        # may have been told about), as Kafka's coordinator runtime does
-        written = self._writes.get(gid)
-        if written is not None and not res.error:
-            code = await asyncio.shield(written)
-            if code is not ErrorCode.NONE:
-                return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "member_id": None,
-                        "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+        if not res.error and (code := await self._written(gid)):
+            return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "member_id": None,
+                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
         assignment = None if res.assignment is None else {"topic_partitions": [
             {"topic_id": tid, "partitions": sorted(parts)} for tid, parts in res.assignment.items()]}
         return {"throttle_time_ms": 0, "error_code": int(res.error), "error_message": res.message,
@@ -513,6 +530,8 @@ class GroupCoordinatorService:
         code = self.core.heartbeat(b["group_id"], b["member_id"], b.get("group_instance_id"),
                                    b["generation_id"], self.clock.monotonic_ms())
         self._after()
+        if code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS):
+            code = await self._written(b["group_id"]) or code
         return {"throttle_time_ms": 0, "error_code": int(code)}
 
     async def leave_group(self, req: Request) -> dict[str, Any]:
@@ -521,8 +540,10 @@ class GroupCoordinatorService:
             members = [(m["member_id"] or "", m.get("group_instance_id")) for m in b.get("members") or []]
         else:
             members = [(b["member_id"] or "", None)]
-        top, codes = self.core.leave(b["group_id"], members, self.clock.monotonic_ms())
+        top, codes = self.core.leave(b["group_id"], members, self.clock.monotonic_ms(), self._topics_view())
         self._after()
+        if not top and (code := await self._written(b["group_id"])):
+            top, codes = code, []
         if v < 3 and not top and codes:
             top = codes[0]
         # A group-level error (not the coordinator, loading, ...) comes with no member results.

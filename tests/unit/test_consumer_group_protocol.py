@@ -324,13 +324,20 @@ def test_a_subscription_too_large_to_record_fails_that_member_only() -> None:
     assert a.beat() is E.NONE and a.owned == {T1: frozenset(range(6))}
 
 
-def test_a_classic_group_with_members_and_a_consumer_group_keep_to_their_protocol() -> None:
+def test_a_consumer_group_takes_classic_members_of_its_protocol_only() -> None:
     c, join = coordinator_and_join()
     assert c.consumer_heartbeat("g", join, TOPICS, 0).error is E.NONE
     from kafkarepl.coordinator.group import JoinRequest
     classic = JoinRequest(member_id="", client_id="c", session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                          protocol_type="consumer", protocols=[("range", b"")])
+                          protocol_type="connect", protocols=[("range", b"")])
     assert c.join("g", classic, 0).error is E.INCONSISTENT_GROUP_PROTOCOL  # type: ignore[union-attr]
+    classic.protocol_type = "consumer"
+    required = c.join("g", classic, 0)
+    assert required.error is E.MEMBER_ID_REQUIRED  # type: ignore[union-attr]
+    classic.member_id = required.member_id  # type: ignore[union-attr]
+    # a subscription it cannot read (b""): not the consumer's embedded protocol
+    assert c.join("g", classic, 0).error is E.INCONSISTENT_GROUP_PROTOCOL  # type: ignore[union-attr]
+    assert set(c.consumer_groups["g"].members) == {"m"}
     assert c.list_groups() == (E.NONE, [("g", "consumer", "Stable", "consumer")])
     assert c.describe("g")[0] is E.GROUP_ID_NOT_FOUND
     assert c.prepare_delete("g")[0] is E.NON_EMPTY_GROUP

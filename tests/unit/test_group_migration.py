@@ -1,0 +1,207 @@
+"""Online migration between the classic protocol and KIP-848's (Kafka's
+`group.consumer.migration.policy`): a classic member and a consumer-protocol member share
+a group through a rolling upgrade and back, never owning a partition at the same time."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafkarepl.coordinator import consumer_group_records as records
+from kafkarepl.coordinator.consumer_group import ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, TopicsView
+from kafkarepl.coordinator.consumer_protocol import SUBSCRIPTION, read_assignment, write_assignment
+from kafkarepl.coordinator.coordinator import GroupCoordinator
+from kafkarepl.coordinator.group import GroupConfig, GroupState, JoinRequest, JoinResponse, Parked, SyncResponse
+from kafkarepl.errors import ErrorCode as E
+
+T1 = uuid.UUID(int=1)
+TOPICS = TopicsView(1, {"a": (T1, 6)})
+ALL = frozenset(range(6))
+
+
+def coordinator(policy: str = "bidirectional") -> GroupCoordinator:
+    c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=0), 1,
+                         consumer_config=ConsumerGroupConfig(migration_policy=policy))
+    c.begin_loading(0)
+    c.finish_loading(0)
+    return c
+
+
+def settle(c: GroupCoordinator, out: Any) -> Any:
+    """The answer to a call, once the group records it asked for are written."""
+    for store in c.drain_stores():
+        c.store_done(store.group_id, store.store_id, E.NONE, 0)
+    c.drain_writes()
+    answers = dict(c.drain())
+    return answers[out.token] if isinstance(out, Parked) else out
+
+
+class Classic:
+    """A classic consumer: cooperative (reports what it owns when it rejoins, rejoins
+    after giving partitions up) or eager (gives everything up before rejoining)."""
+
+    def __init__(self, c: GroupCoordinator, cooperative: bool = True) -> None:
+        self.c, self.cooperative = c, cooperative
+        self.member_id, self.generation = "", -1
+        self.owned: dict[str, frozenset[int]] = {}
+
+    def join(self) -> JoinResponse:
+        if not self.cooperative:
+            self.owned = {}
+        owned = [{"topic": t, "partitions": sorted(p)} for t, p in self.owned.items()]
+        sub = SUBSCRIPTION.write(1, {"topics": ["a"], "user_data": None, "owned_partitions": owned})
+        r = JoinRequest(self.member_id, "classic", 10000, 20000, "consumer", [("cooperative-sticky", sub)],
+                        require_known_member_id=False)
+        res = settle(self.c, self.c.join("g", r, 0, TOPICS))
+        assert res.error is E.NONE, res
+        self.member_id, self.generation = res.member_id, res.generation_id
+        return res
+
+    def sync(self, assignments: dict[str, bytes] | None = None) -> SyncResponse:
+        res = settle(self.c, self.c.sync("g", self.member_id, None, self.generation, "consumer",
+                                         "cooperative-sticky", assignments or {}, 0))
+        if res.error is E.NONE:
+            self.owned = {t: p for t, p in read_assignment(res.assignment).items() if p}
+        return res
+
+    def heartbeat(self) -> E:
+        code = self.c.heartbeat("g", self.member_id, None, self.generation, 0)
+        assert isinstance(code, E)
+        return code
+
+    def rebalance(self) -> None:
+        """What the client does on REBALANCE_IN_PROGRESS: rejoin and sync, again while
+        a cooperative assignment took partitions away."""
+        for _ in range(5):
+            before = dict(self.owned)
+            self.join()
+            assert self.sync().error is E.NONE
+            if not self.cooperative or all(self.owned.get(t, frozenset()) >= p for t, p in before.items()):
+                return
+
+
+class Member:
+    """A consumer-protocol member."""
+
+    def __init__(self, c: GroupCoordinator, name: str) -> None:
+        self.c, self.id, self.epoch = c, name, 0
+        self.owned: dict[uuid.UUID, frozenset[int]] = {}
+
+    def beat(self) -> E:
+        joining = self.epoch == 0
+        r = HeartbeatRequest(self.id, self.epoch, rebalance_timeout_ms=20000 if joining else -1,
+                             subscribed_topic_names=["a"] if joining else None, owned=dict(self.owned), version=1)
+        res = settle(self.c, self.c.consumer_heartbeat("g", r, TOPICS, 0))
+        if res.error is E.NONE:
+            self.epoch = res.member_epoch
+            if res.assignment is not None:
+                self.owned = {t: p for t, p in res.assignment.items() if p}
+        return res.error
+
+    def leave(self) -> E:
+        res = settle(self.c, self.c.consumer_heartbeat("g", HeartbeatRequest(self.id, -1, version=1), TOPICS, 0))
+        return res.error
+
+
+def a_classic_group(c: GroupCoordinator, cooperative: bool = True) -> Classic:
+    """One classic member owning all of topic a, Stable."""
+    a = Classic(c, cooperative)
+    a.join()
+    assert a.sync({a.member_id: write_assignment(1, {"a": ALL})}).error is E.NONE
+    assert a.owned == {"a": ALL} and c.groups["g"].state is GroupState.STABLE
+    return a
+
+
+def disjoint(a: Classic, m: Member) -> bool:
+    return not (a.owned.get("a", frozenset()) & m.owned.get(T1, frozenset()))
+
+
+def test_a_rolling_upgrade_converts_the_group_and_moves_partitions_without_overlap() -> None:
+    c = coordinator()
+    a = a_classic_group(c)
+    generation = a.generation
+    m = Member(c, "m")
+    assert m.beat() is E.NONE  # the first consumer-protocol member converts the group
+    cg = c.consumer_groups["g"]
+    assert not c.groups.get("g") or not c.groups["g"].members
+    classic = cg.members[a.member_id]
+    assert classic.classic is not None and classic.epoch == generation and classic.assigned == {T1: ALL}
+    assert cg.group_epoch == generation + 1 and m.owned == {}  # a still holds everything
+    # the classic member learns of the rebalance from its heartbeat, and moves over
+    assert a.heartbeat() is E.REBALANCE_IN_PROGRESS
+    for _ in range(4):
+        a.rebalance()
+        assert disjoint(a, m)
+        m.beat()
+        assert disjoint(a, m)
+        if a.heartbeat() is E.NONE and cg.state == "Stable":
+            break
+    assert cg.state == "Stable"
+    assert a.owned["a"] | m.owned[T1] == ALL and len(a.owned["a"]) == len(m.owned[T1]) == 3
+    assert a.generation == cg.members[a.member_id].epoch == cg.group_epoch
+    # its commits are checked against its epoch, as its generation
+    assert c.validate_commit("g", a.member_id, None, a.generation, 0, api_version=8) is E.NONE
+    assert c.validate_commit("g", a.member_id, None, generation, 0, api_version=8) is E.ILLEGAL_GENERATION
+
+
+def test_an_eager_member_gives_up_all_and_gets_its_share() -> None:
+    c = coordinator()
+    a = a_classic_group(c, cooperative=False)
+    m = Member(c, "m")
+    assert m.beat() is E.NONE
+    assert a.heartbeat() is E.REBALANCE_IN_PROGRESS
+    a.rebalance()
+    assert m.beat() is E.NONE and disjoint(a, m)
+    assert len(m.owned[T1]) == 3
+    if a.heartbeat() is E.REBALANCE_IN_PROGRESS:
+        a.rebalance()
+    assert a.owned["a"] | m.owned[T1] == ALL and disjoint(a, m)
+
+
+def test_the_last_consumer_protocol_member_leaving_downgrades_the_group() -> None:
+    c = coordinator()
+    a = a_classic_group(c)
+    m = Member(c, "m")
+    m.beat()
+    a.heartbeat()
+    a.rebalance()
+    m.beat()
+    assert m.leave() is E.NONE
+    assert "g" not in c.consumer_groups
+    g = c.groups["g"]
+    assert set(g.members) == {a.member_id} and g.state is GroupState.PREPARING_REBALANCE
+    assert a.heartbeat() is E.REBALANCE_IN_PROGRESS  # then it rejoins as any classic member
+    a.rebalance()
+    assert g.state is GroupState.STABLE and a.generation == g.generation_id
+
+
+def test_the_migration_policy_is_obeyed() -> None:
+    c = coordinator("disabled")
+    a_classic_group(c)
+    m = Member(c, "m")
+    assert m.beat() is E.GROUP_ID_NOT_FOUND and "g" not in c.consumer_groups
+    c = coordinator("upgrade")
+    a_classic_group(c)
+    m = Member(c, "m")
+    assert m.beat() is E.NONE
+    assert m.leave() is E.NONE
+    assert "g" in c.consumer_groups  # no downgrade: the classic member stays in a consumer group
+
+
+def test_classic_members_are_recorded_and_restored_with_their_protocols() -> None:
+    c = coordinator()
+    a = a_classic_group(c)
+    m = Member(c, "m")
+    m.beat()
+    written: list[tuple[bytes, bytes | None]] = []
+    cg = c.consumer_groups["g"]
+    cg.write_failed()  # the whole group written again
+    written += cg.pending_records()
+    loaded: dict[str, records.LoadedConsumerGroup] = {}
+    for key, value in written:
+        assert records.replay(loaded, key, value)
+    new = ConsumerGroup("g", cg.config)
+    new.restore(loaded["g"], TOPICS, 0)
+    assert new.members[a.member_id].classic == cg.members[a.member_id].classic
+    assert new.members["m"].classic is None
+    assert new.members[a.member_id].assigned == cg.members[a.member_id].assigned
