@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType
+from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafkarepl.errors import ErrorCode as E
@@ -21,6 +21,7 @@ from tests.integration.test_consumer_groups import (
     FAST,
     JavaGroupMember,
     assigned,
+    confluent_consumer,
     consumer_protocol_member,
     drain,
     find_coordinator,
@@ -281,3 +282,114 @@ def test_a_restarted_static_java_member_gets_its_partitions_back_without_a_rebal
         first.kill()
         if second is not None:
             second.kill()
+
+
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+def test_a_rolling_upgrade_and_downgrade_between_the_protocols(cluster_factory, strategy: str) -> None:
+    """Kafka's online migration (group.consumer.migration.policy=bidirectional): a classic
+    group's members restart one by one with group.protocol=consumer; the first converts the
+    group, the classic one left keeps consuming in it (its heartbeats answered
+    REBALANCE_IN_PROGRESS when it has partitions to give up or take, its commits checked
+    against its member epoch), and no partition is ever on two members. When the last
+    consumer-protocol member leaves, the group is classic again."""
+    c = cluster_factory(1, **FAST)
+    topic, group = "migrate", "migrate-group"
+    c.create_topic(topic, 6, 1)
+    classic = {"partition.assignment.strategy": strategy}
+    old1, old2 = confluent_consumer(c, group, **classic), confluent_consumer(c, group, **classic)
+    seen: dict[str, list] = {"old1": [], "old2": [], "new2": []}
+    new2 = None
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+
+    def group_type() -> ConsumerGroupType:
+        listed = admin.list_consumer_groups().result(timeout=20)
+        return {g.group_id: g.type for g in listed.valid}[group]
+
+    def split(a, na: str, b, nb: str) -> bool:
+        drain(a, seen[na])
+        drain(b, seen[nb])
+        x, y = assigned(a), assigned(b)
+        assert not (x & y), (x, y)  # never one partition on two members
+        return len(x) == 3 and len(y) == 3
+
+    try:
+        old1.subscribe([topic])
+        old2.subscribe([topic])
+        wait_until(lambda: split(old1, "old1", old2, "old2"), 40, "the classic members splitting the partitions")
+        assert group_type() == ConsumerGroupType.CLASSIC
+        sent = produce(c.bootstrap, topic, 6, 10, tag="classic-")
+        wait_until(lambda: split(old1, "old1", old2, "old2") and
+                   sent <= {v for _, _, v in seen["old1"] + seen["old2"]}, 30, "the first records")
+        old2.commit(asynchronous=False)
+        old2.close()  # restarted with the consumer protocol: the group converts
+        new2 = consumer_protocol_member(c, group)
+        new2.subscribe([topic])
+        wait_until(lambda: split(old1, "old1", new2, "new2"), 60, "the classic and the new member splitting them")
+        assert group_type() == ConsumerGroupType.CONSUMER
+        d = describe(c, group)
+        assert d.type == ConsumerGroupType.CONSUMER and len(d.members) == 2, d
+        more = produce(c.bootstrap, topic, 6, 10, tag="mixed-")
+        wait_until(lambda: split(old1, "old1", new2, "new2") and
+                   more <= {v for _, _, v in seen["old1"] + seen["new2"]}, 30, "the records produced meanwhile")
+        old1.commit(asynchronous=False)  # OffsetCommit in its generation, the member epoch
+        new2.commit(asynchronous=False)
+        new2.close()  # the last consumer-protocol member leaves: the group is classic again
+        new2 = None
+
+        def alone() -> bool:
+            drain(old1, seen["old1"])
+            return assigned(old1) == set(range(6))
+
+        wait_until(alone, 60, "the classic member taking every partition")
+        wait_until(lambda: group_type() == ConsumerGroupType.CLASSIC, 20, "the group listed as classic again")
+        last = produce(c.bootstrap, topic, 6, 5, tag="downgraded-")
+        wait_until(lambda: (drain(old1, seen["old1"]), last <= {v for _, _, v in seen["old1"]})[1], 30,
+                   "the records produced after the downgrade")
+        old1.commit(asynchronous=False)
+        committed = old1.committed([TopicPartition(topic, p) for p in range(6)], timeout=20)
+        assert sum(tp.offset for tp in committed) == 6 * 25  # every record consumed and committed
+    finally:
+        for cons in (old1, old2, new2):
+            if cons is not None:
+                try:
+                    cons.close()
+                except RuntimeError:
+                    pass  # closed already
+
+
+def test_a_java_classic_member_gives_up_only_what_moves_when_the_group_converts(cluster_factory) -> None:
+    """Kafka's own classic consumer (CooperativeStickyAssignor) in a group a
+    consumer-protocol member converts: it revokes only the partitions that move (nothing
+    lost, no full rebalance), takes them back when the group turns classic again, and
+    commits there."""
+    c = cluster_factory(1, **FAST)
+    topic, group = "jmigrate", "jmigrate-group"
+    c.create_topic(topic, 4, 1)
+    java = JavaGroupMember(c.bootstrap, group, topic, "cooperative-sticky")
+    lines = java.lines
+    seen: list = []
+    rd = None
+    try:
+        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
+        rd = consumer_protocol_member(c, group)
+        rd.subscribe([topic])
+        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns(lines) == {0, 1, 2, 3} - assigned(rd))[1],
+                   60, f"2 partitions each: {lines}")
+        assert describe(c, group).type == ConsumerGroupType.CONSUMER
+        revoked = [ln for ln in lines if ln.startswith("revoked ")]
+        assert len(revoked) == 1 and len(revoked[0].split(" ")[1].split(",")) == 2, lines
+        assert not any(ln.startswith("lost") for ln in lines), lines
+        before = len(lines)
+        rd.close()  # the group turns classic again
+        rd = None
+        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member taking the 2 back: {lines}")
+        assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
+        java.tell("stop")
+        wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
+        assert "commit ok" in lines, lines
+        java.tell("close")
+        java.proc.wait(timeout=60)
+    finally:
+        if rd is not None:
+            rd.close()
+        java.kill()
