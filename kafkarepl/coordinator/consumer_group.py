@@ -158,6 +158,11 @@ class ConsumerMember:
     classic: ClassicMetadata | None = None  # a member of the classic protocol (a group mid-migration)
 
 
+def classic_protocols_bytes(protocols: Iterable[tuple[str, bytes]]) -> int:
+    """What a classic member's protocols take in its ConsumerGroupMemberMetadata record."""
+    return sum(len(name) + len(metadata) for name, metadata in protocols)
+
+
 def _compile(regex: str) -> Any:
     """RE2, as Kafka's RE2J: linear time in the name matched, whatever the pattern (a
     backtracking engine would let a client's pattern hold the event loop)."""
@@ -265,7 +270,7 @@ class ConsumerGroup:
             assert error is not None
             return error
         bump = False
-        if member.classic is not None:  # a classic member's id, joining with this protocol now
+        if member.classic is not None and r.member_epoch == 0:  # a classic member's id, in this protocol now
             member.classic = None
         if r.member_epoch == 0 and member.member_id not in self.members:
             if len(self.members) >= self.config.max_size:
@@ -523,12 +528,12 @@ class ConsumerGroup:
             return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
         if not r.member_id and r.group_instance_id is None and r.require_known_member_id:
             return JoinResponse(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        if classic_protocols_bytes(r.protocols) > MAX_SUBSCRIPTION_BYTES:  # its record must fit a batch
+            return JoinResponse(ErrorCode.UNKNOWN_SERVER_ERROR, r.member_id)
         try:
             sub = consumer_protocol.read_subscription(r.protocols[0][1])
         except ValueError:
             return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, r.member_id)
-        if sum(len(t.encode()) for t in sub.topics) > MAX_SUBSCRIPTION_BYTES:
-            return JoinResponse(ErrorCode.UNKNOWN_SERVER_ERROR, r.member_id)
         bump = False
         if r.group_instance_id is not None:
             current = self.members.get(self.static.get(r.group_instance_id, ""))
@@ -543,10 +548,11 @@ class ConsumerGroup:
                 if current.member_id in self.target:
                     self.target[member_id] = self.target.pop(current.member_id)
                 current.member_id, current.left = member_id, False
+                current.classic = ClassicMetadata(r.session_timeout_ms, tuple(r.protocols))  # whatever it was
                 self.members[member_id] = current
                 self.static[r.group_instance_id] = member_id
         member = self.members.get(member_id)
-        if member is not None and member.classic is None:
+        if member is not None and member.classic is None:  # a consumer-protocol member's id
             return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
         if member is None:
             member = ConsumerMember(member_id, r.group_instance_id, sub.rack_id, r.client_id, r.client_host,

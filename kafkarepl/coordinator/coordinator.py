@@ -23,6 +23,7 @@ from typing import Any, Literal, overload
 
 from kafkarepl.coordinator import consumer_group_records
 from kafkarepl.coordinator.consumer_group import (
+    LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerGroupConfig,
     HeartbeatRequest,
@@ -281,7 +282,8 @@ class GroupCoordinator:
         epoch = cg.group_epoch
         out = cg.heartbeat(r, topics, now_ms)
         self._collect(group_id, cg)
-        self._maybe_downgrade(group_id, cg, epoch, now_ms)
+        if r.member_epoch == LEAVE_EPOCH:
+            self._maybe_downgrade(group_id, cg, epoch, now_ms)
         self._gc(group_id)
         return out
 

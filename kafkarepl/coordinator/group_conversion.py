@@ -11,12 +11,14 @@ from collections.abc import Callable
 
 from kafkarepl.coordinator import consumer_protocol
 from kafkarepl.coordinator.consumer_group import (
+    MAX_SUBSCRIPTION_BYTES,
     ClassicMetadata,
     ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerMember,
     MemberState,
     TopicsView,
+    classic_protocols_bytes,
 )
 from kafkarepl.coordinator.group import Group, Member
 
@@ -29,6 +31,8 @@ def upgrade_refusal(classic: Group, config: ConsumerGroupConfig) -> str | None:
         return "the group does not use the consumer embedded protocol"
     if len(classic.members) > config.max_size:
         return "the group size exceeds the consumer group maximum size"
+    if any(classic_protocols_bytes(m.protocols) > MAX_SUBSCRIPTION_BYTES for m in classic.members.values()):
+        return "a member's protocols are too large for its record"
     return None
 
 

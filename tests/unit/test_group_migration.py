@@ -8,10 +8,22 @@ import uuid
 from typing import Any
 
 from kafkarepl.coordinator import consumer_group_records as records
-from kafkarepl.coordinator.consumer_group import ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, TopicsView
+from kafkarepl.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    TopicsView,
+)
 from kafkarepl.coordinator.consumer_protocol import SUBSCRIPTION, read_assignment, write_assignment
 from kafkarepl.coordinator.coordinator import GroupCoordinator
-from kafkarepl.coordinator.group import GroupConfig, GroupState, JoinRequest, JoinResponse, Parked, SyncResponse
+from kafkarepl.coordinator.group import (
+    GroupConfig,
+    GroupState,
+    JoinRequest,
+    JoinResponse,
+    Parked,
+    SyncResponse,
+)
 from kafkarepl.errors import ErrorCode as E
 
 T1 = uuid.UUID(int=1)
@@ -205,3 +217,63 @@ def test_classic_members_are_recorded_and_restored_with_their_protocols() -> Non
     assert new.members[a.member_id].classic == cg.members[a.member_id].classic
     assert new.members["m"].classic is None
     assert new.members[a.member_id].assigned == cg.members[a.member_id].assigned
+
+
+def test_a_consumer_protocol_member_fenced_by_its_session_downgrades_the_group_too() -> None:
+    c = coordinator()
+    a = a_classic_group(c)
+    m = Member(c, "m")
+    m.beat()
+    cg = c.consumer_groups["g"]
+    # the classic member keeps its own session (10 s); the consumer-protocol one has 45 s
+    assert cg.members[a.member_id].session_deadline_ms == 10000
+    a.heartbeat()  # at 0: its session runs to 10 s
+    c.poll(10000)
+    assert a.member_id not in cg.members and "g" in c.consumer_groups  # m alone: still a consumer group
+    c = coordinator()
+    a = a_classic_group(c)
+    m = Member(c, "m")
+    m.beat()
+    epoch = c.consumer_groups["g"].group_epoch
+    c.consumer_groups["g"].members["m"].session_deadline_ms = 5
+    c.poll(5)
+    assert "g" not in c.consumer_groups and set(c.groups["g"].members) == {a.member_id}
+    assert c.groups["g"].generation_id == epoch  # the epoch its members are at, before m left
+
+
+def test_a_restarted_static_classic_member_takes_its_place() -> None:
+    c = coordinator()
+    a = a_classic_group(c)
+    m = Member(c, "m")
+    m.beat()
+    sub = SUBSCRIPTION.write(1, {"topics": ["a"], "user_data": None, "owned_partitions": []})
+    r = JoinRequest("", "classic", 10000, 20000, "consumer", [("cooperative-sticky", sub)], group_instance_id="i1")
+    first = settle(c, c.join("g", r, 0, TOPICS))
+    assert first.error is E.NONE
+    cg = c.consumer_groups["g"]
+    held = dict(cg.members[first.member_id].assigned)
+    restarted = settle(c, c.join("g", r, 0, TOPICS))  # the same instance, a new member id
+    assert restarted.error is E.NONE and restarted.member_id != first.member_id
+    assert first.member_id not in cg.members and cg.members[restarted.member_id].assigned == held
+    assert cg.static["i1"] == restarted.member_id
+    # the old id is fenced
+    assert c.heartbeat("g", first.member_id, "i1", first.generation_id, 0) is E.FENCED_INSTANCE_ID
+    assert a.member_id in cg.members
+
+
+def test_classic_joins_that_cannot_be_recorded_or_read_change_nothing() -> None:
+    c = coordinator()
+    a_classic_group(c)
+    Member(c, "m").beat()
+    cg = c.consumer_groups["g"]
+    before = (set(cg.members), cg.group_epoch)
+    big = JoinRequest("x", "classic", 10000, 20000, "consumer", [("cooperative-sticky", b"\0\0" + bytes(600 << 10))])
+    assert c.join("g", big, 0, TOPICS).error is E.UNKNOWN_SERVER_ERROR  # type: ignore[union-attr]
+    garbage = JoinRequest("x", "classic", 10000, 20000, "consumer", [("cooperative-sticky", b"\0")])
+    assert c.join("g", garbage, 0, TOPICS).error is E.INCONSISTENT_GROUP_PROTOCOL  # type: ignore[union-attr]
+    assert (set(cg.members), cg.group_epoch) == before
+    # a classic group whose member's subscription cannot be read is not converted
+    c = coordinator()
+    a = a_classic_group(c)
+    c.groups["g"].members[a.member_id].protocols = [("cooperative-sticky", b"\0")]
+    assert Member(c, "m").beat() is E.GROUP_ID_NOT_FOUND and a.heartbeat() is E.NONE
