@@ -393,3 +393,41 @@ def test_a_java_classic_member_gives_up_only_what_moves_when_the_group_converts(
         if rd is not None:
             rd.close()
         java.kill()
+
+
+def test_a_java_consumer_protocol_member_upgrades_a_librdkafka_classic_group(cluster_factory) -> None:
+    """The upgrade Kafka documents: a Java application restarted with
+    group.protocol=consumer joins a running classic group (here a librdkafka
+    cooperative-sticky member); both consume, each partition on one of them only, and
+    the Java member's commits carry its member epoch."""
+    c = cluster_factory(1, **FAST)
+    topic, group = "jupgrade", "jupgrade-group"
+    c.create_topic(topic, 4, 1)
+    rd = confluent_consumer(c, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+    seen: list = []
+    java = None
+    try:
+        rd.subscribe([topic])
+        wait_until(lambda: (drain(rd, seen), assigned(rd) == {0, 1, 2, 3})[1], 40, "the classic member owning all 4")
+        java = JavaGroupMember(c.bootstrap, group, topic, "consumer:uniform")
+        lines = java.lines
+
+        def split() -> bool:
+            drain(rd, seen)
+            mine = assigned(rd)
+            return len(mine) == 2 and java_owns(lines) == {0, 1, 2, 3} - mine
+
+        wait_until(split, 60, f"2 partitions each: {lines}")
+        assert describe(c, group).type == ConsumerGroupType.CONSUMER
+        java.tell("stop")
+        wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
+        assert "commit ok" in lines, lines
+        # the classic member's commit, in its generation (its member epoch)
+        done = rd.commit(offsets=[TopicPartition(topic, p, 0) for p in sorted(assigned(rd))], asynchronous=False)
+        assert done and all(tp.error is None for tp in done), done
+        java.tell("close")
+        java.proc.wait(timeout=60)
+    finally:
+        rd.close()
+        if java is not None:
+            java.kill()
