@@ -380,25 +380,28 @@ def consumer_protocol_member(c: TestCluster, group: str, **conf) -> Consumer:
                      "topic.metadata.refresh.interval.ms": 1000, **conf})
 
 
-@pytest.mark.parametrize("protocol", ["cooperative-sticky", "consumer"])
+@pytest.mark.parametrize("protocol", ["cooperative-sticky", "consumer", "migration"])
 def test_java_and_librdkafka_share_a_group(cluster_factory, protocol: str) -> None:
     # cooperative-sticky: Kafka's CooperativeStickyAssignor and librdkafka's in one
     # classic group: the broker picks the protocol both name and relays each one's owned
     # partitions. consumer: KIP-848's protocol, the broker assigns (uniform) and tells the
     # Java member (AsyncKafkaConsumer) to revoke what moves, its commits carrying its
-    # member epoch. Either way, the Java member gives up only what moves and takes the
-    # other's share when it leaves, with no full revocation.
+    # member epoch. migration: the Java member classic (cooperative-sticky), the librdkafka
+    # one of KIP-848's protocol: it converts the group online, and leaving turns it classic
+    # again (the Java member then commits in a classic group). Either way, the Java member
+    # gives up only what moves and takes the other's share when it leaves, with no full
+    # revocation.
     c = cluster_factory(1, **FAST)
     topic, group = "jcoop", "jcoop-group"
     c.create_topic(topic, 4, 1)
-    java = JavaGroupMember(c.bootstrap, group, topic, "cooperative-sticky" if protocol != "consumer"
-                           else "consumer:uniform")
+    java = JavaGroupMember(c.bootstrap, group, topic, "consumer:uniform" if protocol == "consumer"
+                           else "cooperative-sticky")
     lines = java.lines
     seen: list = []
     rd = None
     try:
         wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
-        rd = (consumer_protocol_member(c, group) if protocol == "consumer"
+        rd = (consumer_protocol_member(c, group) if protocol in ("consumer", "migration")
               else confluent_consumer(c, group, **{"partition.assignment.strategy": "cooperative-sticky"}))
         rd.subscribe([topic])
         wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns(lines) == {0, 1, 2, 3} - assigned(rd))[1],
@@ -406,11 +409,18 @@ def test_java_and_librdkafka_share_a_group(cluster_factory, protocol: str) -> No
         revoked = [ln for ln in lines if ln.startswith("revoked ")]
         assert len(revoked) == 1 and len(revoked[0].split(" ")[1].split(",")) == 2, lines
         assert not any(ln.startswith("lost") for ln in lines), lines
+        if protocol == "migration":  # converted: a KIP-848 group of a classic and a new member
+            d = group_call(c, group, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+                           {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+            assert d["error_code"] == 0 and len(d["members"]) == 2, d
         before = len(lines)
         rd.close()
         rd = None
         wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member taking the 2 back: {lines}")
         assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
+        if protocol == "migration":  # converted back: a classic group again
+            d = group_call(c, group, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"][0]
+            assert d["error_code"] == 0 and d["protocol_type"] == "consumer" and len(d["members"]) == 1, d
         java.tell("stop")
         wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
         assert "commit ok" in lines, lines

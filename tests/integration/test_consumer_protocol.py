@@ -357,44 +357,6 @@ def test_a_rolling_upgrade_and_downgrade_between_the_protocols(cluster_factory, 
                     pass  # closed already
 
 
-def test_a_java_classic_member_gives_up_only_what_moves_when_the_group_converts(cluster_factory) -> None:
-    """Kafka's own classic consumer (CooperativeStickyAssignor) in a group a
-    consumer-protocol member converts: it revokes only the partitions that move (nothing
-    lost, no full rebalance), takes them back when the group turns classic again, and
-    commits there."""
-    c = cluster_factory(1, **FAST)
-    topic, group = "jmigrate", "jmigrate-group"
-    c.create_topic(topic, 4, 1)
-    java = JavaGroupMember(c.bootstrap, group, topic, "cooperative-sticky")
-    lines = java.lines
-    seen: list = []
-    rd = None
-    try:
-        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member owning all 4: {lines}")
-        rd = consumer_protocol_member(c, group)
-        rd.subscribe([topic])
-        wait_until(lambda: (drain(rd, seen), len(assigned(rd)) == 2 and java_owns(lines) == {0, 1, 2, 3} - assigned(rd))[1],
-                   60, f"2 partitions each: {lines}")
-        assert describe(c, group).type == ConsumerGroupType.CONSUMER
-        revoked = [ln for ln in lines if ln.startswith("revoked ")]
-        assert len(revoked) == 1 and len(revoked[0].split(" ")[1].split(",")) == 2, lines
-        assert not any(ln.startswith("lost") for ln in lines), lines
-        before = len(lines)
-        rd.close()  # the group turns classic again
-        rd = None
-        wait_until(lambda: java_owns(lines) == {0, 1, 2, 3}, 60, f"the Java member taking the 2 back: {lines}")
-        assert not any(ln.split(" ")[0] in ("revoked", "lost") for ln in lines[before:]), lines
-        java.tell("stop")
-        wait_until(lambda: any(ln.startswith("records ") for ln in lines), 60, f"the Java member's commit: {lines}")
-        assert "commit ok" in lines, lines
-        java.tell("close")
-        java.proc.wait(timeout=60)
-    finally:
-        if rd is not None:
-            rd.close()
-        java.kill()
-
-
 def test_a_java_consumer_protocol_member_upgrades_a_librdkafka_classic_group(cluster_factory) -> None:
     """The upgrade Kafka documents: a Java application restarted with
     group.protocol=consumer joins a running classic group (here a librdkafka
