@@ -4,8 +4,11 @@ a group through a rolling upgrade and back, never owning a partition at the same
 
 from __future__ import annotations
 
+import random
 import uuid
 from typing import Any
+
+import pytest
 
 from kafkarepl.coordinator import consumer_group_records as records
 from kafkarepl.coordinator.consumer_group import (
@@ -277,3 +280,88 @@ def test_classic_joins_that_cannot_be_recorded_or_read_change_nothing() -> None:
     a = a_classic_group(c)
     c.groups["g"].members[a.member_id].protocols = [("cooperative-sticky", b"\0")]
     assert Member(c, "m").beat() is E.GROUP_ID_NOT_FOUND and a.heartbeat() is E.NONE
+
+
+def owned_twice(classics: list[Classic], members: list[Member]) -> set[int]:
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for ps in [c.owned.get("a", frozenset()) for c in classics] + [m.owned.get(T1, frozenset()) for m in members]:
+        twice |= seen & ps
+        seen |= ps
+    return twice
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_interleavings_of_both_protocols_never_give_a_partition_to_two_members(seed: int) -> None:
+    """Classic members (eager and cooperative) and consumer-protocol members joining,
+    heartbeating, rejoining and leaving in a random order, in a group converted online
+    (policy `upgrade`: it stays a KIP-848 group): no partition is ever owned by two of
+    them, and once they all heartbeat in turn every partition is owned."""
+    rng = random.Random(seed)
+    c = coordinator("upgrade")
+    classics = [a_classic_group(c, cooperative=rng.random() < 0.5)]
+    classics += [Classic(c, cooperative=rng.random() < 0.5) for _ in range(2)]
+    members = [Member(c, f"m{i}") for i in range(2)]
+    members[0].beat()  # converts the group
+    active = {id(classics[0]), id(members[0])}
+
+    syncing: set[int] = set()  # classics that joined and have yet to sync (a client always does next)
+
+    def step_classic(x: Classic) -> None:
+        if id(x) in syncing:
+            syncing.discard(id(x))
+            assert x.sync().error in (E.NONE, E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION)
+        elif id(x) not in active:
+            x.member_id, x.owned = "", {}
+            x.rebalance()
+            active.add(id(x))
+        elif rng.random() < 0.1:
+            assert c.leave("g", [(x.member_id, None)], 0, TOPICS) == (E.NONE, [E.NONE])
+            x.owned = {}
+            active.discard(id(x))
+        elif (code := x.heartbeat()) is E.REBALANCE_IN_PROGRESS:
+            if rng.random() < 0.7:
+                x.join()
+                if rng.random() < 0.7:
+                    assert x.sync().error in (E.NONE, E.REBALANCE_IN_PROGRESS)
+                else:
+                    syncing.add(id(x))  # others act before its SyncGroup arrives
+        else:
+            assert code is E.NONE, code
+
+    def step_member(m: Member) -> None:
+        if id(m) not in active:
+            m.epoch, m.owned = 0, {}
+            assert m.beat() is E.NONE
+            active.add(id(m))
+        elif rng.random() < 0.1 and len(active) > 1:
+            assert m.leave() is E.NONE
+            m.epoch, m.owned = 0, {}
+            active.discard(id(m))
+        else:
+            assert m.beat() is E.NONE
+
+    for _ in range(150):
+        who = rng.choice(classics + members)
+        if isinstance(who, Classic):
+            step_classic(who)
+        else:
+            step_member(who)
+        assert not owned_twice(classics, members)
+    cg = c.consumer_groups["g"]
+    for _ in range(30):  # everyone heartbeats in turn, and does what it is told
+        for x in classics:
+            if id(x) in syncing:
+                syncing.discard(id(x))
+                x.sync()
+            if id(x) in active and x.heartbeat() is E.REBALANCE_IN_PROGRESS:
+                x.rebalance()
+        for m in members:
+            if id(m) in active:
+                assert m.beat() is E.NONE
+        assert not owned_twice(classics, members)
+        if cg.state == "Stable":
+            break
+    assert cg.state == "Stable"
+    held = [c_.owned.get("a", frozenset()) for c_ in classics] + [m.owned.get(T1, frozenset()) for m in members]
+    assert frozenset().union(*held) == ALL
