@@ -472,9 +472,9 @@ class ConsumerGroup:
     def _session_timeout_ms(self, m: ConsumerMember) -> int:
         return m.classic.session_timeout_ms if m.classic is not None else self.config.session_timeout_ms
 
-    def all_classic(self, but: str | None = None) -> bool:
-        """Whether every member other than `but` speaks the classic protocol."""
-        return all(m.classic is not None for mid, m in self.members.items() if mid != but)
+    def all_classic(self) -> bool:
+        """Whether every member speaks the classic protocol."""
+        return all(m.classic is not None for m in self.members.values())
 
     def _supports_classic(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         """Kafka's ConsumerGroup.supportsClassicProtocols: the consumer type, and (with

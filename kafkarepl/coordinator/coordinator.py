@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, overload
 
 from kafkarepl.coordinator import consumer_group_records
@@ -46,7 +46,12 @@ from kafkarepl.coordinator.group_conversion import (
     to_consumer_group,
     upgrade_refusal,
 )
-from kafkarepl.coordinator.group_records import GroupSnapshot, decode_group_key, decode_group_value
+from kafkarepl.coordinator.group_records import (
+    GroupSnapshot,
+    decode_group_key,
+    decode_group_value,
+    encode_group_key,
+)
 from kafkarepl.coordinator.offsets import OffsetAndMetadata, decode_key, decode_value, partition_for
 from kafkarepl.errors import ErrorCode
 
@@ -258,6 +263,7 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_REQUEST
         if err:
             return HeartbeatResponse(err, "GroupId can't be empty." if not group_id else None)
+        handed_over: list[consumer_group_records.Record] = []
         classic = self.groups.get(group_id)
         if classic is not None and not (classic.state is GroupState.EMPTY and classic.is_empty):
             why = upgrade_refusal(classic, self.consumer_config) if r.member_epoch == 0 else "it is not one"
@@ -271,7 +277,8 @@ class GroupCoordinator:
                                          f"Cannot use group {group_id} as a consumer group: {why}.")
             log.info("group %s: converted from the classic protocol to the consumer protocol (%d members)",
                      group_id, len(converted.members))
-            classic.hand_over(now_ms)
+            if classic.hand_over(now_ms):  # its record goes in the same batch as the new group's
+                handed_over = [(encode_group_key(group_id), None)]
             self.consumer_groups[group_id] = converted
         cg = self.consumer_groups.get(group_id)
         if cg is None:
@@ -281,7 +288,7 @@ class GroupCoordinator:
             cg = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
         epoch = cg.group_epoch
         out = cg.heartbeat(r, topics, now_ms)
-        self._collect(group_id, cg)
+        self._collect(group_id, cg, handed_over)
         if r.member_epoch == LEAVE_EPOCH:
             self._maybe_downgrade(group_id, cg, epoch, now_ms)
         self._gc(group_id)
@@ -301,8 +308,8 @@ class GroupCoordinator:
         self._drop_consumer_group(group_id)
         self._group(group_id, create=True).take_over(members, epoch, now_ms)
 
-    def _collect(self, group_id: str, cg: ConsumerGroup) -> None:
-        pending = cg.pending_records()
+    def _collect(self, group_id: str, cg: ConsumerGroup, first: Sequence[consumer_group_records.Record] = ()) -> None:
+        pending = [*first, *cg.pending_records()]
         if pending:
             self._writes.append((group_id, pending))
 

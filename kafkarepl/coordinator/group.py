@@ -779,10 +779,11 @@ class Group:
         self.state = GroupState.DEAD
 
     # ---------------------------------------------------- protocol migration -----
-    def hand_over(self, now_ms: int) -> None:
+    def hand_over(self, now_ms: int) -> bool:
         """Its members move to a KIP-848 group (an online upgrade): parked JoinGroup and
-        SyncGroup requests learn REBALANCE_IN_PROGRESS and rejoin there, the group's
-        record goes; its committed offsets stay here, as every group's do."""
+        SyncGroup requests learn REBALANCE_IN_PROGRESS and rejoin there; its committed
+        offsets stay here, as every group's do. True when its record is in the log: the
+        caller writes the tombstone with the new group's records (one batch, as Kafka)."""
         for m in self.members.values():
             if m.join_token is not None:
                 self.outbox.complete(m.join_token, JoinResponse(ErrorCode.REBALANCE_IN_PROGRESS, m.member_id))
@@ -799,9 +800,8 @@ class Group:
         self._sync_store, self._pending_assignment = None, {}
         self.state, self.leader_id, self.protocol_name = GroupState.EMPTY, None, None
         self.empty_since_ms = now_ms
-        if self.persisted:
-            self.persisted = False
-            self.outbox.store(self.group_id, None)
+        persisted, self.persisted = self.persisted, False
+        return persisted
 
     def take_over(self, members: list[Member], generation_id: int, now_ms: int) -> None:
         """Members of a KIP-848 group whose last consumer-protocol member left (an online

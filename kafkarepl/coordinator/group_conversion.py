@@ -7,8 +7,6 @@ consumed twice and no member waits for a full rebalance."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from kafkarepl.coordinator import consumer_protocol
 from kafkarepl.coordinator.consumer_group import (
     MAX_SUBSCRIPTION_BYTES,
@@ -36,14 +34,12 @@ def upgrade_refusal(classic: Group, config: ConsumerGroupConfig) -> str | None:
     return None
 
 
-def to_consumer_group(classic: Group, config: ConsumerGroupConfig, topics: TopicsView, now_ms: int,
-                      new_member_id: Callable[[], str] | None = None) -> ConsumerGroup:
+def to_consumer_group(classic: Group, config: ConsumerGroupConfig, topics: TopicsView, now_ms: int) -> ConsumerGroup:
     """The KIP-848 group of the classic group's members (Kafka's ConsumerGroup.fromClassicGroup):
     each at the generation as its member epoch, Stable with the partitions its last
     SyncGroup gave it, which are also its target. ValueError when a member's embedded
     protocol cannot be read. The classic group is left as it is (the caller hands it over)."""
-    cg = ConsumerGroup(classic.group_id, config) if new_member_id is None else \
-        ConsumerGroup(classic.group_id, config, new_member_id)
+    cg = ConsumerGroup(classic.group_id, config)
     generation = classic.generation_id
     members = []
     for m in classic.members.values():

@@ -365,3 +365,27 @@ def test_random_interleavings_of_both_protocols_never_give_a_partition_to_two_me
     assert cg.state == "Stable"
     held = [c_.owned.get("a", frozenset()) for c_ in classics] + [m.owned.get(T1, frozenset()) for m in members]
     assert frozenset().union(*held) == ALL
+
+
+def test_the_conversions_write_the_records_of_both_kinds() -> None:
+    from kafkarepl.coordinator.group_records import encode_group_key
+
+    c = coordinator()
+    a = a_classic_group(c)
+    r = HeartbeatRequest("m", 0, rebalance_timeout_ms=20000, subscribed_topic_names=["a"], owned={}, version=1)
+    assert c.consumer_heartbeat("g", r, TOPICS, 0).error is E.NONE
+    assert c.drain_stores() == []
+    (gid, written), = c.drain_writes()  # one write: the classic record's tombstone first, atomically
+    assert gid == "g" and written[0] == (encode_group_key("g"), None)
+    loaded: dict[str, records.LoadedConsumerGroup] = {}
+    for key, value in written[1:]:
+        assert records.replay(loaded, key, value)
+    assert set(loaded["g"].members) == {a.member_id, "m"}
+    assert loaded["g"].members[a.member_id]["classic_member_metadata"]["session_timeout_ms"] == 10000
+    c.consumer_heartbeat("g", HeartbeatRequest("m", -1, version=1), TOPICS, 0)
+    (stored,) = c.drain_stores()  # the classic group's record again
+    assert stored.snapshot is not None and [m.member_id for m in stored.snapshot.members] == [a.member_id]
+    for _, batch in c.drain_writes():  # the member's leave, then the group's tombstones
+        for key, value in batch:
+            records.replay(loaded, key, value)
+    assert loaded["g"].group_epoch is None and not loaded["g"].members  # the KIP-848 group is gone
