@@ -577,6 +577,8 @@ class ConsumerGroup:
         if member.state is not MemberState.UNREVOKED_PARTITIONS:
             member.revocation_deadline_ms = None  # it rejoined as asked
         self._reconcile(member, owned, now_ms)
+        if member.revocation_deadline_ms is None:  # Kafka's sync timeout: SyncGroup in time
+            member.revocation_deadline_ms = now_ms + max(0, member.rebalance_timeout_ms)
         self._dirty.add(member_id)
         return JoinResponse(ErrorCode.NONE, member_id, member.epoch, consumer_protocol.PROTOCOL_TYPE,
                             member.classic.protocol_name, "", [])
@@ -597,6 +599,8 @@ class ConsumerGroup:
         if self.group_epoch > member.epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
             return SyncResponse(ErrorCode.REBALANCE_IN_PROGRESS)
         member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        if member.state is not MemberState.UNREVOKED_PARTITIONS:
+            member.revocation_deadline_ms = None  # synced in time (a revocation keeps its deadline)
         names = self._names()
         assigned = {names[tid]: ps for tid, ps in member.assigned.items() if tid in names}
         return SyncResponse(ErrorCode.NONE, protocol_type, protocol_name,

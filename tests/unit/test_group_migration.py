@@ -79,8 +79,8 @@ class Classic:
             self.owned = {t: p for t, p in read_assignment(res.assignment).items() if p}
         return res
 
-    def heartbeat(self) -> E:
-        code = self.c.heartbeat("g", self.member_id, None, self.generation, 0)
+    def heartbeat(self, now: int = 0) -> E:
+        code = self.c.heartbeat("g", self.member_id, None, self.generation, now)
         assert isinstance(code, E)
         return code
 
@@ -389,3 +389,24 @@ def test_the_conversions_write_the_records_of_both_kinds() -> None:
         for key, value in batch:
             records.replay(loaded, key, value)
     assert loaded["g"].group_epoch is None and not loaded["g"].members  # the KIP-848 group is gone
+
+
+def test_a_classic_member_that_joins_and_never_syncs_is_removed_after_its_rebalance_timeout() -> None:
+    c = coordinator()
+    a = a_classic_group(c)
+    m = Member(c, "m")
+    m.beat()
+    late = Classic(c)
+    late.join()  # no SyncGroup follows
+    cg = c.consumer_groups["g"]
+    assert late.member_id in cg.members
+    assert a.heartbeat() is E.REBALANCE_IN_PROGRESS
+    a.rebalance()  # joins and syncs: kept
+    for now in (9000, 18000):  # both heartbeat within their 10 s sessions
+        a.heartbeat(now)
+        late.heartbeat(now)
+        c.poll(now)
+    c.poll(19999)
+    assert late.member_id in cg.members
+    c.poll(20000)  # its rebalance timeout (20 s) after the join
+    assert late.member_id not in cg.members and a.member_id in cg.members
