@@ -113,17 +113,21 @@ def test_a_regex_subscription_picks_up_new_topics(cluster_factory) -> None:
         m.close()
 
 
-def test_members_of_a_failed_over_coordinator_carry_on_in_their_epochs(cluster_factory) -> None:
+@pytest.mark.parametrize("librdkafka", ["consumer", "classic"])
+def test_members_of_a_failed_over_coordinator_carry_on_in_their_epochs(cluster_factory, librdkafka: str) -> None:
     """The group's records (ConsumerGroupMemberMetadata, ...CurrentMemberAssignment, ...)
     let the next coordinator resume it: a librdkafka member and Kafka's Java consumer keep
     their partitions (nothing revoked or lost: a member the coordinator forgot would lose
-    its partitions and rejoin), read on without rereading, and commit at their epochs."""
+    its partitions and rejoin), read on without rereading, and commit at their epochs.
+    classic: the librdkafka member speaks the classic protocol in the KIP-848 group (a
+    group mid-migration), recorded with its protocols and resumed in its generation."""
     c = cluster_factory(3, **{**FAST, "offsets_topic_replication_factor": 3,
                                "group_consumer_heartbeat_interval_ms": 1000})
     topic, group = "fo848", "fo848-group"
     c.create_topic(topic, 4, 3)
     moved: list[tuple[str, list[int]]] = []
-    m = member(c, group)
+    m = member(c, group) if librdkafka == "consumer" else confluent_consumer(
+        c, group, **{"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 20000})
     m.subscribe([topic], on_revoke=lambda _c, ps: moved.append(("revoke", [p.partition for p in ps])),
                 on_lost=lambda _c, ps: moved.append(("lost", [p.partition for p in ps])))
     java = JavaGroupMember(c.bootstrap, group, topic, "consumer:uniform")
