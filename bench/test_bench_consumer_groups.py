@@ -5,6 +5,8 @@ pytest bench/test_bench_consumer_groups.py --benchmark-enable).
                     group.consumer.heartbeat.interval.ms), in a group of MEMBERS members
                     subscribed to TOPICS topics of 10 partitions, with the check of what
                     records it changed (none)
+  classic_heartbeat one Heartbeat of a stable classic member in that group (a group
+                    converted online, mid-migration), with the records check
   join              a member joining that group: a new group epoch and target assignment
                     (the uniform assignor over every partition), its first answer and
                     the records of what changed (then it leaves: the same again)
@@ -20,12 +22,14 @@ import pytest
 
 from bench.baselines import produce_decode
 from kafkarepl.coordinator.consumer_group import (
+    ClassicMetadata,
     ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerMember,
     HeartbeatRequest,
     TopicsView,
 )
+from kafkarepl.errors import ErrorCode
 
 SIZES = {"small": (10, 10), "large": (1000, 2000)}  # (members, topics)
 
@@ -57,6 +61,20 @@ def test_heartbeat_steady(benchmark, size: str) -> None:
 
     def beat() -> None:
         g.heartbeat(req, view, 1)
+        assert not g.pending_records()
+
+    benchmark(beat)
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_classic_heartbeat_steady(benchmark, size: str) -> None:
+    g, view, _ = _group(*SIZES[size])
+    m = g.members["m0"]
+    m.classic = ClassicMetadata(45000, (("range", b"\0\0"),))
+    g.pending_records()  # its metadata record, once
+
+    def beat() -> None:
+        assert g.classic_heartbeat("m0", None, m.epoch, 1) is ErrorCode.NONE
         assert not g.pending_records()
 
     benchmark(beat)

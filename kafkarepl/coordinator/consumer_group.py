@@ -615,15 +615,18 @@ class ConsumerGroup:
         if generation_id != member.epoch:
             return ErrorCode.ILLEGAL_GENERATION
         member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
-        waiting = any(self.owners.get((tid, p), member.member_id) != member.member_id
-                      for tid, parts in self._target_of(member.member_id).items()
-                      for p in parts - member.assigned.get(tid, frozenset()))
         if (member.epoch < self.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
-                or (member.state is MemberState.UNRELEASED_PARTITIONS and not waiting)):
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._still_held(member))):
             if member.revocation_deadline_ms is None:  # Kafka's join timeout: rejoin in time
                 member.revocation_deadline_ms = now_ms + max(0, member.rebalance_timeout_ms)
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
+
+    def _still_held(self, member: ConsumerMember) -> bool:
+        """Whether a partition of its target is still held by another member."""
+        mid = member.member_id
+        return any(self.owners.get((tid, p), mid) != mid for tid, parts in self._target_of(mid).items()
+                   for p in parts - member.assigned.get(tid, frozenset()))
 
     def classic_leave(self, members: list[tuple[str, str | None]], topics: TopicsView) -> list[ErrorCode]:
         out = []
