@@ -27,26 +27,41 @@ from kafkarepl.coordinator.group import (
     Parked,
     SyncResponse,
 )
+from kafkarepl.coordinator.group_records import encode_group_key, encode_group_value
 from kafkarepl.errors import ErrorCode as E
+from tests.unit.test_consumer_group_protocol import state_of
 
 T1 = uuid.UUID(int=1)
 TOPICS = TopicsView(1, {"a": (T1, 6)})
 ALL = frozenset(range(6))
 
 
-def coordinator(policy: str = "bidirectional") -> GroupCoordinator:
-    c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=0), 1,
-                         consumer_config=ConsumerGroupConfig(migration_policy=policy))
+def coordinator(policy: str = "bidirectional", log: list[tuple[bytes, bytes | None]] | None = None) -> GroupCoordinator:
+    """A coordinator owning its only partition (loaded from `log`, when given: its records kept there)."""
+    c = LoggedCoordinator(GroupConfig(initial_rebalance_delay_ms=0), 1,
+                          consumer_config=ConsumerGroupConfig(migration_policy=policy))
+    c.log = [] if log is None else list(log)
     c.begin_loading(0)
+    c.load(0, c.log, topics=TOPICS)
     c.finish_loading(0)
     return c
 
 
+class LoggedCoordinator(GroupCoordinator):
+    """A coordinator whose group records go to `log`, in the order the broker appends them."""
+
+    log: list[tuple[bytes, bytes | None]]
+
+
 def settle(c: GroupCoordinator, out: Any) -> Any:
     """The answer to a call, once the group records it asked for are written."""
+    log = getattr(c, "log", [])
     for store in c.drain_stores():
+        log.append((encode_group_key(store.group_id),
+                    None if store.snapshot is None else encode_group_value(store.snapshot)))
         c.store_done(store.group_id, store.store_id, E.NONE, 0)
-    c.drain_writes()
+    for _, written in c.drain_writes():
+        log.extend(written)
     answers = dict(c.drain())
     return answers[out.token] if isinstance(out, Parked) else out
 
@@ -295,8 +310,10 @@ def owned_twice(classics: list[Classic], members: list[Member]) -> set[int]:
 def test_random_interleavings_of_both_protocols_never_give_a_partition_to_two_members(seed: int) -> None:
     """Classic members (eager and cooperative) and consumer-protocol members joining,
     heartbeating, rejoining and leaving in a random order, in a group converted online
-    (policy `upgrade`: it stays a KIP-848 group): no partition is ever owned by two of
-    them, and once they all heartbeat in turn every partition is owned."""
+    (policy `upgrade`: it stays a KIP-848 group), its coordinator failing over now and
+    then (the next one replays the records): no partition is ever owned by two of them,
+    the replayed group is the group that wrote them, and once they all heartbeat in turn
+    every partition is owned."""
     rng = random.Random(seed)
     c = coordinator("upgrade")
     classics = [a_classic_group(c, cooperative=rng.random() < 0.5)]
@@ -316,7 +333,7 @@ def test_random_interleavings_of_both_protocols_never_give_a_partition_to_two_me
             x.rebalance()
             active.add(id(x))
         elif rng.random() < 0.1:
-            assert c.leave("g", [(x.member_id, None)], 0, TOPICS) == (E.NONE, [E.NONE])
+            assert settle(c, c.leave("g", [(x.member_id, None)], 0, TOPICS)) == (E.NONE, [E.NONE])
             x.owned = {}
             active.discard(id(x))
         elif (code := x.heartbeat()) is E.REBALANCE_IN_PROGRESS:
@@ -342,6 +359,12 @@ def test_random_interleavings_of_both_protocols_never_give_a_partition_to_two_me
             assert m.beat() is E.NONE
 
     for _ in range(150):
+        if rng.random() < 0.05:  # a new coordinator, from the records
+            old = c.consumer_groups["g"]
+            c = coordinator("upgrade", c.log)
+            assert state_of(c.consumer_groups["g"]) == state_of(old)
+            for client in [*classics, *members]:
+                client.c = c
         who = rng.choice(classics + members)
         if isinstance(who, Classic):
             step_classic(who)
