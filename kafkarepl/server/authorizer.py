@@ -114,11 +114,13 @@ class Authorizer:
         self.super_users = set(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self.bindings: set[AclBinding] = set()
+        self.version = 0  # changes with the bindings (what was resolved under them is stale)
 
     def replace_resource(self, resource_type: int, pattern_type: int, name: str, bindings: Iterable[AclBinding]) -> None:
         """The bindings of one stored resource, as ZooKeeper now holds them."""
         self.bindings = {b for b in self.bindings if (b.resource_type, b.pattern_type, b.resource_name)
                          != (resource_type, pattern_type, name)} | set(bindings)
+        self.version += 1
 
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:

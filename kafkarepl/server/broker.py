@@ -207,7 +207,8 @@ class Broker:
                                                  security)
         replicas.add_listener(self.txn.on_partition_changed)
         self.txn_verifier = TransactionVerifier(bid, metadata, self.txn, security)
-        self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find)
+        self.groups = GroupCoordinatorService(config, metadata, replicas, topics, clock, self.txn.find,
+                                              acl_version=lambda: self.authorizer.version if self.authorizer else 0)
         replicas.add_listener(self.groups.on_partition_changed)
         quota_gate = ClientQuotaGate(self.client_quotas, self._topic_partitions, config.num_partitions)
         request_authorizer = RequestAuthorizer(

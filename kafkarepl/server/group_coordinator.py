@@ -137,7 +137,11 @@ class GroupCoordinatorService:
         clock: Clock,
         find_transaction_coordinator: Callable[[str], Awaitable[tuple[ErrorCode, str | None, int, str, int]]]
         | None = None,
+        acl_version: Callable[[], int] = lambda: 0,
     ) -> None:
+        # the authorizer's bindings' version: regexes of KIP-848 groups resolve to the
+        # topics a member may describe, so they are resolved again when ACLs change
+        self.acl_version = acl_version
         self.find_transaction_coordinator = find_transaction_coordinator
         self.config = cfg = config
         self.clock = clock  # group timers: monotonic; commit timestamps: wall
@@ -162,6 +166,7 @@ class GroupCoordinatorService:
         self._txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._topics: TopicsView | None = None  # for the KIP-848 groups' subscriptions
+        self._topics_of: tuple[int, int] = (-1, -1)  # (metadata version, ACLs version) it was built at
         self._loads: dict[int, asyncio.Task] = {}
         self._stores: set[asyncio.Task] = set()
         self._writes: dict[str, asyncio.Future[ErrorCode]] = {}  # KIP-848 group -> its last write
@@ -472,10 +477,12 @@ class GroupCoordinatorService:
 
     # ------------------------------------------------- KIP-848 consumer groups -----
     def _topics_view(self) -> TopicsView:
-        """The topics as this broker knows them, rebuilt only when its metadata changed."""
-        view = self._topics
-        if view is None or view.version != self.metadata.version:
-            view = self._topics = TopicsView(self.metadata.version, {
+        """The topics as this broker knows them, rebuilt only when its metadata or ACLs
+        changed (a new version: the groups check their subscriptions and regexes again)."""
+        view, seen = self._topics, (self.metadata.version, self.acl_version())
+        if view is None or seen != self._topics_of:
+            self._topics_of = seen
+            view = self._topics = TopicsView(0 if view is None else view.version + 1, {
                 name: (t.topic_id, len(t.partitions)) for name, t in self.metadata.topics.items() if t.partitions})
         return view
 

@@ -336,6 +336,37 @@ def test_each_kind_of_resource_refused_with_its_error(cluster_factory, tmp_path)
         time.sleep(0.3)
     assert alice.describe_consumer_groups(["g-admin"])["g-admin"].result(20).group_id == "g-admin"
 
+    async def regex_follows_acls() -> None:
+        """A KIP-848 regex is resolved again when ACLs change, not only topics: granted
+        DESCRIBE on `secret`, her member gets its partition at a later heartbeat."""
+        conn = BrokerConnection("127.0.0.1", port, security=ClientSecurity(None, "PLAIN", "alice", "alice-secret"))
+        await conn.connect()
+        try:
+            beat = {"group_id": "g-shared", "member_id": "m-re", "member_epoch": 0, "rebalance_timeout_ms": 30000,
+                    "subscribed_topic_names": None, "subscribed_topic_regex": "orders|secret",
+                    "topic_partitions": []}
+            r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat)
+            assert r["error_code"] == 0 and len(r["assignment"]["topic_partitions"]) == 1, r
+            assert acls(c, tmp_path, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+                        "--topic", "secret").returncode == 0
+            deadline = time.monotonic() + 15
+            topics = 1
+            while topics < 2:
+                assert time.monotonic() < deadline, r
+                await asyncio.sleep(0.3)
+                r = await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+                    "group_id": "g-shared", "member_id": "m-re", "member_epoch": r["member_epoch"],
+                    "topic_partitions": None})
+                assert r["error_code"] == 0, r
+                if r["assignment"] is not None:
+                    topics = len(r["assignment"]["topic_partitions"])
+            await conn.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {"group_id": "g-shared", "member_id": "m-re",
+                                                                 "member_epoch": -1})
+        finally:
+            conn.close()
+
+    asyncio.run(regex_follows_acls())
+
 
 def test_a_revoke_read_cut_off_by_a_zookeeper_blip_still_applies(cluster_factory, tmp_path, zk_chroot) -> None:
     """Broker 2 loses its ZooKeeper connection as it reads the notification of a revoke
