@@ -433,3 +433,14 @@ def test_a_classic_member_that_joins_and_never_syncs_is_removed_after_its_rebala
     assert late.member_id in cg.members
     c.poll(20000)  # its rebalance timeout (20 s) after the join
     assert late.member_id not in cg.members and a.member_id in cg.members
+
+
+def test_the_migration_policy_is_read_from_the_broker_config() -> None:
+    from kafkarepl.server.config import BrokerConfig, ConfigError
+    from kafkarepl.server.group_coordinator import consumer_group_config
+
+    assert consumer_group_config(BrokerConfig.load(None, [])).migration_policy == "bidirectional"
+    cfg = BrokerConfig.load(None, ["group.consumer.migration.policy=Upgrade"])
+    assert consumer_group_config(cfg).upgrade_enabled and not consumer_group_config(cfg).downgrade_enabled
+    with pytest.raises(ConfigError, match="migration.policy"):
+        consumer_group_config(BrokerConfig.load(None, ["group.consumer.migration.policy=sideways"]))
