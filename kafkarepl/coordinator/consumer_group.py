@@ -351,16 +351,7 @@ class ConsumerGroup:
                                                        f"{r.instance_id} is not released yet.")
                     # the same instance back: it takes the old member's place, epoch and
                     # partitions, without a rebalance (KIP-345 as Kafka's new protocol)
-                    new_id = r.member_id or self._new_member_id()
-                    del self.members[current.member_id]
-                    self._dirty.add(current.member_id)  # its records go
-                    self._hold(new_id, current.assigned)
-                    self._hold(new_id, current.pending_revocation)
-                    if current.member_id in self.target:
-                        self.target[new_id] = self.target.pop(current.member_id)
-                    current.member_id, current.left = new_id, False
-                    self.members[new_id] = current
-                    self.static[r.instance_id] = new_id
+                    self._replace_static(current, r.member_id or self._new_member_id())
                     return current, None
                 if current is not None:
                     current.left = False
@@ -383,6 +374,20 @@ class ConsumerGroup:
         if r.member_epoch == 0:
             return member, None  # a rejoin of a member still known: it gets its partitions again
         return (member, None) if (err := self._epoch_error(member, r)) is None else (None, err)
+
+    def _replace_static(self, current: ConsumerMember, new_id: str) -> None:
+        """The same instance back under `new_id`: it takes the old member's place, epoch,
+        partitions and target; the old id's records go."""
+        del self.members[current.member_id]
+        self._dirty.add(current.member_id)
+        self._hold(new_id, current.assigned)
+        self._hold(new_id, current.pending_revocation)
+        if current.member_id in self.target:
+            self.target[new_id] = self.target.pop(current.member_id)
+        current.member_id, current.left = new_id, False
+        self.members[new_id] = current
+        assert current.instance_id is not None
+        self.static[current.instance_id] = new_id
 
     def _new_member(self, r: HeartbeatRequest, now_ms: int) -> ConsumerMember:
         return ConsumerMember(r.member_id or self._new_member_id(), r.instance_id, r.rack_id, r.client_id,
@@ -501,7 +506,8 @@ class ConsumerGroup:
             return None, ErrorCode.UNKNOWN_MEMBER_ID
         return member, ErrorCode.NONE
 
-    def _names(self) -> dict[uuid.UUID, str]:
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        """Topic id -> name, of the topics of the last assignment."""
         return {tid: name for name, (tid, _n) in self.topics.items()}
 
     def adopt(self, members: list[tuple[ConsumerMember, TopicPartitions]], epoch: int, topics: TopicsView) -> None:
@@ -541,16 +547,8 @@ class ConsumerGroup:
                 return JoinResponse(ErrorCode.FENCED_INSTANCE_ID, r.member_id)
             if current is not None and current.member_id != member_id:
                 # a static member restarted: the new id takes its place and partitions (KIP-345)
-                del self.members[current.member_id]
-                self._dirty.add(current.member_id)
-                self._hold(member_id, current.assigned)
-                self._hold(member_id, current.pending_revocation)
-                if current.member_id in self.target:
-                    self.target[member_id] = self.target.pop(current.member_id)
-                current.member_id, current.left = member_id, False
+                self._replace_static(current, member_id)
                 current.classic = ClassicMetadata(r.session_timeout_ms, tuple(r.protocols))  # whatever it was
-                self.members[member_id] = current
-                self.static[r.group_instance_id] = member_id
         member = self.members.get(member_id)
         if member is not None and member.classic is None:  # a consumer-protocol member's id
             return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
@@ -601,7 +599,7 @@ class ConsumerGroup:
         member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
         if member.state is not MemberState.UNREVOKED_PARTITIONS:
             member.revocation_deadline_ms = None  # synced in time (a revocation keeps its deadline)
-        names = self._names()
+        names = self.topic_names()
         assigned = {names[tid]: ps for tid, ps in member.assigned.items() if tid in names}
         return SyncResponse(ErrorCode.NONE, protocol_type, protocol_name,
                             consumer_protocol.write_assignment(member.classic.version, assigned))

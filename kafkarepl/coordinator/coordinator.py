@@ -192,8 +192,8 @@ class GroupCoordinator:
             return JoinResponse(err, r.member_id)
         if not self.config.min_session_timeout_ms <= r.session_timeout_ms <= self.config.max_session_timeout_ms:
             return JoinResponse(ErrorCode.INVALID_SESSION_TIMEOUT, r.member_id)
-        cg = self.consumer_groups.get(group_id)
-        if cg is not None and not cg.is_empty:  # a classic member of a group mid-migration
+        cg = self._active_consumer_group(group_id)
+        if cg is not None:  # a classic member of a group mid-migration
             joined = cg.classic_join(r, topics or cg.topics_view(), now_ms)
             self._collect(group_id, cg)
             return joined
@@ -211,8 +211,8 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return SyncResponse(err)
-        cg = self.consumer_groups.get(group_id)
-        if cg is not None and not cg.is_empty:
+        cg = self._active_consumer_group(group_id)
+        if cg is not None:
             return cg.classic_sync(member_id, instance_id, generation_id, protocol_type, protocol_name, now_ms)
         group = self._group(group_id)
         if group is None:
@@ -224,8 +224,8 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return err
-        cg = self.consumer_groups.get(group_id)
-        if cg is not None and not cg.is_empty:
+        cg = self._active_consumer_group(group_id)
+        if cg is not None:
             return cg.classic_heartbeat(member_id, instance_id, generation_id, now_ms)
         group = self._group(group_id)
         if group is None:
@@ -237,8 +237,8 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return err, []
-        cg = self.consumer_groups.get(group_id)
-        if cg is not None and not cg.is_empty:
+        cg = self._active_consumer_group(group_id)
+        if cg is not None:
             codes = cg.classic_leave(members, topics or cg.topics_view())
             self._collect(group_id, cg)
             self._gc(group_id)
@@ -252,9 +252,13 @@ class GroupCoordinator:
         self._gc(group_id)
         return ErrorCode.NONE, codes
 
-    def _consumer_group_active(self, group_id: str) -> bool:
+    def _active_consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The group's KIP-848 group if it has members (then it answers for the group)."""
         cg = self.consumer_groups.get(group_id)
-        return cg is not None and not cg.is_empty
+        return cg if cg is not None and not cg.is_empty else None
+
+    def _consumer_group_active(self, group_id: str) -> bool:
+        return self._active_consumer_group(group_id) is not None
 
     def consumer_heartbeat(self, group_id: str, r: HeartbeatRequest, topics: TopicsView,
                            now_ms: int) -> HeartbeatResponse:
@@ -404,8 +408,8 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
         if err:
             return err, []
-        cg = self.consumer_groups.get(group_id)
-        if cg is not None and not cg.is_empty:
+        cg = self._active_consumer_group(group_id)
+        if cg is not None:
             return ErrorCode.NON_EMPTY_GROUP, []
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:

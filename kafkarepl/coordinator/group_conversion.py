@@ -69,7 +69,7 @@ def downgrade_members(cg: ConsumerGroup, max_size: int, config: ConsumerGroupCon
         return None
     if not set.intersection(*({n for n, _ in c.protocols} for c in classic)):
         return None
-    names = {tid: name for name, (tid, _n) in cg.topics.items()}
+    names = cg.topic_names()
     out = []
     for m, c in zip(rest, classic, strict=True):
         assigned = {names[tid]: ps for tid, ps in m.assigned.items() if tid in names}
