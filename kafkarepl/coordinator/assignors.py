@@ -70,51 +70,92 @@ def _range(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str,
 
 def _uniform(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str, int],
              current: Mapping[str, TopicPartitions]) -> dict[str, TopicPartitions]:
+    """Works on whole topics' partition sets (a member keeping all it had keeps the same
+    frozensets) and computes quotas by arithmetic: partition by partition only for the
+    partitions that move, so a membership change of a large, stable group costs the
+    coordinator's loop O(members' topics), not O(partitions x log members)."""
     members = sorted(subscriptions)
-    # Partitions grouped by the members that may have them (one group per distinct
-    # subscription set, usually one): O(partitions x log members), never x members.
-    groups: dict[int, tuple[tuple[str, ...], list[tuple[str, int]]]] = {}  # by id() of the shared tuple
+    # Topics grouped by the members that may have them (one group per distinct
+    # subscription set, usually one), the groups with the fewest members first.
+    groups: dict[int, tuple[tuple[str, ...], list[str]]] = {}  # by id() of the shared tuple
     for topic, subscribed in _subscribers(subscriptions, partitions).items():
-        groups.setdefault(id(subscribed), (subscribed, []))[1].extend((topic, p) for p in range(partitions[topic]))
+        groups.setdefault(id(subscribed), (subscribed, []))[1].append(topic)
     order = sorted(groups.values(), key=lambda kv: (len(kv[0]), kv[0]))
-    # How many each member should get: water-filling, the partitions with the fewest
-    # eligible members placed first, each on the least loaded of its members.
+    # How many each member should get: water-filling, each group's partitions on the least
+    # loaded of its members (ties to the lowest member id).
     quota = dict.fromkeys(members, 0)
-    for ms, tps in order:
-        heap = [(quota[m], m) for m in ms]
-        heapq.heapify(heap)
-        for _ in tps:
-            q, m = heapq.heappop(heap)
-            quota[m] = q + 1
-            heapq.heappush(heap, (q + 1, m))
-    # Sticky: each member keeps its current partitions it may still have, up to its quota.
-    eligible: dict[tuple[str, int], frozenset[str]] = {}
-    for ms, tps in order:
-        allowed = frozenset(ms)  # one set per subscription, not per partition
-        eligible.update((tp, allowed) for tp in tps)
-    owner: dict[tuple[str, int], str] = {}
+    for ms, topics in order:
+        _fill(quota, ms, sum(partitions[t] for t in topics))
+    # Sticky: each member keeps its current partitions it may still have, up to its quota
+    # (if it has more, the first ones in topic and partition order).
+    out: dict[str, dict[str, frozenset[int]]] = {m: {} for m in members}
     count = dict.fromkeys(members, 0)
+    owned: dict[str, set[int]] = {}  # topic -> partitions given so far
     for m in members:
-        mine = current.get(m, {})
-        over = sum(map(len, mine.values())) > quota[m]  # only then does the order of keeping matter
+        mine = current.get(m)
+        if not mine:
+            continue
+        allowed, room, kept = subscriptions[m], quota[m], out[m]
+        over = sum(map(len, mine.values())) > room  # only then does the order of keeping matter
         for topic, parts in (sorted(mine.items()) if over else mine.items()):
-            for p in (sorted(parts) if over else parts):
-                tp = (topic, p)
-                if count[m] < quota[m] and tp not in owner and m in eligible.get(tp, ()):
-                    owner[tp] = m
-                    count[m] += 1
-    # The rest: each to the eligible member furthest under its quota.
-    for ms, tps in order:
-        gaps = [(count[m] - quota[m], count[m], m) for m in ms]
-        heapq.heapify(gaps)
-        for tp in tps:
-            if tp in owner:
+            n = partitions.get(topic, 0)
+            if not parts or not n or topic not in allowed:
                 continue
-            _gap, c, m = heapq.heappop(gaps)
-            owner[tp] = m
-            count[m] = c + 1
-            heapq.heappush(gaps, (count[m] - quota[m], count[m], m))
-    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
-    for (topic, p), m in owner.items():
-        out[m].setdefault(topic, set()).add(p)
-    return {m: {t: frozenset(ps) for t, ps in tps.items()} for m, tps in out.items()}
+            if max(parts) >= n or min(parts) < 0:  # the topic has fewer partitions now
+                parts = frozenset(p for p in parts if 0 <= p < n)
+            taken = owned.get(topic)
+            if taken and not taken.isdisjoint(parts):
+                parts = parts - taken
+            if over and len(parts) > room - count[m]:
+                parts = frozenset(sorted(parts)[:room - count[m]])
+            if parts:
+                kept[topic] = parts
+                count[m] += len(parts)
+                owned.setdefault(topic, set()).update(parts)
+    # The rest: each to the eligible member furthest under its quota.
+    for ms, topics in order:
+        gaps: list[tuple[int, int, str]] | None = None
+        for topic in topics:
+            held = owned.get(topic, set())
+            if len(held) == partitions[topic]:
+                continue
+            if gaps is None:
+                gaps = [(count[m] - quota[m], count[m], m) for m in ms]
+                heapq.heapify(gaps)
+            added: dict[str, list[int]] = {}
+            for p in range(partitions[topic]):
+                if p in held:
+                    continue
+                _gap, c, m = heapq.heappop(gaps)
+                added.setdefault(m, []).append(p)
+                count[m] = c + 1
+                heapq.heappush(gaps, (c + 1 - quota[m], c + 1, m))
+            for m, ps in added.items():
+                had = out[m].get(topic)
+                out[m][topic] = had | frozenset(ps) if had else frozenset(ps)
+    for m, goal in out.items():  # an unchanged target stays the same object: cheap to compare
+        prev = current.get(m)
+        if prev is not None and prev == goal:
+            out[m] = prev
+    return out
+
+
+def _fill(quota: dict[str, int], members: tuple[str, ...], k: int) -> None:
+    """Give `k` partitions one at a time to the member with the fewest (ties to the
+    lowest id), by arithmetic: everyone under a level L is raised to it, then the r left
+    go one each to the lowest ids at L."""
+    if not k:
+        return
+    levels = sorted(quota[m] for m in members)
+    need = 0  # partitions that raise levels[:i] to levels[i - 1]
+    i = 1
+    while i < len(levels) and need + i * (levels[i] - levels[i - 1]) <= k:
+        need += i * (levels[i] - levels[i - 1])
+        i += 1
+    # levels[:i] end at L or L + 1
+    level, r = levels[i - 1] + (k - need) // i, (k - need) % i
+    at_level = [m for m in members if quota[m] <= level]  # members is in id order
+    for m in at_level:
+        quota[m] = level
+    for m in at_level[:r]:
+        quota[m] = level + 1

@@ -653,8 +653,18 @@ class ConsumerGroup:
         if not force and topics.version == self._seen_version:
             return
         self._seen_version = topics.version
-        subscriptions = {mid: m.subscribed_names | self._regex_topics(m.regex, topics) if m.regex
-                         else m.subscribed_names for mid, m in self.members.items()}
+        # members with the same subscription get the same set object (the assignors group
+        # members by it: an equal but distinct set costs a compare of all its topics)
+        unions: dict[tuple[int, str], frozenset[str]] = {}
+        subscriptions = {}
+        for mid, m in self.members.items():
+            sub = m.subscribed_names
+            if m.regex:
+                key = (id(sub), m.regex)
+                if (union := unions.get(key)) is None:
+                    union = unions[key] = sub | self._regex_topics(m.regex, topics)
+                sub = union
+            subscriptions[mid] = sub
         self._regex_cache = {m.regex: self._regex_cache[m.regex] for m in self.members.values()
                              if m.regex in self._regex_cache}
         # set operations (in C): a member may name any number of topics
