@@ -223,6 +223,9 @@ class ConsumerGroup:
         self._written_group: tuple[Any, Any] | None = None
         self._dirty: set[str] = set()
         self._all_dirty = False
+        # members whose tombstones went to writes not yet known to have landed: if one
+        # fails, the log may still hold them (tombstoned again by the next records)
+        self._unconfirmed: set[str] = set()
 
     # ------------------------------------------------------------------ state ------
     @property
@@ -749,6 +752,7 @@ class ConsumerGroup:
             if m is None:
                 if was is not None:
                     del self._written_members[mid]
+                    self._unconfirmed.add(mid)
                     current.append(encode(records.CURRENT_ASSIGNMENT, gid, mid, None))
                     target.append(encode(records.TARGET_ASSIGNMENT, gid, mid, None))
                     meta.append(encode(records.MEMBER_METADATA, gid, mid, None))
@@ -781,7 +785,8 @@ class ConsumerGroup:
 
     def tombstones(self) -> list[records.Record]:
         """The tombstones of every record the group has in the log (it is being deleted)."""
-        out = [records.encode(kind, self.group_id, mid, None) for mid in sorted(self._written_members)
+        out = [records.encode(kind, self.group_id, mid, None)
+               for mid in sorted(self._written_members.keys() | self._unconfirmed)
                for kind in (records.CURRENT_ASSIGNMENT, records.TARGET_ASSIGNMENT, records.MEMBER_METADATA)]
         if self._written_group is not None:
             out += [records.encode(kind, self.group_id, None, None)
@@ -790,11 +795,17 @@ class ConsumerGroup:
 
     def write_failed(self) -> None:
         """A write of pending_records() failed: what the log holds of the group is not
-        known, so the next records rewrite all of it (and tombstone what it wrote)."""
-        self._written_members = dict.fromkeys(self._written_members, (_UNKNOWN, _UNKNOWN, _UNKNOWN))
+        known, so the next records rewrite all of it (and tombstone what it wrote, the
+        members tombstoned by unconfirmed writes included)."""
+        self._written_members = dict.fromkeys(self._written_members.keys() | self._unconfirmed,
+                                              (_UNKNOWN, _UNKNOWN, _UNKNOWN))
         if self._written_group is not None:
             self._written_group = (_UNKNOWN, _UNKNOWN)
         self._all_dirty = True
+
+    def write_done(self) -> None:
+        """Every record pending_records() returned so far is in the log."""
+        self._unconfirmed.clear()
 
     def restore(self, loaded: records.LoadedConsumerGroup, topics: TopicsView | None, now_ms: int) -> None:
         """The group as its records left it (a new coordinator took its partition over):

@@ -76,6 +76,9 @@ class GroupCoordinator:
         self._new_member_id = new_member_id
         self._owned: dict[int, bool] = {}  # __consumer_offsets partition -> loaded
         self._writes: list[tuple[str, list[consumer_group_records.Record]]] = []  # KIP-848 groups' records
+        # Tombstones of whole groups (a KIP-848 group dropped, a classic group's record
+        # handed over) in writes not yet known to have landed: written again if one fails.
+        self._unconfirmed: dict[str, list[consumer_group_records.Record]] = {}
 
     # ---------------------------------------------------------------- ownership -----
     def partition_for(self, group_id: str) -> int:
@@ -160,6 +163,8 @@ class GroupCoordinator:
             self.groups.pop(gid).shut_down(ErrorCode.NOT_COORDINATOR)
         for gid in [g for g in self.consumer_groups if self.partition_for(g) == partition]:
             del self.consumer_groups[gid]
+        for gid in [g for g in self._unconfirmed if self.partition_for(g) == partition]:
+            del self._unconfirmed[gid]
 
     @overload
     def _group(self, group_id: str, create: Literal[True]) -> Group: ...
@@ -283,6 +288,7 @@ class GroupCoordinator:
                      group_id, len(converted.members))
             if classic.hand_over(now_ms):  # its record goes in the same batch as the new group's
                 handed_over = [(encode_group_key(group_id), None)]
+                self._unconfirmed.setdefault(group_id, []).extend(handed_over)
             self.consumer_groups[group_id] = converted
         cg = self.consumer_groups.get(group_id)
         if cg is None:
@@ -322,6 +328,7 @@ class GroupCoordinator:
         cg = self.consumer_groups.pop(group_id, None)
         if cg is not None and (gone := cg.tombstones()):
             self._writes.append((group_id, gone))
+            self._unconfirmed.setdefault(group_id, []).extend(gone)
 
     def consumer_group_tombstones(self, group_id: str) -> list[tuple[bytes | None, bytes | None]]:
         """DeleteGroups: the KIP-848 group's records to delete with its offsets."""
@@ -335,10 +342,30 @@ class GroupCoordinator:
         return writes
 
     def write_failed(self, group_id: str) -> None:
-        """A write of the group's records failed: its next ones rewrite all of it."""
+        """A write of the group's records failed: its next ones rewrite all of it. Whole
+        groups' tombstones it may have carried are written again at once (nothing else
+        would): then, in the same batch, all of the group that lives on under the id."""
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             cg.write_failed()
+        again = self._unconfirmed.get(group_id)
+        if again:
+            classic = self.groups.get(group_id)
+            if classic is not None and classic.persisted:  # a classic group again, its record newer
+                key = encode_group_key(group_id)
+                again = [r for r in again if r[0] != key]
+            self._writes.append((group_id, [*again, *(cg.pending_records() if cg is not None else ())]))
+
+    def write_done(self, group_id: str) -> None:
+        """The group's last write landed, and with it every one before it (appends to a
+        partition complete in order): nothing of it is left to write again, unless the
+        core holds records for it not yet handed to the writer."""
+        if any(gid == group_id for gid, _ in self._writes):
+            return
+        self._unconfirmed.pop(group_id, None)
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            cg.write_done()
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         return self.consumer_groups.get(group_id)

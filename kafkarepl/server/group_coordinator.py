@@ -223,12 +223,15 @@ class GroupCoordinatorService:
         self._writes[group_id] = fut
 
         def done(f: asyncio.Future[ErrorCode]) -> None:
-            if self._writes.get(group_id) is f:
+            last = self._writes.get(group_id) is f
+            if last:
                 del self._writes[group_id]
             code = ErrorCode.UNKNOWN_SERVER_ERROR if f.cancelled() else f.result()
             if code is not ErrorCode.NONE:
                 log.info("consumer group %s: its records were not written: %s", group_id, code.name)
                 self.core.write_failed(group_id)
+            elif last:
+                self.core.write_done(group_id)
 
         fut.add_done_callback(done)
 

@@ -45,6 +45,7 @@ class LoggedGroup(ConsumerGroup):
         for key, value in self.pending_records():
             self.log.pop(key, None)
             self.log[key] = value
+        self.write_done()  # written at once
 
     def heartbeat(self, r: HeartbeatRequest, topics: TopicsView, now_ms: int) -> HeartbeatResponse:
         out = super().heartbeat(r, topics, now_ms)
@@ -428,6 +429,7 @@ def test_a_member_joining_while_its_group_is_deleted_gets_its_records_written_ag
     assert c.consumer_heartbeat("g", HeartbeatRequest("m", -1, version=1), TOPICS, 1).error is E.NONE
     assert "g" in c.consumer_groups  # Empty, kept for its offsets
     c.drain_writes()
+    c.write_done("g")  # the member's tombstones landed
     assert c.prepare_delete("g") == (E.NONE, [("a", 0)])
     gone = c.consumer_group_tombstones("g")
     assert {records.record_version(k) for k, _ in gone} == {records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH}
@@ -440,6 +442,46 @@ def test_a_member_joining_while_its_group_is_deleted_gets_its_records_written_ag
     (_, again), = c.drain_writes()  # the whole group written again after its tombstones
     assert {records.record_version(k) for k, v in again if v is not None} >= {
         records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH, records.MEMBER_METADATA}
+
+
+def replayed(log: list[tuple[bytes | None, bytes | None]]) -> GroupCoordinator:
+    new = GroupCoordinator(GroupConfig(), 1)
+    new.begin_loading(0)
+    new.load(0, log, now_ms=10, topics=TOPICS)
+    new.finish_loading(0)
+    return new
+
+
+def test_tombstones_whose_write_failed_are_written_again() -> None:
+    """A member's tombstones, or a whole group's, in a write that failed (too few
+    replicas) go out again with the group's next write: a later coordinator does not
+    bring the member back (holding partitions given to others since) or the group."""
+    c, join = coordinator_and_join()
+    log: list[tuple[bytes | None, bytes | None]] = []
+
+    def write(fail: bool = False) -> None:
+        for gid, written in c.drain_writes():
+            if fail:
+                c.write_failed(gid)
+            else:
+                log.extend(written)
+                c.write_done(gid)
+
+    a = c.consumer_heartbeat("g", join, TOPICS, 0)
+    b = c.consumer_heartbeat("g", dict_join(join, "n"), TOPICS, 0)
+    write()
+    assert c.consumer_heartbeat("g", HeartbeatRequest("m", -1, version=1), TOPICS, 1).error is E.NONE
+    write(fail=True)  # m's tombstones
+    assert c.consumer_heartbeat("g", HeartbeatRequest("n", b.member_epoch, version=1), TOPICS, 2).error is E.NONE
+    write()
+    assert set(replayed(log).consumer_groups["g"].members) == {"n"}
+    # the whole group dropped (its last member gone, no offsets) in a failed write
+    assert c.consumer_heartbeat("g", HeartbeatRequest("n", -1, version=1), TOPICS, 3).error is E.NONE
+    assert "g" not in c.consumer_groups
+    write(fail=True)
+    write()  # nothing else would write them: they go again at once
+    assert "g" not in replayed(log).consumer_groups
+    assert a.error is E.NONE
 
 
 def dict_join(r: HeartbeatRequest, member_id: str) -> HeartbeatRequest:

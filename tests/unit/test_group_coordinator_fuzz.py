@@ -1,0 +1,251 @@
+"""The group coordinator against hostile and buggy clients: random sequences of every
+group request of both protocols (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+ConsumerGroupHeartbeat, OffsetCommit, DescribeGroups, DeleteGroups, OffsetDelete) on a few
+group ids, with member ids, epochs, generations, instance ids, protocol types, embedded
+protocols (valid, truncated, garbage), subscriptions, regexes, assignors and owned
+partitions drawn from what a client could send, interleaved with timers, failed record
+writes and coordinator failovers. Whatever arrives:
+- every call returns an answer (no exception escapes the coordinator), never
+  UNKNOWN_SERVER_ERROR;
+- a KIP-848 group never has a partition held by two members, and its index of who holds
+  what agrees with its members;
+- a new coordinator replaying the records has every KIP-848 group the old one had."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+import pytest
+
+from kafkarepl.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    TopicsView,
+)
+from kafkarepl.coordinator.consumer_protocol import SUBSCRIPTION, write_assignment
+from kafkarepl.coordinator.coordinator import GroupCoordinator
+from kafkarepl.coordinator.group import GroupConfig, JoinRequest, Parked
+from kafkarepl.coordinator.group_records import encode_group_key, encode_group_value
+from kafkarepl.coordinator.offsets import OffsetAndMetadata, encode_key, encode_value
+from kafkarepl.errors import ErrorCode as E
+from tests.unit.test_consumer_group_protocol import state_of
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+TOPICS = TopicsView(1, {"a": (T1, 6), "b": (T2, 3)})
+GROUPS = ("g", "h")
+POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
+class Fuzzer:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.policy = self.rng.choice(POLICIES)
+        self.log: list[tuple[bytes | None, bytes | None]] = []
+        self.now = 0
+        self.member_ids: list[str] = ["", "ghost"]
+        self.unwritten: set[str] = set()  # groups whose last records write failed
+        self.failing = 0  # steps left of a spell in which every write fails (too few replicas)
+        self.c = self.new_coordinator()
+
+    def new_coordinator(self) -> GroupCoordinator:
+        c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=self.rng.choice([0, 0, 3000])), 1,
+                             consumer_config=ConsumerGroupConfig(migration_policy=self.policy,
+                                                                 max_size=self.rng.choice([2, 1000])))
+        c.begin_loading(0)
+        c.load(0, self.log, now_ms=self.now, topics=TOPICS)
+        c.finish_loading(0)
+        return c
+
+    # ------------------------------------------------------------ what a client sends
+    def pick(self, *options: Any) -> Any:
+        return self.rng.choice(options)
+
+    def member_id(self) -> str:
+        return self.rng.choice(self.member_ids + [str(uuid.UUID(int=self.rng.getrandbits(128)))])
+
+    def epoch(self, gid: str, mid: str) -> int:
+        cg = self.c.consumer_groups.get(gid)
+        g = self.c.groups.get(gid)
+        known = [cg.members[mid].epoch] if cg is not None and mid in cg.members else []
+        known += [g.generation_id] if g is not None else []
+        return self.rng.choice([-2, -1, 0, 0, 1, 2, 7, 2**31 - 1, *known, *known, *known])
+
+    def topic_names(self) -> list[str]:
+        return self.rng.sample(["a", "b", "nope", "__consumer_offsets", ""], self.rng.randint(0, 3))
+
+    def subscription(self) -> bytes:
+        kind = self.rng.random()
+        if kind < 0.1:
+            return self.rng.randbytes(self.rng.randint(0, 40))  # garbage
+        owned = [{"topic": t, "partitions": sorted(self.rng.sample(range(-1, 8), self.rng.randint(0, 3)))}
+                 for t in self.topic_names()]
+        good = SUBSCRIPTION.write(self.pick(0, 1, 3), {"topics": self.topic_names(), "user_data": None,
+                                                     "owned_partitions": owned, "generation_id": -1,
+                                                     "rack_id": None})
+        return good[: self.rng.randint(0, len(good) - 1)] if kind < 0.2 else good  # truncated
+
+    def assignment(self) -> bytes:
+        if self.rng.random() < 0.15:
+            return self.rng.randbytes(self.rng.randint(0, 30))
+        return write_assignment(self.pick(0, 1, 3), {t: frozenset(self.rng.sample(range(8), self.rng.randint(0, 3)))
+                                                     for t in self.topic_names() if t})
+
+    def owned(self) -> dict[uuid.UUID, frozenset[int]] | None:
+        if self.rng.random() < 0.3:
+            return None
+        return {self.pick(T1, T2, uuid.UUID(int=9)): frozenset(self.rng.sample(range(-1, 8), self.rng.randint(0, 4)))
+                for _ in range(self.rng.randint(0, 2))}
+
+    # ------------------------------------------------------------------- the calls
+    def settle(self, out: Any) -> Any:
+        """Write what the call asked to write (now and then a write fails) and take the
+        answers of parked calls."""
+        for store in self.c.drain_stores():
+            failed = self.failing > 0 or self.rng.random() < 0.03
+            if not failed:
+                self.log.append((encode_group_key(store.group_id),
+                                 None if store.snapshot is None else encode_group_value(store.snapshot)))
+            self.c.store_done(store.group_id, store.store_id, E.NOT_COORDINATOR if failed else E.NONE, self.now)
+        for gid, written in self.c.drain_writes():
+            if self.failing > 0 or self.rng.random() < 0.03:
+                self.c.write_failed(gid)
+                self.unwritten.add(gid)  # the client was answered an error: not on record
+            else:
+                self.log.extend(written)
+                self.c.write_done(gid)
+                self.unwritten.discard(gid)  # the write after a failed one rewrites it all
+        answers = dict(self.c.drain())
+        for res in answers.values():
+            self.check(res.error)
+            self.learn(getattr(res, "member_id", ""))
+        return answers.get(out.token) if isinstance(out, Parked) else out
+
+    def learn(self, mid: str | None) -> None:
+        if mid and mid not in self.member_ids:
+            self.member_ids.append(mid)
+
+    @staticmethod
+    def check(code: Any) -> None:
+        assert isinstance(code, E), code
+        assert code is not E.UNKNOWN_SERVER_ERROR
+
+    def step(self) -> None:
+        c, gid, now = self.c, self.pick(*GROUPS, ""), self.now
+        mid, instance = self.member_id(), self.pick(None, None, "i1", "i2")
+        op = self.rng.randrange(11)
+        if op == 0:
+            r = JoinRequest(mid, "client", self.pick(10000, 5000, 45000), self.pick(20000, 0, 100),
+                            self.pick("consumer", "consumer", "connect", ""),
+                            [(self.pick("range", "cooperative-sticky", "roundrobin", "x"), self.subscription())
+                             for _ in range(self.rng.randint(0, 2))],
+                            group_instance_id=instance, require_known_member_id=self.rng.random() < 0.5)
+            res = self.settle(c.join(gid, r, now, TOPICS))
+            if res is not None:
+                self.check(res.error)
+                self.learn(res.member_id)
+        elif op == 1:
+            assignments = {self.member_id(): self.assignment() for _ in range(self.rng.randint(0, 2))}
+            res = self.settle(c.sync(gid, mid, instance, self.epoch(gid, mid), self.pick("consumer", None, "connect"),
+                                     self.pick("range", "cooperative-sticky", None, "x"), assignments, now))
+            if res is not None:
+                self.check(res.error)
+        elif op in (2, 3, 4):
+            joining = self.rng.random() < 0.3
+            r = HeartbeatRequest(
+                mid, 0 if joining else self.epoch(gid, mid), instance, self.pick(None, "r1"),
+                self.pick(-1, 0, 20000) if not joining else 20000,
+                self.topic_names() if joining or self.rng.random() < 0.2 else None,
+                self.pick(None, None, "a|b", ".*", "(", "") if joining or self.rng.random() < 0.1 else None,
+                self.pick(None, None, "uniform", "range", "nope"), self.owned(), version=self.pick(0, 1))
+            res = self.settle(c.consumer_heartbeat(gid, r, TOPICS, now))
+            self.check(res.error)
+            self.learn(res.member_id)
+        elif op == 5:
+            self.check(c.heartbeat(gid, mid, instance, self.epoch(gid, mid), now))
+        elif op == 6:
+            err, codes = self.settle(c.leave(gid, [(self.member_id(), self.pick(None, "i1", "i2"))
+                                                   for _ in range(self.rng.randint(1, 2))], now, TOPICS))
+            for code in [err, *codes]:
+                self.check(code)
+        elif op == 7:
+            err = c.validate_commit(gid, mid, instance, self.epoch(gid, mid), now, self.pick(1, 7, 9))
+            self.check(err)
+            if err is E.NONE:
+                offsets = {(self.pick("a", "b"), self.rng.randrange(3)): OffsetAndMetadata(self.rng.randrange(100))}
+                self.log.extend((encode_key(gid, *tp), encode_value(o)) for tp, o in offsets.items())
+                self.check(c.apply_commit(gid, offsets))
+        elif op == 8:
+            err, _ = c.describe(gid)
+            self.check(err)
+            self.check(c.list_groups()[0])
+        elif op == 9:
+            err, offsets = c.prepare_delete(gid)
+            self.check(err)
+            if err is E.NONE:
+                self.log.extend([(encode_key(gid, t, i), None) for t, i in offsets]
+                                + [(encode_group_key(gid), None)] + c.consumer_group_tombstones(gid))
+                self.check(c.finish_delete(gid))
+        else:
+            err, codes, deletable = c.prepare_offset_delete(gid, [("a", 0), ("b", 1), ("nope", 0)])
+            self.check(err)
+            for code in codes.values():
+                self.check(code)
+            if deletable:
+                self.log.extend((encode_key(gid, *tp), None) for tp in deletable)
+                c.apply_offset_delete(gid, deletable)
+        self.settle(None)
+
+    def tick(self) -> None:
+        self.now += self.pick(0, 0, 10, 3000, 12000, 50000)
+        self.c.poll(self.now)
+        self.settle(None)
+
+    def fail_over(self) -> None:
+        old = self.c
+        self.settle(None)
+        self.c = self.new_coordinator()
+        unwritten, self.unwritten = self.unwritten, set()  # the new coordinator is what the records say
+        for gid in old.consumer_groups.keys() | self.c.consumer_groups.keys():
+            was, now = old.consumer_groups.get(gid), self.c.consumer_groups.get(gid)
+            if gid in unwritten:
+                continue
+            # neither lost nor brought back from the dead (tombstones whose write failed)
+            assert recorded(was) == recorded(now), gid
+            if was is not None and now is not None and recorded(was):
+                assert state_of(now) == state_of(was)
+
+
+def recorded(cg: ConsumerGroup | None) -> bool:
+    """Whether the group has records to keep (members, or an epoch once joined)."""
+    return cg is not None and bool(cg.members or cg.group_epoch)
+
+
+def assert_holders_agree(cg: ConsumerGroup) -> None:
+    held: dict[tuple[uuid.UUID, int], str] = {}
+    for m in cg.members.values():
+        for a in (m.assigned, m.pending_revocation):
+            for tid, ps in a.items():
+                for p in ps:
+                    assert (tid, p) not in held, f"{(tid, p)} held by {held[(tid, p)]} and {m.member_id}"
+                    held[(tid, p)] = m.member_id
+    assert cg.owners == held
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_random_hostile_requests_of_both_protocols_are_answered_and_keep_the_groups_sound(seed: int) -> None:
+    f = Fuzzer(seed)
+    for _ in range(400):
+        roll = f.rng.random()
+        f.failing = max(0, f.failing - 1) if roll > 0.02 else f.rng.randint(1, 10)
+        if roll < 0.1:
+            f.tick()
+        elif roll < 0.13:
+            f.fail_over()
+        else:
+            f.step()
+        for cg in f.c.consumer_groups.values():
+            assert_holders_agree(cg)
+    f.fail_over()
