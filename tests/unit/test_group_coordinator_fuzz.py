@@ -9,7 +9,8 @@ writes and coordinator failovers. Whatever arrives:
   UNKNOWN_SERVER_ERROR;
 - a KIP-848 group never has a partition held by two members, and its index of who holds
   what agrees with its members;
-- a new coordinator replaying the records has every KIP-848 group the old one had."""
+- a new coordinator replaying the records has every KIP-848 group the old one had, and
+  every committed offset (expired, deleted ones gone)."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ class Fuzzer:
     def step(self) -> None:
         c, gid, now = self.c, self.pick(*GROUPS, ""), self.now
         mid, instance = self.member_id(), self.pick(None, None, "i1", "i2")
-        op = self.rng.randrange(11)
+        op = self.rng.randrange(12)
         if op == 0:
             r = JoinRequest(mid, "client", self.pick(10000, 5000, 45000), self.pick(20000, 0, 100),
                             self.pick("consumer", "consumer", "connect", ""),
@@ -188,6 +189,9 @@ class Fuzzer:
                 self.log.extend([(encode_key(gid, t, i), None) for t, i in offsets]
                                 + [(encode_group_key(gid), None)] + c.consumer_group_tombstones(gid))
                 self.check(c.finish_delete(gid))
+        elif op == 11:  # offsets.retention.minutes
+            for part in c.expire_offsets(now, now, self.pick(0, 5000, 10**9)).values():
+                self.log.extend((encode_key(gid_, *tp), None) for gid_, tp in part)
         else:
             err, codes, deletable = c.prepare_offset_delete(gid, [("a", 0), ("b", 1), ("nope", 0)])
             self.check(err)
@@ -216,6 +220,12 @@ class Fuzzer:
             assert recorded(was) == recorded(now), gid
             if was is not None and now is not None and recorded(was):
                 assert state_of(now) == state_of(was)
+        # committed offsets are neither lost nor brought back
+        assert offsets_of(self.c) == offsets_of(old)
+
+
+def offsets_of(c: GroupCoordinator) -> dict[str, dict[Any, OffsetAndMetadata]]:
+    return {gid: dict(g.offsets) for gid, g in c.groups.items() if g.offsets}
 
 
 def recorded(cg: ConsumerGroup | None) -> bool:
