@@ -9,8 +9,9 @@ writes and coordinator failovers. Whatever arrives:
   UNKNOWN_SERVER_ERROR;
 - a KIP-848 group never has a partition held by two members, and its index of who holds
   what agrees with its members;
-- a new coordinator replaying the records has every KIP-848 group the old one had, and
-  every committed offset (expired, deleted ones gone)."""
+- a new coordinator replaying the records has every KIP-848 group the old one had, each
+  Stable classic group as it was, and every committed offset (expired, deleted ones gone).
+Joined members usually sync next, as clients do, so classic groups reach Stable."""
 
 from __future__ import annotations
 
@@ -28,7 +29,14 @@ from kafkarepl.coordinator.consumer_group import (
 )
 from kafkarepl.coordinator.consumer_protocol import SUBSCRIPTION, write_assignment
 from kafkarepl.coordinator.coordinator import GroupCoordinator
-from kafkarepl.coordinator.group import GroupConfig, JoinRequest, Parked
+from kafkarepl.coordinator.group import (
+    Group,
+    GroupConfig,
+    GroupState,
+    JoinRequest,
+    JoinResponse,
+    Parked,
+)
 from kafkarepl.coordinator.group_records import encode_group_key, encode_group_value
 from kafkarepl.coordinator.offsets import OffsetAndMetadata, encode_key, encode_value
 from kafkarepl.errors import ErrorCode as E
@@ -48,6 +56,9 @@ class Fuzzer:
         self.now = 0
         self.member_ids: list[str] = ["", "ghost"]
         self.unwritten: set[str] = set()  # groups whose last records write failed
+        self.parked: dict[int, str] = {}  # JoinGroup token -> its group
+        self.joined: list[tuple[str, JoinResponse]] = []  # answers a well-behaved member syncs after
+        self.unstored: set[str] = set()  # classic groups whose last record write failed
         self.failing = 0  # steps left of a spell in which every write fails (too few replicas)
         self.c = self.new_coordinator()
 
@@ -110,6 +121,7 @@ class Fuzzer:
                 self.log.append((encode_group_key(store.group_id),
                                  None if store.snapshot is None else encode_group_value(store.snapshot)))
             self.c.store_done(store.group_id, store.store_id, E.NOT_COORDINATOR if failed else E.NONE, self.now)
+            (self.unstored.add if failed else self.unstored.discard)(store.group_id)
         for gid, written in self.c.drain_writes():
             if self.failing > 0 or self.rng.random() < 0.03:
                 self.c.write_failed(gid)
@@ -119,9 +131,12 @@ class Fuzzer:
                 self.c.write_done(gid)
                 self.unwritten.discard(gid)  # the write after a failed one rewrites it all
         answers = dict(self.c.drain())
-        for res in answers.values():
+        for token, res in answers.items():
             self.check(res.error)
             self.learn(getattr(res, "member_id", ""))
+            joined = self.parked.pop(token, None)
+            if joined is not None and isinstance(res, JoinResponse) and res.error is E.NONE:
+                self.joined.append((joined, res))
         return answers.get(out.token) if isinstance(out, Parked) else out
 
     def learn(self, mid: str | None) -> None:
@@ -137,16 +152,29 @@ class Fuzzer:
         c, gid, now = self.c, self.pick(*GROUPS, ""), self.now
         mid, instance = self.member_id(), self.pick(None, None, "i1", "i2")
         op = self.rng.randrange(12)
-        if op == 0:
+        if self.joined and self.rng.random() < 0.5:  # a joined member syncs, as a client does
+            gid, joined = self.joined.pop(self.rng.randrange(len(self.joined)))
+            assignments = {m: write_assignment(0, {"a": frozenset(range(6))} if i == 0 else {})
+                           for i, (m, _i, _md) in enumerate(joined.members)}
+            res = self.settle(c.sync(gid, joined.member_id, None, joined.generation_id, joined.protocol_type,
+                                     joined.protocol_name, assignments, now))
+            if res is not None:
+                self.check(res.error)
+        elif op == 0:
             r = JoinRequest(mid, "client", self.pick(10000, 5000, 45000), self.pick(20000, 0, 100),
                             self.pick("consumer", "consumer", "connect", ""),
                             [(self.pick("range", "cooperative-sticky", "roundrobin", "x"), self.subscription())
                              for _ in range(self.rng.randint(0, 2))],
                             group_instance_id=instance, require_known_member_id=self.rng.random() < 0.5)
-            res = self.settle(c.join(gid, r, now, TOPICS))
+            out = c.join(gid, r, now, TOPICS)
+            if isinstance(out, Parked):
+                self.parked[out.token] = gid
+            res = self.settle(out)
             if res is not None:
                 self.check(res.error)
                 self.learn(res.member_id)
+                if not isinstance(out, Parked) and res.error is E.NONE:
+                    self.joined.append((gid, res))
         elif op == 1:
             assignments = {self.member_id(): self.assignment() for _ in range(self.rng.randint(0, 2))}
             res = self.settle(c.sync(gid, mid, instance, self.epoch(gid, mid), self.pick("consumer", None, "connect"),
@@ -220,12 +248,23 @@ class Fuzzer:
             assert recorded(was) == recorded(now), gid
             if was is not None and now is not None and recorded(was):
                 assert state_of(now) == state_of(was)
+        unstored, self.unstored = self.unstored, set()
+        for gid, g in old.groups.items():  # a Stable classic group is what its record says
+            if g.state is GroupState.STABLE and gid not in unstored and not self.c.consumer_groups.get(gid):
+                assert classic_view(self.c.groups.get(gid)) == classic_view(g), gid
         # committed offsets are neither lost nor brought back
         assert offsets_of(self.c) == offsets_of(old)
 
 
 def offsets_of(c: GroupCoordinator) -> dict[str, dict[Any, OffsetAndMetadata]]:
     return {gid: dict(g.offsets) for gid, g in c.groups.items() if g.offsets}
+
+
+def classic_view(g: Group | None) -> tuple | None:
+    if g is None:
+        return None
+    return (g.state, g.generation_id, g.protocol_type, g.protocol_name,
+            {mid: (m.group_instance_id, m.assignment) for mid, m in g.members.items()}, dict(g.static_members))
 
 
 def recorded(cg: ConsumerGroup | None) -> bool:
