@@ -10,8 +10,9 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from kafkarepl.coordinator.offsets import partition_for
 from kafkarepl.errors import ErrorCode as E
 from kafkarepl.protocol import ApiKey
 from tests import java_tools
@@ -163,6 +164,70 @@ def test_members_of_a_failed_over_coordinator_carry_on_in_their_epochs(cluster_f
     finally:
         java.kill()
         m.close()
+
+
+def test_a_member_that_left_while_its_group_could_not_be_written_stays_gone_after_a_failover(cluster_factory) -> None:
+    """A member leaves while the group's `__consumer_offsets` partition cannot take writes
+    (min.insync.replicas 3, a replica down): its tombstones fail with the write. They go
+    out again with the group's next records once the partition is whole, so the next
+    coordinator, replaying the log, has only the member that stayed, owning every
+    partition (it used to bring the departed member back, with partitions the other owned
+    by then)."""
+    c = cluster_factory(3, **{**FAST, "offsets_topic_replication_factor": 3, "replica_lag_time_max_ms": 3000,
+                               "group_consumer_heartbeat_interval_ms": 500})
+    topic, group = "gone848", "gone848-group"
+    c.create_topic(topic, 4, 3)
+    a, b = member(c, group), member(c, group)
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic])
+        wait_until(lambda: (a.poll(0.1), b.poll(0.1), len(assigned(a)) == len(assigned(b)) == 2)[2], 60,
+                   "2 partitions each")
+        coordinator = find_coordinator(c, group)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        res = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets", incremental_configs=[
+            ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)])
+        [fut] = admin.incremental_alter_configs([res]).values()
+        assert fut.result(timeout=20) is None
+        other = next(i for i in c.brokers if i != coordinator)
+        c.kill(other)
+        # once it is out of the partition's ISR the group's writes are refused before they
+        # are appended (NOT_ENOUGH_REPLICAS; one waiting for it would be appended anyway)
+        part = partition_for(group, int(FAST["offsets_topic_num_partitions"]))
+
+        def isr() -> list[int]:
+            [t] = c.metadata(["__consumer_offsets"])["topics"]
+            return next(p["isr_nodes"] for p in t["partitions"] if p["partition_index"] == part)
+        wait_until(lambda: other not in isr(), 30, "the dead replica out of the ISR")
+        stayed = next(x.member_id for x in describe(c, group).members if {tp.partition for tp in
+                      x.assignment.topic_partitions} == assigned(b))
+        a.close()  # its leave is answered with the write's error; the coordinator forgets it anyway
+        end = time.monotonic() + 8
+        while time.monotonic() < end:  # b's heartbeats: a new assignment, whose writes fail too
+            b.poll(0.2)
+        c.restart(other)
+        # once the partition is whole again, b's records are written, a's tombstones with them
+        wait_until(lambda: (b.poll(0.1), assigned(b) == {0, 1, 2, 3})[1], 90, "b owning every partition")
+        wait_until(lambda: (b.poll(0.1), [x.member_id for x in describe(c, group).members] == [stayed])[1], 60,
+                   "only b in the group")
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            b.poll(0.2)
+        c.kill(coordinator)
+
+        def replayed():  # the group as the next coordinator loaded it (before any session ends)
+            try:
+                return describe(c, group)
+            except Exception:  # the partition moving: asked again
+                return None
+        d = wait_until(replayed, 60, "the next coordinator's answer")
+        assert [(x.member_id, {tp.partition for tp in x.assignment.topic_partitions}) for x in d.members] == [
+            (stayed, {0, 1, 2, 3})], d
+        wait_until(lambda: (b.poll(0.1), str(describe(c, group).state).endswith("STABLE"))[1], 60, "b carrying on")
+        assert assigned(b) == {0, 1, 2, 3}
+    finally:
+        a.close()
+        b.close()
 
 
 def test_offsets_of_a_member_follow_its_epoch_and_groups_are_fetched_together(cluster_factory) -> None:
