@@ -347,6 +347,13 @@ class ConsumerGroup:
             current_id = self.static.get(r.instance_id)
             current = self.members.get(current_id) if current_id else None
             if r.member_epoch == 0:
+                other = self.members.get(r.member_id) if r.member_id else None
+                if other is not None and other is not current:
+                    # another member's id (its instance's or none): taking it would leave that
+                    # member's partitions held in the owners index by an object out of the group
+                    return None, HeartbeatResponse(ErrorCode.INVALID_REQUEST,
+                                                   f"MemberId {r.member_id} belongs to another member of the "
+                                                   f"group than instance {r.instance_id}.")
                 if current is not None and current.member_id != r.member_id:
                     if not current.left:
                         return None, HeartbeatResponse(ErrorCode.UNRELEASED_INSTANCE_ID,

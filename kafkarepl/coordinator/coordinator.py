@@ -199,8 +199,14 @@ class GroupCoordinator:
             return JoinResponse(ErrorCode.INVALID_SESSION_TIMEOUT, r.member_id)
         cg = self._active_consumer_group(group_id)
         if cg is not None:  # a classic member of a group mid-migration
+            held_by = cg.members.get(cg.static.get(r.group_instance_id, "")) if r.group_instance_id else None
+            replacing = held_by is not None and held_by.classic is None  # a consumer-protocol member
             joined = cg.classic_join(r, topics or cg.topics_view(), now_ms)
             self._collect(group_id, cg)
+            if replacing and joined.error is ErrorCode.NONE:
+                # it took a consumer-protocol static member's place, maybe the last one's:
+                # the group is classic again at once, without a rebalance (as Kafka)
+                self._maybe_downgrade(group_id, cg, cg.group_epoch, now_ms, rebalance=False)
             return joined
         self._drop_consumer_group(group_id)  # an empty one becomes a classic group, as Kafka
         group = self._group(group_id, create=not r.member_id)
@@ -304,10 +310,13 @@ class GroupCoordinator:
         self._gc(group_id)
         return out
 
-    def _maybe_downgrade(self, group_id: str, cg: ConsumerGroup, epoch: int, now_ms: int) -> None:
+    def _maybe_downgrade(self, group_id: str, cg: ConsumerGroup, epoch: int, now_ms: int,
+                         rebalance: bool = True) -> None:
         """The last consumer-protocol member left a group of classic members: it becomes a
         classic group again (Kafka's online downgrade) at the group epoch before it left
-        (`epoch`: the generation its members are at), the KIP-848 group's records go."""
+        (`epoch`: the generation its members are at), the KIP-848 group's records go.
+        Then a rebalance, unless a classic static member took the last one's place (it
+        carries on with its partitions, as the others do)."""
         if cg.is_empty or not cg.all_classic():
             return
         members = downgrade_members(cg, self.config.max_size, self.consumer_config)
@@ -316,7 +325,7 @@ class GroupCoordinator:
         log.info("group %s: converted from the consumer protocol to the classic protocol (%d members)",
                  group_id, len(members))
         self._drop_consumer_group(group_id)
-        self._group(group_id, create=True).take_over(members, epoch, now_ms)
+        self._group(group_id, create=True).take_over(members, epoch, now_ms, rebalance)
 
     def _collect(self, group_id: str, cg: ConsumerGroup, first: Sequence[consumer_group_records.Record] = ()) -> None:
         pending = [*first, *cg.pending_records()]

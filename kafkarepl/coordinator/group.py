@@ -803,10 +803,11 @@ class Group:
         persisted, self.persisted = self.persisted, False
         return persisted
 
-    def take_over(self, members: list[Member], generation_id: int, now_ms: int) -> None:
+    def take_over(self, members: list[Member], generation_id: int, now_ms: int, rebalance: bool = True) -> None:
         """Members of a KIP-848 group whose last consumer-protocol member left (an online
         downgrade): the group starts Stable at the KIP-848 group's epoch with their
-        assignments, its record written, then rebalances (Kafka's convertToClassicGroup)."""
+        assignments, its record written, then rebalances unless told not to (Kafka's
+        convertToClassicGroup: not when a static member's replacement downgraded it)."""
         self.members = {m.member_id: m for m in members}
         self.static_members = {m.group_instance_id: m.member_id for m in members if m.group_instance_id is not None}
         for m in members:
@@ -819,7 +820,8 @@ class Group:
         self.state = GroupState.STABLE
         self.empty_since_ms = None
         self._store(now_ms)
-        self._prepare_rebalance(now_ms)
+        if rebalance:
+            self._prepare_rebalance(now_ms)
 
     # ----------------------------------------------------------------- describe -----
     def describe(self) -> dict[str, Any]:

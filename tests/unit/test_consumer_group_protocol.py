@@ -444,6 +444,28 @@ def test_a_member_joining_while_its_group_is_deleted_gets_its_records_written_ag
         records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH, records.MEMBER_METADATA}
 
 
+def test_a_static_join_with_another_members_id_is_refused() -> None:
+    """A client joining as a static member under a member id the group already gives
+    another member (a buggy or hostile client: KIP-848 ids are each client's own UUID) is
+    refused, the group untouched: taking the id used to leave the other member's
+    partitions held, in the coordinator's index, by a member outside the group."""
+    g = ConsumerGroup("g", ConsumerGroupConfig())
+    a, b = Client(g, "a", ["a", "b"]), Client(g, "b", ["a"], instance="ib")
+    settle(g, [a, b], random.Random(1), rounds=4)
+    before = state_of(g)
+    join = HeartbeatRequest("a", 0, instance_id="ix", rebalance_timeout_ms=1000, subscribed_topic_names=["a"],
+                            owned={}, version=1)
+    assert g.heartbeat(join, TOPICS, 1).error is E.INVALID_REQUEST
+    # nor may the instance of a static member that left come back under another's id
+    assert g.heartbeat(HeartbeatRequest("b", -2, instance_id="ib", version=1), TOPICS, 1).error is E.NONE
+    left = state_of(g)
+    back = dataclasses.replace(join, instance_id="ib")
+    assert g.heartbeat(back, TOPICS, 2).error is E.INVALID_REQUEST
+    assert state_of(g) == left and before[2].keys() == left[2].keys()
+    assert g.owners == {(tid, p): m.member_id for m in g.members.values()
+                        for x in (m.assigned, m.pending_revocation) for tid, ps in x.items() for p in ps}
+
+
 def replayed(log: list[tuple[bytes | None, bytes | None]]) -> GroupCoordinator:
     new = GroupCoordinator(GroupConfig(), 1)
     new.begin_loading(0)

@@ -205,6 +205,49 @@ def test_the_last_consumer_protocol_member_leaving_downgrades_the_group() -> Non
     assert g.state is GroupState.STABLE and a.generation == g.generation_id
 
 
+def test_a_classic_static_member_taking_the_last_consumer_protocol_members_place_downgrades_the_group() -> None:
+    """A rolling downgrade of static members (KIP-345): the consumer-protocol member
+    restarts as a classic one under the same group.instance.id. The group is classic
+    again at once, without a rebalance (Kafka's validateOnlineDowngradeWithReplacedMemberId):
+    the restarted member syncs and gets the partitions its instance held, the other one's
+    heartbeats carry on."""
+    c = coordinator()
+    a = a_classic_group(c)
+    join = HeartbeatRequest("m", 0, instance_id="im", rebalance_timeout_ms=20000, subscribed_topic_names=["a"],
+                            owned={}, version=1)
+    assert settle(c, c.consumer_heartbeat("g", join, TOPICS, 0)).error is E.NONE
+    m = Member(c, "m")
+    cg = c.consumer_groups["g"]
+    for _ in range(4):  # to a stable split
+        if a.heartbeat() is E.REBALANCE_IN_PROGRESS:
+            a.rebalance()
+        m.epoch = cg.members["m"].epoch
+        m.beat()
+        if cg.state == "Stable" and a.heartbeat() is E.NONE:
+            break
+    assert cg.state == "Stable" and disjoint(a, m) and len(m.owned[T1]) == 3
+    held, epoch = m.owned[T1], cg.group_epoch
+    # it stops (a static member's leave keeps its place) and comes back speaking classic
+    left = HeartbeatRequest("m", -2, instance_id="im", version=1)
+    assert settle(c, c.consumer_heartbeat("g", left, TOPICS, 1)).error is E.NONE
+    back = Classic(c)
+    sub = SUBSCRIPTION.write(1, {"topics": ["a"], "user_data": None, "owned_partitions": []})
+    r = JoinRequest("", "classic", 10000, 20000, "consumer", [("cooperative-sticky", sub)], group_instance_id="im")
+    res = settle(c, c.join("g", r, 2, TOPICS))
+    assert res.error is E.NONE and res.generation_id == epoch
+    assert "g" not in c.consumer_groups
+    g = c.groups["g"]
+    assert g.state is GroupState.STABLE and g.generation_id == epoch and set(g.members) == {a.member_id, res.member_id}
+    back.member_id, back.generation = res.member_id, res.generation_id
+    assert back.sync().error is E.NONE and back.owned == {"a": held}
+    assert a.heartbeat() is E.NONE and back.heartbeat() is E.NONE  # no rebalance
+    assert not (a.owned["a"] & back.owned["a"]) and a.owned["a"] | back.owned["a"] == ALL
+    # the classic record was written, the KIP-848 group's tombstoned: a new coordinator
+    # has the classic group
+    again = coordinator(log=c.log)
+    assert "g" not in again.consumer_groups and set(again.groups["g"].members) == {a.member_id, back.member_id}
+
+
 def test_the_migration_policy_is_obeyed() -> None:
     c = coordinator("disabled")
     a_classic_group(c)
