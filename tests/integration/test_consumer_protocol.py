@@ -426,6 +426,56 @@ def test_a_rolling_upgrade_and_downgrade_between_the_protocols(cluster_factory, 
                     pass  # closed already
 
 
+def test_a_static_member_restarted_as_classic_downgrades_the_group_without_a_rebalance(cluster_factory) -> None:
+    """A rolling downgrade of static members: a Java consumer-protocol member with a
+    group.instance.id, sharing a group with a librdkafka classic member, is restarted
+    with the classic protocol under the same instance id. The group is classic again at
+    once (as Kafka's validateOnlineDowngradeWithReplacedMemberId): the restarted member
+    gets the partitions its instance held, and the other member is not disturbed (no
+    rebalance: nothing revoked or assigned on its side)."""
+    c = cluster_factory(1, **FAST)
+    topic, group = "sdown", "sdown-group"
+    c.create_topic(topic, 4, 1)
+    moved: list = []
+    rd = confluent_consumer(c, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+    java = again = None
+    try:
+        rd.subscribe([topic], on_assign=lambda _c, ps: moved.append(("assign", [p.partition for p in ps])),
+                     on_revoke=lambda _c, ps: moved.append(("revoke", [p.partition for p in ps])))
+        wait_until(lambda: (rd.poll(0.1), assigned(rd) == {0, 1, 2, 3})[1], 40, "the classic member owning all 4")
+        java = JavaGroupMember(c.bootstrap, group, topic, "consumer:uniform", instance_id="j1")
+
+        def split() -> bool:
+            rd.poll(0.1)
+            mine = assigned(rd)
+            return len(mine) == 2 and java_owns(java.lines) == {0, 1, 2, 3} - mine
+
+        wait_until(split, 60, f"2 partitions each: {java.lines}")
+        wait_until(lambda: (rd.poll(0.1), str(describe(c, group).state).endswith("STABLE"))[1], 30, "stable")
+        theirs, mine = java_owns(java.lines), assigned(rd)
+        assert describe(c, group).type == ConsumerGroupType.CONSUMER
+        java.tell("stop")
+        java.tell("close")  # a static member's leave: its place and partitions kept for it
+        java.proc.wait(timeout=60)
+        moved.clear()
+        again = JavaGroupMember(c.bootstrap, group, topic, "cooperative-sticky", instance_id="j1")
+        wait_until(lambda: (rd.poll(0.1), java_owns(again.lines) == theirs)[1], 60,
+                   f"the classic restart owning what its instance held: {again.lines}")
+        d = describe(c, group)
+        assert d.type == ConsumerGroupType.CLASSIC and str(d.state).endswith("STABLE"), d
+        end = time.monotonic() + 3  # a few heartbeats of both
+        while time.monotonic() < end:
+            rd.poll(0.1)
+        assert assigned(rd) == mine and moved == [], moved
+        assert [ln for ln in again.lines if ln.split(" ")[0] in ("assigned", "revoked", "lost")] == [
+            "assigned " + ",".join(map(str, sorted(theirs)))], again.lines
+    finally:
+        rd.close()
+        for j in (java, again):
+            if j is not None:
+                j.kill()
+
+
 def test_a_java_consumer_protocol_member_upgrades_a_librdkafka_classic_group(cluster_factory) -> None:
     """The upgrade Kafka documents: a Java application restarted with
     group.protocol=consumer joins a running classic group (here a librdkafka

@@ -785,7 +785,6 @@ public class KafkaTools {
                     // the heartbeat interval and session timeout are the broker's
                     p.put("group.protocol", "consumer");
                     if (assignor.contains(":")) p.put("group.remote.assignor", assignor.split(":", 2)[1]);
-                    if (args.length > 6) p.put("group.instance.id", args[6]);  // a static member (KIP-345)
                 } else {
                     p.put("heartbeat.interval.ms", "500");
                     // RangeAssignor unless told: "cooperative-sticky" is KIP-429's incremental protocol
@@ -793,6 +792,7 @@ public class KafkaTools {
                           ? "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
                           : "org.apache.kafka.clients.consumer.RangeAssignor");
                 }
+                if (args.length > 6) p.put("group.instance.id", args[6]);  // a static member (KIP-345)
                 BlockingQueue<String> commands = new LinkedBlockingQueue<>();
                 Thread stdin = new Thread(() -> {
                     try (java.io.BufferedReader r = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {
