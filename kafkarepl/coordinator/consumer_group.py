@@ -848,9 +848,16 @@ class ConsumerGroup:
             self._hold(mid, m.pending_revocation)
             goal = loaded.targets.get(mid, {})
             self.target[mid] = {names[tid]: parts for tid, parts in goal.items() if tid in names}
-        # the topics of the target: the first heartbeat's check finds them unchanged unless
-        # they changed meanwhile (then a new epoch, as Kafka's metadata hash would say)
-        self.topics = {t: topics.by_name[t] for goal in self.target.values() for t in goal} if topics else {}
+        # the topics of the target as they were when it was computed: every partition of a
+        # subscribed topic is in someone's target, so their count is its highest + 1. The
+        # first heartbeat's check finds them unchanged unless they changed meanwhile (more
+        # partitions: then a new epoch, as Kafka's partition metadata record would say)
+        counts: dict[str, int] = {}
+        for by_name in self.target.values():
+            for t, parts in by_name.items():
+                if parts:
+                    counts[t] = max(counts.get(t, 0), max(parts) + 1)
+        self.topics = {t: (topics.by_name[t][0], n) for t, n in counts.items()} if topics else {}
         self._all_dirty = True
         self.pending_records()  # what the log holds: nothing to write
 

@@ -444,6 +444,32 @@ def test_a_member_joining_while_its_group_is_deleted_gets_its_records_written_ag
         records.GROUP_EPOCH, records.ASSIGNMENT_EPOCH, records.MEMBER_METADATA}
 
 
+def test_partitions_added_while_the_coordinator_moved_are_assigned_by_the_next_one() -> None:
+    """Topic a grows from 6 to 8 partitions, and a new coordinator loads the group before
+    any member heartbeated on: the group's first heartbeat there sees the topic changed
+    (the counts its target was computed on are kept), so a new epoch assigns partitions 6
+    and 7 too. (The new coordinator used to take the topic's count as it found it, see
+    nothing changed, and leave the new partitions to nobody.)"""
+    g = LoggedGroup("g", ConsumerGroupConfig())
+    a, b = Client(g, "a", ["a"]), Client(g, "b", ["a"])
+    settle(g, [a, b], random.Random(5), rounds=4)
+    epoch = g.group_epoch
+    grown = TopicsView(TOPICS.version + 1, {**TOPICS.by_name, "a": (T1, 8)})
+    loaded: dict[str, records.LoadedConsumerGroup] = {}
+    for key, value in g.log.items():
+        assert records.replay(loaded, key, value)
+    new = LoggedGroup("g", g.config)
+    new.restore(loaded["g"], grown, 0)
+    for c in (a, b):
+        c.group = new
+    for _ in range(6):
+        for c in (a, b):
+            assert c.beat(now=1, view=grown) is E.NONE
+            assert not owned_by_two([a, b])
+    assert new.group_epoch > epoch and new.state == "Stable"
+    assert a.owned[T1] | b.owned[T1] == frozenset(range(8)) and len(a.owned[T1]) == len(b.owned[T1]) == 4
+
+
 def test_a_static_join_with_another_members_id_is_refused() -> None:
     """A client joining as a static member under a member id the group already gives
     another member (a buggy or hostile client: KIP-848 ids are each client's own UUID) is
