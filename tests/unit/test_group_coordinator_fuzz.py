@@ -280,6 +280,30 @@ class Fuzzer:
         assert offsets_of(self.c) == offsets_of(old)
 
 
+def settle_consumer_groups(f: Fuzzer) -> None:
+    """The KIP-848 groups whose members all speak that protocol, once those members behave
+    (heartbeat at their epoch, report what they own, give up what they are told to):
+    each becomes Stable with every partition of the topics its members subscribe to
+    assigned, at the partition counts the cluster has now."""
+    for _ in range(30):
+        f.now += 100
+        for gid, cg in list(f.c.consumer_groups.items()):
+            for mid, m in list(cg.members.items()):
+                if m.classic is None and mid in cg.members:
+                    r = HeartbeatRequest(mid, m.epoch, m.instance_id, owned=dict(m.assigned), version=1)
+                    f.check(f.settle(f.c.consumer_heartbeat(gid, r, f.topics, f.now)).error)
+    for gid, cg in f.c.consumer_groups.items():
+        if not cg.members or not all(m.classic is None for m in cg.members.values()):
+            continue
+        assert cg.state == "Stable", gid
+        names = {t for m in cg.members.values() for t in m.subscribed_names} & f.topics.by_name.keys()
+        assert names <= cg.topics.keys(), gid
+        held = {(tid, p) for m in cg.members.values() for tid, ps in m.assigned.items() for p in ps}
+        for t in cg.topics:
+            tid, count = f.topics.by_name[t]
+            assert {(tid, p) for p in range(count)} <= held, (gid, t)
+
+
 def offsets_of(c: GroupCoordinator) -> dict[str, dict[Any, OffsetAndMetadata]]:
     return {gid: dict(g.offsets) for gid, g in c.groups.items() if g.offsets}
 
@@ -324,3 +348,5 @@ def test_random_hostile_requests_of_both_protocols_are_answered_and_keep_the_gro
         for cg in f.c.consumer_groups.values():
             assert_holders_agree(cg)
     f.fail_over()
+    f.failing = 0
+    settle_consumer_groups(f)
