@@ -79,6 +79,11 @@ class GroupCoordinator:
         # Tombstones of whole groups (a KIP-848 group dropped, a classic group's record
         # handed over) in writes not yet known to have landed: written again if one fails.
         self._unconfirmed: dict[str, list[consumer_group_records.Record]] = {}
+        # Deleted classic groups: their tombstones' store ids, and the groups whose
+        # tombstone failed (their last record may still be in the log: a KIP-848 group
+        # taking the id deletes it)
+        self._tombstone_stores: dict[int, str] = {}
+        self._stale_classic: set[str] = set()
 
     # ---------------------------------------------------------------- ownership -----
     def partition_for(self, group_id: str) -> int:
@@ -165,6 +170,7 @@ class GroupCoordinator:
             del self.consumer_groups[gid]
         for gid in [g for g in self._unconfirmed if self.partition_for(g) == partition]:
             del self._unconfirmed[gid]
+        self._stale_classic = {g for g in self._stale_classic if self.partition_for(g) != partition}
 
     @overload
     def _group(self, group_id: str, create: Literal[True]) -> Group: ...
@@ -187,7 +193,7 @@ class GroupCoordinator:
             g.state = GroupState.DEAD
             del self.groups[group_id]
             if g.persisted:  # Kafka's cleanupGroupMetadata: the group's record goes too
-                self.outbox.store(group_id, None)
+                self._tombstone_stores[self.outbox.store(group_id, None)] = group_id
 
     # ------------------------------------------------------------------ groups -----
     def join(self, group_id: str, r: JoinRequest, now_ms: int,
@@ -273,8 +279,8 @@ class GroupCoordinator:
 
     def consumer_heartbeat(self, group_id: str, r: HeartbeatRequest, topics: TopicsView,
                            now_ms: int) -> HeartbeatResponse:
-        """ConsumerGroupHeartbeat (KIP-848). A classic group with members keeps its id (no
-        online migration between the protocols here)."""
+        """ConsumerGroupHeartbeat (KIP-848). A classic group with members converts to a
+        KIP-848 group if group.consumer.migration.policy allows it (an online upgrade)."""
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_REQUEST
         if err:
             return HeartbeatResponse(err, "GroupId can't be empty." if not group_id else None)
@@ -296,6 +302,17 @@ class GroupCoordinator:
                 handed_over = [(encode_group_key(group_id), None)]
                 self._unconfirmed.setdefault(group_id, []).extend(handed_over)
             self.consumer_groups[group_id] = converted
+        elif ((classic is not None and classic.persisted or group_id in self._stale_classic)
+              and r.member_epoch == 0 and not self._consumer_group_active(group_id)):
+            # an empty classic group gives its id to a KIP-848 group: its record goes in the
+            # same batch (as Kafka deletes it). Left, a stale one (its Empty record's or its
+            # tombstone's write failed) would bring its old members back at the next load,
+            # and they would keep the KIP-848 group's members out until their sessions ended
+            if classic is not None:
+                classic.persisted = False
+            self._stale_classic.discard(group_id)
+            handed_over = [(encode_group_key(group_id), None)]
+            self._unconfirmed.setdefault(group_id, []).extend(handed_over)
         cg = self.consumer_groups.get(group_id)
         if cg is None:
             if r.member_epoch != 0:  # unknown here (a new coordinator): the member joins again
@@ -582,6 +599,8 @@ class GroupCoordinator:
 
     def store_done(self, group_id: str, store_id: int, error: ErrorCode, now_ms: int) -> None:
         """A group record asked for by drain_stores() is replicated (NONE) or failed."""
+        if self._tombstone_stores.pop(store_id, None) is not None and error:
+            self._stale_classic.add(group_id)
         g = self.groups.get(group_id)
         if g is not None:
             g.store_done(store_id, error, now_ms)

@@ -248,6 +248,28 @@ def test_a_classic_static_member_taking_the_last_consumer_protocol_members_place
     assert "g" not in again.consumer_groups and set(again.groups["g"].members) == {a.member_id, back.member_id}
 
 
+def test_a_classic_group_whose_last_writes_failed_does_not_come_back_over_a_consumer_group() -> None:
+    """A classic group's member leaves by its session; the group's Empty record and then
+    its tombstone fail to be written, so the log still names the member. A KIP-848 member
+    taking the id deletes that record with its own (as Kafka deletes an empty classic
+    group's): a later coordinator does not restore the old member, which would have kept
+    the KIP-848 group's members out (GROUP_ID_NOT_FOUND) until its session ended."""
+    c = coordinator()
+    a_classic_group(c)
+    c.poll(60_000)  # its session is over
+    stores = c.drain_stores()
+    assert [s.snapshot is None for s in stores] == [False, True]  # Empty, then gone
+    for store in stores:
+        c.store_done(store.group_id, store.store_id, E.NOT_ENOUGH_REPLICAS, 60_000)
+    assert "g" not in c.groups
+    m = Member(c, "m")
+    assert m.beat() is E.NONE
+    again = coordinator(log=c.log)
+    assert "g" not in again.groups or not again.groups["g"].members
+    res = again.consumer_heartbeat("g", HeartbeatRequest("m", m.epoch, version=1), TOPICS, 60_001)
+    assert res.error is E.NONE, res
+
+
 def test_the_migration_policy_is_obeyed() -> None:
     c = coordinator("disabled")
     a_classic_group(c)
