@@ -252,8 +252,11 @@ class ConsumerGroup:
         return min(deadlines, default=None)
 
     # --------------------------------------------------------------- heartbeat -----
-    def heartbeat(self, r: HeartbeatRequest, topics: TopicsView, now_ms: int) -> HeartbeatResponse:
-        err = self._invalid(r)
+    @staticmethod
+    def refusal(r: HeartbeatRequest, config: ConsumerGroupConfig) -> HeartbeatResponse | None:
+        """The answer to a heartbeat refused whatever the group's state (Kafka checks the
+        request before it looks at the group: nothing changes, no group converts)."""
+        err = ConsumerGroup._invalid(r)
         if err:
             return HeartbeatResponse(ErrorCode.INVALID_REQUEST, err)
         if r.subscribed_topic_names is not None and (
@@ -261,10 +264,16 @@ class ConsumerGroup:
             return HeartbeatResponse(ErrorCode.UNKNOWN_SERVER_ERROR,
                                      f"SubscribedTopicNames of {size} bytes do not fit the member's record "
                                      f"(at most {MAX_SUBSCRIPTION_BYTES} bytes).")
-        if r.server_assignor is not None and r.server_assignor not in self.config.assignors:
+        if r.server_assignor is not None and r.server_assignor not in config.assignors:
             return HeartbeatResponse(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                      f"ServerAssignor {r.server_assignor} is not supported. Supported assignors: "
-                                     f"{', '.join(self.config.assignors)}.")
+                                     f"{', '.join(config.assignors)}.")
+        return None
+
+    def heartbeat(self, r: HeartbeatRequest, topics: TopicsView, now_ms: int) -> HeartbeatResponse:
+        refused = self.refusal(r, self.config)
+        if refused is not None:
+            return refused
         self._may_describe = r.may_describe
         if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(r, topics, now_ms)

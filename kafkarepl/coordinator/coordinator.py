@@ -284,9 +284,13 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id) if group_id else ErrorCode.INVALID_REQUEST
         if err:
             return HeartbeatResponse(err, "GroupId can't be empty." if not group_id else None)
+        refused = ConsumerGroup.refusal(r, self.consumer_config)
+        if refused is not None:  # before anything changes: an invalid request converts no group
+            return refused
         handed_over: list[consumer_group_records.Record] = []
         classic = self.groups.get(group_id)
-        if classic is not None and not (classic.state is GroupState.EMPTY and classic.is_empty):
+        if (classic is not None and not (classic.state is GroupState.EMPTY and classic.is_empty)
+                and not self._consumer_group_active(group_id)):
             why = upgrade_refusal(classic, self.consumer_config) if r.member_epoch == 0 else "it is not one"
             if why is None:
                 try:

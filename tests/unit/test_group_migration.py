@@ -270,6 +270,18 @@ def test_a_classic_group_whose_last_writes_failed_does_not_come_back_over_a_cons
     assert res.error is E.NONE, res
 
 
+def test_an_invalid_consumer_heartbeat_converts_nothing() -> None:
+    """ConsumerGroupHeartbeat is checked before the group is looked at, as Kafka: a request
+    it refuses (here: partitions reported on joining) leaves a classic group classic and
+    writes nothing. (It used to convert the group first.)"""
+    c = coordinator()
+    a = a_classic_group(c)
+    bad = HeartbeatRequest("m", 0, rebalance_timeout_ms=20000, subscribed_topic_names=["a"], owned={T1: ALL}, version=1)
+    assert settle(c, c.consumer_heartbeat("g", bad, TOPICS, 0)).error is E.INVALID_REQUEST
+    assert "g" not in c.consumer_groups and set(c.groups["g"].members) == {a.member_id}
+    assert not c.drain_writes() and a.heartbeat() is E.NONE
+
+
 def test_the_migration_policy_is_obeyed() -> None:
     c = coordinator("disabled")
     a_classic_group(c)
