@@ -300,12 +300,17 @@ class GroupCoordinator:
             if why is not None:
                 return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND,
                                          f"Cannot use group {group_id} as a consumer group: {why}.")
+            out = converted.heartbeat(r, topics, now_ms)
+            if out.error:  # the joining member refused (the group full, its instance id held):
+                return out  # no conversion either, as Kafka's failed heartbeat undoes it
             log.info("group %s: converted from the classic protocol to the consumer protocol (%d members)",
                      group_id, len(converted.members))
             if classic.hand_over(now_ms):  # its record goes in the same batch as the new group's
                 handed_over = [(encode_group_key(group_id), None)]
                 self._unconfirmed.setdefault(group_id, []).extend(handed_over)
             self.consumer_groups[group_id] = converted
+            self._collect(group_id, converted, handed_over)
+            return out
         elif ((classic is not None and classic.persisted or group_id in self._stale_classic)
               and r.member_epoch == 0 and not self._consumer_group_active(group_id)):
             # an empty classic group gives its id to a KIP-848 group: its record goes in the

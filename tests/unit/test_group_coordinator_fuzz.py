@@ -309,19 +309,24 @@ class Fuzzer:
 
 
 def settle_consumer_groups(f: Fuzzer) -> None:
-    """The KIP-848 groups whose members all speak that protocol, once those members behave
-    (heartbeat at their epoch, report what they own, give up what they are told to):
-    each becomes Stable with every partition of the topics its members subscribe to
-    assigned, at the partition counts the cluster has now."""
-    for _ in range(30):
+    """The KIP-848 groups, once their members behave: a consumer-protocol member
+    heartbeats at its epoch, reports what it owns and gives up what it is told to; a
+    classic one heartbeats at its generation and, told to rebalance, rejoins reporting
+    what it owns and syncs. Each group becomes Stable with every partition of the topics
+    its members subscribe to assigned, at the partition counts the cluster has now."""
+    for _ in range(40):
         f.now += 100
         for gid, cg in list(f.c.consumer_groups.items()):
             for mid, m in list(cg.members.items()):
-                if m.classic is None and mid in cg.members:
+                if mid not in cg.members or f.c.consumer_groups.get(gid) is not cg:
+                    continue
+                if m.classic is None:
                     r = HeartbeatRequest(mid, m.epoch, m.instance_id, owned=dict(m.assigned), version=1)
                     f.check(f.settle(f.c.consumer_heartbeat(gid, r, f.topics, f.now)).error)
+                elif f.c.heartbeat(gid, mid, m.instance_id, m.epoch, f.now) is E.REBALANCE_IN_PROGRESS:
+                    rejoin_classic(f, gid, cg, m)
     for gid, cg in f.c.consumer_groups.items():
-        if not cg.members or not all(m.classic is None for m in cg.members.values()):
+        if not cg.members:
             continue
         assert cg.state == "Stable", gid
         names = {t for m in cg.members.values() for t in m.subscribed_names} & f.topics.by_name.keys()
@@ -332,6 +337,20 @@ def settle_consumer_groups(f: Fuzzer) -> None:
         for t in cg.topics:
             tid, count = f.topics.by_name[t]
             assert {(tid, p) for p in range(count)} <= held, (gid, t)
+
+
+def rejoin_classic(f: Fuzzer, gid: str, cg: ConsumerGroup, m: Any) -> None:
+    """What a cooperative classic consumer does on REBALANCE_IN_PROGRESS: JoinGroup with
+    its subscription and the partitions it owns, then SyncGroup at the generation it got."""
+    names = cg.topic_names()
+    owned = [{"topic": names[tid], "partitions": sorted(ps)} for tid, ps in m.assigned.items() if tid in names]
+    sub = SUBSCRIPTION.write(1, {"topics": sorted(m.subscribed_names), "user_data": None, "owned_partitions": owned})
+    r = JoinRequest(m.member_id, m.client_id, m.classic.session_timeout_ms, max(m.rebalance_timeout_ms, 0),
+                    "consumer", [(name, sub) for name, _md in m.classic.protocols], group_instance_id=m.instance_id)
+    joined = f.settle(f.c.join(gid, r, f.now, f.topics))
+    if joined is not None and joined.error is E.NONE:
+        f.settle(f.c.sync(gid, m.member_id, m.instance_id, joined.generation_id, "consumer",
+                          joined.protocol_name, {}, f.now))
 
 
 def offsets_of(c: GroupCoordinator) -> dict[str, dict[Any, OffsetAndMetadata]]:

@@ -282,6 +282,26 @@ def test_an_invalid_consumer_heartbeat_converts_nothing() -> None:
     assert not c.drain_writes() and a.heartbeat() is E.NONE
 
 
+def test_a_refused_joining_member_leaves_the_classic_group_unconverted() -> None:
+    """The consumer-protocol member whose heartbeat would convert the group is itself
+    refused (here: the group holds group.consumer.max.size members already): the group
+    stays classic, its members undisturbed and nothing written, as Kafka (whose failed
+    heartbeat undoes the conversion). It used to stay converted without the new member."""
+    c = LoggedCoordinator(GroupConfig(initial_rebalance_delay_ms=0), 1,
+                          consumer_config=ConsumerGroupConfig(max_size=1))
+    c.log = []
+    c.begin_loading(0)
+    c.finish_loading(0)
+    a = a_classic_group(c)
+    res = settle(c, c.consumer_heartbeat("g", HeartbeatRequest("m", 0, rebalance_timeout_ms=20000,
+                                                               subscribed_topic_names=["a"], owned={}, version=1),
+                                         TOPICS, 0))
+    assert res.error is E.GROUP_MAX_SIZE_REACHED
+    assert "g" not in c.consumer_groups and set(c.groups["g"].members) == {a.member_id}
+    assert c.groups["g"].state is GroupState.STABLE and a.heartbeat() is E.NONE
+    assert not c.drain_writes()
+
+
 def test_the_migration_policy_is_obeyed() -> None:
     c = coordinator("disabled")
     a_classic_group(c)
