@@ -339,6 +339,44 @@ def settle_consumer_groups(f: Fuzzer) -> None:
             assert {(tid, p) for p in range(count)} <= held, (gid, t)
 
 
+def settle_classic_groups(f: Fuzzer) -> None:
+    """The classic groups, once their members behave: each heartbeats at its generation;
+    told to rebalance (or unknown at its generation), it rejoins with its protocols, and
+    every member syncs with the generation its JoinGroup answer gave (the leader with an
+    assignment for each). Each group becomes Stable (or Empty), every member at the
+    group's generation with an assignment from its leader."""
+    for _ in range(60):
+        f.now += 500
+        f.c.poll(f.now)
+        f.settle(None)
+        while f.joined:  # JoinGroup answers: every member syncs (the leader assigns)
+            gid, joined = f.joined.pop(0)
+            assignments = {m: write_assignment(0, {}) for m, _i, _md in joined.members}
+            f.settle(f.c.sync(gid, joined.member_id, None, joined.generation_id, joined.protocol_type,
+                              joined.protocol_name, assignments, f.now))
+        for gid, g in list(f.c.groups.items()):
+            if f.c.consumer_groups.get(gid) and f.c.consumer_groups[gid].members:
+                continue
+            for mid, m in list(g.members.items()):
+                if m.join_token is not None or m.sync_token is not None:
+                    continue  # its JoinGroup or SyncGroup is parked: it waits for the answer
+                code = f.c.heartbeat(gid, mid, m.group_instance_id, g.generation_id, f.now)
+                f.check(code)
+                if code is not E.NONE:
+                    r = JoinRequest(mid, m.client_id, m.session_timeout_ms, m.rebalance_timeout_ms, m.protocol_type,
+                                    list(m.protocols), group_instance_id=m.group_instance_id)
+                    out = f.c.join(gid, r, f.now, f.topics)
+                    if isinstance(out, Parked):
+                        f.parked[out.token] = gid
+                    elif out.error is E.NONE:
+                        f.joined.append((gid, out))
+                    f.settle(out)
+    for gid, g in f.c.groups.items():
+        if g.members and not (f.c.consumer_groups.get(gid) and f.c.consumer_groups[gid].members):
+            assert g.state is GroupState.STABLE, (gid, g.state)
+            assert all(m.join_token is None and m.sync_token is None for m in g.members.values()), gid
+
+
 def rejoin_classic(f: Fuzzer, gid: str, cg: ConsumerGroup, m: Any) -> None:
     """What a cooperative classic consumer does on REBALANCE_IN_PROGRESS: JoinGroup with
     its subscription and the partitions it owns, then SyncGroup at the generation it got."""
@@ -402,3 +440,4 @@ def test_random_hostile_requests_of_both_protocols_are_answered_and_keep_the_gro
     f.fail_over()
     f.failing = 0
     settle_consumer_groups(f)
+    settle_classic_groups(f)
