@@ -226,6 +226,7 @@ class ConsumerGroup:
         # members whose tombstones went to writes not yet known to have landed: if one
         # fails, the log may still hold them (tombstoned again by the next records)
         self._unconfirmed: set[str] = set()
+        self._topic_ids = 0  # bumped when a target topic's id changes (its records name ids)
 
     # ------------------------------------------------------------------ state ------
     @property
@@ -692,6 +693,10 @@ class ConsumerGroup:
         seen = {t: topics.by_name[t] for t in wanted}
         if not force and seen == self.topics:
             return
+        if any(self.topics.get(t, (tid,))[0] != tid for t, (tid, _n) in seen.items()):
+            # a topic deleted and created again: targets are kept by name, their records
+            # by topic id, so every member's is written again even if its partitions stay
+            self._topic_ids += 1
         self.topics = seen
         self.group_epoch += 1
         self.target = assign(self.assignor(), subscriptions, {t: n for t, (_tid, n) in seen.items()}, self.target)
@@ -777,7 +782,7 @@ class ConsumerGroup:
             # target's are replaced, never changed in place, so an unchanged member costs
             # a few identity checks (a stable heartbeat)
             now = ((m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names, m.regex,
-                    m.rebalance_timeout_ms, m.assignor, m.classic), self.target.get(mid),
+                    m.rebalance_timeout_ms, m.assignor, m.classic), (self.target.get(mid), self._topic_ids),
                    (m.epoch, m.previous_epoch, m.state, m.left, m.assigned, m.pending_revocation))
             if was == now:
                 continue

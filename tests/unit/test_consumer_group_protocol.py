@@ -470,6 +470,27 @@ def test_partitions_added_while_the_coordinator_moved_are_assigned_by_the_next_o
     assert a.owned[T1] | b.owned[T1] == frozenset(range(8)) and len(a.owned[T1]) == len(b.owned[T1]) == 4
 
 
+def test_a_topic_created_again_under_its_name_has_its_targets_written_with_the_new_id() -> None:
+    """Topic a deleted and created again (a new topic id, the same partition count): the
+    members keep the same partitions by name, but their target records name the topic by
+    id, so they are written again; a new coordinator then has every member's target.
+    (They were not: the next coordinator dropped the targets naming the old id.)"""
+    g = LoggedGroup("g", ConsumerGroupConfig())
+    a, b = Client(g, "a", ["a"]), Client(g, "b", ["a"])
+    settle(g, [a, b], random.Random(2), rounds=4)
+    again = TopicsView(TOPICS.version + 1, {**TOPICS.by_name, "a": (uuid.UUID(int=77), 6)})
+    for _ in range(4):
+        for c in (a, b):
+            assert c.beat(now=1, view=again) is E.NONE
+    assert g.state == "Stable" and {t for c in (a, b) for t in c.owned} == {uuid.UUID(int=77)}
+    loaded: dict[str, records.LoadedConsumerGroup] = {}
+    for key, value in g.log.items():
+        assert records.replay(loaded, key, value)
+    new = LoggedGroup("g", g.config)
+    new.restore(loaded["g"], again, 0)
+    assert state_of(new) == state_of(g)
+
+
 def test_a_static_join_with_another_members_id_is_refused() -> None:
     """A client joining as a static member under a member id the group already gives
     another member (a buggy or hostile client: KIP-848 ids are each client's own UUID) is

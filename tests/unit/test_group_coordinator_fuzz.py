@@ -37,6 +37,7 @@ from kafkarepl.coordinator.group import (
     JoinRequest,
     JoinResponse,
     Parked,
+    StoreRequest,
 )
 from kafkarepl.coordinator.group_records import encode_group_key, encode_group_value
 from kafkarepl.coordinator.offsets import OffsetAndMetadata, encode_key, encode_value
@@ -58,7 +59,7 @@ class Fuzzer:
         self.now = 0
         self.member_ids: list[str] = ["", "ghost"]
         self.unwritten: set[str] = set()  # groups whose last records write failed
-        self.inflight: list[tuple[str, list[tuple[bytes | None, bytes | None]], int]] = []
+        self.inflight: list[tuple[str, Any, int]] = []  # (group, its records or a StoreRequest, when made)
         self.seq = 0  # settle() calls: when a write was made
         self.failed_at: dict[str, int] = {}  # group -> the settle() at which a write of it failed
         self.parked: dict[int, str] = {}  # JoinGroup token -> its group
@@ -120,15 +121,12 @@ class Fuzzer:
     def settle(self, out: Any) -> Any:
         """Write what the call asked to write (now and then a write fails) and take the
         answers of parked calls."""
-        for store in self.c.drain_stores():
-            failed = self.failing > 0 or self.rng.random() < 0.03
-            if not failed:
-                self.log.append((encode_group_key(store.group_id),
-                                 None if store.snapshot is None else encode_group_value(store.snapshot)))
-            self.c.store_done(store.group_id, store.store_id, E.NOT_COORDINATOR if failed else E.NONE, self.now)
-            (self.unstored.add if failed else self.unstored.discard)(store.group_id)
         self.seq += 1
+        # in the service's order: a KIP-848 group's records are appended at once, a classic
+        # group's record by a task that starts right after
+        stores = self.c.drain_stores()
         self.inflight += [(gid, written, self.seq) for gid, written in self.c.drain_writes()]
+        self.inflight += [(s.group_id, s, self.seq) for s in stores]
         # appends complete in order, now or some calls later (requests meet writes in flight)
         self.complete(len(self.inflight) if self.rng.random() < 0.7 else self.rng.randint(0, len(self.inflight)))
         answers = dict(self.c.drain())
@@ -146,15 +144,23 @@ class Fuzzer:
         no callbacks."""
         for _ in range(n):
             gid, written, seq = self.inflight.pop(0)
-            if lost:
+            failed = self.failing > 0 or self.rng.random() < 0.03
+            if isinstance(written, StoreRequest):  # a classic group's record
+                if not failed and not lost:
+                    self.log.append((encode_group_key(gid), None if written.snapshot is None
+                                     else encode_group_value(written.snapshot)))
+                if not lost:
+                    self.c.store_done(gid, written.store_id, E.NOT_COORDINATOR if failed else E.NONE, self.now)
+                (self.unstored.add if failed or lost else self.unstored.discard)(gid)
+            elif lost:
                 self.unwritten.add(gid)
-            elif self.failing > 0 or self.rng.random() < 0.03:
+            elif failed:
                 self.c.write_failed(gid)
                 self.failed_at[gid] = self.seq
                 self.unwritten.add(gid)  # the client was answered an error: not on record
             else:
                 self.log.extend(written)
-                if all(g != gid for g, _w, _s in self.inflight):
+                if all(g != gid or isinstance(w, StoreRequest) for g, w, _s in self.inflight):
                     self.c.write_done(gid)
                 if seq > self.failed_at.get(gid, -1):  # made after the failure: a rewrite of it all
                     self.unwritten.discard(gid)
@@ -181,11 +187,18 @@ class Fuzzer:
             if res is not None:
                 self.check(res.error)
         elif op == 0:
-            r = JoinRequest(mid, "client", self.pick(10000, 5000, 45000), self.pick(20000, 0, 100),
-                            self.pick("consumer", "consumer", "connect", ""),
-                            [(self.pick("range", "cooperative-sticky", "roundrobin", "x"), self.subscription())
-                             for _ in range(self.rng.randint(0, 2))],
-                            group_instance_id=instance, require_known_member_id=self.rng.random() < 0.5)
+            if self.rng.random() < 0.5:  # as a consumer joins: it forms classic groups of several members
+                sub = SUBSCRIPTION.write(1, {"topics": self.pick(["a"], ["a", "b"]), "user_data": None,
+                                             "owned_partitions": []})
+                r = JoinRequest(self.pick("", "", mid), "client", 10000, 20000, "consumer",
+                                [("cooperative-sticky", sub), ("range", sub)], group_instance_id=instance,
+                                require_known_member_id=False)
+            else:
+                r = JoinRequest(mid, "client", self.pick(10000, 5000, 45000), self.pick(20000, 0, 100),
+                                self.pick("consumer", "consumer", "connect", ""),
+                                [(self.pick("range", "cooperative-sticky", "roundrobin", "x"), self.subscription())
+                                 for _ in range(self.rng.randint(0, 2))],
+                                group_instance_id=instance, require_known_member_id=self.rng.random() < 0.5)
             out = c.join(gid, r, now, self.topics)
             if isinstance(out, Parked):
                 self.parked[out.token] = gid
@@ -272,10 +285,16 @@ class Fuzzer:
     def fail_over(self) -> None:
         old = self.c
         self.settle(None)
+        stores = self.c.drain_stores()
         self.inflight += [(gid, written, self.seq) for gid, written in self.c.drain_writes()]
+        self.inflight += [(s.group_id, s, self.seq) for s in stores]
         landed = self.rng.randint(0, len(self.inflight))  # what was in flight: some of it landed
-        for _gid, written, _seq in self.inflight[:landed]:
-            self.log.extend(written)
+        for gid, written, _seq in self.inflight[:landed]:
+            if isinstance(written, StoreRequest):
+                self.log.append((encode_group_key(gid), None if written.snapshot is None
+                                 else encode_group_value(written.snapshot)))
+            else:
+                self.log.extend(written)
         self.inflight = self.inflight[landed:]
         self.complete(len(self.inflight), lost=True)
         self.c = self.new_coordinator()
@@ -329,6 +348,10 @@ def settle_consumer_groups(f: Fuzzer) -> None:
         if not cg.members:
             continue
         assert cg.state == "Stable", gid
+        if all(m.classic is not None for m in cg.members.values()):
+            # classic members alone do not take topics created since their last JoinGroup
+            # (their heartbeat looks at no metadata, as Kafka's; no leader rejoins for them)
+            continue
         names = {t for m in cg.members.values() for t in m.subscribed_names} & f.topics.by_name.keys()
         names |= {t for m in cg.members.values() if m.regex for t in f.topics.by_name
                   if not t.startswith("__") and re.fullmatch(m.regex, t)}
