@@ -67,16 +67,16 @@ def state_of(g: ConsumerGroup) -> tuple:
             {mid: t for mid, t in g.target.items() if t}, g.topics)
 
 
-def fail_over(g: LoggedGroup, clients: list[Client]) -> LoggedGroup:
-    """A new coordinator: the group as replayed from its records (a group that wrote
-    none yet is new); the clients heartbeat to it from now on."""
+def fail_over(g: LoggedGroup, clients: list[Client], view: TopicsView = TOPICS) -> LoggedGroup:
+    """A new coordinator (its metadata: `view`): the group as replayed from its records
+    (a group that wrote none yet is new); the clients heartbeat to it from now on."""
     loaded: dict[str, records.LoadedConsumerGroup] = {}
     for key, value in g.log.items():
         assert records.replay(loaded, key, value)
     new = LoggedGroup(g.group_id, g.config)
     new.log = dict(g.log)
     if g.group_id in loaded and loaded[g.group_id].group_epoch is not None:
-        new.restore(loaded[g.group_id], TOPICS, 0)
+        new.restore(loaded[g.group_id], view, 0)
     assert state_of(new) == state_of(g)
     assert new.pending_records() == []  # the log already holds all of it
     for c in clients:
@@ -455,13 +455,7 @@ def test_partitions_added_while_the_coordinator_moved_are_assigned_by_the_next_o
     settle(g, [a, b], random.Random(5), rounds=4)
     epoch = g.group_epoch
     grown = TopicsView(TOPICS.version + 1, {**TOPICS.by_name, "a": (T1, 8)})
-    loaded: dict[str, records.LoadedConsumerGroup] = {}
-    for key, value in g.log.items():
-        assert records.replay(loaded, key, value)
-    new = LoggedGroup("g", g.config)
-    new.restore(loaded["g"], grown, 0)
-    for c in (a, b):
-        c.group = new
+    new = fail_over(g, [a, b], grown)
     for _ in range(6):
         for c in (a, b):
             assert c.beat(now=1, view=grown) is E.NONE
@@ -483,12 +477,7 @@ def test_a_topic_created_again_under_its_name_has_its_targets_written_with_the_n
         for c in (a, b):
             assert c.beat(now=1, view=again) is E.NONE
     assert g.state == "Stable" and {t for c in (a, b) for t in c.owned} == {uuid.UUID(int=77)}
-    loaded: dict[str, records.LoadedConsumerGroup] = {}
-    for key, value in g.log.items():
-        assert records.replay(loaded, key, value)
-    new = LoggedGroup("g", g.config)
-    new.restore(loaded["g"], again, 0)
-    assert state_of(new) == state_of(g)
+    fail_over(g, [a, b], again)  # every member's target as it was
 
 
 def test_a_static_join_with_another_members_id_is_refused() -> None:
