@@ -306,8 +306,7 @@ class GroupCoordinator:
             log.info("group %s: converted from the classic protocol to the consumer protocol (%d members)",
                      group_id, len(converted.members))
             if classic.hand_over(now_ms):  # its record goes in the same batch as the new group's
-                handed_over = [(encode_group_key(group_id), None)]
-                self._unconfirmed.setdefault(group_id, []).extend(handed_over)
+                handed_over = self._classic_record_tombstone(group_id)
             self.consumer_groups[group_id] = converted
             self._collect(group_id, converted, handed_over)
             return out
@@ -320,8 +319,7 @@ class GroupCoordinator:
             if classic is not None:
                 classic.persisted = False
             self._stale_classic.discard(group_id)
-            handed_over = [(encode_group_key(group_id), None)]
-            self._unconfirmed.setdefault(group_id, []).extend(handed_over)
+            handed_over = self._classic_record_tombstone(group_id)
         cg = self.consumer_groups.get(group_id)
         if cg is None:
             if r.member_epoch != 0:  # unknown here (a new coordinator): the member joins again
@@ -335,6 +333,13 @@ class GroupCoordinator:
             self._maybe_downgrade(group_id, cg, epoch, now_ms)
         self._gc(group_id)
         return out
+
+    def _classic_record_tombstone(self, group_id: str) -> list[consumer_group_records.Record]:
+        """The classic group record's tombstone, written with a KIP-848 group's records
+        (and again if that write fails)."""
+        gone: list[consumer_group_records.Record] = [(encode_group_key(group_id), None)]
+        self._unconfirmed.setdefault(group_id, []).extend(gone)
+        return gone
 
     def _maybe_downgrade(self, group_id: str, cg: ConsumerGroup, epoch: int, now_ms: int,
                          rebalance: bool = True) -> None:

@@ -122,11 +122,7 @@ class Fuzzer:
         """Write what the call asked to write (now and then a write fails) and take the
         answers of parked calls."""
         self.seq += 1
-        # in the service's order: a KIP-848 group's records are appended at once, a classic
-        # group's record by a task that starts right after
-        stores = self.c.drain_stores()
-        self.inflight += [(gid, written, self.seq) for gid, written in self.c.drain_writes()]
-        self.inflight += [(s.group_id, s, self.seq) for s in stores]
+        self.queue()
         # appends complete in order, now or some calls later (requests meet writes in flight)
         self.complete(len(self.inflight) if self.rng.random() < 0.7 else self.rng.randint(0, len(self.inflight)))
         answers = dict(self.c.drain())
@@ -138,6 +134,21 @@ class Fuzzer:
                 self.joined.append((joined, res))
         return answers.get(out.token) if isinstance(out, Parked) else out
 
+    def queue(self) -> None:
+        """What the coordinator asked to write, in flight in the service's order: a KIP-848
+        group's records are appended at once, a classic group's record by a task that
+        starts right after."""
+        stores = self.c.drain_stores()
+        self.inflight += [(gid, written, self.seq) for gid, written in self.c.drain_writes()]
+        self.inflight += [(s.group_id, s, self.seq) for s in stores]
+
+    def land(self, gid: str, written: Any) -> None:
+        if isinstance(written, StoreRequest):  # a classic group's record
+            self.log.append((encode_group_key(gid), None if written.snapshot is None
+                             else encode_group_value(written.snapshot)))
+        else:
+            self.log.extend(written)
+
     def complete(self, n: int, lost: bool = False) -> None:
         """The first n writes in flight land or fail (the service's callbacks: write_failed,
         or write_done for a group's last write in flight); `lost`: the coordinator is gone,
@@ -145,10 +156,9 @@ class Fuzzer:
         for _ in range(n):
             gid, written, seq = self.inflight.pop(0)
             failed = self.failing > 0 or self.rng.random() < 0.03
-            if isinstance(written, StoreRequest):  # a classic group's record
+            if isinstance(written, StoreRequest):
                 if not failed and not lost:
-                    self.log.append((encode_group_key(gid), None if written.snapshot is None
-                                     else encode_group_value(written.snapshot)))
+                    self.land(gid, written)
                 if not lost:
                     self.c.store_done(gid, written.store_id, E.NOT_COORDINATOR if failed else E.NONE, self.now)
                 (self.unstored.add if failed or lost else self.unstored.discard)(gid)
@@ -159,7 +169,7 @@ class Fuzzer:
                 self.failed_at[gid] = self.seq
                 self.unwritten.add(gid)  # the client was answered an error: not on record
             else:
-                self.log.extend(written)
+                self.land(gid, written)
                 if all(g != gid or isinstance(w, StoreRequest) for g, w, _s in self.inflight):
                     self.c.write_done(gid)
                 if seq > self.failed_at.get(gid, -1):  # made after the failure: a rewrite of it all
@@ -285,16 +295,10 @@ class Fuzzer:
     def fail_over(self) -> None:
         old = self.c
         self.settle(None)
-        stores = self.c.drain_stores()
-        self.inflight += [(gid, written, self.seq) for gid, written in self.c.drain_writes()]
-        self.inflight += [(s.group_id, s, self.seq) for s in stores]
+        self.queue()
         landed = self.rng.randint(0, len(self.inflight))  # what was in flight: some of it landed
         for gid, written, _seq in self.inflight[:landed]:
-            if isinstance(written, StoreRequest):
-                self.log.append((encode_group_key(gid), None if written.snapshot is None
-                                 else encode_group_value(written.snapshot)))
-            else:
-                self.log.extend(written)
+            self.land(gid, written)
         self.inflight = self.inflight[landed:]
         self.complete(len(self.inflight), lost=True)
         self.c = self.new_coordinator()

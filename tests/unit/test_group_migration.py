@@ -36,10 +36,12 @@ TOPICS = TopicsView(1, {"a": (T1, 6)})
 ALL = frozenset(range(6))
 
 
-def coordinator(policy: str = "bidirectional", log: list[tuple[bytes, bytes | None]] | None = None) -> GroupCoordinator:
-    """A coordinator owning its only partition (loaded from `log`, when given: its records kept there)."""
+def coordinator(policy: str = "bidirectional", log: list[tuple[bytes, bytes | None]] | None = None,
+                max_size: int = 2**31 - 1) -> GroupCoordinator:
+    """A coordinator owning its only partition (loaded from `log`, when given: its records
+    kept there); `max_size`: group.consumer.max.size."""
     c = LoggedCoordinator(GroupConfig(initial_rebalance_delay_ms=0), 1,
-                          consumer_config=ConsumerGroupConfig(migration_policy=policy))
+                          consumer_config=ConsumerGroupConfig(migration_policy=policy, max_size=max_size))
     c.log = [] if log is None else list(log)
     c.begin_loading(0)
     c.load(0, c.log, topics=TOPICS)
@@ -287,11 +289,7 @@ def test_a_refused_joining_member_leaves_the_classic_group_unconverted() -> None
     refused (here: the group holds group.consumer.max.size members already): the group
     stays classic, its members undisturbed and nothing written, as Kafka (whose failed
     heartbeat undoes the conversion). It used to stay converted without the new member."""
-    c = LoggedCoordinator(GroupConfig(initial_rebalance_delay_ms=0), 1,
-                          consumer_config=ConsumerGroupConfig(max_size=1))
-    c.log = []
-    c.begin_loading(0)
-    c.finish_loading(0)
+    c = coordinator(max_size=1)
     a = a_classic_group(c)
     res = settle(c, c.consumer_heartbeat("g", HeartbeatRequest("m", 0, rebalance_timeout_ms=20000,
                                                                subscribed_topic_names=["a"], owned={}, version=1),
