@@ -19,13 +19,14 @@ pytestmark = pytest.mark.integration
 
 
 def _start(c, tmp_path: Path, stop: Path, url: str = "http://127.0.0.1:0/", join_only: bool = False,
-           ) -> subprocess.Popen:
+           eos: bool = False) -> subprocess.Popen:
     cp, main = java_tools.compiled("ConnectWorker", java_tools.CONNECT_JARS)
     stop.unlink(missing_ok=True)
     log = open(tmp_path / "connect.log", "ab")  # noqa: SIM115 - the child owns it
     return subprocess.Popen(
         ["java", "-XX:TieredStopAtLevel=1", "-cp", cp, main, c.bootstrap, "connect-it", str(tmp_path / "in.txt"),
-         "connect-lines", str(tmp_path / "out.txt"), str(stop), "3", url, *(["join-only"] if join_only else [])],
+         "connect-lines", str(tmp_path / "out.txt"), str(stop), "3", url,
+         *(["join-only"] if join_only else []), *(["eos"] if eos else [])],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
@@ -70,6 +71,89 @@ def test_connect_distributed_source_and_sink_resume_exactly(cluster_factory, tmp
             worker.wait(30)
         except subprocess.TimeoutExpired:
             worker.kill()
+
+
+def _values(c, topic: str, isolation: str, n: int = 1, timeout: float = 120) -> list[str]:
+    """The topic's values as a consumer of that isolation level sees them, once n have
+    arrived and nothing more comes for a few seconds."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "eos-check", "enable.auto.commit": False,
+                     "isolation.level": isolation, "auto.offset.reset": "earliest"})
+    try:
+        cons.assign([TopicPartition(topic, 0, 0)])
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout
+        quiet_until = None
+        while True:
+            m = cons.poll(0.5)
+            now = time.monotonic()
+            if m is not None and m.error() is None:
+                seen.append(m.value().decode())
+                quiet_until = None
+            elif len(seen) >= n:
+                quiet_until = quiet_until or now + 3
+                if now > quiet_until:
+                    return seen
+            assert now < deadline, f"{len(seen)} of {n} records after {timeout}s"
+    finally:
+        cons.close()
+
+
+def test_connect_exactly_once_source_survives_a_killed_worker(cluster_factory, tmp_path) -> None:
+    """KIP-618: a worker with exactly.once.source.support=enabled runs the FileStream source
+    (exactly.once.support=required) with a transactional producer whose transactions (2 s
+    each) carry the records and their source offsets; its leader fences the task's earlier
+    producers before starting it. The worker is killed -9 while lines stream in, a
+    transaction open, and started again: the new task producer's InitProducerId aborts what
+    the dead one left (its records stay in the log, behind abort markers), it resumes from
+    the offsets committed with the last transaction, and a read_committed consumer sees
+    every line exactly once, in order, while a read_uncommitted one sees the aborted ones
+    too. (At least once, as the other tests here, would repeat the lines sent since the
+    last offset flush.)"""
+    import threading
+
+    c = cluster_factory(3)
+    src, stop = tmp_path / "in.txt", tmp_path / "stop"
+    total = 3000
+    src.write_text("".join(f"line-{i}\n" for i in range(200)))
+    written = [200]
+    done = threading.Event()
+
+    def feed() -> None:  # lines keep arriving across the kill and the restart
+        while written[0] < total and not done.is_set():
+            with src.open("a") as f:
+                f.write("".join(f"line-{i}\n" for i in range(written[0], written[0] + 20)))
+            written[0] += 20
+            time.sleep(0.02)
+
+    worker = _start(c, tmp_path, stop, eos=True)
+    feeder = threading.Thread(target=feed)
+    try:
+        _wait_for(tmp_path / "connect.log", "connectors running", worker)
+        assert _values(c, "connect-lines", "read_committed", 200)[:200] == [f"line-{i}" for i in range(200)]
+        feeder.start()
+        time.sleep(3.0)  # in mid-stream: a transaction open with records
+        worker.kill()
+        worker.wait(10)
+        worker = _start(c, tmp_path, stop, eos=True)
+        feeder.join(120)
+        assert written[0] == total
+        values = _values(c, "connect-lines", "read_committed", total)
+        dupes = len(values) - len(set(values))
+        assert dupes == 0, f"{dupes} lines delivered twice"
+        assert values == [f"line-{i}" for i in range(total)]
+        # the killed worker's open transaction was aborted, not lost or committed
+        assert len(_values(c, "connect-lines", "read_uncommitted")) > total
+    finally:
+        done.set()
+        stop.touch()
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        if feeder.is_alive():
+            feeder.join(10)
 
 
 def test_connect_tasks_move_to_the_surviving_worker_when_one_is_killed(cluster_factory, tmp_path) -> None:

@@ -32,6 +32,10 @@ public class ConnectWorker {
         // A worker's identity in its group: the URL it advertises (the leader names workers
         // by it in assignments); several workers of one group need their own.
         String workerUrl = args.length > 7 ? args[7] : "http://127.0.0.1:0/";
+        Set<String> flags = new HashSet<>(Arrays.asList(args).subList(Math.min(8, args.length), args.length));
+        // "eos": KIP-618's exactly-once source support (transactional task producers, the
+        // leader's zombie fencing, read_committed reads of the internal topics).
+        boolean eos = flags.contains("eos");
         Map<String, String> props = new HashMap<>();
         props.put("bootstrap.servers", bootstrap);
         props.put("group.id", group);
@@ -45,6 +49,8 @@ public class ConnectWorker {
         props.put("offset.flush.interval.ms", "500");
         props.put("scheduled.rebalance.max.delay.ms", "1000");
         props.put("listeners", "http://127.0.0.1:0");
+        if (eos)
+            props.put("exactly.once.source.support", "enabled");
 
         Plugins plugins = new Plugins(props);
         plugins.compareAndSwapWithDelegatingLoader();
@@ -69,7 +75,7 @@ public class ConnectWorker {
             workerUrl, new RestClient(config), policy, Collections.emptyList(), sharedAdmin);
         herder.start();
 
-        if (args.length > 8 && args[8].equals("join-only")) {
+        if (flags.contains("join-only")) {
             // Another worker of the group: it runs what the leader assigns it (creating the
             // connectors here would need the REST forwarding to the leader left out).
             System.out.println("joined");
@@ -79,8 +85,15 @@ public class ConnectWorker {
             herder.stop();
             System.exit(0);
         }
-        put(herder, "file-source", Map.of("connector.class", "org.apache.kafka.connect.file.FileStreamSourceConnector",
-            "tasks.max", "1", "file", input, "topic", topic));
+        Map<String, String> source = new HashMap<>(Map.of("connector.class",
+            "org.apache.kafka.connect.file.FileStreamSourceConnector", "tasks.max", "1", "file", input, "topic", topic));
+        if (eos) {  // refused at creation unless the worker can give it exactly once
+            source.put("exactly.once.support", "required");
+            // transactions of 2 s: a worker killed at any moment leaves one open with records
+            source.put("transaction.boundary", "interval");
+            source.put("transaction.boundary.interval.ms", "2000");
+        }
+        put(herder, "file-source", source);
         put(herder, "file-sink", Map.of("connector.class", "org.apache.kafka.connect.file.FileStreamSinkConnector",
             "tasks.max", "1", "file", output, "topics", topic));
         System.out.println("connectors running");
