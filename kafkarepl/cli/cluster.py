@@ -22,7 +22,7 @@ from typing import Any
 from kafkarepl.cli import cluster_security, cluster_tool, wire
 from kafkarepl.client.client_config import load_client_security
 from kafkarepl.client.security import ClientSecurity
-from kafkarepl.server.config import BrokerConfig, ConfigError, parse_properties
+from kafkarepl.server.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError, parse_properties
 
 DEFAULT_DATA_DIR = os.environ.get("KAFKAREPL_DATA_DIR", str(Path.home() / ".kafkarepl" / "cluster"))
 STATE_FILE = "cluster.json"
@@ -188,8 +188,9 @@ def _broker_props(args: argparse.Namespace, broker_id: int, zk: str, data_dir: P
     )
     props.setdefault("zookeeper.session.timeout.ms", "6000")
     props.setdefault("replica.lag.time.max.ms", "10000")
-    if rack:
+    if rack:  # racks here are for trying rack features: follower fetching included
         props["broker.rack"] = rack
+        props["replica.selector.class"] = RACK_AWARE_SELECTOR
     for item in args.override:
         k, _, v = item.partition("=")
         props[k.strip()] = v.strip()

@@ -302,7 +302,9 @@ class LocalCluster:
                          directory removed at stop() (a given directory is kept)
       broker_properties  server.properties entries for every broker (Kafka names),
                          over DEFAULT_BROKER_PROPERTIES
-      racks              broker.rack per broker, in broker id order
+      racks              broker.rack per broker, in broker id order (with racks the
+                         brokers also get the rack-aware replica.selector.class unless
+                         broker_properties name one: consumers read from their rack)
       host               address the brokers listen on and advertise (127.0.0.1)
       start_timeout      seconds for everything to serve before start() fails
       log_level          broker log level; logs are in data_dir/broker-<id>/broker.log
@@ -478,9 +480,11 @@ class LocalCluster:
                 "zookeeper.connect": self.zookeeper_connect,
             }
         )
-        if b.rack:
+        from kafkarepl.server.config import RACK_AWARE_SELECTOR, BrokerConfig, ConfigError
+
+        if b.rack:  # racks here are for trying rack features: follower fetching included
             props["broker.rack"] = b.rack
-        from kafkarepl.server.config import BrokerConfig, ConfigError
+            props.setdefault("replica.selector.class", RACK_AWARE_SELECTOR)
 
         try:
             BrokerConfig.from_props(props)  # fail here, not in a broker's log

@@ -226,7 +226,7 @@ class Broker:
             clock_ms=clock.wall_ms,
             marker_timeout_ms=config.request_timeout_ms,
             fetch_sessions=self.fetch_sessions, topic_stats=self.topic_stats,
-            fetch_max_bytes=config.fetch_max_bytes)
+            fetch_max_bytes=config.fetch_max_bytes, rack_aware_reads=config.rack_aware_reads)
         handlers = RequestHandlers(
             self.replica_apis,
             MetadataApis(metadata, topics, cluster_id, config.auto_create_topics_enable),

@@ -15,6 +15,10 @@ from kafkarepl.errors import KafkaError
 from kafkarepl.server.io_priority import parse_io_priority
 from kafkarepl.storage.config import LogConfig
 
+# replica.selector.class values (Kafka's shipped selectors; "" is Kafka's null default)
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+REPLICA_SELECTORS = frozenset({"", RACK_AWARE_SELECTOR, "org.apache.kafka.common.replica.LeaderSelector"})
+
 
 class ConfigError(ValueError):
     """A bad configuration value; the message names the property."""
@@ -328,8 +332,19 @@ class BrokerConfig:
                self.delegation_token_expiry_check_interval_ms) < 1:
             raise ConfigError("delegation.token.max.lifetime.ms, delegation.token.expiry.time.ms and "
                               "delegation.token.expiry.check.interval.ms must be >= 1")
+        if self.replica_selector_class not in REPLICA_SELECTORS:
+            # Kafka fails to start on a class it cannot load; these are the ones it ships
+            raise ConfigError(f"replica.selector.class: {self.replica_selector_class!r} is not one of "
+                              + ", ".join(sorted(c for c in REPLICA_SELECTORS if c)) + " (or empty)")
         self.inter_broker_listener()  # raises on malformed listeners
         self.advertised_specs()
+
+    @property
+    def rack_aware_reads(self) -> bool:
+        """KIP-392: consumers sent to an in-sync follower in their client.rack. Off unless
+        replica.selector.class names the rack-aware selector (Kafka's default: none, so
+        consumers read from leaders whatever their rack)."""
+        return self.replica_selector_class == RACK_AWARE_SELECTOR
 
     @property
     def delegation_token_secret(self) -> str:

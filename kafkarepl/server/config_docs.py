@@ -185,8 +185,10 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "replica.high.watermark.checkpoint.interval.ms": "How often high watermarks are checkpointed.",
     "replica.lag.time.max.ms": "A follower that has not caught up with the leader's log end for this long "
                                "is removed from the ISR.",
-    "replica.selector.class": "The selector of the replica a consumer fetches from (rack-aware: the "
-                              "consumer's client.rack).",
+    "replica.selector.class": "The selector of the replica a consumer fetches from: empty, or "
+                              "org.apache.kafka.common.replica.LeaderSelector, for the leader; "
+                              "org.apache.kafka.common.replica.RackAwareReplicaSelector for an in-sync "
+                              "follower in the consumer's client.rack (KIP-392).",
     "request.timeout.ms": "How long the broker's own requests to other brokers wait for an answer.",
     "sasl.enabled.mechanisms": "The SASL mechanisms the broker accepts.",
     "sasl.jaas.config": "The JAAS login configuration of the SASL mechanisms.",

@@ -109,8 +109,10 @@ class ReplicaApis:
         fetch_sessions: FetchSessionCache | None = None,
         topic_stats: BrokerTopicStats | None = None,
         fetch_max_bytes: int = 0x7FFFFFFF,
+        rack_aware_reads: bool = False,
     ) -> None:
         self.replicas = replicas
+        self.rack_aware_reads = rack_aware_reads  # replica.selector.class: the rack-aware one
         self.fetch_max_bytes = fetch_max_bytes  # KIP-541's broker cap on every Fetch answer
         self.topic_stats = topic_stats or BrokerTopicStats()
         self.sessions = fetch_sessions  # KIP-227 sessions for followers (None: never)
@@ -256,7 +258,8 @@ class ReplicaApis:
     async def fetch(self, req: Request) -> Body:
         body = req.body
         replica_id = body.get("replica_id")
-        rack = body.get("rack_id") or ""
+        # a consumer's rack matters only with the rack-aware selector (else: leaders only)
+        rack = (body.get("rack_id") or "") if self.rack_aware_reads else ""
         params = FetchParams(
             replica_id=-1 if replica_id is None else replica_id,
             max_wait_ms=max(0, body["max_wait_ms"]),

@@ -134,6 +134,9 @@ def test_three_brokers_kill_pause_resume_restart():
         leader = cluster.leader("rf3")
         assert leader in (1, 2, 3)
         assert [b["rack"] for b in cluster.describe()["brokers"]] == ["a", "b", "c"]
+        # racks come with follower fetching (KIP-392's rack-aware selector)
+        conf = (cluster.data_dir / "broker-1" / "server.properties").read_text()
+        assert "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector\n" in conf
 
         cluster.kill(leader)
         assert cluster.describe()["brokers"][leader - 1]["state"] == "stopped"

@@ -43,11 +43,22 @@ def test_defaults_are_kafkas():
         ({"unclean.leader.election.enable": "maybe"}, "unclean.leader.election.enable"),
         ({"min.insync.replicas": "0"}, "min.insync.replicas"),
         ({"listeners": "nonsense"}, "listener"),
+        ({"replica.selector.class": "com.example.MySelector"}, "replica.selector.class"),
     ],
 )
 def test_bad_values_name_the_property(props, fragment):
     with pytest.raises(ConfigError, match=fragment.replace(".", r"\.")):
         BrokerConfig.from_props(props)
+
+
+def test_rack_aware_reads_only_with_the_rack_aware_selector():
+    """KIP-392 is opt-in, as in Kafka: no selector (the default) or the leader selector
+    keeps consumers on leaders."""
+    assert not BrokerConfig.from_props({}).rack_aware_reads
+    assert not BrokerConfig.from_props(
+        {"replica.selector.class": "org.apache.kafka.common.replica.LeaderSelector"}).rack_aware_reads
+    assert BrokerConfig.from_props(
+        {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}).rack_aware_reads
 
 
 def test_properties_file_and_overrides(tmp_path):
