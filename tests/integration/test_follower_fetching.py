@@ -1,6 +1,6 @@
-"""Consumers reading from the replica in their rack (KIP-392) with a real client: brokers
-with `broker.rack` and the rack-aware `replica.selector.class`, librdkafka consumers with
-`client.rack`. Where a consumer's fetches went is read twice: from the client (its
+"""Consumers reading from the replica in their rack (KIP-392) with real clients: brokers
+with `broker.rack` and the rack-aware `replica.selector.class`, librdkafka and Java
+consumers with `client.rack`. Where a consumer's fetches went is read twice: from the client (its
 statistics name the broker each partition is fetched from) and from the brokers (the
 per-topic bytes served to consumers, which exclude replication)."""
 
@@ -12,6 +12,7 @@ import time
 import pytest
 
 from kafkarepl.server.config import RACK_AWARE_SELECTOR
+from tests import java_tools
 from tests.integration.test_metrics import scrape
 
 pytestmark = pytest.mark.integration
@@ -94,6 +95,11 @@ def test_a_consumer_reads_from_the_replica_in_its_rack_and_from_the_leader_once_
         served = {b: scrape(port).get(BYTES_OUT, 0.0) for b, port in ports.items()}
         assert served[3] >= sum(len(v) for v in first), served  # every record from broker 3
         assert served[1] == 0 and served[2] == 0, served  # the leader only redirected
+        # Kafka's Java consumer, in rack-3 too: the same redirect, the same records
+        read = java_tools.run("read-all", c.bootstrap, TOPIC, "rack-3").split()
+        assert [r.split(":")[2].encode() for r in read] == first
+        now = {b: scrape(port).get(BYTES_OUT, 0.0) for b, port in ports.items()}
+        assert now[3] >= served[3] + sum(len(v) for v in first) and now[1] == now[2] == 0, now
 
         c.kill(3)
         more = [b"s%05d" % i for i in range(500)]

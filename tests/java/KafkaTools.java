@@ -740,10 +740,12 @@ public class KafkaTools {
                 }
                 break;
             }
-            case "read-all": {  // kafka-console-consumer.sh --from-beginning, partition 0: TOPIC
+            case "read-all": {  // kafka-console-consumer.sh --from-beginning, partition 0: TOPIC [CLIENT_RACK]
                 // one line "offset:key:value|null:timestamp" per record up to the end offset
                 Properties p = new Properties();
                 p.put("bootstrap.servers", bootstrap);
+                if (args.length > 3)
+                    p.put("client.rack", args[3]);  // KIP-392: the leader may send it to a follower
                 p.put("key.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
                 p.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
                 p.put("enable.auto.commit", "false");
