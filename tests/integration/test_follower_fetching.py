@@ -63,11 +63,14 @@ class _RackConsumer:
         if part is not None:
             self.fetched_from, self.leader = part["broker"], part["leader"]
 
-    def read(self, n: int, timeout: float = 60) -> list[bytes]:
+    def read(self, n: int, timeout: float = 60, settle: bool = False) -> list[bytes]:
+        """n records (settle: and whatever else comes within the timeout)."""
         got: list[bytes] = []
         deadline = time.monotonic() + timeout
-        while len(got) < n:
-            assert time.monotonic() < deadline, f"{len(got)} of {n} records after {timeout}s"
+        while len(got) < n or settle:
+            if time.monotonic() >= deadline:
+                assert settle, f"{len(got)} of {n} records after {timeout}s"
+                break
             got += [m.value() for m in self.cons.consume(500, 0.5) if m.error() is None]
         return got
 
@@ -100,6 +103,12 @@ def test_a_consumer_reads_from_the_replica_in_its_rack_and_from_the_leader_once_
         assert [r.split(":")[2].encode() for r in read] == first
         now = {b: scrape(port).get(BYTES_OUT, 0.0) for b, port in ports.items()}
         assert now[3] >= served[3] + sum(len(v) for v in first) and now[1] == now[2] == 0, now
+        # Transactions read from the follower: its last stable offset and aborted
+        # transactions answer the read_committed consumer (librdkafka's default).
+        assert java_tools.run("transactions", c.bootstrap, TOPIC) == "done"  # 3 committed, 2 aborted, 1
+        assert reader.read(4) == [b"java-0", b"java-1", b"java-2", b"java-5"]
+        assert reader.read(0, timeout=2, settle=True) == []
+        assert scrape(ports[1]).get(BYTES_OUT, 0.0) == 0 and reader.fetched_from == 3
 
         c.kill(3)
         more = [b"s%05d" % i for i in range(500)]
