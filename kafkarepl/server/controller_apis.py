@@ -3,11 +3,16 @@ Metadata; kcat, simple tools and our own brokers may ask any broker, which relay
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkarepl.errors import ErrorCode, KafkaError
 from kafkarepl.protocol import ApiKey, Request
 from kafkarepl.server.controller_channel import ControllerChannel
+
+log = logging.getLogger(__name__)
 
 Body = dict[str, Any]
 
@@ -56,13 +61,26 @@ class ControllerApis:
 
 
 async def request_controlled_shutdown(channel: ControllerChannel, broker_id: int, broker_epoch: int,
-                                      retries: int) -> None:
-    """SIGTERM path: ask the controller to move leadership off this broker first."""
-    import asyncio
-
+                                      retries: int, backoff_ms: int,
+                                      sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> bool:
+    """SIGTERM path: ask the controller to move leadership off this broker first. As
+    Kafka's controlledShutdown: up to controlled.shutdown.max.retries attempts, each
+    failed one (an error, partitions left that could not move, or no controller
+    reachable) followed by controlled.shutdown.retry.backoff.ms. False: every attempt
+    failed (the broker then stops anyway, an unclean shutdown for those partitions)."""
     body = {"broker_id": broker_id, "broker_epoch": broker_epoch}
-    for _ in range(max(1, retries)):
-        resp = await channel.send(ApiKey.CONTROLLED_SHUTDOWN, 3, body)
-        if not resp["error_code"] and not resp["remaining_partitions"]:
-            return
-        await asyncio.sleep(0.2)
+    attempts = max(1, retries)
+    for attempt in range(1, attempts + 1):
+        try:
+            resp = await channel.send(ApiKey.CONTROLLED_SHUTDOWN, 3, body)
+        except Exception as exc:  # noqa: BLE001 - the controller moving or unreachable: retried
+            why = f"{type(exc).__name__}: {exc}"
+        else:
+            if not resp["error_code"] and not resp["remaining_partitions"]:
+                return True
+            why = (f"error {ErrorCode(resp['error_code']).name}" if resp["error_code"]
+                   else f"{len(resp['remaining_partitions'])} partitions still led here")
+        log.info("controlled shutdown attempt %d of %d failed (%s); %s", attempt, attempts, why,
+                 f"retrying in {backoff_ms} ms" if attempt < attempts else "giving up after the backoff")
+        await sleep(backoff_ms / 1000)
+    return False

@@ -110,3 +110,23 @@ def test_leader_moves_within_session_timeout_and_accepts_writes(cluster_factory)
     assert r["base_offset"] >= 0
     # Generous bound (detection is the session timeout; the rest is election + LeaderAndIsr).
     assert elapsed < 2 * SESSION_S + 2, f"{elapsed:.1f}s\n{all_logs(c)}"
+
+
+def test_a_stop_that_cannot_move_its_leaders_retries_as_configured_then_stops(cluster_factory):
+    """controlled.shutdown.max.retries / controlled.shutdown.retry.backoff.ms, as Kafka: the
+    only live replica of a replicated partition asks the controller that many times, that
+    far apart, then stops anyway (cleanly on its side: exit code 0)."""
+    c = cluster_factory(2, controlled_shutdown_max_retries="2", controlled_shutdown_retry_backoff_ms="300")
+    c.create_topic("held", assignment={0: [1, 2]})
+    c.wait_for_leaders("held", 1, isr=2)
+    c.kill(2)
+    deadline = time.monotonic() + 30
+    while c.metadata(["held"])["topics"][0]["partitions"][0]["isr_nodes"] != [1]:
+        assert time.monotonic() < deadline, "broker 2 never left the ISR"
+        time.sleep(0.1)
+    assert c.stop(1) == 0
+    log = c.brokers[1].log.read_text(errors="replace")
+    assert ("controlled shutdown attempt 1 of 2 failed (1 partitions still led here); retrying in 300 ms"
+            in log), c.tail(1)
+    assert "controlled shutdown attempt 2 of 2 failed (1 partitions still led here); giving up" in log
+    assert "controlled shutdown failed after 2 attempts: proceeding to an unclean shutdown" in log
