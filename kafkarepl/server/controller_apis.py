@@ -78,9 +78,17 @@ async def request_controlled_shutdown(channel: ControllerChannel, broker_id: int
         else:
             if not resp["error_code"] and not resp["remaining_partitions"]:
                 return True
-            why = (f"error {ErrorCode(resp['error_code']).name}" if resp["error_code"]
+            code = resp["error_code"]
+            why = (f"error {code} ({_error_name(code)})" if code
                    else f"{len(resp['remaining_partitions'])} partitions still led here")
         log.info("controlled shutdown attempt %d of %d failed (%s); %s", attempt, attempts, why,
                  f"retrying in {backoff_ms} ms" if attempt < attempts else "giving up after the backoff")
         await sleep(backoff_ms / 1000)
     return False
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:  # a code this broker does not know: said as a number only
+        return "unknown"

@@ -51,6 +51,11 @@ def test_an_error_or_an_unreachable_controller_is_retried_too() -> None:
     assert _run(ch, 3, 200) == (True, [0.2, 0.2])
 
 
+def test_an_error_code_unknown_here_is_retried_like_any_other() -> None:
+    ch = ScriptedController({"error_code": 9999, "remaining_partitions": []}, DONE)
+    assert _run(ch, 3, 100) == (True, [0.1])
+
+
 def test_after_the_last_failed_attempt_it_gives_up() -> None:
     """As Kafka: the backoff follows every failed attempt, the last one included; the
     broker then stops anyway."""
