@@ -120,11 +120,11 @@ def test_connect_exactly_once_source_survives_a_killed_worker(cluster_factory, t
     written = [200]
     done = threading.Event()
 
-    def feed() -> None:  # lines keep arriving across the kill and the restart
+    def feed() -> None:  # lines keep arriving across the kill and the restart (~7 s)
         while written[0] < total and not done.is_set():
             with src.open("a") as f:
-                f.write("".join(f"line-{i}\n" for i in range(written[0], written[0] + 20)))
-            written[0] += 20
+                f.write("".join(f"line-{i}\n" for i in range(written[0], written[0] + 8)))
+            written[0] += 8
             time.sleep(0.02)
 
     worker = _start(c, tmp_path, stop, eos=True)
@@ -134,6 +134,7 @@ def test_connect_exactly_once_source_survives_a_killed_worker(cluster_factory, t
         assert _values(c, "connect-lines", "read_committed", 200)[:200] == [f"line-{i}" for i in range(200)]
         feeder.start()
         time.sleep(3.0)  # in mid-stream: a transaction open with records
+        assert feeder.is_alive()
         worker.kill()
         worker.wait(10)
         worker = _start(c, tmp_path, stop, eos=True)
