@@ -534,16 +534,13 @@ class Broker:
             cfg = self.config
             try:
                 # bounded by the attempts' backoffs plus a request timeout each
-                moved = await with_timeout(
+                await with_timeout(
                     request_controlled_shutdown(self.controller_channel, self.broker_id, self.replicas.broker_epoch,
                                                 cfg.controlled_shutdown_max_retries,
                                                 cfg.controlled_shutdown_retry_backoff_ms),
                     max(1, cfg.controlled_shutdown_max_retries)
                     * (cfg.controlled_shutdown_retry_backoff_ms + cfg.request_timeout_ms) / 1000,
                 )
-                if not moved:
-                    log.warning("controlled shutdown failed after %d attempts: proceeding to an unclean shutdown",
-                                max(1, cfg.controlled_shutdown_max_retries))
             except Exception as exc:  # noqa: BLE001 - shutdown goes on regardless
                 log.warning("controlled shutdown did not complete: %s", exc)
         self.config_changes.stop()

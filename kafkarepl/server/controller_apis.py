@@ -84,6 +84,7 @@ async def request_controlled_shutdown(channel: ControllerChannel, broker_id: int
         log.info("controlled shutdown attempt %d of %d failed (%s); %s", attempt, attempts, why,
                  f"retrying in {backoff_ms} ms" if attempt < attempts else "giving up after the backoff")
         await sleep(backoff_ms / 1000)
+    log.warning("controlled shutdown failed after %d attempts: proceeding to an unclean shutdown", attempts)
     return False
 
 
