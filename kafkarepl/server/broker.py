@@ -32,7 +32,7 @@ from kafkarepl.controller.channel import NetworkBrokerChannel
 from kafkarepl.controller.controller import Controller
 from kafkarepl.coordinator import OFFSETS_TOPIC
 from kafkarepl.coordinator.txn_log import TXN_TOPIC
-from kafkarepl.errors import KafkaError
+from kafkarepl.errors import KafkaError, KafkaStorageError
 from kafkarepl.replication import (
     BrokerTopicStats,
     ReplicaManager,
@@ -102,6 +102,7 @@ from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 from kafkarepl.server.txn_verification import TransactionVerifier
 from kafkarepl.server.zk_guard import GuardedStore
+from kafkarepl.storage.log import Log, PendingFlush
 from kafkarepl.storage.manager import LogManager
 from kafkarepl.zk.client import AsyncZk, WatchHandle
 from kafkarepl.zk.store import KafkaZkStore
@@ -128,7 +129,8 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}),
                                       on_dir_failure=LogDirFailureHandler(bid, zk.client.stop,
-                                                                          take_offline=self._dir_failed))
+                                                                          take_offline=self._dir_failed),
+                                      on_roll=self._flush_rolled)
         storage = LogStorage(self.log_manager, config)
         self.scram = ScramCredentials(store, guarded)  # SCRAM logins and Alter/DescribeUserScramCredentials
         self.token_cache = DelegationTokenCache()  # delegation tokens' SCRAM logins
@@ -278,6 +280,9 @@ class Broker:
         # One thread for checkpoint and flush fsyncs: they never run concurrently with
         # each other, and never on the event loop.
         self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
+        # The fdatasyncs of rolled segments and of flush.ms: apart from the checkpoints,
+        # which a long writeback would otherwise hold up (Kafka's background threads).
+        self._flush_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-flush")
         self.started_at = 0.0
         self._stopping = False
         self._registration_watch: WatchHandle | None = None
@@ -453,6 +458,7 @@ class Broker:
             self._every(cfg.log_retention_check_interval_ms / 1000, self._retention),
             self._every(cfg.producer_id_expiration_check_interval_ms / 1000, self._expire_producers),
             self._every(cfg.log_flush_scheduler_interval_ms / 1000, self._flush_dirty),
+            self._every(cfg.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint_recovery_points),
             self._every(cfg.log_cleaner_backoff_ms / 1000, self.cleaner.run_once),
             self._every(cfg.offsets_retention_check_interval_ms / 1000, self.groups.expire_offsets),
             self._every(cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
@@ -554,6 +560,7 @@ class Broker:
         self.txn_verifier.close()
         await self.log_dir_mover.shutdown()  # moves in flight: restarted at the next start
         self._io_executor.shutdown(wait=True)  # no checkpoint write in flight past here
+        self._flush_executor.shutdown(wait=True)  # nor a flush (the log manager's own comes last)
         self.cleaner.shutdown()  # a cleaning in flight ends; its staged files are dropped at open
         await self.fetchers.shutdown()
         await self.server.stop()
@@ -621,8 +628,46 @@ class Broker:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)
 
     async def _flush_dirty(self) -> None:
-        # flush.ms / flush.messages fsyncs (none by default): off the loop as well.
-        await asyncio.get_running_loop().run_in_executor(self._io_executor, self.log_manager.flush_dirty)
+        """flush.ms (none by default): the due logs' flushes begun on the loop, their
+        fdatasyncs off it, the recovery points moved and checkpointed."""
+        due = self.log_manager.begin_due_flushes(self.clock.wall_ms())
+        if due:
+            for lg, pending in due:
+                await self._complete_flush(lg, pending)
+            await self._checkpoint_recovery_points()
+
+    def _flush_rolled(self, lg: Log) -> None:
+        """A log rolled (called inside the append): the segments below the new one are
+        flushed off the loop and the recovery point moved to its base, as Kafka's roll
+        schedules its flush, so a restart after a crash replays only the newest segment."""
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is None or running is not self._loop or self._stopping:
+            return  # a log another thread fills flushes itself (a future log: the mover)
+        offset = lg.active_segment.base_offset
+
+        async def flush() -> None:
+            if not lg.closed:
+                await self._complete_flush(lg, lg.begin_flush(offset))
+
+        self._background(flush(), f"flush of {lg.tp} up to {offset}")
+
+    async def _complete_flush(self, lg: Log, pending: PendingFlush) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._flush_executor, pending.run)
+        except KafkaStorageError:
+            return  # reported to the log dir failure handling by run()
+        if not lg.closed:
+            lg.complete_flush(pending)
+
+    async def _checkpoint_recovery_points(self) -> None:
+        """recovery-point-offset-checkpoint (log.flush.offset.checkpoint.interval.ms):
+        the points taken on the loop, written off it."""
+        points = self.log_manager.recovery_points()
+        await asyncio.get_running_loop().run_in_executor(
+            self._io_executor, self.log_manager.checkpoint_recovery_points, points)
 
     def _retention(self) -> None:
         self.log_manager.delete_old_segments(self.clock.wall_ms())

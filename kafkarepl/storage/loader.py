@@ -27,6 +27,7 @@ from kafkarepl.storage.segment import LogSegment
 log = logging.getLogger("kafkarepl.storage")
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 
 
 _SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
@@ -83,14 +84,16 @@ def complete_swaps(dir: Path) -> None:
             (dir / name[: -len(".swap")]).unlink(missing_ok=True)
 
 
-def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
+def scan_directory(dir: Path) -> tuple[list[int], set[int], list[int]]:
     """Remove leftovers (interrupted deletes, temp files, orphan indexes); return the
-    segment base offsets, ascending, and those whose index files are missing."""
+    segment base offsets, ascending, those whose index files are missing, and the
+    offsets of the producer snapshots taken at rolls (`<offset>.snapshot`), ascending."""
     names = set(os.listdir(dir))
     if "cleaning" in names or any(n.endswith(".swap") for n in names):
         complete_swaps(dir)  # a cleaning was interrupted (rare): settle it first
         names = set(os.listdir(dir))
     bases = []
+    snapshots = []
     for name in sorted(names):
         if name.endswith((".deleted", ".tmp")):
             (dir / name).unlink(missing_ok=True)
@@ -98,6 +101,9 @@ def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
         m = _SEGMENT_NAME.match(name)
         if m:
             bases.append(int(m.group(1)))
+        m = _SNAPSHOT_NAME.match(name)
+        if m:
+            snapshots.append(int(m.group(1)))
     for name in names:
         for suffix in (".index", ".timeindex", ".txnindex"):
             if name.endswith(suffix) and name[: -len(suffix)] + ".log" not in names:
@@ -109,7 +115,7 @@ def scan_directory(dir: Path) -> tuple[list[int], set[int]]:
     missing = {b for b in bases
                if (f"{b:020d}.index" not in names or f"{b:020d}.timeindex" not in names)
                and os.stat(dir / f"{b:020d}.log").st_size > 0}
-    return bases, missing
+    return bases, missing, snapshots
 
 
 def load_segments(dir: Path, segments: list[LogSegment], first_recovered: int,

@@ -15,6 +15,7 @@ import random
 import re
 import shutil
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn, TypeVar
@@ -55,6 +56,10 @@ from kafkarepl.storage.txn_index import AbortedTxn, TransactionIndex
 log = logging.getLogger("kafkarepl.storage")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+# The producer state as of a roll, `<new segment base>.snapshot` (Kafka's name and rule):
+# after an unclean stop, or a truncation, only the segments from the newest one still
+# standing are replayed, not the whole log.
+ROLL_SNAPSHOT_SUFFIX = ".snapshot"
 
 
 _closer = JANITOR  # descriptors of deleted segments are closed on its thread
@@ -132,6 +137,8 @@ class Log:
         self.producer_state = ProducerStateTable()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted txns
         self.truncations = 0  # bumped by every truncation: a cleaning planned before is void
+        self._snapshots: list[int] = []  # offsets of the roll snapshots on disk, ascending
+        self._flushes: weakref.WeakSet[PendingFlush] = weakref.WeakSet()  # begun, not completed
         self._pending_swap: dict[int, list[Path]] | None = None  # group base -> swap files (begin_swap)
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
@@ -139,6 +146,9 @@ class Log:
         self._closed = False
         # Told of every I/O error of a write or a read (the owner takes the log dir down); None: only raised.
         self.on_io_error: Callable[[BaseException], None] | None = None
+        # Told of every roll, inside the append that rolled: the owner flushes the rolled
+        # segments (begin_flush up to the new base) off its thread, as Kafka's roll does.
+        self.on_roll: Callable[[Log], None] | None = None
 
     def _report_io_error(self, exc: OSError | KafkaStorageError) -> None:
         """A write path's error: a disk error goes to on_io_error (unless the log was
@@ -218,7 +228,7 @@ class Log:
 
     def _load(self, recovery_point: int, log_start_offset: int | None, clean: bool,
               lazy_empty: bool = False) -> None:
-        bases, missing_indexes = scan_directory(self.dir)
+        bases, missing_indexes, self._snapshots = scan_directory(self.dir)
         if not bases:
             bases = [log_start_offset or 0]
         if lazy_empty and len(bases) == 1 and bases[0] not in missing_indexes \
@@ -231,6 +241,8 @@ class Log:
         first_recovered = len(self._segments)
         if not clean:
             first_recovered = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+            log.info("%s: recovering %d unflushed segment(s) from offset %d (recovery point %d)",
+                     self.dir, len(bases) - first_recovered, bases[first_recovered], recovery_point)
         recovered_any = load_segments(self.dir, self._segments, first_recovered,
                                       missing_indexes, self._retire)
         self._bases = [seg.base_offset for seg in self._segments]
@@ -253,7 +265,13 @@ class Log:
                 if idx.entries:
                     self._txn_indexes[seg.base_offset] = idx
         if not cache_ok or not producers_ok:
-            self._rebuild_from_headers(epochs=not cache_ok, producers=not producers_ok)
+            # Recovered segments replay from a snapshot at or below the first of them:
+            # their aborted-transaction indexes are rebuilt, the older ones trusted.
+            limit = (self._bases[first_recovered] if first_recovered < len(self._bases)
+                     else self.log_end_offset)
+            self._rebuild_from_headers(epochs=not cache_ok, producers=not producers_ok,
+                                       snapshot_limit=limit)
+        self._prune_snapshots()
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
         # As Kafka: only a flush moves the recovery point, so after an unclean stop it
@@ -262,14 +280,68 @@ class Log:
         self.recovery_point = (self.log_end_offset if clean and not recovered_any
                                else min(recovery_point, self.log_end_offset))
 
-    def _rebuild_from_headers(self, epochs: bool, producers: bool) -> None:
-        if producers:
-            self.producer_state = ProducerStateTable()
-            for base in {seg.base_offset for seg in self._segments} | set(self._txn_indexes):
+    def _rebuild_from_headers(self, epochs: bool, producers: bool, snapshot_limit: int = -1) -> None:
+        """The epoch cache from every segment's headers; the producer state (and the
+        aborted-transaction indexes its markers write) from the newest roll snapshot at
+        or below `snapshot_limit` whose segment is still there, replaying the segments
+        from it on (Kafka's rebuildProducerState), or from every segment without one."""
+        if epochs:
+            rebuild_from_headers(self._segments, self.leader_epoch_cache, None)
+        if not producers:
+            return
+        table, start = self._latest_snapshot(snapshot_limit)
+        self.producer_state = table if table is not None else ProducerStateTable()
+        replay = self._segments[start:]
+        replay_from = replay[0].base_offset
+        for base in {seg.base_offset for seg in replay} | set(self._txn_indexes):
+            if base >= replay_from:
                 TransactionIndex(self._txn_index_path(base)).reset()
-            self._txn_indexes.clear()
-        rebuild_from_headers(self._segments, self.leader_epoch_cache if epochs else None,
-                             self.producer_state if producers else None, self._record_aborted)
+                self._txn_indexes.pop(base, None)
+        for seg in self._segments[:start]:  # kept: their markers are not replayed
+            if seg.base_offset not in self._txn_indexes:
+                idx = TransactionIndex.load(self._txn_index_path(seg.base_offset))
+                if idx.entries:
+                    self._txn_indexes[seg.base_offset] = idx
+        rebuild_from_headers(replay, None, self.producer_state, self._record_aborted)
+
+    # ================================================================ roll snapshots
+    def _snapshot_path(self, offset: int) -> Path:
+        return self.dir / f"{offset:020d}{ROLL_SNAPSHOT_SUFFIX}"
+
+    def _latest_snapshot(self, limit: int) -> tuple[ProducerStateTable | None, int]:
+        """(the newest readable roll snapshot at or below `limit` whose offset is still a
+        segment's base, that segment's index), or (None, 0)."""
+        for offset in reversed(self._snapshots):
+            if offset > limit:
+                continue
+            i = bisect.bisect_left(self._bases, offset)
+            if i == len(self._bases) or self._bases[i] != offset:
+                continue  # its segment went (a truncation or cleaning a crash interrupted)
+            got = ProducerStateTable.read_snapshot(self._snapshot_path(offset))
+            if got is not None and got[1] == offset:
+                return got[0], i
+        return None, 0
+
+    def _take_snapshot(self, offset: int) -> None:
+        """The producer state at `offset` (the LEO, a new segment's base), unsynced: the
+        roll's flush syncs it with the segments below it."""
+        self.producer_state.write_snapshot(self._snapshot_path(offset), offset, sync=False)
+        if not self._snapshots or self._snapshots[-1] < offset:
+            self._snapshots.append(offset)
+
+    def _prune_snapshots(self) -> None:
+        """Keep a roll snapshot while a segment starts at its offset (Kafka deletes a
+        segment's snapshot with it)."""
+        if not self._snapshots:
+            return
+        bases = set(self._bases)
+        keep = []
+        for offset in self._snapshots:
+            if offset in bases:
+                keep.append(offset)
+            else:
+                self._snapshot_path(offset).unlink(missing_ok=True)
+        self._snapshots = keep
 
     def _slice_end_offset(self, read: FetchSlice) -> int:
         """The offset after the last batch of `read`: the base offset of the batch that
@@ -406,6 +478,7 @@ class Log:
                 idx = TransactionIndex.load(txn_path)  # (a negative lookup took 10 ms once)
                 if idx.entries:
                     self._txn_indexes[g.base_offset] = idx
+        self._prune_snapshots()  # those of segments merged into one
         if not pending:
             self._pending_swap = None
             shutil.rmtree(self.dir / STAGING_DIR, ignore_errors=True)
@@ -469,6 +542,10 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def size_in_bytes(self) -> int:
@@ -628,6 +705,9 @@ class Log:
         new.make_active()
         self._segments.append(new)
         self._bases.append(base)
+        self._take_snapshot(base)
+        if self.on_roll is not None:
+            self.on_roll(self)
         return new
 
     # ================================================================ read
@@ -734,9 +814,12 @@ class Log:
         if idx is not None:
             idx.truncate_to(offset)
         self.log_end_offset = seg.next_offset
+        self._cut_flushes(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         if self.producer_state.has_batches_from(self.log_end_offset):
-            self._rebuild_from_headers(epochs=False, producers=True)
+            self._rebuild_from_headers(epochs=False, producers=True,
+                                       snapshot_limit=self.log_end_offset)
+        self._prune_snapshots()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 
@@ -747,6 +830,7 @@ class Log:
             raise ValueError(f"cannot start a log at negative offset {offset}")
         self._abort_swap()
         self.truncations += 1
+        self._cut_flushes(-1)  # nothing they synced is in the log any more
         for seg in self._segments:
             self._retire(seg)
         new = self._new_segment(offset)
@@ -756,6 +840,7 @@ class Log:
         self.log_start_offset = self.log_end_offset = self.recovery_point = offset
         self.leader_epoch_cache.clear()
         self.producer_state.clear()
+        self._prune_snapshots()
 
     # ================================================================ retention
     def expire_producers(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
@@ -792,6 +877,7 @@ class Log:
             self._retire(seg)
         del self._segments[:n]
         del self._bases[:n]
+        self._prune_snapshots()
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
@@ -842,12 +928,33 @@ class Log:
             last = self._segment_index(max(target - 1, 0))
             for seg in self._segments[first:last + 1]:
                 fds.extend(seg.dup_fds())
+            # Then what a restart trusts below the recovery point without replaying it:
+            # the flushed segments' aborted-transaction indexes and the roll snapshots
+            # up to the target; last the directory, for the snapshots' renames.
+            paths = [self._txn_index_path(b) for b in self._bases[first:last + 1]
+                     if b in self._txn_indexes]
+            paths += [self._snapshot_path(o) for o in self._snapshots
+                      if self.recovery_point < o <= target]
+            for path in paths:
+                try:
+                    fds.append(os.open(path, os.O_RDONLY))
+                except FileNotFoundError:
+                    pass
             fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
             if not self.dir_entry_durable:
                 fds.append(os.open(self.dir.parent, os.O_RDONLY | os.O_DIRECTORY))
-        return PendingFlush(self.dir, target, fds, self.on_io_error)
+        pending = PendingFlush(self.dir, target, fds, self.on_io_error)
+        self._flushes.add(pending)
+        return pending
+
+    def _cut_flushes(self, offset: int) -> None:
+        """A truncation to `offset`: flushes in flight cover nothing at or above it any
+        more (what is written there next is not what they sync)."""
+        for pending in self._flushes:
+            pending.target = min(pending.target, offset)
 
     def complete_flush(self, pending: PendingFlush) -> None:
+        self._flushes.discard(pending)
         target = min(pending.target, self.log_end_offset)
         if pending.target > self.recovery_point:
             self.dir_entry_durable = True
@@ -952,7 +1059,7 @@ class PendingFlush:
     def __init__(self, dir: Path, target: int, fds: list[int],
                  on_io_error: Callable[[BaseException], None] | None = None) -> None:
         self.dir = dir
-        self.target = target
+        self.target = target  # lowered by truncations while in flight (Log._cut_flushes)
         self.fds = fds
         self.on_io_error = on_io_error  # the log's (run() may be on another thread)
 

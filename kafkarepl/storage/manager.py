@@ -87,7 +87,7 @@ from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.disk_errors import disk_error
 from kafkarepl.storage.fsync import fsync_dir
 from kafkarepl.storage.janitor import JANITOR
-from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, Log, parse_partition_dir
+from kafkarepl.storage.log import CLEAN_SHUTDOWN_FILE, Log, PendingFlush, parse_partition_dir
 from kafkarepl.storage.log_copy import FUTURE_SUFFIX, future_dir_name, parse_future_dir
 
 log = logging.getLogger("kafkarepl.storage")
@@ -102,7 +102,8 @@ SWAP_MARKER = ".swap_started"
 class LogManager:
     def __init__(self, log_dirs: list[str] | list[Path], default_config: LogConfig,
                  topic_configs: Mapping[str, LogConfig] | None = None, *,
-                 on_dir_failure: Callable[[Path, BaseException, int], None] | None = None) -> None:
+                 on_dir_failure: Callable[[Path, BaseException, int], None] | None = None,
+                 on_roll: Callable[[Log], None] | None = None) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -114,6 +115,8 @@ class LogManager:
         # dir, from whatever thread saw it, with the number of dirs not failed; the broker
         # takes that dir offline (take_offline), or halts when none is left.
         self.on_dir_failure = on_dir_failure
+        # Every log's rolls (Log.on_roll): the broker flushes the rolled segments.
+        self.on_roll = on_roll
         self.failed_dirs: set[Path] = set()  # reported (any thread)
         self.offline_dirs: set[Path] = set()  # taken offline (take_offline, the owner's thread)
         self.offline_partitions: set[TopicPartition] = set()
@@ -427,7 +430,7 @@ class LogManager:
             self.dir_failed(d, exc)
             raise KafkaStorageError(f"Error while creating future log for {topic}-{partition} in dir {d}") \
                 from exc
-        self._watch(fut, d)
+        self._watch(fut, d, rolls=False)  # filled on the mover's thread, which flushes it
         fut.dir_entry_durable = False
         self._futures[tp] = fut
         return fut
@@ -460,6 +463,7 @@ class LogManager:
         del self._futures[tp]  # committed (durable with the fsync below)
         source.close_for_deletion()
         self._logs[tp] = fut
+        fut.on_roll = self.on_roll
         self._dir_of[tp] = new_parent
         self._dir_counts = None
         # Past the commit point the swap stands, whatever fails: a disk error fails its
@@ -490,8 +494,9 @@ class LogManager:
         return JANITOR.wait(timeout)
 
     # ------------------------------------------------------------------ log dir failure
-    def _watch(self, lg: Log, d: Path) -> None:
+    def _watch(self, lg: Log, d: Path, rolls: bool = True) -> None:
         lg.on_io_error = functools.partial(self.dir_failed, d)
+        lg.on_roll = self.on_roll if rolls else None
 
     def dir_failed(self, d: Path, exc: BaseException) -> None:
         """An I/O error on log dir `d` (a log's creation, write, flush or read, a checkpoint):
@@ -574,8 +579,14 @@ class LogManager:
         for d, offsets in self._by_dir(dict(self.high_watermarks)).items():
             self._write_checkpoint(d, HIGH_WATERMARK_CHECKPOINT, offsets)
 
-    def checkpoint_recovery_points(self) -> None:
-        points = {tp: lg.recovery_point for tp, lg in self._logs.items()}
+    def recovery_points(self) -> dict[TopicPartition, int]:
+        """Every log's recovery point, taken on the thread that owns the logs."""
+        return {tp: lg.recovery_point for tp, lg in self._logs.items()}
+
+    def checkpoint_recovery_points(self, points: Mapping[TopicPartition, int] | None = None) -> None:
+        """Write the recovery points: `points` (recovery_points() taken on the owning
+        thread, so this may run on another), or read now."""
+        points = self.recovery_points() if points is None else points
         for d, offsets in self._by_dir(points).items():
             self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT, offsets)
 
@@ -599,6 +610,12 @@ class LogManager:
         if flushed:
             self.checkpoint_recovery_points()
         return flushed
+
+    def begin_due_flushes(self, now_ms: int) -> list[tuple[Log, PendingFlush]]:
+        """flush_dirty's first step, on the thread that owns the logs: the flushes that
+        flush.ms says are due, begun (PendingFlush.run off that thread, then
+        Log.complete_flush back on it)."""
+        return [(lg, lg.begin_flush()) for lg in list(self._logs.values()) if self.flush_due(lg, now_ms)]
 
     @staticmethod
     def flush_due(lg: Log, now_ms: int) -> bool:

@@ -292,3 +292,42 @@ def test_sighup_stops_cleanly_and_sigusr2_is_ignored(cluster_factory) -> None:
     c.wait_serving(b.broker_id)
     b.signal(signal.SIGTERM)
     assert b.wait(60) == 0
+
+
+def test_kill9_after_rolls_recovers_only_the_newest_segment(cluster_factory) -> None:
+    """A roll flushes the segments below the new one and moves the recovery point, which
+    the broker checkpoints every log.flush.offset.checkpoint.interval.ms; a kill -9 then
+    recovers only the newest segment, the producer state comes from that roll's snapshot
+    plus the newest segment, and the idempotent producer's retries are still duplicates."""
+    from tests.integration.chaos import wait_until
+    from tests.integration.test_log_flush import recovery_point
+
+    c = cluster_factory(1, log_flush_offset_checkpoint_interval_ms=200)
+    topic = "rolls"
+    c.create_topic(topic, 1, 1, configs={"segment.bytes": "1024"})
+    port = c.brokers[1].port
+    pid, epoch = init_producer_id(port)
+    sent: list[tuple[bytes, int]] = []
+    for seq in range(0, 120, 4):
+        b = bytes(build_batch([f"v{seq + i:03d}".encode() * 10 for i in range(4)], producer_id=pid,
+                              producer_epoch=epoch, base_sequence=seq))
+        r = produce(port, topic, b)
+        assert r["error_code"] == 0, r
+        sent.append((b, r["base_offset"]))
+    d = partition_dir(c, topic)
+    bases = sorted(int(p.name[:20]) for p in d.glob("*.log"))
+    assert len(bases) >= 5
+    assert sorted(int(p.name[:20]) for p in d.glob("*.snapshot")) == bases[1:]
+    wait_until(lambda: recovery_point(c, topic) == bases[-1], 15,
+               "the roll's flush to move the checkpointed recovery point to the newest segment")
+    c.kill(1)
+    c.restart(1)
+    c.wait_for_leaders(topic, 1)
+    text = c.brokers[1].log.read_text(errors="replace")
+    assert f"{topic}-0: recovering 1 unflushed segment(s) from offset {bases[-1]}" in text
+    port = c.brokers[1].port
+    for b, offset in sent[-5:]:  # the retained batches: in the replayed segment and below it
+        again = produce(port, topic, b)
+        assert (again["error_code"], again["base_offset"]) == (0, offset), again
+    assert log_end_offset(port, topic) == 120
+    assert [v for _o, _t, _k, v in fetch_records(port, topic)] == [f"v{i:03d}".encode() * 10 for i in range(120)]
