@@ -241,11 +241,13 @@ class Log:
         first_recovered = len(self._segments)
         if not clean:
             first_recovered = max(0, bisect.bisect_right(bases, recovery_point) - 1)
-            log.info("%s: recovering %d unflushed segment(s) from offset %d (recovery point %d)",
-                     self.dir, len(bases) - first_recovered, bases[first_recovered], recovery_point)
         recovered_any = load_segments(self.dir, self._segments, first_recovered,
                                       missing_indexes, self._retire)
         self._bases = [seg.base_offset for seg in self._segments]
+        recovered = self._segments[first_recovered:]
+        if any(seg.size for seg in recovered):  # (Kafka's "Recovering unflushed segment")
+            log.info("%s: recovered %d unflushed segment(s) from offset %d (recovery point %d)",
+                     self.dir, len(recovered), recovered[0].base_offset, recovery_point)
         self.log_end_offset = self._segments[-1].next_offset
         self.log_start_offset = min(max(log_start_offset or 0, self._bases[0]),
                                     self.log_end_offset)

@@ -324,7 +324,7 @@ def test_kill9_after_rolls_recovers_only_the_newest_segment(cluster_factory) -> 
     c.restart(1)
     c.wait_for_leaders(topic, 1)
     text = c.brokers[1].log.read_text(errors="replace")
-    assert f"{topic}-0: recovering 1 unflushed segment(s) from offset {bases[-1]}" in text
+    assert f"{topic}-0: recovered 1 unflushed segment(s) from offset {bases[-1]}" in text
     port = c.brokers[1].port
     for b, offset in sent[-5:]:  # the retained batches: in the replayed segment and below it
         again = produce(port, topic, b)
