@@ -459,6 +459,7 @@ class Broker:
             self._every(cfg.producer_id_expiration_check_interval_ms / 1000, self._expire_producers),
             self._every(cfg.log_flush_scheduler_interval_ms / 1000, self._flush_dirty),
             self._every(cfg.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint_recovery_points),
+            self._every(cfg.log_flush_start_offset_checkpoint_interval_ms / 1000, self._checkpoint_log_starts),
             self._every(cfg.log_cleaner_backoff_ms / 1000, self.cleaner.run_once),
             self._every(cfg.offsets_retention_check_interval_ms / 1000, self.groups.expire_offsets),
             self._every(cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
@@ -602,10 +603,9 @@ class Broker:
         """A replica changed log dirs: both dirs' checkpoints without delay (off the loop),
         so that a restart finds its recovery point, HW and cleaner offset in the new dir."""
         async def write() -> None:
-            loop = asyncio.get_running_loop()
             await self.cleaner.alter_checkpoint_dir(tp, old_dir, new_dir)  # reports its own disk errors
-            await loop.run_in_executor(self._io_executor, self.log_manager.checkpoint_recovery_points)
-            await loop.run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)
+            await self._checkpoint_recovery_points()
+            await self._checkpoint_log_starts()
             await self._checkpoint_hw()
 
         if not self._stopping:
@@ -625,7 +625,12 @@ class Broker:
         task.add_done_callback(done)
 
     async def _checkpoint_log_starts(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._io_executor, self.log_manager.checkpoint_log_start_offsets)
+        """log-start-offset-checkpoint: after DeleteRecords, and every
+        log.flush.start.offset.checkpoint.interval.ms (a follower's log start moves with
+        its leader's, without a write of its own). Taken on the loop, written off it."""
+        starts = self.log_manager.log_start_offsets()
+        await asyncio.get_running_loop().run_in_executor(
+            self._io_executor, self.log_manager.checkpoint_log_start_offsets, starts)
 
     async def _flush_dirty(self) -> None:
         """flush.ms (none by default): the due logs' flushes begun on the loop, their
@@ -648,7 +653,7 @@ class Broker:
             return  # a log another thread fills flushes itself (a future log: the mover)
         offset = lg.active_segment.base_offset
 
-        async def flush() -> None:
+        async def flush() -> None:  # a task: an error here never fails the append that rolled
             if not lg.closed:
                 await self._complete_flush(lg, lg.begin_flush(offset))
 

@@ -185,6 +185,7 @@ class BrokerConfig:
     log_flush_interval_messages: int = prop("log.flush.interval.messages", 2**63 - 1)
     log_flush_interval_ms: int = prop("log.flush.interval.ms", 2**63 - 1)
     log_flush_offset_checkpoint_interval_ms: int = prop("log.flush.offset.checkpoint.interval.ms", 60000)
+    log_flush_start_offset_checkpoint_interval_ms: int = prop("log.flush.start.offset.checkpoint.interval.ms", 60000)
     # How often flush.ms is checked. Kafka's default (Long.MAX_VALUE) never checks it, so a
     # topic's flush.ms does nothing there unless this is set; kafkarepl checks every second.
     log_flush_scheduler_interval_ms: int = prop("log.flush.scheduler.interval.ms", 1000)

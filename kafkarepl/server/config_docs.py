@@ -146,6 +146,8 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "log.dir": "The directory the log is kept in, when log.dirs is not set.",
     "log.dirs": "The directories logs are kept in (comma-separated); partitions are spread over them.",
     "log.flush.offset.checkpoint.interval.ms": "How often the recovery point checkpoint is written.",
+    "log.flush.start.offset.checkpoint.interval.ms": "How often the log start offset checkpoint is written "
+                                                     "(a follower's log start follows its leader's).",
     "log.flush.scheduler.interval.ms": "How often logs are checked for a flush.ms that elapsed.",
     "log.retention.check.interval.ms": "How often segments are checked against retention.",
     "log.retention.hours": "The default retention.ms of topics, in hours (log.retention.ms wins).",

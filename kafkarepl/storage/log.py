@@ -928,23 +928,28 @@ class Log:
         if target > self.recovery_point:
             first = self._segment_index(self.recovery_point)
             last = self._segment_index(max(target - 1, 0))
-            for seg in self._segments[first:last + 1]:
-                fds.extend(seg.dup_fds())
             # Then what a restart trusts below the recovery point without replaying it:
             # the flushed segments' aborted-transaction indexes and the roll snapshots
-            # up to the target; last the directory, for the snapshots' renames.
+            # up to the target; last the directory, for the new files' entries.
             paths = [self._txn_index_path(b) for b in self._bases[first:last + 1]
                      if b in self._txn_indexes]
             paths += [self._snapshot_path(o) for o in self._snapshots
                       if self.recovery_point < o <= target]
-            for path in paths:
-                try:
-                    fds.append(os.open(path, os.O_RDONLY))
-                except FileNotFoundError:
-                    pass
-            fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
-            if not self.dir_entry_durable:
-                fds.append(os.open(self.dir.parent, os.O_RDONLY | os.O_DIRECTORY))
+            try:
+                for seg in self._segments[first:last + 1]:
+                    fds.extend(seg.dup_fds())
+                for path in paths:
+                    try:
+                        fds.append(os.open(path, os.O_RDONLY))
+                    except FileNotFoundError:
+                        pass
+                fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
+                if not self.dir_entry_durable:
+                    fds.append(os.open(self.dir.parent, os.O_RDONLY | os.O_DIRECTORY))
+            except BaseException:
+                for fd in fds:  # (out of descriptors, say): none left open
+                    os.close(fd)
+                raise
         pending = PendingFlush(self.dir, target, fds, self.on_io_error)
         self._flushes.add(pending)
         return pending

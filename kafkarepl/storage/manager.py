@@ -590,8 +590,14 @@ class LogManager:
         for d, offsets in self._by_dir(points).items():
             self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT, offsets)
 
-    def checkpoint_log_start_offsets(self) -> None:
-        starts = {tp: lg.log_start_offset for tp, lg in self._logs.items()}
+    def log_start_offsets(self) -> dict[TopicPartition, int]:
+        """Every log's start offset, taken on the thread that owns the logs."""
+        return {tp: lg.log_start_offset for tp, lg in self._logs.items()}
+
+    def checkpoint_log_start_offsets(self, starts: Mapping[TopicPartition, int] | None = None) -> None:
+        """Write the log start offsets: `starts` (log_start_offsets() taken on the owning
+        thread, so this may run on another), or read now."""
+        starts = self.log_start_offsets() if starts is None else starts
         for d, offsets in self._by_dir(starts).items():
             self._write_checkpoint(d, LOG_START_OFFSET_CHECKPOINT, offsets)
 

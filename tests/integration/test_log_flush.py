@@ -51,3 +51,46 @@ def test_flush_ms_is_never_checked_with_kafkas_default_scheduler_interval(cluste
     produce(never.brokers[1].port, "fl", 10)
     time.sleep(3)  # three of kafkarepl's default checks
     assert (recovery_point(never, "fl") or 0) < 10, "flush.ms was checked although the scheduler never runs"
+
+
+def checkpointed(c, broker_id: int, name: str, topic: str) -> int | None:
+    path = c.brokers[broker_id].config.parent / "logs" / name
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines()[2:]:
+        t, part, offset = line.split()
+        if (t, part) == (topic, "0"):
+            return int(offset)
+    return None
+
+
+def test_a_followers_log_start_is_checkpointed_every_interval(cluster_factory) -> None:
+    """DeleteRecords moves the leader's log start, which it checkpoints at once; the
+    follower's moves with the leader's fetch answers and nothing of its own writes it:
+    log.flush.start.offset.checkpoint.interval.ms does (Kafka's), so a kill -9 of the
+    follower does not bring the deleted records back when it leads."""
+    from kafkarepl.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT
+    from tests.integration.test_cli_offsets_tools import offsets, tool
+
+    c = cluster_factory(2, log_flush_start_offset_checkpoint_interval_ms=200)
+    c.create_topic("ls", 1, 2)
+    c.wait_for_leaders("ls", 1, isr=2)
+    leader = c.leader_of("ls")
+    follower = 3 - leader
+    for _ in range(4):
+        body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [{"name": "ls",
+                "partition_data": [{"index": 0, "records": bytes(build_batch(5))}]}]}
+        resp = wire.call(HOST, c.brokers[leader].port, ApiKey.PRODUCE, 7, body, timeout=15)
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+    plan = c.root / "delete.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "ls", "partition": 0, "offset": 12}]}')
+    r = tool(c, "delete-records", "--offset-json-file", str(plan))
+    assert r.returncode == 0 and "low_watermark: 12" in r.stdout, (r.stdout, r.stderr)
+    wait_until(lambda: checkpointed(c, follower, LOG_START_OFFSET_CHECKPOINT, "ls") == 12, 15,
+               "the follower's log start to be checkpointed")
+    c.kill(follower)
+    c.restart(follower)
+    c.wait_for_leaders("ls", 1, isr=2)
+    c.kill(leader)
+    wait_until(lambda: c.leader_of("ls") == follower, 30, "the follower to lead")
+    assert offsets(c, "--topic", "ls", "--time", "earliest") == ["ls:0:12"]
