@@ -7,6 +7,8 @@ flags, position, timestamp, size, codec, CRC and whether it matches); with
 (UTF-8), or with --offsets-decoder / --transaction-log-decoder the records of
 __consumer_offsets / __transaction_state as Kafka 4's JSON. .index / .timeindex: their
 entries (.index entries are checked against the batches of the .log beside it).
+.txnindex: the aborted transactions; .snapshot: the producer state a roll left, one line
+per producer with its newest batch (both in Kafka's words).
 leader-epoch-checkpoint, *-checkpoint, producer-state-checkpoint: their content.
 A directory dumps every such file in it. Exit code 1 when anything is corrupt.
 """
@@ -36,6 +38,8 @@ from kafkarepl.protocol.coordinator_schemas import (
     to_json,
 )
 from kafkarepl.storage.index import OFFSET_DTYPE, TIME_DTYPE
+from kafkarepl.storage.log import ROLL_SNAPSHOT_SUFFIX
+from kafkarepl.storage.producer_state import ProducerStateTable
 from kafkarepl.storage.records import (
     CODECS,
     COMPRESSION_MASK,
@@ -47,8 +51,10 @@ from kafkarepl.storage.records import (
     scan_windows,
 )
 from kafkarepl.storage.timestamps import read_varint, records_section
+from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
+from kafkarepl.storage.txn_index import read_entries as read_txn_entries
 
-_SUFFIXES = (".log", ".index", ".timeindex")
+_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX, ROLL_SNAPSHOT_SUFFIX)
 
 
 def register(subparsers) -> None:
@@ -261,6 +267,8 @@ def parse_transactions(key: bytes | None, value: bytes | None) -> dict:
 def _index_entries(path: Path, dtype: np.dtype) -> np.ndarray:
     data = path.read_bytes()
     arr = np.frombuffer(data[: len(data) - len(data) % dtype.itemsize], dtype=dtype)
+    if not len(arr):  # a trimmed index without entries (its segment's batches all fit one interval)
+        return arr
     # A preallocated (untrimmed) index ends in zero entries: show only the written part.
     nonzero = np.flatnonzero(arr.view(np.uint8).reshape(len(arr), -1).any(axis=1))
     return arr[: nonzero[-1] + 1] if len(nonzero) else arr[:0]
@@ -301,6 +309,39 @@ def _check_index_against_log(path: Path, entries: list[dict]) -> dict | None:
                         "reason": f"index entry {i} says offset {e['offset']} but the batch "
                                   f"at position {e['position']} ends at {base + delta}"}
     return None
+
+
+def dump_txn_index_file(path: Path) -> dict:
+    """The aborted transactions of a .txnindex, read without changing it."""
+    entries, error = read_txn_entries(path.read_bytes())
+    return {"path": str(path), "type": "txnindex",
+            "entries": [{"version": 0, "producerId": t.producer_id, "firstOffset": t.first_offset,
+                         "lastOffset": t.last_offset, "lastStableOffset": t.last_stable_offset}
+                        for t in entries],
+            "error": None if error is None else {"position": len(entries) * 34, "reason": error}}
+
+
+def dump_snapshot_file(path: Path) -> dict:
+    """A roll's producer snapshot: each producer with its newest retained batch (the one
+    batch Kafka's snapshots keep)."""
+    got = ProducerStateTable.read_snapshot(path)
+    if got is None:
+        return {"path": str(path), "type": "snapshot", "producers": [],
+                "error": {"position": None, "reason": "corrupt or unreadable producer snapshot"}}
+    table, _offset = got
+    producers = []
+    for e in table.producers.values():
+        doc: dict[str, Any] = {"producerId": e.producer_id, "producerEpoch": e.producer_epoch,
+                               "coordinatorEpoch": -1,
+                               "currentTxnFirstOffset": None if e.current_txn_first_offset < 0
+                               else e.current_txn_first_offset,
+                               "lastTimestamp": e.last_timestamp}
+        if e.batches:
+            b = e.batches[-1]
+            doc["batch"] = {"firstSequence": b.first_seq, "lastSequence": b.last_seq, "lastOffset": b.last_offset,
+                            "offsetDelta": b.last_offset - b.first_offset, "timestamp": b.timestamp}
+        producers.append(doc)
+    return {"path": str(path), "type": "snapshot", "producers": producers, "error": None}
 
 
 def dump_checkpoint_file(path: Path) -> dict:
@@ -347,10 +388,15 @@ def _dump_file(path: Path, records: Callable[[memoryview], list[dict]] | None) -
         return [dump_log_file(path, records)]
     if path.suffix in (".index", ".timeindex"):
         return [dump_index_file(path)]
+    if path.suffix == TXN_INDEX_SUFFIX:
+        return [dump_txn_index_file(path)]
+    if path.suffix == ROLL_SNAPSHOT_SUFFIX:
+        return [dump_snapshot_file(path)]
     if _is_checkpoint(path):
         return [dump_checkpoint_file(path)]
     return [{"path": str(path), "type": "unknown",
-             "error": {"position": None, "reason": "not a .log/.index/.timeindex/checkpoint file"}}]
+             "error": {"position": None, "reason": "not a .log/.index/.timeindex/.txnindex/.snapshot/checkpoint "
+                                                   "file"}}]
 
 
 def _describe_error(doc: dict) -> str:
@@ -386,6 +432,22 @@ def _print_text(doc: dict, out: Any) -> None:
             print(f"timestamp: {e['timestamp']} offset: {e['offset']}", file=out)
     elif doc["type"] == "checkpoint":
         for line in doc["lines"]:
+            print(line, file=out)
+    elif doc["type"] == "txnindex":
+        for t in doc["entries"]:
+            print(f"version: {t['version']} producerId: {t['producerId']} firstOffset: {t['firstOffset']} "
+                  f"lastOffset: {t['lastOffset']} lastStableOffset: {t['lastStableOffset']}", file=out)
+    elif doc["type"] == "snapshot":
+        for p in doc["producers"]:
+            first = p["currentTxnFirstOffset"]
+            line = (f"producerId: {p['producerId']} producerEpoch: {p['producerEpoch']} "
+                    f"coordinatorEpoch: {p['coordinatorEpoch']} currentTxnFirstOffset: "
+                    f"{'OptionalLong.empty' if first is None else f'OptionalLong[{first}]'} "
+                    f"lastTimestamp: {p['lastTimestamp']} ")
+            if "batch" in p:
+                b = p["batch"]
+                line += (f"firstSequence: {b['firstSequence']} lastSequence: {b['lastSequence']} "
+                         f"lastOffset: {b['lastOffset']} offsetDelta: {b['offsetDelta']} timestamp: {b['timestamp']}")
             print(line, file=out)
 
 

@@ -33,6 +33,21 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
 
+def read_entries(data: bytes) -> tuple[list[AbortedTxn], str | None]:
+    """The sound entries of a .txnindex's bytes, up to the first unsound one, and what
+    ended them early (None: every byte read)."""
+    entries: list[AbortedTxn] = []
+    n = len(data) // _ENTRY.size
+    for i in range(n):
+        version, pid, first, last, lso = _ENTRY.unpack_from(data, i * _ENTRY.size)
+        if version != VERSION or first > last:
+            return entries, f"unsound entry {i}"
+        entries.append(AbortedTxn(pid, first, last, lso))
+    if len(data) % _ENTRY.size:
+        return entries, f"torn entry {n} ({len(data) % _ENTRY.size} bytes)"
+    return entries, None
+
+
 class TransactionIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -47,13 +62,9 @@ class TransactionIndex:
             data = path.read_bytes()
         except FileNotFoundError:
             return idx
-        n = len(data) // _ENTRY.size
-        for i in range(n):
-            version, pid, first, last, lso = _ENTRY.unpack_from(data, i * _ENTRY.size)
-            if version != VERSION or first > last:
-                log.warning("%s: unsound entry %d; keeping the %d before it", path, i, i)
-                break
-            idx.entries.append(AbortedTxn(pid, first, last, lso))
+        idx.entries, error = read_entries(data)
+        if len(idx.entries) < len(data) // _ENTRY.size:  # an unsound entry (not only a torn tail)
+            log.warning("%s: %s; keeping the %d before it", path, error, len(idx.entries))
         if len(idx.entries) * _ENTRY.size != len(data):
             idx._rewrite()
         return idx

@@ -324,3 +324,45 @@ def test_a_segment_truncated_while_read(tmp_path, monkeypatch):
     assert [b["baseOffset"] for b in doc["batches"]] == [b.base_offset for b in batches[:6]]
     assert doc["error"] is not None and doc["error"]["position"] == batches[6].position
     assert len(reads) < 10
+
+
+def test_txnindex_and_roll_snapshot(tmp_path):
+    """A roll's producer snapshot and a .txnindex, printed in Kafka's DumpLogSegments
+    words; damaged ones reported (exit 1) without being changed."""
+    from kafkarepl.coordinator.records import build_marker
+
+    d = tmp_path / "tx-0"
+    log = Log.open(d, LogConfig(segment_bytes=500))
+    log.append_as_leader(build_batch(2, producer_id=7, producer_epoch=1, base_sequence=0, timestamp=T0), 0, T0)
+    log.append_as_leader(build_batch(2, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True,
+                                     timestamp=T0 + 1), 0, T0)  # 2-3, aborted at 4
+    log.append_as_leader(build_marker(9, 0, False, 0, T0 + 2), 0, T0, control_allowed=True)
+    log.append_as_leader(build_batch(1, producer_id=9, producer_epoch=0, base_sequence=2, transactional=True,
+                                     timestamp=T0 + 3), 0, T0)  # 5: open across the roll below
+    while len(log.segments) < 2:
+        log.append_as_leader(build_batch(3, value_size=40), 0, T0)
+    base = log.segments[1].base_offset
+    log.close()
+    txn, snap = d / f"{0:020d}.txnindex", d / f"{base:020d}.snapshot"
+    r = dump(str(txn), str(snap))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        f"Dumping {txn}",
+        "version: 0 producerId: 9 firstOffset: 2 lastOffset: 4 lastStableOffset: 5",
+        f"Dumping {snap}",
+        f"producerId: 7 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
+        f"lastTimestamp: {T0} firstSequence: 0 lastSequence: 1 lastOffset: 1 offsetDelta: 1 timestamp: {T0}",
+        f"producerId: 9 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong[5] "
+        f"lastTimestamp: {T0 + 3} firstSequence: 2 lastSequence: 2 lastOffset: 5 offsetDelta: 0 "
+        f"timestamp: {T0 + 3}",
+    ]
+    docs = json.loads(dump("--json", str(d)).stdout)
+    assert {doc["type"] for doc in docs} >= {"txnindex", "snapshot", "log", "index"}
+    raw_txn, raw_snap = txn.read_bytes(), snap.read_bytes()
+    txn.write_bytes(raw_txn + b"\x00" * 7)
+    snap.write_bytes(raw_snap[:-5])
+    r = dump(str(txn), str(snap))
+    assert r.returncode == 1
+    assert "version: 0 producerId: 9 firstOffset: 2" in r.stdout  # the sound entry still shown
+    assert "torn entry 1 (7 bytes)" in r.stderr and "corrupt or unreadable producer snapshot" in r.stderr
+    assert txn.read_bytes() == raw_txn + b"\x00" * 7 and snap.read_bytes() == raw_snap[:-5]
