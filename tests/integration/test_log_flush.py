@@ -27,15 +27,20 @@ def produce(port: int, topic: str, n: int) -> None:
     assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
 
 
-def recovery_point(c, topic: str) -> int | None:
-    path = c.brokers[1].config.parent / "logs" / RECOVERY_POINT_CHECKPOINT
+def checkpointed(c, broker_id: int, name: str, topic: str) -> int | None:
+    """Partition 0 of `topic` in checkpoint file `name` of the broker's log dir."""
+    path = c.brokers[broker_id].config.parent / "logs" / name
     if not path.exists():
         return None
     for line in path.read_text().splitlines()[2:]:
-        name, part, offset = line.split()
-        if (name, part) == (topic, "0"):
+        t, part, offset = line.split()
+        if (t, part) == (topic, "0"):
             return int(offset)
     return None
+
+
+def recovery_point(c, topic: str) -> int | None:
+    return checkpointed(c, 1, RECOVERY_POINT_CHECKPOINT, topic)
 
 
 def test_flush_ms_is_checked_every_log_flush_scheduler_interval(cluster_factory) -> None:
@@ -51,17 +56,6 @@ def test_flush_ms_is_never_checked_with_kafkas_default_scheduler_interval(cluste
     produce(never.brokers[1].port, "fl", 10)
     time.sleep(3)  # three of kafkarepl's default checks
     assert (recovery_point(never, "fl") or 0) < 10, "flush.ms was checked although the scheduler never runs"
-
-
-def checkpointed(c, broker_id: int, name: str, topic: str) -> int | None:
-    path = c.brokers[broker_id].config.parent / "logs" / name
-    if not path.exists():
-        return None
-    for line in path.read_text().splitlines()[2:]:
-        t, part, offset = line.split()
-        if (t, part) == (topic, "0"):
-            return int(offset)
-    return None
 
 
 def test_a_followers_log_start_is_checkpointed_every_interval(cluster_factory) -> None:
