@@ -51,7 +51,9 @@ from kafkarepl.storage.records import (
     scan_windows,
 )
 from kafkarepl.storage.timestamps import read_varint, records_section
+from kafkarepl.storage.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkarepl.storage.txn_index import SUFFIX as TXN_INDEX_SUFFIX
+from kafkarepl.storage.txn_index import VERSION as TXN_INDEX_VERSION
 from kafkarepl.storage.txn_index import read_entries as read_txn_entries
 
 _SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX, ROLL_SNAPSHOT_SUFFIX)
@@ -315,10 +317,10 @@ def dump_txn_index_file(path: Path) -> dict:
     """The aborted transactions of a .txnindex, read without changing it."""
     entries, error = read_txn_entries(path.read_bytes())
     return {"path": str(path), "type": "txnindex",
-            "entries": [{"version": 0, "producerId": t.producer_id, "firstOffset": t.first_offset,
+            "entries": [{"version": TXN_INDEX_VERSION, "producerId": t.producer_id, "firstOffset": t.first_offset,
                          "lastOffset": t.last_offset, "lastStableOffset": t.last_stable_offset}
                         for t in entries],
-            "error": None if error is None else {"position": len(entries) * 34, "reason": error}}
+            "error": None if error is None else {"position": len(entries) * TXN_ENTRY_SIZE, "reason": error}}
 
 
 def dump_snapshot_file(path: Path) -> dict:

@@ -277,8 +277,8 @@ class Broker:
         self._background_tasks: set[asyncio.Future] = set()
         self._purgatory_timer: asyncio.TimerHandle | None = None
         self._purgatory_at = -1
-        # One thread for checkpoint and flush fsyncs: they never run concurrently with
-        # each other, and never on the event loop.
+        # One thread for the checkpoints' writes: they never run concurrently with each
+        # other, and never on the event loop.
         self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
         # The fdatasyncs of rolled segments and of flush.ms: apart from the checkpoints,
         # which a long writeback would otherwise hold up (Kafka's background threads).

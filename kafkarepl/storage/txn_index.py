@@ -23,6 +23,7 @@ log = logging.getLogger("kafkarepl.storage")
 
 SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = _ENTRY.size
 VERSION = 0
 
 
