@@ -26,10 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
-from kafkarepl.storage import Log, LogConfig
-from kafkarepl.storage.log import ROLL_SNAPSHOT_SUFFIX
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kafkarepl.storage import Log, LogConfig  # noqa: E402
+from kafkarepl.storage.log import ROLL_SNAPSHOT_SUFFIX  # noqa: E402
+from tests.batches import build_batch  # noqa: E402
 
 MIB = 1 << 20
 T0 = 1_700_000_000_000
@@ -37,12 +37,7 @@ PID = 4242
 
 
 def batch(seq: int, n: int = 160) -> bytearray:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                        producer_id=PID, producer_epoch=0, base_sequence=seq,
-                                        batch_size=1 << 30)
-    for i in range(n):
-        builder.append(i, T0 + i, None, os.urandom(90), [])
-    return builder.build()
+    return build_batch(n, producer_id=PID, producer_epoch=0, base_sequence=seq, timestamp=T0, value_size=90)
 
 
 def build(dir: Path, cfg: LogConfig, gib: float) -> Log:

@@ -645,12 +645,8 @@ class Broker:
         """A log rolled (called inside the append): the segments below the new one are
         flushed off the loop and the recovery point moved to its base, as Kafka's roll
         schedules its flush, so a restart after a crash replays only the newest segment."""
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is None or running is not self._loop or self._stopping:
-            return  # a log another thread fills flushes itself (a future log: the mover)
+        if self._loop is None or self._stopping:
+            return
         offset = lg.active_segment.base_offset
 
         async def flush() -> None:  # a task: an error here never fails the append that rolled

@@ -287,11 +287,12 @@ class Log:
         aborted-transaction indexes its markers write) from the newest roll snapshot at
         or below `snapshot_limit` whose segment is still there, replaying the segments
         from it on (Kafka's rebuildProducerState), or from every segment without one."""
-        if epochs:
-            rebuild_from_headers(self._segments, self.leader_epoch_cache, None)
         if not producers:
+            rebuild_from_headers(self._segments, self.leader_epoch_cache if epochs else None, None)
             return
         table, start = self._latest_snapshot(snapshot_limit)
+        if epochs and start:  # the epochs need every segment; the replay below only the later ones
+            rebuild_from_headers(self._segments, self.leader_epoch_cache, None)
         self.producer_state = table if table is not None else ProducerStateTable()
         replay = self._segments[start:]
         replay_from = replay[0].base_offset
@@ -304,7 +305,8 @@ class Log:
                 idx = TransactionIndex.load(self._txn_index_path(seg.base_offset))
                 if idx.entries:
                     self._txn_indexes[seg.base_offset] = idx
-        rebuild_from_headers(replay, None, self.producer_state, self._record_aborted)
+        rebuild_from_headers(replay, self.leader_epoch_cache if epochs and not start else None,
+                             self.producer_state, self._record_aborted)
 
     # ================================================================ roll snapshots
     def _snapshot_path(self, offset: int) -> Path:

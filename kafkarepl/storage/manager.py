@@ -608,14 +608,13 @@ class LogManager:
         how many logs were flushed. Blocking (fdatasync); for the event loop, use
         Log.begin_flush / PendingFlush.run (in a thread) / Log.complete_flush."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        flushed = 0
-        for lg in list(self._logs.values()):
-            if self.flush_due(lg, now_ms):
-                lg.flush()
-                flushed += 1
-        if flushed:
+        due = self.begin_due_flushes(now_ms)
+        for lg, pending in due:
+            pending.run()
+            lg.complete_flush(pending)
+        if due:
             self.checkpoint_recovery_points()
-        return flushed
+        return len(due)
 
     def begin_due_flushes(self, now_ms: int) -> list[tuple[Log, PendingFlush]]:
         """flush_dirty's first step, on the thread that owns the logs: the flushes that

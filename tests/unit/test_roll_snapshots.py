@@ -223,3 +223,25 @@ def test_a_torn_snapshot_falls_back_to_an_older_one(tmp_path, replayed):
         assert state(lg) == expected
     finally:
         lg.close()
+
+
+def test_a_lost_epoch_checkpoint_is_rebuilt_from_every_segment_beside_the_replay(tmp_path, replayed):
+    """The leader epochs need every segment's headers even when the producer state
+    replays only the newest one."""
+    d = tmp_path / "t-0"
+    lg = Log.open(d, CFG)
+    for epoch in range(4):
+        for _ in range(6):
+            lg.append_as_leader(build_batch(3, value_size=30), epoch, T0)
+    bases = [s.base_offset for s in lg.segments]
+    epochs = lg.leader_epoch_cache.epochs()
+    assert len(epochs) == 4 and len(bases) > 3
+    crash(lg)
+    (d / "leader-epoch-checkpoint").unlink()
+    replayed.clear()
+    lg = Log.open(d, CFG, recovery_point=bases[-1], clean_shutdown=False)
+    try:
+        assert replayed == [bases[-1:]]
+        assert lg.leader_epoch_cache.epochs() == epochs
+    finally:
+        lg.close()
