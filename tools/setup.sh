@@ -11,6 +11,7 @@ command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
+command -v strace >/dev/null 2>&1 || need_apt+=(strace)  # tests watch which thread fsyncs
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""

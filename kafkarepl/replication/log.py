@@ -61,6 +61,11 @@ class ReplicaLog(Protocol):
 
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
 
+    def flush_pending(self, end_offset: int) -> bool:
+        """Whether the append ending at `end_offset` waits for its flush (flush.messages)
+        before it is acknowledged or fetched past by a follower."""
+        ...
+
 
 class SupportsLogStartIncrement(Protocol):
     """Optional ReplicaLog capability (Kafka's maybeIncrementLogStartOffset): a follower

@@ -134,6 +134,9 @@ class MemoryLog:
     def flush(self) -> None:
         self.flushed_offset = self.log_end_offset
 
+    def flush_pending(self, end_offset: int) -> bool:
+        return False  # the simulation flushes explicitly (flush, crash)
+
     def crash(self, lose_unflushed: bool) -> None:
         """Simulate a process crash; with lose_unflushed, a power loss too."""
         if lose_unflushed and self.flushed_offset < self.log_end_offset:

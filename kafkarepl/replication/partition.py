@@ -249,15 +249,21 @@ class PartitionState:
         """After appending as leader. Returns True when the HW moved (complete waiters)."""
         return self._maybe_advance_hw()
 
-    def produce_status(self, required_offset: int, leader_term: int) -> ErrorCode | None:
-        """State of an acks=all produce that needs HW >= required_offset (its last offset
-        + 1) and was appended in leader_term. None: keep waiting."""
+    def produce_status(self, required_offset: int, leader_term: int, acks_all: bool = True) -> ErrorCode | None:
+        """State of a produce appended in leader_term up to required_offset (its last
+        offset + 1): acks=all needs HW >= required_offset; both acks=1 and acks=all need
+        the log's flush.messages flush to have reached it (flush_pending). None: keep
+        waiting."""
         if self.role is not Role.LEADER or self.leader_term != leader_term:
             # Leadership was lost meanwhile: the offset may have been truncated and
             # re-filled by other records, never ack. (A leader epoch bump alone, e.g. the
             # controller dropping a dead follower from the ISR, keeps the log: the produce
             # still completes, as in Kafka, instead of failing into a retried duplicate.)
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.flush_pending(required_offset):
+            return None
+        if not acks_all:
+            return ErrorCode.NONE
         if self.high_watermark >= required_offset:
             return ErrorCode.NONE  # strict min ISR: the HW moved only with >= min ISR copies
         if len(self.isr) < self.config.min_insync_replicas:

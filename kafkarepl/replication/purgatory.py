@@ -54,10 +54,12 @@ class ProduceWait:
     partition: PartitionState
     required_offset: int  # last appended offset + 1: needs HW >= this
     leader_term: int  # the leadership term the batch was appended in (PartitionState.leader_term)
+    acks_all: bool = True  # False: acks=1, waiting only for the leader's flush (flush.messages)
 
 
 class DelayedProduce(DelayedOperation):
-    """acks=all: each partition's result is NONE once HW >= required_offset,
+    """acks=all (and acks=1 behind a flush.messages flush: Log.flush_pending): each
+    partition's result is NONE once HW >= required_offset (acks=1: once flushed),
     NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below min.insync.replicas while
     waiting, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT at the deadline."""
 
@@ -70,7 +72,7 @@ class DelayedProduce(DelayedOperation):
     def try_complete(self, now_ms: int) -> bool:
         for key, w in self.waits.items():
             if key not in self.results:
-                status = w.partition.produce_status(w.required_offset, w.leader_term)
+                status = w.partition.produce_status(w.required_offset, w.leader_term, w.acks_all)
                 if status is not None:
                     self.results[key] = status
         return len(self.results) == len(self.waits)
@@ -78,7 +80,7 @@ class DelayedProduce(DelayedOperation):
     def try_complete_key(self, key: K, now_ms: int) -> bool:
         w = self.waits.get(key)
         if w is not None and key not in self.results:
-            status = w.partition.produce_status(w.required_offset, w.leader_term)
+            status = w.partition.produce_status(w.required_offset, w.leader_term, w.acks_all)
             if status is not None:
                 self.results[key] = status
         return len(self.results) == len(self.waits)

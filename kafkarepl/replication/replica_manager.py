@@ -323,6 +323,11 @@ class ReplicaManager:
         """Called after every LEO, HW, ISR or role change of a local partition."""
         self._listeners.append(listener)
 
+    def log_flushed(self, tp: TopicPartition) -> None:
+        """tp's log moved its recovery point: the produces parked behind its flush.messages
+        flush (Log.flush_pending) are answered."""
+        self.produce_purgatory.check(tp, self.clock.monotonic_ms())
+
     def partition_changed(self, tp: TopicPartition) -> None:
         """Something about tp moved: complete what waits on it, tell the listeners."""
         now = self.clock.monotonic_ms()
@@ -607,8 +612,8 @@ class ReplicaManager:
             res.log_start_offset = p.log.log_start_offset
             p.on_leader_append(now)
             self.partition_changed(tp)
-            if acks == -1:
-                waits[tp] = ProduceWait(p, info.last_offset + 1, p.leader_term)
+            if acks == -1 or (acks == 1 and lg.flush_pending(info.last_offset + 1)):
+                waits[tp] = ProduceWait(p, info.last_offset + 1, p.leader_term, acks == -1)
         if not waits:
             callback(results)
             return

@@ -32,7 +32,7 @@ from kafkarepl.controller.channel import NetworkBrokerChannel
 from kafkarepl.controller.controller import Controller
 from kafkarepl.coordinator import OFFSETS_TOPIC
 from kafkarepl.coordinator.txn_log import TXN_TOPIC
-from kafkarepl.errors import KafkaError, KafkaStorageError
+from kafkarepl.errors import KafkaError
 from kafkarepl.replication import (
     BrokerTopicStats,
     ReplicaManager,
@@ -75,6 +75,7 @@ from kafkarepl.server.log_dir_apis import LogDirApis
 from kafkarepl.server.log_dir_failure import LogDirFailureHandler
 from kafkarepl.server.log_dir_mover import RATE_CONFIG as LOG_DIR_RATE
 from kafkarepl.server.log_dir_mover import LogDirMover
+from kafkarepl.server.log_flusher import LogFlusher
 from kafkarepl.server.metadata_apis import MetadataApis
 from kafkarepl.server.metadata_cache import MetadataCache
 from kafkarepl.server.metrics import BrokerMetrics
@@ -102,7 +103,6 @@ from kafkarepl.server.topics import TopicApis, TopicService
 from kafkarepl.server.txn_coordinator import TransactionCoordinatorService
 from kafkarepl.server.txn_verification import TransactionVerifier
 from kafkarepl.server.zk_guard import GuardedStore
-from kafkarepl.storage.log import Log, PendingFlush
 from kafkarepl.storage.manager import LogManager
 from kafkarepl.zk.client import AsyncZk, WatchHandle
 from kafkarepl.zk.store import KafkaZkStore
@@ -127,10 +127,19 @@ class Broker:
         guarded = GuardedStore(store)
         self.metadata = metadata = MetadataCache(config.listener_name())
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
+        # One thread for the checkpoints' writes: they never run concurrently with each
+        # other, and never on the event loop.
+        self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
+        # The fdatasyncs of the logs' flushes (rolls, flush.messages, flush.ms): apart from
+        # the checkpoints, which a long writeback would otherwise hold up (Kafka's
+        # background threads).
+        self._flush_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-flush")
+        self.flusher = LogFlusher(self._flush_executor, self._background,
+                                  lambda lg: self.replicas.log_flushed(TopicPartition(lg.topic, lg.partition)))
         self.log_manager = LogManager(config.log_dir_list(), log_config(config, {}),
                                       on_dir_failure=LogDirFailureHandler(bid, zk.client.stop,
                                                                           take_offline=self._dir_failed),
-                                      on_roll=self._flush_rolled)
+                                      on_flush=self.flusher.request)
         storage = LogStorage(self.log_manager, config)
         self.scram = ScramCredentials(store, guarded)  # SCRAM logins and Alter/DescribeUserScramCredentials
         self.token_cache = DelegationTokenCache()  # delegation tokens' SCRAM logins
@@ -166,7 +175,7 @@ class Broker:
         self.leader_throttle = ReplicationThrottle(bid, LEADER_REPLICAS, clock.monotonic_ms)
         self.follower_throttle = ReplicationThrottle(bid, FOLLOWER_REPLICAS, clock.monotonic_ms)
         self.fetchers = ReplicaFetcherManager(bid, config, self._endpoint_of, fencer.suspect, self.follower_throttle,
-                                              security)
+                                              security, self.flusher.flushed)
         alter_partition = AlterPartitionManager(bid, lambda: self.replicas.broker_epoch, channel, self._topic_id)
         self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics
         self.request_metrics = RequestMetrics()  # Kafka's RequestMetrics
@@ -277,12 +286,6 @@ class Broker:
         self._background_tasks: set[asyncio.Future] = set()
         self._purgatory_timer: asyncio.TimerHandle | None = None
         self._purgatory_at = -1
-        # One thread for the checkpoints' writes: they never run concurrently with each
-        # other, and never on the event loop.
-        self._io_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-io")
-        # The fdatasyncs of rolled segments and of flush.ms: apart from the checkpoints,
-        # which a long writeback would otherwise hold up (Kafka's background threads).
-        self._flush_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-flush")
         self.started_at = 0.0
         self._stopping = False
         self._registration_watch: WatchHandle | None = None
@@ -431,6 +434,7 @@ class Broker:
     async def start(self) -> None:
         self.started_at = time.monotonic()
         self._loop = asyncio.get_running_loop()
+        self.flusher.active = True
         self.log_manager.startup()
         until_done = self.zk.until_done
         await until_done(self.scram.load, "SCRAM credentials")
@@ -552,6 +556,7 @@ class Broker:
                 log.warning("controlled shutdown did not complete: %s", exc)
         self.config_changes.stop()
         self.token_changes.stop()
+        self.flusher.active = False  # flushes inline from here (the loop's tasks go)
         for t in [*self._tasks, *self._background_tasks]:
             t.cancel()
         if self._purgatory_timer is not None:
@@ -638,30 +643,8 @@ class Broker:
         due = self.log_manager.begin_due_flushes(self.clock.wall_ms())
         if due:
             for lg, pending in due:
-                await self._complete_flush(lg, pending)
+                await self.flusher.run(lg, pending)
             await self._checkpoint_recovery_points()
-
-    def _flush_rolled(self, lg: Log) -> None:
-        """A log rolled (called inside the append): the segments below the new one are
-        flushed off the loop and the recovery point moved to its base, as Kafka's roll
-        schedules its flush, so a restart after a crash replays only the newest segment."""
-        if self._loop is None or self._stopping:
-            return
-        offset = lg.active_segment.base_offset
-
-        async def flush() -> None:  # a task: an error here never fails the append that rolled
-            if not lg.closed:
-                await self._complete_flush(lg, lg.begin_flush(offset))
-
-        self._background(flush(), f"flush of {lg.tp} up to {offset}")
-
-    async def _complete_flush(self, lg: Log, pending: PendingFlush) -> None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._flush_executor, pending.run)
-        except KafkaStorageError:
-            return  # reported to the log dir failure handling by run()
-        if not lg.closed:
-            lg.complete_flush(pending)
 
     async def _checkpoint_recovery_points(self) -> None:
         """recovery-point-offset-checkpoint (log.flush.offset.checkpoint.interval.ms):

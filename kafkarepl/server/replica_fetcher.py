@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkarepl.aio import wait_event
@@ -49,6 +49,7 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 
 Endpoint = Callable[[int], "tuple[str, int] | None"]
 Pending = list[tuple[TopicPartition, FollowerFetcher, Any]]
+Flushed = Callable[[list[Any]], Awaitable[None]]
 
 
 class ReplicaFetcher:
@@ -57,8 +58,13 @@ class ReplicaFetcher:
         on_connection_lost: Callable[[int], None] | None = None,
         throttle: ReplicationThrottle | None = None,
         security: ClientSecurity | None = None,
+        flushed: Flushed | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # flush.messages here: the next fetch waits for the flushes of what this one
+        # appended (LogFlusher.flushed), as Kafka's fetcher thread flushes in its append.
+        self.flushed = flushed
+        self._unflushed: list[Any] = []  # logs of this round's answers awaiting their flush
         self.security = security  # the inter-broker listener is SSL
         self.on_connection_lost = on_connection_lost  # the leader may be dead (server/liveness.py)
         self._failures = 0  # failed rounds in a row (logged once, then at DEBUG)
@@ -307,6 +313,7 @@ class ReplicaFetcher:
             self._sent.clear()
             self._told.clear()
         self.max_lag = lag
+        await self._await_flushes()
 
     def _in_sync(self, tp: TopicPartition) -> bool:
         p = self.replicas.get(tp)
@@ -385,7 +392,20 @@ class ReplicaFetcher:
         if out.error and not out.stale:
             log.info("%s-%d: fetch from %d: %s", tp.topic, tp.partition, self.leader_id, out.error.name)
         p = self.replicas.get(tp)
-        return 0 if p is None else int(r["high_watermark"]) - p.log.log_end_offset
+        if p is None:
+            return 0
+        leo = p.log.log_end_offset
+        if r["records"] and self.flushed is not None and p.log.flush_pending(leo):
+            self._unflushed.append(p.log)
+        return int(r["high_watermark"]) - leo
+
+    async def _await_flushes(self) -> None:
+        """The flushes flush.messages asked for in this round's appends, before the next
+        fetch tells the leader (for its HW) that this replica has those records."""
+        if self._unflushed:
+            logs, self._unflushed = self._unflushed, []
+            assert self.flushed is not None
+            await self.flushed(logs)
 
     async def _send_fetch(self, conn: BrokerConnection, reqs: Pending, wait: bool = True) -> None:
         body = self._fetch_body(reqs, 0, FINAL_EPOCH)
@@ -407,6 +427,7 @@ class ReplicaFetcher:
             assert isinstance(req, FetchRequest)
             lag = max(lag, self._on_answer(tp, f, req, r))
         self.max_lag = lag
+        await self._await_flushes()
 
 
 class ReplicaFetcherManager:
@@ -415,13 +436,14 @@ class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: BrokerConfig, endpoint: Endpoint,
                  on_connection_lost: Callable[[int], None] | None = None,
                  throttle: ReplicationThrottle | None = None,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, flushed: Flushed | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.endpoint = endpoint
         self.on_connection_lost = on_connection_lost
         self.throttle = throttle
         self.security = security
+        self.flushed = flushed
         self.replicas: ReplicaManager | None = None  # bound once built (it needs us first)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
@@ -435,7 +457,7 @@ class ReplicaFetcherManager:
         if f is None:
             f = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.config, self.replicas,
                                                     self.endpoint, self.on_connection_lost, self.throttle,
-                                                    self.security)
+                                                    self.security, self.flushed)
             f.start()
         f.add(tp)
         self._assigned[tp] = f

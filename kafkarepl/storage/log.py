@@ -146,9 +146,14 @@ class Log:
         self._closed = False
         # Told of every I/O error of a write or a read (the owner takes the log dir down); None: only raised.
         self.on_io_error: Callable[[BaseException], None] | None = None
-        # Told of every roll, inside the append that rolled: the owner flushes the rolled
-        # segments (begin_flush up to the new base) off its thread, as Kafka's roll does.
-        self.on_roll: Callable[[Log], None] | None = None
+        # Told of each flush the log wants and leaves to its owner, to run off its thread
+        # (begin_flush up to the offset, PendingFlush.run, complete_flush): a roll's, up
+        # to the new segment's base (Kafka's roll schedules it), and flush.messages', up
+        # to the LEO (Kafka's append flushes inline; the appends up to it wait for it
+        # before they are acknowledged: flush_pending). None: flush.messages flushes
+        # inline, a roll not at all.
+        self.on_flush: Callable[[Log, int], None] | None = None
+        self._ack_flush_offset = 0  # appends ending at or below it are acked once flushed
 
     def _report_io_error(self, exc: OSError | KafkaStorageError) -> None:
         """A write path's error: a disk error goes to on_io_error (unless the log was
@@ -671,7 +676,19 @@ class Log:
         self.unflushed_messages += count
         flush_messages = self.config.flush_messages
         if flush_messages is not None and self.unflushed_messages >= flush_messages:
-            self.flush()
+            if self.on_flush is None:
+                self.flush()
+                return
+            self.unflushed_messages = 0  # what comes next counts towards the next flush
+            self._ack_flush_offset = next_offset
+            self.on_flush(self, next_offset)
+
+    def flush_pending(self, end_offset: int) -> bool:
+        """Whether an append ending at `end_offset` (its last offset + 1) waits for a
+        flush.messages flush that on_flush's owner has not completed yet: its produce is
+        answered, or a follower fetches past it, only once the flush moved the recovery
+        point there (as Kafka's append returns only after flushing)."""
+        return self.recovery_point < end_offset <= self._ack_flush_offset
 
     # ================================================================ roll
     def _maybe_roll(self, size: int, first: int, last: int, now_ms: int) -> LogSegment:
@@ -710,8 +727,8 @@ class Log:
         self._segments.append(new)
         self._bases.append(base)
         self._take_snapshot(base)
-        if self.on_roll is not None:
-            self.on_roll(self)
+        if self.on_flush is not None:
+            self.on_flush(self, base)
         return new
 
     # ================================================================ read
@@ -961,6 +978,7 @@ class Log:
         more (what is written there next is not what they sync)."""
         for pending in self._flushes:
             pending.target = min(pending.target, offset)
+        self._ack_flush_offset = min(self._ack_flush_offset, offset)
 
     def complete_flush(self, pending: PendingFlush) -> None:
         self._flushes.discard(pending)

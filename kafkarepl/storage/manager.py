@@ -103,7 +103,7 @@ class LogManager:
     def __init__(self, log_dirs: list[str] | list[Path], default_config: LogConfig,
                  topic_configs: Mapping[str, LogConfig] | None = None, *,
                  on_dir_failure: Callable[[Path, BaseException, int], None] | None = None,
-                 on_roll: Callable[[Log], None] | None = None) -> None:
+                 on_flush: Callable[[Log, int], None] | None = None) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -115,8 +115,9 @@ class LogManager:
         # dir, from whatever thread saw it, with the number of dirs not failed; the broker
         # takes that dir offline (take_offline), or halts when none is left.
         self.on_dir_failure = on_dir_failure
-        # Every log's rolls (Log.on_roll): the broker flushes the rolled segments.
-        self.on_roll = on_roll
+        # The flushes every log leaves to its owner (Log.on_flush: rolls, flush.messages):
+        # the broker runs them off its event loop.
+        self.on_flush = on_flush
         self.failed_dirs: set[Path] = set()  # reported (any thread)
         self.offline_dirs: set[Path] = set()  # taken offline (take_offline, the owner's thread)
         self.offline_partitions: set[TopicPartition] = set()
@@ -430,7 +431,7 @@ class LogManager:
             self.dir_failed(d, exc)
             raise KafkaStorageError(f"Error while creating future log for {topic}-{partition} in dir {d}") \
                 from exc
-        self._watch(fut, d, rolls=False)  # filled on the mover's thread, which flushes it
+        self._watch(fut, d, flushes=False)  # filled on the mover's thread, which flushes it
         fut.dir_entry_durable = False
         self._futures[tp] = fut
         return fut
@@ -463,7 +464,7 @@ class LogManager:
         del self._futures[tp]  # committed (durable with the fsync below)
         source.close_for_deletion()
         self._logs[tp] = fut
-        fut.on_roll = self.on_roll
+        fut.on_flush = self.on_flush
         self._dir_of[tp] = new_parent
         self._dir_counts = None
         # Past the commit point the swap stands, whatever fails: a disk error fails its
@@ -494,9 +495,9 @@ class LogManager:
         return JANITOR.wait(timeout)
 
     # ------------------------------------------------------------------ log dir failure
-    def _watch(self, lg: Log, d: Path, rolls: bool = True) -> None:
+    def _watch(self, lg: Log, d: Path, flushes: bool = True) -> None:
         lg.on_io_error = functools.partial(self.dir_failed, d)
-        lg.on_roll = self.on_roll if rolls else None
+        lg.on_flush = self.on_flush if flushes else None
 
     def dir_failed(self, d: Path, exc: BaseException) -> None:
         """An I/O error on log dir `d` (a log's creation, write, flush or read, a checkpoint):

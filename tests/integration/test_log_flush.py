@@ -5,6 +5,8 @@ log.flush.offset.checkpoint.interval.ms (60 s) only the flusher writes it."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -88,3 +90,70 @@ def test_a_followers_log_start_is_checkpointed_every_interval(cluster_factory) -
     c.kill(leader)
     wait_until(lambda: c.leader_of("ls") == follower, 30, "the follower to lead")
     assert offsets(c, "--topic", "ls", "--time", "earliest") == ["ls:0:12"]
+
+
+class FsyncTrace:
+    """strace -f on a running broker, recording its fdatasync/fsync calls per thread."""
+
+    def __init__(self, pid: int, out) -> None:
+        import shutil
+        import subprocess
+
+        if shutil.which("strace") is None:
+            if os.environ.get("CI") == "true":
+                pytest.fail("strace is required in CI (tools/setup.sh installs it)")
+            pytest.skip("needs strace")
+        self.pid, self.out = pid, out
+        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=fdatasync,fsync", "-o", str(out),
+                                      "-p", str(pid)], stderr=subprocess.PIPE)
+        time.sleep(1.0)  # every thread attached
+        assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
+
+    def stop(self) -> tuple[int, int]:
+        """Detach; (fsyncs by the event loop's thread, the main one; fsyncs by others)."""
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(15)
+        on_loop = others = 0
+        for line in self.out.read_text().splitlines():
+            tid, _, call = line.partition(" ")
+            if call.lstrip().startswith(("fdatasync(", "fsync(")):
+                if int(tid) == self.pid:
+                    on_loop += 1
+                else:
+                    others += 1
+        return on_loop, others
+
+
+def test_flush_messages_fsyncs_off_the_event_loop_before_the_ack(cluster_factory) -> None:
+    """flush.messages=1: each acknowledged produce was fsynced on the leader first, and the
+    follower fsyncs what it fetched before it fetches on (Kafka flushes inline in the
+    append); the fdatasyncs run in the broker's flush thread, never on the event loop,
+    which serves every connection meanwhile."""
+    c = cluster_factory(2)
+    c.create_topic("fm", 1, 2, configs={"flush.messages": "1"})
+    c.wait_for_leaders("fm", 1, isr=2)
+    leader = c.leader_of("fm")
+    follower = 3 - leader
+    port = c.brokers[leader].port
+
+    def send(acks: int) -> None:
+        body = {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
+            {"name": "fm", "partition_data": [{"index": 0, "records": bytes(build_batch(3))}]}]}
+        resp = wire.call(HOST, port, ApiKey.PRODUCE, 7, body, timeout=15)
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+
+    send(-1)  # the log's first write (its first epoch checkpoint) before the traces
+    traces = [FsyncTrace(c.brokers[b].proc.pid, c.root / f"strace-{b}.txt") for b in (leader, follower)]
+    try:
+        for i in range(20):
+            send(1 if i % 2 else -1)
+    finally:
+        (lead_loop, lead_thread), (foll_loop, foll_thread) = (t.stop() for t in traces)
+    assert lead_loop == 0 and foll_loop == 0, (lead_loop, foll_loop)
+    # At least the segment file per produce on the leader (each answer came after its
+    # flush), and per fetched batch on the follower (its next fetch, which acks=-1 waits
+    # for, came after it).
+    assert lead_thread >= 20, lead_thread
+    assert foll_thread >= 10, foll_thread
+    from tests.integration.test_cli_offsets_tools import offsets
+    assert offsets(c, "--topic", "fm", "--time", "latest") == ["fm:0:63"]
