@@ -21,6 +21,7 @@ from kafkarepl.storage.config import LogConfig
 from kafkarepl.storage.log import Log
 from kafkarepl.storage.manager import LogManager
 from tests.batches import build_batch
+from tests.unit.test_txn_model import Clock, Outlets
 
 TP = TopicPartition("t", 0)
 NOW = 1_700_000_000_000
@@ -70,25 +71,6 @@ class Held:
         self.gate.set()
 
 
-class Outlets:
-    def submit(self, tp: Any, change: Any, callback: Any) -> None:
-        pass
-
-    def add_partition(self, tp: Any, leader_id: int) -> None:
-        pass
-
-    def remove_partition(self, tp: Any) -> None:
-        pass
-
-
-class Clock:
-    def monotonic_ms(self) -> int:
-        return 1_700_000_000_000
-
-    def wall_ms(self) -> int:
-        return 1_700_000_000_000
-
-
 async def until(check: Any, what: str) -> None:
     for _ in range(5_000):
         if check():
@@ -120,7 +102,9 @@ def test_produces_are_answered_once_their_flush_is_done(tmp_path: Path) -> None:
                                        "log.flush.interval.messages": "1"})
         lm = LogManager([tmp_path], LogConfig(flush_messages=1), on_flush=flusher.request)
         out = Outlets()
-        rm = ReplicaManager(1, LogStorage(lm, cfg), out, out, Clock())
+        clock = Clock()
+        clock.now = NOW  # the batches' timestamps
+        rm = ReplicaManager(1, LogStorage(lm, cfg), out, out, clock)
         rm.broker_epoch = 5
         err, res = rm.become_leader_or_follower(1, 5, [PartitionOrder(TP, 1, 0, (1,), (1,), 0)], {})
         assert err is ErrorCode.NONE and res[TP] is ErrorCode.NONE
