@@ -627,6 +627,8 @@ class ReplicaManager:
         ctx: _ProduceContext = op.context  # type: ignore[assignment]
         for tp, code in op.results.items():
             if code is not ErrorCode.NONE:
+                if code is ErrorCode.NOT_LEADER_OR_FOLLOWER and tp in self.offline:
+                    code = ErrorCode.KAFKA_STORAGE_ERROR  # its dir failed (Kafka's getPartitionOrError)
                 res = ctx.results[tp]  # type: ignore[index]
                 res.error, res.base_offset = code, -1  # as Kafka: no offset with an error
         ctx.callback(ctx.results)

@@ -324,8 +324,8 @@ def test_a_large_leader_and_isr_holds_appends_until_its_epochs_are_durable() -> 
 def test_replicas_on_a_failed_log_dir_answer_kafka_storage_error() -> None:
     """KIP-112: once a replica's log dir failed, produce, fetch and LeaderAndIsr for it
     answer KAFKA_STORAGE_ERROR (the controller learns from the last which replicas went
-    offline), a waiting acks=all produce is answered, and the fetcher stops; the other
-    partitions go on."""
+    offline), a waiting acks=all produce is answered so too (Kafka's DelayedProduce), and
+    the fetcher stops; the other partitions go on."""
     rm, _s, outlets, _c = manager()
     other = TopicPartition("t", 1)
     lead(rm)
@@ -337,7 +337,7 @@ def test_replicas_on_a_failed_log_dir_answer_kafka_storage_error() -> None:
     rm.append_records(1000, -1, {TP: ["a"]}, waiting.append)  # parked for the ISR
     assert not waiting
     rm.take_offline([TP, follower])
-    assert len(waiting) == 1 and waiting[0][TP].error is not ErrorCode.NONE
+    assert len(waiting) == 1 and waiting[0][TP].error is ErrorCode.KAFKA_STORAGE_ERROR
     assert follower not in outlets.fetching and TP not in rm.partitions
     got: list[dict[TopicPartition, PartitionResponse]] = []
     rm.append_records(1000, 1, {TP: ["b"], other: ["c"]}, got.append)
