@@ -21,9 +21,9 @@ pytestmark = pytest.mark.integration
 HOST = "127.0.0.1"
 
 
-def produce(port: int, topic: str, n: int) -> None:
+def produce(port: int, topic: str, n: int, acks: int = 1) -> None:
     batch = build_batch([b"v%d" % i for i in range(n)], timestamp=int(time.time() * 1000))
-    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+    body = {"transactional_id": None, "acks": acks, "timeout_ms": 5000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}]}
     resp = wire.call(HOST, port, ApiKey.PRODUCE, 7, body, timeout=15)
     assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
@@ -93,9 +93,10 @@ def test_a_followers_log_start_is_checkpointed_every_interval(cluster_factory) -
 
 
 class FsyncTrace:
-    """strace -f on a running broker, recording its fdatasync/fsync calls per thread."""
+    """strace -f on a running broker, recording its fdatasync/fsync calls per thread;
+    with `delay_us`, each fdatasync is held that long first (a slow disk)."""
 
-    def __init__(self, pid: int, out) -> None:
+    def __init__(self, pid: int, out, delay_us: int = 0) -> None:
         import shutil
         import subprocess
 
@@ -104,8 +105,9 @@ class FsyncTrace:
                 pytest.fail("strace is required in CI (tools/setup.sh installs it)")
             pytest.skip("needs strace")
         self.pid, self.out = pid, out
-        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=fdatasync,fsync", "-o", str(out),
-                                      "-p", str(pid)], stderr=subprocess.PIPE)
+        inject = ["-e", f"inject=fdatasync:delay_enter={delay_us}"] if delay_us else []
+        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=fdatasync,fsync", *inject,
+                                      "-o", str(out), "-p", str(pid)], stderr=subprocess.PIPE)
         time.sleep(1.0)  # every thread attached
         assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
 
@@ -136,17 +138,11 @@ def test_flush_messages_fsyncs_off_the_event_loop_before_the_ack(cluster_factory
     follower = 3 - leader
     port = c.brokers[leader].port
 
-    def send(acks: int) -> None:
-        body = {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
-            {"name": "fm", "partition_data": [{"index": 0, "records": bytes(build_batch(3))}]}]}
-        resp = wire.call(HOST, port, ApiKey.PRODUCE, 7, body, timeout=15)
-        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
-
-    send(-1)  # the log's first write (its first epoch checkpoint) before the traces
+    produce(port, "fm", 3, acks=-1)  # the log's first write (its first epoch checkpoint) before the traces
     traces = [FsyncTrace(c.brokers[b].proc.pid, c.root / f"strace-{b}.txt") for b in (leader, follower)]
     try:
         for i in range(20):
-            send(1 if i % 2 else -1)
+            produce(port, "fm", 3, acks=1 if i % 2 else -1)
     finally:
         (lead_loop, lead_thread), (foll_loop, foll_thread) = (t.stop() for t in traces)
     assert lead_loop == 0 and foll_loop == 0, (lead_loop, foll_loop)
@@ -157,3 +153,48 @@ def test_flush_messages_fsyncs_off_the_event_loop_before_the_ack(cluster_factory
     assert foll_thread >= 10, foll_thread
     from tests.integration.test_cli_offsets_tools import offsets
     assert offsets(c, "--topic", "fm", "--time", "latest") == ["fm:0:63"]
+
+
+def test_flush_messages_acks_wait_for_the_fsync_and_the_event_loop_does_not(cluster_factory) -> None:
+    """Every fdatasync of one broker held 0.4 s (strace's syscall delay, a slow disk). On
+    the leader: an acks=1 produce to a flush.messages=1 partition is answered only after
+    the fsync, and a request sent on another connection while it runs is answered before
+    it (the event loop does not wait for the fsync). On the follower: an acks=all produce
+    is answered only after the follower's fsync (it fetches on, moving the leader's HW,
+    once its flush is done)."""
+    import threading
+
+    c = cluster_factory(2)
+    c.create_topic("fs", 1, 2, configs={"flush.messages": "1", "min.insync.replicas": "2"})
+    c.wait_for_leaders("fs", 1, isr=2)
+    leader = c.leader_of("fs")
+    follower = 3 - leader
+    port = c.brokers[leader].port
+    produce(port, "fs", 3, acks=-1)  # the log's first write (its first epoch checkpoint) untraced
+    answered: dict[str, float] = {}
+
+    def timed(acks: int) -> None:
+        t0 = time.monotonic()
+        produce(port, "fs", 3, acks=acks)
+        answered[f"acks={acks}"] = time.monotonic() - t0
+        answered["at"] = time.monotonic()
+
+    slow = FsyncTrace(c.brokers[leader].proc.pid, c.root / "strace-leader.txt", delay_us=400_000)
+    try:
+        t = threading.Thread(target=timed, args=(1,))
+        t.start()
+        time.sleep(0.1)  # the produce is in, its fsync held
+        wire.metadata(HOST, port, ["fs"], timeout=15)
+        metadata_at = time.monotonic()
+        t.join(30)
+    finally:
+        slow.stop()
+    assert answered["acks=1"] >= 0.4, answered  # not before the leader's fsync
+    assert metadata_at < answered["at"], (metadata_at, answered)  # served during it
+
+    slow = FsyncTrace(c.brokers[follower].proc.pid, c.root / "strace-follower.txt", delay_us=400_000)
+    try:
+        timed(-1)
+    finally:
+        slow.stop()
+    assert answered["acks=-1"] >= 0.4, answered  # not before the follower's fsync
